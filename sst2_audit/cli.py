@@ -64,3 +64,33 @@ def _prepare(argv) -> int:
 
 def prepare_main(argv=None) -> int:
     return _guarded(_prepare, sys.argv[1:] if argv is None else argv)
+
+
+def _run(argv) -> int:
+    from . import run_job
+    from .lock import load_lock
+    from .report import run_summary
+
+    parser = _Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.")
+    _common(parser)
+    parser.add_argument("--profile", default="glue-sst2", help="profile of the lock (default: glue-sst2)")
+    parser.add_argument("--smoke", action="store_true", help=f"score only the first {run_job.SMOKE_ROWS} dev rows")
+    parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
+    parser.add_argument("--private", type=Path, help="private records folder (default: private/<run-name>)")
+    parser.add_argument("--run-name", help="name of the run (default: <profile>-<mode>-<UTC time>)")
+    parser.add_argument("--unsorted-ids", action="store_true",
+                        help="pass dev ids to lm-eval in hash order: reproduces upstream #4084, the run must fail")
+    args = parser.parse_args(argv)
+    lock = load_lock(args.lock)
+    profile = lock.profile(args.profile)
+    name = args.run_name or run_job.default_run_name(profile.name, args.smoke)
+    out = args.out or Path("runs") / name
+    private = args.private or Path("private") / name
+    record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name,
+                                                smoke=args.smoke, sort_ids=not args.unsorted_ids))
+    print(run_summary(record, out, private))
+    return 0
+
+
+def run_main(argv=None) -> int:
+    return _guarded(_run, sys.argv[1:] if argv is None else argv)

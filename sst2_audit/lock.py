@@ -51,7 +51,7 @@ class Profile:
 
     @property
     def resources(self):
-        return (self.model, self.data)
+        return (self.data, self.model)  # data first: the cheap checks fail before a large download
 
     @property
     def fully_hashed(self) -> bool:

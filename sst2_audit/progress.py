@@ -10,12 +10,12 @@ def say(message: str) -> None:
 
 
 @contextmanager
-def phase(name: str, timings: dict | None = None):
+def phase(name: str, timings: dict | None = None, key: str | None = None):
     """Announce a long step and report (and optionally record) its wall time."""
     say(f"[{name}] ...")
     start = time.perf_counter()
     yield
     elapsed = time.perf_counter() - start
     if timings is not None:
-        timings[name] = round(elapsed, 3)
+        timings[key or name] = round(elapsed, 3)
     say(f"[{name}] done in {elapsed:.1f} s")

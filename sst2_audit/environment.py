@@ -1,0 +1,43 @@
+"""Facts about the process: versions, threads, peak memory, and public-safe paths."""
+
+import platform
+import resource
+import sys
+from importlib import metadata
+
+PACKAGES = ("torch", "transformers", "lm_eval", "datasets", "tokenizers", "pyarrow", "huggingface_hub", "numpy", "psutil", "gguf")
+
+
+def versions() -> dict:
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def peak_rss_bytes() -> int:
+    """The kernel's high-water mark of this process's resident set (Linux reports KiB)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def current_rss_bytes() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def scrub_paths(value, replacements: dict):
+    """Replace machine-specific folders in every string (public records carry no local paths)."""
+    if isinstance(value, str):
+        for folder, label in replacements.items():
+            value = value.replace(folder, label)
+        return value
+    if isinstance(value, dict):
+        return {scrub_paths(k, replacements): scrub_paths(v, replacements) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub_paths(v, replacements) for v in value]
+    return value

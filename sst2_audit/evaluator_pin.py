@@ -1,0 +1,36 @@
+"""The installed lm-eval must be byte-identical to the pinned tag on the scoring path."""
+
+from pathlib import Path
+
+from .errors import CheckFailed
+from .hashing import sha256_file
+
+
+def installed_root() -> Path:
+    """The folder that holds the lm_eval package (paths in the lock are relative to it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("lm_eval")
+    if spec is None or spec.origin is None:
+        raise CheckFailed("lm_eval is not installed; install the pinned lm-eval==0.4.9.2.")
+    return Path(spec.origin).parent.parent
+
+
+def verify_installed(lock) -> dict:
+    """Hash every pinned file of the installed evaluator; returns {path: sha256}."""
+    root = installed_root()
+    problems, seen = [], {}
+    for relative, pinned in sorted(lock.evaluator["files"].items()):
+        path = root / relative
+        if not path.is_file():
+            problems.append(f"{relative} is missing")
+            continue
+        seen[relative] = actual = sha256_file(path)
+        if actual != pinned:
+            problems.append(f"{relative}: expected sha256 {pinned}, got {actual}")
+    if problems:
+        raise CheckFailed(
+            f"the installed lm-eval under {root} is not the pinned {lock.evaluator['version']} "
+            f"(commit {lock.evaluator['commit'][:12]}): " + "; ".join(problems) + "."
+        )
+    return seen

@@ -1,0 +1,103 @@
+"""The independent scoring path: our own tokenize / forward / sum. No lm_eval import.
+
+The counterpart of lm-eval's Hugging Face backend, written from the protocol:
+context and candidate are tokenized as one string and split at the context
+boundary; the model sees [1, L-1] tokens in float32; the candidate's
+log-probabilities are summed (no length normalization); nothing is truncated.
+"""
+
+from dataclasses import dataclass
+
+from .errors import CheckFailed, InputError
+from .protocol import CANDIDATES, context_for
+
+
+class BoundaryError(CheckFailed):
+    """The context's tokens are not a prefix of the whole string's tokens."""
+
+
+@dataclass(frozen=True)
+class EncodedPair:
+    context_tokens: tuple
+    continuation_tokens: tuple
+
+    @property
+    def input_tokens(self) -> tuple:
+        """What the model is fed: everything but the last token."""
+        return (self.context_tokens + self.continuation_tokens)[:-1]
+
+
+@dataclass(frozen=True)
+class QuestionScores:
+    idx: int
+    context_tokens: tuple
+    candidate_token_ids: tuple  # one tuple of ids per candidate
+    candidate_scores: tuple  # summed log-probabilities, one per candidate
+
+
+def encode_pair(tokenizer, context: str, continuation: str) -> EncodedPair:
+    whole = list(tokenizer(context + continuation, add_special_tokens=False)["input_ids"])
+    context_tokens = list(tokenizer(context, add_special_tokens=False)["input_ids"])
+    if whole[: len(context_tokens)] != context_tokens:
+        raise BoundaryError(
+            f"context/candidate boundary: the context's {len(context_tokens)} tokens are not a prefix "
+            f"of the tokens of context+{continuation!r} (first difference at token "
+            f"{next(i for i, (a, b) in enumerate(zip(whole, context_tokens + [None])) if a != b)})."
+        )
+    if len(whole) == len(context_tokens):
+        raise BoundaryError(f"candidate {continuation!r} adds no token after the context.")
+    return EncodedPair(tuple(context_tokens), tuple(whole[len(context_tokens):]))
+
+
+def check_length(pair: EncodedPair, max_length: int, idx: int) -> None:
+    if len(pair.input_tokens) > max_length:
+        raise InputError(
+            f"row idx {idx}: the model input is {len(pair.input_tokens)} tokens, longer than "
+            f"max_length {max_length}; the protocol never truncates, so the run stops."
+        )
+
+
+def encode_question(tokenizer, sentence: str, idx: int, max_length: int, candidates=CANDIDATES) -> list:
+    context = context_for(sentence)
+    pairs = [encode_pair(tokenizer, context, candidate) for candidate in candidates]
+    for pair in pairs:
+        check_length(pair, max_length, idx)
+    return pairs
+
+
+class IndependentScorer:
+    def __init__(self, model, max_length: int):
+        self.model = model
+        self.max_length = max_length
+        self.forward_calls = 0
+
+    def _log_probs(self, input_tokens: tuple):
+        import torch
+
+        self.forward_calls += 1
+        with torch.inference_mode():
+            logits = self.model(torch.tensor([input_tokens], dtype=torch.long)).logits  # [1, L-1, V]
+            return torch.log_softmax(logits.float(), dim=-1)[0]
+
+    def score(self, idx: int, pairs: list) -> QuestionScores:
+        import torch
+
+        cache = {}  # candidates whose model input is identical share one forward pass
+        scores = []
+        for pair in pairs:
+            if len(pair.input_tokens) > self.max_length:
+                check_length(pair, self.max_length, idx)
+            key = pair.input_tokens
+            if key not in cache:
+                cache[key] = self._log_probs(key)
+            log_probs = cache[key]
+            start = len(pair.context_tokens) - 1
+            positions = torch.arange(start, start + len(pair.continuation_tokens))
+            targets = torch.tensor(pair.continuation_tokens, dtype=torch.long)
+            scores.append(float(log_probs[positions, targets].sum()))
+        return QuestionScores(
+            idx,
+            pairs[0].context_tokens,
+            tuple(pair.continuation_tokens for pair in pairs),
+            tuple(scores),
+        )

@@ -1,0 +1,99 @@
+"""The official path: lm_eval.simple_evaluate on the official glue/sst2 task config.
+
+Only the data-loading fields of the installed, hash-verified YAML are changed,
+so that the task reads the verified cached parquet; the task is still `sst2`
+with its official prompt, choices, target, metric and aggregation.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .errors import CheckFailed
+from .evaluator_pin import installed_root
+
+DATA_FIELDS = ("dataset_path", "dataset_name", "dataset_kwargs")
+
+
+@dataclass
+class OfficialOutput:
+    results: dict  # lm-eval's results dict without "samples"
+    samples: list  # lm-eval's logged samples, in the order it logged them
+    effective_config: dict
+    config_differences: dict
+    lm: object  # the HFLM, whose _encode_pair the identity check uses
+
+
+def official_yaml(lock) -> dict:
+    return yaml.safe_load((installed_root() / lock.evaluator["task_yaml"]).read_text(encoding="utf-8"))
+
+
+def task_config(lock, data_files: dict) -> dict:
+    config = official_yaml(lock)
+    config.update(dataset_path="parquet", dataset_kwargs={"data_files": {k: str(v) for k, v in data_files.items()}})
+    config.pop("dataset_name", None)
+    return config
+
+
+def config_differences(official: dict, effective: dict, num_fewshot: int) -> dict:
+    """Every field whose effective value is not the official YAML's (or TaskConfig's default)."""
+    from lm_eval.api.task import TaskConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(TaskConfig) if f.default is not dataclasses.MISSING}
+    differences = {}
+    for key in sorted(set(official) | set(effective)):
+        reference = official.get(key, defaults.get(key))
+        if effective.get(key) != reference:
+            differences[key] = {"official": reference, "effective": effective.get(key)}
+    allowed = set(DATA_FIELDS) | {"num_fewshot"}
+    forbidden = sorted(set(differences) - allowed)
+    if forbidden or differences.get("num_fewshot", {}).get("effective", num_fewshot) != num_fewshot:
+        raise CheckFailed(
+            f"the effective sst2 task config differs from the official YAML outside the data-loading "
+            f"fields: {', '.join(forbidden) or 'num_fewshot'} ({ {k: differences[k] for k in forbidden} })."
+        )
+    return differences
+
+
+def run_official(model, tokenizer, lock, data_files: dict, dev_ids, *, sort_ids: bool = True) -> OfficialOutput:
+    """Score dev_ids through simple_evaluate.
+
+    lm-eval 0.4.9.2 pairs the k-th document (in dataset order) with the k-th
+    entry of `samples`, so unsorted ids log wrong doc_ids (upstream #4084);
+    we pass them sorted. sort_ids=False reproduces the bug on purpose.
+    """
+    import lm_eval
+    from lm_eval.api.task import ConfigurableTask
+    from lm_eval.models.huggingface import HFLM
+
+    settings = lock.run_settings
+    ids = sorted(dev_ids) if sort_ids else list(dev_ids)
+    # A ConfigurableTask object named sst2, not include_path: 0.4.9.2's pretty-printer
+    # crashes on task YAMLs outside the package.
+    task = ConfigurableTask(config=task_config(lock, data_files))
+    lm = HFLM(
+        pretrained=model, tokenizer=tokenizer, backend="causal", batch_size=settings["batch_size"],
+        max_length=settings["max_length"], device=settings["device"], add_bos_token=False,
+    )
+    output = lm_eval.simple_evaluate(
+        model=lm, tasks=[task], num_fewshot=settings["num_fewshot"], samples={task.config.task: ids},
+        log_samples=True, cache_requests=False, use_cache=None, apply_chat_template=False,
+        system_instruction=None, random_seed=settings["seed"], numpy_random_seed=settings["seed"],
+        torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
+    )
+    samples = output.pop("samples")[task.config.task]
+    effective = output["configs"][task.config.task]
+    differences = config_differences(official_yaml(lock), effective, settings["num_fewshot"])
+    return OfficialOutput(output, samples, effective, differences, lm)
+
+
+def official_encode_pair(lm, context: str, continuation: str) -> tuple:
+    """lm-eval's own context/continuation encoding, for the boundary check."""
+    context_tokens, continuation_tokens = lm._encode_pair(context, continuation)
+    return tuple(context_tokens), tuple(continuation_tokens)
+
+
+def data_files_of(cache: Path, manifest) -> dict:
+    return {role: str(Path(cache) / manifest.file(role).path) for role in ("train", "validation")}

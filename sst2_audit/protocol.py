@@ -1,0 +1,54 @@
+"""The scoring protocol, stated once.
+
+Zero-shot, no chat template, no system prompt, no BOS/EOS added, no length
+normalization; the prediction is the argmax of the summed candidate
+log-probabilities with ties going to the first candidate; accuracy is the mean
+of the per-question 0/1.
+"""
+
+import json
+import math
+
+from .hashing import sha256_text
+
+QUESTION = "\nQuestion: Is this sentence positive or negative?\nAnswer:"
+TARGET_DELIMITER = " "  # lm-eval's TaskConfig default; the YAML does not state it
+CHOICES = ("negative", "positive")
+CANDIDATES = tuple(TARGET_DELIMITER + choice for choice in CHOICES)
+TASK_NAME = "sst2"
+
+
+def context_for(sentence: str) -> str:
+    return sentence + QUESTION
+
+
+def prompt_hash(context: str) -> str:
+    """sha256 of the exact context string (lm-eval logs the same as prompt_hash)."""
+    return sha256_text(context)
+
+
+def doc_hash(doc: dict) -> str:
+    """sha256 of the document as lm-eval serialises it for its doc_hash."""
+    return sha256_text(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def predict(candidate_scores) -> int:
+    """Index of the highest score; a tie goes to the first candidate (strict >)."""
+    best = 0
+    for index, score in enumerate(candidate_scores):
+        if score > candidate_scores[best]:
+            best = index
+    return best
+
+
+def accuracy(correct: list) -> float:
+    return sum(correct) / len(correct)
+
+
+def accuracy_stderr(correct: list) -> float:
+    """Sample standard deviation over sqrt(n), in lm-eval's order of operations."""
+    if len(correct) < 2:
+        return float("nan")
+    mean = sum(correct) / len(correct)
+    deviation = math.sqrt(sum((x - mean) ** 2 for x in correct) / (len(correct) - 1))
+    return deviation / math.sqrt(len(correct))

@@ -1,0 +1,28 @@
+"""The console summary of a run."""
+
+from .records import RunRecord
+
+
+def _pct(summary) -> str:
+    return f"{summary.correct}/{summary.rows} = {summary.accuracy:.4f} (stderr {summary.stderr:.4f})"
+
+
+def run_summary(record: RunRecord, out, private) -> str:
+    lines = []
+    if record.demo:
+        lines.append("*** " + record.notice + " ***")
+    lines += [
+        f"run {record.run_name}: profile {record.profile}, {record.mode} mode, {len(record.questions)} dev rows "
+        f"({len(record.split.confirm)} confirmation rows sealed, never scored)",
+        f"  official (lm-eval {record.evaluator['version']} simple_evaluate): accuracy {_pct(record.official)}",
+        f"  independent (own float32 forward):            accuracy {_pct(record.independent)}",
+        f"  max abs diff over {2 * len(record.questions)} candidate scores: {record.max_abs_diff!r}",
+        f"  identity checks passed: {record.identity_checks_passed}/{len(record.questions)} logged samples "
+        "(doc_id, doc/prompt hash, label, candidates, token boundary)",
+        f"  predictions: {record.official.predictions}; labels: {record.labels}",
+        f"  time {record.timings['total']:.1f} s (" + ", ".join(
+            f"{k} {v:.1f}" for k, v in record.timings.items() if k != "total") + f"); peak RSS {record.peak_rss_bytes:,} bytes",
+        f"  lock fully hashed: {'yes' if record.lock_fully_hashed else 'no'}",
+        f"  public records: {out}   private records (text, prompts, token ids): {private}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""One scoring run: split, official path, identity, independent path, agreement, records."""
+
+import dataclasses
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import atomic, records
+from .dataset import LABEL_NAMES, read_parquet
+from .environment import peak_rss_bytes, scrub_paths, versions
+from .errors import CheckFailed
+from .hashing import sha256_file
+from .identity import check_logged_samples, expected_question
+from .lock import Lock, Profile
+from .manifest import read_manifest, require_matching, verify_files
+from .progress import phase, say
+from .protocol import CANDIDATES, CHOICES, accuracy, accuracy_stderr, predict
+from .split import make_split, row_hash
+
+DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
+SMOKE_ROWS = 2
+
+
+@dataclass
+class RunOptions:
+    lock: Lock
+    profile: Profile
+    cache: Path
+    out: Path
+    private: Path
+    run_name: str
+    smoke: bool = False
+    sort_ids: bool = True  # False reproduces lm-eval's unsorted-samples doc_id bug on purpose
+
+
+def default_run_name(profile: str, smoke: bool) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{profile}-{'smoke' if smoke else 'full'}-{stamp}"
+
+
+def _offline_environment(scratch: Path) -> None:
+    """Nothing in a run may reach the network or reuse a stale cache of someone else's."""
+    os.environ.update({
+        "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_CACHE": str(scratch / "datasets"), "TOKENIZERS_PARALLELISM": "false",
+    })
+
+
+def summarize(predictions: list, labels: list) -> records.PathSummary:
+    correct = [1.0 if p == l else 0.0 for p, l in zip(predictions, labels)]
+    return records.PathSummary(
+        accuracy=accuracy(correct), stderr=accuracy_stderr(correct), correct=int(sum(correct)), rows=len(correct),
+        predictions={name: predictions.count(i) for i, name in enumerate(CHOICES)},
+    )
+
+
+def _fail(options, check: str, message: str, mismatches: list, settings: dict) -> None:
+    record = records.FailureRecord(options.run_name, check, message, mismatches, settings)
+    records.write(options.out / records.FAILURE_FILE, record)
+    raise CheckFailed(f"{message} Failure record: {options.out / records.FAILURE_FILE}")
+
+
+def _public_samples(samples: list) -> list:
+    """lm-eval's logged samples without review text (doc and arguments carry the sentence)."""
+    return [{k: v for k, v in sample.items() if k not in ("doc", "arguments")} for sample in samples]
+
+
+def _write_jsonl(path: Path, rows: list) -> None:
+    atomic.write_text(path, "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows))
+
+
+def execute(options: RunOptions) -> records.RunRecord:
+    start = time.perf_counter()
+    timings = {}
+    lock, profile, cache = options.lock, options.profile, Path(options.cache).resolve()
+    settings = dict(lock.run_settings, doc_id_order="sorted" if options.sort_ids else "hash order (unsorted)",
+                    add_bos_token=False, apply_chat_template=False, system_instruction=None,
+                    length_normalization=False, tie_rule="first candidate")
+    manifest = require_matching(read_manifest(cache), cache, lock, profile)
+    atomic.new_directory(options.out, "--out")
+    atomic.new_directory(options.private, "--private")
+    scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-"))
+    _offline_environment(scratch)
+    scrub = {str(cache): "<cache>", str(scratch): "<scratch>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
+    with phase("verify cache and evaluator (hash before load)", timings, "verify"):
+        verify_files(cache, manifest)
+        from .evaluator_pin import verify_installed
+
+        evaluator_files = verify_installed(lock)
+    with phase("imports", timings):
+        import torch
+        import transformers  # noqa: F401
+        import lm_eval  # noqa: F401
+
+        from .independent import IndependentScorer, encode_question
+        from .official import data_files_of, official_encode_pair, run_official
+    torch.set_num_threads(settings["threads"])
+    torch.manual_seed(settings["seed"])
+
+    rows = read_parquet(cache / manifest.file("validation").path)
+    split = make_split([row.idx for row in rows], lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
+    scored_ids = list(split.dev_ids[:SMOKE_ROWS] if options.smoke else split.dev_ids)
+    split.require_dev(scored_ids)
+    by_idx = {row.idx: row for row in rows}
+
+    with phase("model load", timings, "model_load"):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model_dir = cache / "model"
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(model_dir), dtype=getattr(torch, settings["dtype"]), attn_implementation=settings["attention"],
+            local_files_only=True, use_safetensors=True,
+        ).eval()
+    # Pre-flight: every question must fit without truncation before any model call.
+    expected = {idx: expected_question(by_idx[idx], tokenizer, settings["max_length"]) for idx in scored_ids}
+
+    with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official"):
+        official = run_official(model, tokenizer, lock, data_files_of(cache, manifest), scored_ids,
+                                sort_ids=options.sort_ids)
+    public_results = scrub_paths(json.loads(json.dumps(official.results, default=str)), scrub)
+    atomic.write_json(options.out / records.LM_EVAL_RESULTS_FILE, public_results)
+    _write_jsonl(options.out / records.LM_EVAL_SAMPLES_FILE, scrub_paths(_public_samples(official.samples), scrub))
+    _write_jsonl(options.private / records.LM_EVAL_PRIVATE_SAMPLES_FILE, official.samples)
+
+    check_start = time.perf_counter()
+    mismatches = check_logged_samples(official.samples, scored_ids, expected,
+                                      lambda c, k: official_encode_pair(official.lm, c, k))
+    if mismatches:
+        rows_named = sorted(m.claimed_id for m in mismatches if m.claimed_id is not None)
+        _fail(options, "identity",
+              f"identity check failed: {len(mismatches)} logged sample(s) do not match the dataset row their "
+              f"doc_id names (logged doc_ids {rows_named}); lm-eval was given the ids "
+              f"{settings['doc_id_order']}.", mismatches, settings)
+    timings["checks"] = time.perf_counter() - check_start
+
+    with phase(f"independent path: own forward passes on {len(scored_ids)} rows", timings, "independent"):
+        scorer = IndependentScorer(model, settings["max_length"])
+        independent = {}
+        for number, idx in enumerate(scored_ids, start=1):
+            pairs = encode_question(tokenizer, by_idx[idx].sentence, idx, settings["max_length"])
+            independent[idx] = scorer.score(idx, pairs)
+            if number % 16 == 0 or number == len(scored_ids):
+                say(f"[independent] {number}/{len(scored_ids)} rows")
+
+    check_start = time.perf_counter()
+    logged = {sample["doc_id"]: sample for sample in official.samples}
+    questions, disagreements, max_abs_diff = [], [], 0.0
+    for idx in scored_ids:
+        sample, mine, e = logged[idx], independent[idx], expected[idx]
+        official_scores = [float(resp[0][0]) for resp in sample["resps"]]
+        for number, (a, b) in enumerate(zip(official_scores, mine.candidate_scores)):
+            max_abs_diff = max(max_abs_diff, abs(a - b))
+            if a != b:
+                disagreements.append(records.Mismatch(
+                    scored_ids.index(idx), idx, ["candidate_score"],
+                    {"idx": idx, "candidate": CANDIDATES[number], "independent": b},
+                    {"idx": idx, "candidate": CANDIDATES[number], "official": a}))
+        public = e.public_fields()
+        questions.append(records.QuestionRecord(
+            idx=idx, label=e.label, logged_doc_id=sample["doc_id"], doc_hash=public["doc_hash"],
+            prompt_hash=public["prompt_hash"], context_length=public["context_length"],
+            candidates=public["candidates"], candidate_token_ids=public["candidate_token_ids"],
+            official_scores=official_scores, independent_scores=list(mine.candidate_scores),
+            official_prediction=predict(official_scores), independent_prediction=predict(mine.candidate_scores),
+            official_logged_acc=float(sample["acc"]),
+        ))
+    if disagreements:
+        _fail(options, "agreement",
+              f"official and independent scores differ on {len(disagreements)} candidate score(s) "
+              f"(max abs diff {max_abs_diff!r}); under the pinned settings they must be identical.",
+              disagreements, settings)
+    timings["checks"] = round(timings["checks"] + time.perf_counter() - check_start, 3)
+
+    labels = [q.label for q in questions]
+    task_result = official.results["results"][official.effective_config["task"]]
+    record = records.RunRecord(
+        run_name=options.run_name, mode="smoke" if options.smoke else "full", profile=profile.name,
+        demo=profile.demo, notice=DEMO_NOTICE if profile.demo else profile.description,
+        lock_sha256=lock.sha256, lock_fully_hashed=manifest.lock_fully_hashed,
+        resources=[dataclasses.asdict(f) for f in manifest.files],
+        evaluator={
+            "package": lock.evaluator["package"], "version": lock.evaluator["version"],
+            "commit": lock.evaluator["commit"], "task": lock.evaluator["task"], "task_yaml": lock.evaluator["task_yaml"],
+            "task_yaml_sha256": evaluator_files[lock.evaluator["task_yaml"]], "files_verified": len(evaluator_files),
+        },
+        settings=settings,
+        split=records.SplitRecord(
+            salt=lock.split["salt"], rule=lock.split["rule"], dev_ids=list(split.dev_ids), scored_ids=scored_ids,
+            confirm=[records.ConfirmRow(i, row_hash(by_idx[i].sentence, by_idx[i].label)) for i in split.confirm_ids],
+        ),
+        task_config=scrub_paths({"effective": official.effective_config, "differences": official.config_differences}, scrub),
+        versions=versions(),
+        timings={k: round(v, 3) for k, v in timings.items()},
+        peak_rss_bytes=0,
+        official=summarize([q.official_prediction for q in questions], labels),
+        independent=summarize([q.independent_prediction for q in questions], labels),
+        labels={name: labels.count(i) for i, name in enumerate(LABEL_NAMES)},
+        max_abs_diff=max_abs_diff,
+        identity_checks_passed=len(official.samples),
+        lm_eval_reported={"acc": task_result["acc,none"], "acc_stderr": task_result["acc_stderr,none"]},
+        questions=questions,
+    )
+    private = records.PrivateRecord(options.run_name, [
+        records.PrivateQuestion(idx, by_idx[idx].sentence, expected[idx].context, list(expected[idx].context_tokens),
+                                [list(ids) for ids in expected[idx].candidate_token_ids])
+        for idx in scored_ids
+    ])
+    records.write(options.private / records.PRIVATE_FILE, private)
+    record.timings["total"] = round(time.perf_counter() - start, 3)
+    record.peak_rss_bytes = peak_rss_bytes()
+    records.write(options.out / records.RUN_FILE, record)  # written last: its presence means complete
+    return record

@@ -1,0 +1,48 @@
+"""The dev / sealed confirmation partition of the validation rows.
+
+Rule (also written in the lock): order rows by sha256(salt + ":" + str(idx)),
+ties by idx; the first dev_rows are the dev set, the next confirm_rows are the
+confirmation set. Confirmation rows never reach a model: every scoring path
+calls require_dev() first.
+"""
+
+from dataclasses import dataclass
+
+from .errors import CheckFailed, InputError
+from .hashing import canonical_json, sha256_text
+
+
+def split_key(salt: str, idx: int) -> str:
+    return sha256_text(f"{salt}:{idx}")
+
+
+def row_hash(sentence: str, label: int) -> str:
+    """Freezes a confirmation row's content without publishing its text."""
+    return sha256_text(canonical_json([sentence, label]))
+
+
+@dataclass(frozen=True)
+class Split:
+    dev_ids: tuple  # in hash order
+    confirm_ids: tuple  # in hash order
+
+    def require_dev(self, ids) -> None:
+        sealed = sorted(set(ids) & set(self.confirm_ids))
+        if sealed:
+            raise CheckFailed(
+                f"refusing to score confirmation rows {sealed}: the confirmation set is sealed "
+                "and never reaches a model."
+            )
+        outside = sorted(set(ids) - set(self.dev_ids))
+        if outside:
+            raise CheckFailed(f"refusing to score rows {outside}: they are not dev rows of this split.")
+
+
+def make_split(idx_values, salt: str, dev_rows: int, confirm_rows: int) -> Split:
+    ordered = sorted(idx_values, key=lambda idx: (split_key(salt, idx), idx))
+    if len(ordered) < dev_rows + confirm_rows:
+        raise InputError(
+            f"validation split has {len(ordered)} rows; the split rule needs at least "
+            f"{dev_rows + confirm_rows} ({dev_rows} dev + {confirm_rows} confirmation)."
+        )
+    return Split(tuple(ordered[:dev_rows]), tuple(ordered[dev_rows:dev_rows + confirm_rows]))

