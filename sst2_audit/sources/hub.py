@@ -69,6 +69,9 @@ def fetch(resource, context: FetchContext) -> list:
             raise CheckFailed(f"{label}: the file does not exist at revision {revision}.") from None
         except hub_errors.RepositoryNotFoundError:
             raise CheckFailed(f"{label}: repository {repo_id} ({repo_type}) not found on the hub.") from None
+        except requests.exceptions.ChunkedEncodingError as error:
+            raise CheckFailed(f"{label}: download failed, the connection broke mid-file (truncated download: "
+                              f"{str(error)[:160]}). Nothing was written to the cache.") from None
         except (OSError, hub_errors.HfHubHTTPError) as error:
             raise CheckFailed(f"{label}: download failed ({type(error).__name__}: {error}).") from None
         if metadata.size is not None and downloaded.stat().st_size != metadata.size:

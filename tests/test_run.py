@@ -1,0 +1,96 @@
+"""run.py end to end on the embedded profile: the real lm-eval, the real model."""
+
+import json
+
+from conftest import one_paragraph, run_script, tree_state
+from sst2_audit import records
+from sst2_audit.dataset import read_parquet
+
+
+def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):
+    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "smoke")
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert out.startswith("*** EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; "
+                          "not a GLUE SST-2 measurement. ***")
+    assert "run smoke: profile embedded, smoke mode, 2 dev rows (128 confirmation rows sealed, never scored)" in out
+    assert "max abs diff over 4 candidate scores: 0.0" in out
+    assert "identity checks passed: 2/2 logged samples" in out
+    record = records.read(tmp_path / "out" / records.RUN_FILE, records.RunRecord)
+    assert record.split.scored_ids == record.split.dev_ids[:2]
+    assert "[official path: lm-eval simple_evaluate on 2 rows] done" in done.stderr  # progress on long steps
+
+
+def test_full_run_records(full_run, embedded_cache):
+    record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
+    assert (record.mode, record.profile, record.demo, record.lock_fully_hashed) == ("full", "embedded", True, True)
+    assert len(record.questions) == 64 and record.split.scored_ids == record.split.dev_ids
+    assert [q.idx for q in record.questions] == record.split.dev_ids
+    assert len(record.split.confirm) == 128
+    assert not {c.idx for c in record.split.confirm} & set(record.split.scored_ids)
+    assert record.max_abs_diff == 0.0
+    for q in record.questions:
+        assert q.official_scores == q.independent_scores
+        assert q.logged_doc_id == q.idx
+        assert q.candidates == [" negative", " positive"] and q.candidate_token_ids == [[3524], [2731]]
+        assert q.official_logged_acc == float(q.official_prediction == q.label)
+    assert record.official == record.independent
+    assert record.official.rows == 64
+    assert record.official.correct == sum(q.official_prediction == q.label for q in record.questions)
+    assert record.lm_eval_reported["acc"] == record.official.accuracy
+    assert record.lm_eval_reported["acc_stderr"] == record.official.stderr
+    assert record.identity_checks_passed == 64
+    assert sum(record.labels.values()) == 64 and sum(record.official.predictions.values()) == 64
+    assert set(record.task_config["differences"]) <= {"dataset_path", "dataset_name", "dataset_kwargs", "num_fewshot"}
+    assert record.task_config["effective"]["doc_to_text"] == "{{sentence}}\nQuestion: Is this sentence positive or negative?\nAnswer:"
+    assert record.settings["doc_id_order"] == "sorted" and record.settings["num_fewshot"] == 0
+    assert {"verify", "imports", "model_load", "official", "independent", "checks", "total"} <= set(record.timings)
+    assert record.versions["torch"].startswith("2.13.0") and record.versions["lm_eval"] == "0.4.9.2"
+    assert record.peak_rss_bytes > 500_000_000
+    assert record.evaluator["files_verified"] == 55  # every line of the facts file: .py files + the sst2 YAML
+
+
+def test_public_records_carry_no_review_text(full_run, embedded_cache):
+    sentences = [row.sentence for row in read_parquet(embedded_cache / "data" / "validation.parquet")]
+    for path in (full_run / "out").iterdir():
+        text = path.read_text()
+        assert not [s for s in sentences if s in text], path.name
+        assert str(embedded_cache.resolve()) not in text, path.name
+    private = records.read(full_run / "private" / records.PRIVATE_FILE, records.PrivateRecord)
+    assert len(private.questions) == 64 and private.questions[0].sentence in sentences
+
+
+def test_lm_eval_public_output_matches_our_records(full_run):
+    record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
+    samples = [json.loads(line) for line in (full_run / "out" / records.LM_EVAL_SAMPLES_FILE).read_text().splitlines()]
+    by_id = {s["doc_id"]: s for s in samples}
+    assert sorted(by_id) == sorted(record.split.scored_ids)
+    for q in record.questions:
+        assert [r[0][0] for r in by_id[q.idx]["resps"]] == q.official_scores
+        assert by_id[q.idx]["prompt_hash"] == q.prompt_hash and by_id[q.idx]["doc_hash"] == q.doc_hash
+
+
+def test_unsorted_ids_reproduce_the_doc_id_bug_and_stop_the_run(embedded_cache, tmp_path):
+    out, private = tmp_path / "out", tmp_path / "private"
+    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--unsorted-ids",
+                      "--out", out, "--private", private, "--run-name", "unsorted")
+    assert done.returncode == 1
+    message = one_paragraph(done.stderr)
+    assert "identity check failed:" in message and "lm-eval was given the ids hash order (unsorted)" in message
+    assert f"Failure record: {out / records.FAILURE_FILE}" in message
+    failure = records.read(out / records.FAILURE_FILE, records.FailureRecord)
+    assert failure.check == "identity" and failure.run_name == "unsorted"
+    assert not (out / records.RUN_FILE).exists()  # no record that looks like a finished run
+    wrong = [m for m in failure.mismatches if m.logged_position >= 0]
+    assert len(wrong) >= 32
+    for m in wrong:
+        assert "doc.idx" in m.fields and m.expected["doc.idx"] == m.claimed_id != m.logged["doc.idx"]
+        assert "prompt_hash" in m.fields
+    # The record is kept: a second run into the same folder is refused and changes nothing.
+    before = tree_state(out)
+    again = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                       "--out", out, "--private", tmp_path / "private2")
+    assert again.returncode == 2
+    assert f"--out {out} already exists and is not empty; a finished run is never overwritten" in one_paragraph(again.stderr)
+    assert tree_state(out) == before

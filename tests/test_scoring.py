@@ -1,0 +1,127 @@
+"""The independent path's rules, on real tokenizers and a tiny real transformers model."""
+
+import pytest
+
+from sst2_audit.dataset import Row
+from sst2_audit.errors import CheckFailed, InputError
+from sst2_audit.independent import BoundaryError, IndependentScorer, encode_pair, encode_question
+from sst2_audit.protocol import CANDIDATES, accuracy_stderr, context_for, predict
+from sst2_audit.split import make_split
+
+
+@pytest.fixture(scope="module")
+def tokenizer(embedded_cache):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(embedded_cache / "model"))
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(7)
+    config = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         attn_implementation="eager")
+    return LlamaForCausalLM(config).eval()
+
+
+def test_tie_goes_to_the_first_candidate():
+    assert predict([-1.5, -1.5]) == 0
+    assert predict([-2.0, -1.0]) == 1
+    assert predict([-1.0, -2.0]) == 0
+    assert predict([-3.0, -1.0, -1.0]) == 1
+
+
+def test_stderr_is_sample_std_over_sqrt_n():
+    assert accuracy_stderr([1.0, 0.0, 1.0, 0.0]) == pytest.approx(0.28867513459481287, abs=0)
+
+
+def test_prompt_and_candidates_are_the_protocol(tokenizer):
+    assert context_for("a fine film .") == "a fine film .\nQuestion: Is this sentence positive or negative?\nAnswer:"
+    assert CANDIDATES == (" negative", " positive")
+    pairs = encode_question(tokenizer, "a fine film .", 3, 512)
+    assert [p.continuation_tokens for p in pairs] == [(3524,), (2731,)]
+    assert pairs[0].context_tokens == tuple(tokenizer.encode(context_for("a fine film .")))
+
+
+def test_multi_token_candidate_is_summed_over_its_tokens(tokenizer, tiny_model):
+    import torch
+
+    context = context_for("a fine film .")
+    pair = encode_pair(tokenizer, context, " absolutely wonderful")
+    assert len(pair.continuation_tokens) >= 2
+    scores = IndependentScorer(tiny_model, 512).score(0, [pair])
+    # By hand: one forward over the whole sequence, then each candidate token's log-probability.
+    whole = list(pair.context_tokens + pair.continuation_tokens)
+    with torch.inference_mode():
+        log_probs = torch.log_softmax(tiny_model(torch.tensor([whole[:-1]])).logits, dim=-1)[0]
+    start = len(pair.context_tokens) - 1
+    per_token = torch.stack([log_probs[start + i, t] for i, t in enumerate(pair.continuation_tokens)])
+    assert scores.candidate_scores[0] == float(per_token.sum())
+    assert scores.candidate_scores[0] < float(per_token.min())  # a sum, not a mean: no length normalization
+    assert scores.candidate_token_ids == (pair.continuation_tokens,)
+
+
+def test_one_token_candidates_share_one_forward_pass(tokenizer, tiny_model):
+    scorer = IndependentScorer(tiny_model, 512)
+    scorer.score(0, encode_question(tokenizer, "a fine film .", 0, 512))
+    assert scorer.forward_calls == 1
+
+
+def test_boundary_check_fails_when_context_tokens_are_not_a_prefix(tokenizer):
+    # A trailing space in the context merges with the candidate's first word in BPE.
+    with pytest.raises(BoundaryError, match=r"context/candidate boundary: the context's \d+ tokens are not a prefix"):
+        encode_pair(tokenizer, "a fine film .\nAnswer: ", "negative")
+
+
+def test_over_long_input_fails_cleanly(tokenizer):
+    sentence = " ".join(["splendid"] * 600)
+    with pytest.raises(InputError, match=r"row idx 17: the model input is \d+ tokens, longer than max_length 512; "
+                                         r"the protocol never truncates"):
+        encode_question(tokenizer, sentence, 17, 512)
+
+
+def test_a_confirmation_row_can_never_be_scored():
+    split = make_split(range(264), "salt", 64, 128)
+    assert len(set(split.dev_ids) | set(split.confirm_ids)) == 192
+    assert not set(split.dev_ids) & set(split.confirm_ids)
+    split.require_dev(split.dev_ids)
+    with pytest.raises(CheckFailed, match=rf"refusing to score confirmation rows \[{split.confirm_ids[0]}\]: "
+                                          "the confirmation set is sealed"):
+        split.require_dev([split.dev_ids[0], split.confirm_ids[0]])
+    outside = next(i for i in range(264) if i not in split.dev_ids and i not in split.confirm_ids)
+    with pytest.raises(CheckFailed, match=rf"rows \[{outside}\]: they are not dev rows"):
+        split.require_dev([outside])
+
+
+def test_split_is_a_fixed_hash_order():
+    import hashlib
+
+    split = make_split(range(264), "sst2-audit/split/v1", 64, 128)
+    by_hash = sorted(range(264), key=lambda i: hashlib.sha256(f"sst2-audit/split/v1:{i}".encode()).hexdigest())
+    assert list(split.dev_ids) == by_hash[:64] and list(split.confirm_ids) == by_hash[64:192]
+    with pytest.raises(InputError, match="validation split has 100 rows; the split rule needs at least 192"):
+        make_split(range(100), "s", 64, 128)
+
+
+def test_row_doc_is_in_parquet_column_order():
+    assert list(Row(4, "x", 1).as_doc()) == ["sentence", "label", "idx"]
+
+
+def test_multi_token_candidate_matches_lm_eval_bit_for_bit(tokenizer, tiny_model):
+    """The same tiny model through lm-eval's own HFLM.loglikelihood: identical numbers."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    context = context_for("a fine film .")
+    candidates = [" absolutely wonderful", " negative"]
+    lm = HFLM(pretrained=tiny_model, tokenizer=tokenizer, batch_size=1, max_length=512, device="cpu",
+              add_bos_token=False)
+    requests = [Instance(request_type="loglikelihood", doc={}, arguments=(context, c), idx=i)
+                for i, c in enumerate(candidates)]
+    official = [score for score, _ in lm.loglikelihood(requests, disable_tqdm=True)]
+    mine = IndependentScorer(tiny_model, 512).score(0, [encode_pair(tokenizer, context, c) for c in candidates])
+    assert list(mine.candidate_scores) == official
