@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
-from .hashing import sha256_file
+from .hashing import canonical_json, sha256_file, sha256_text
 
 LOCK_SCHEMA = "sst2-audit/resources.lock"
 LOCK_SCHEMA_VERSION = 1
@@ -48,6 +48,7 @@ class Profile:
     description: str
     model: Resource
     data: Resource
+    pins_sha256: str  # sha256 of this profile's section of the lock: what a cache is bound to
 
     @property
     def resources(self):
@@ -175,6 +176,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
             description=str(body.get("description", "")),
             model=_resource(_need(body, "model", dict, here), "model", f"{here}.model"),
             data=_resource(_need(body, "data", dict, here), "data", f"{here}.data"),
+            pins_sha256=sha256_text(canonical_json(body)),
         )
     if not profiles:
         raise InputError(f"{where}: no profiles defined.")

@@ -32,7 +32,7 @@ class ManifestFile:
 class Manifest:
     profile: str
     demo: bool
-    lock_sha256: str
+    pins_sha256: str  # the profile's section of the lock this cache was prepared for
     lock_fully_hashed: bool
     files: tuple
     schema: str = MANIFEST_SCHEMA
@@ -52,7 +52,7 @@ class Manifest:
             )
         try:
             files = tuple(ManifestFile(**f) for f in raw["files"])
-            return cls(raw["profile"], raw["demo"], raw["lock_sha256"], raw["lock_fully_hashed"], files)
+            return cls(raw["profile"], raw["demo"], raw["pins_sha256"], raw["lock_fully_hashed"], files)
         except (KeyError, TypeError) as error:
             raise InputError(f"{where}: malformed manifest ({error}).") from None
 
@@ -85,12 +85,12 @@ def require_matching(manifest: Manifest | None, cache: Path, lock: Lock, profile
             f"{cache}: no {MANIFEST_NAME}; the cache is not prepared. "
             f"Run: python prepare.py --profile {profile.name} --cache {cache}"
         )
-    if manifest.profile != profile.name or manifest.lock_sha256 != lock.sha256:
+    if manifest.profile != profile.name or manifest.pins_sha256 != profile.pins_sha256:
         raise InputError(
             f"{cache}/{MANIFEST_NAME}: this cache was prepared for profile {manifest.profile!r} "
-            f"with lock sha256 {manifest.lock_sha256[:12]}…, expected profile {profile.name!r} "
-            f"with lock {lock.path} (sha256 {lock.sha256[:12]}…). Use another --cache folder, "
-            "or remove this one and prepare again."
+            f"with pins sha256 {manifest.pins_sha256[:12]}…, expected profile {profile.name!r} "
+            f"as pinned by {lock.path} (pins sha256 {profile.pins_sha256[:12]}…). Use another --cache "
+            "folder, or remove this one and prepare again."
         )
     return manifest
 

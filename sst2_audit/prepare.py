@@ -58,7 +58,7 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(f.staged, target)
             moved.append(target)
-        manifest = Manifest(profile.name, profile.demo, lock.sha256, profile.fully_hashed, entries)
+        manifest = Manifest(profile.name, profile.demo, profile.pins_sha256, profile.fully_hashed, entries)
         write_manifest(cache, manifest)
         return manifest
     except BaseException:
@@ -110,7 +110,8 @@ def update_lock(lock: Lock, profile: Profile, cache: Path, manifest: Manifest) -
             ManifestFile(f.path, f.role, f.size, f.sha256, f.source, f.sha256 if f.path in filled else f.locked_sha256)
             for f in manifest.files
         )
-        fully = new_lock.profile(profile.name).fully_hashed
-        write_manifest(cache, Manifest(manifest.profile, manifest.demo, new_lock.sha256, fully, files), overwrite=True)
+        new_profile = new_lock.profile(profile.name)
+        write_manifest(cache, Manifest(manifest.profile, manifest.demo, new_profile.pins_sha256,
+                                       new_profile.fully_hashed, files), overwrite=True)
         say(f"[prepare] filled {len(filled)} sha256 value(s) in {lock.path}")
     return len(filled)

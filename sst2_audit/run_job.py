@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -73,6 +74,43 @@ def _write_jsonl(path: Path, rows: list) -> None:
     atomic.write_text(path, "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows))
 
 
+class IndependentWorker(threading.Thread):
+    """Scores the dev rows on the independent path; errors are re-raised by finish()."""
+
+    def __init__(self, scorer, tokenizer, by_idx: dict, scored_ids: list):
+        super().__init__(name="independent-path", daemon=True)
+        self.scorer, self.tokenizer, self.by_idx, self.scored_ids = scorer, tokenizer, by_idx, scored_ids
+        self.scores, self.error, self.elapsed = {}, None, 0.0
+        self.stop = threading.Event()
+
+    def run(self):
+        from .independent import encode_question
+
+        start = time.perf_counter()
+        say(f"[independent path: own forward passes on {len(self.scored_ids)} rows] ...")
+        try:
+            for number, idx in enumerate(self.scored_ids, start=1):
+                if self.stop.is_set():
+                    return
+                pairs = encode_question(self.tokenizer, self.by_idx[idx].sentence, idx, self.scorer.max_length)
+                self.scores[idx] = self.scorer.score(idx, pairs)
+                if number % 16 == 0 or number == len(self.scored_ids):
+                    say(f"[independent] {number}/{len(self.scored_ids)} rows")
+        except BaseException as error:  # handed to the main thread
+            self.error = error
+        finally:
+            self.elapsed = round(time.perf_counter() - start, 3)
+
+    def finish(self):
+        import sys
+
+        if sys.exc_info()[0] is not None:  # the main thread is failing: stop early
+            self.stop.set()
+        self.join()
+        if self.error is not None and not self.stop.is_set():
+            raise self.error
+
+
 def execute(options: RunOptions) -> records.RunRecord:
     start = time.perf_counter()
     timings = {}
@@ -96,7 +134,7 @@ def execute(options: RunOptions) -> records.RunRecord:
         import transformers  # noqa: F401
         import lm_eval  # noqa: F401
 
-        from .independent import IndependentScorer, encode_question
+        from .independent import IndependentScorer
         from .official import data_files_of, official_encode_pair, run_official
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
@@ -119,33 +157,34 @@ def execute(options: RunOptions) -> records.RunRecord:
     # Pre-flight: every question must fit without truncation before any model call.
     expected = {idx: expected_question(by_idx[idx], tokenizer, settings["max_length"]) for idx in scored_ids}
 
-    with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official"):
-        official = run_official(model, tokenizer, lock, data_files_of(cache, manifest), scored_ids,
-                                sort_ids=options.sort_ids)
-    public_results = scrub_paths(json.loads(json.dumps(official.results, default=str)), scrub)
-    atomic.write_json(options.out / records.LM_EVAL_RESULTS_FILE, public_results)
-    _write_jsonl(options.out / records.LM_EVAL_SAMPLES_FILE, scrub_paths(_public_samples(official.samples), scrub))
-    _write_jsonl(options.private / records.LM_EVAL_PRIVATE_SAMPLES_FILE, official.samples)
+    # The independent path runs in a worker thread beside the official path: torch releases
+    # the GIL, so its forward passes overlap lm-eval's pure-Python setup. Both read the same
+    # frozen weights; neither sees the other's numbers until the agreement check.
+    worker = IndependentWorker(IndependentScorer(model, settings["max_length"]), tokenizer, by_idx, scored_ids)
+    worker.start()
+    try:
+        with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official"):
+            official = run_official(model, tokenizer, lock, data_files_of(cache, manifest), scored_ids,
+                                    sort_ids=options.sort_ids)
+        public_results = scrub_paths(json.loads(json.dumps(official.results, default=str)), scrub)
+        atomic.write_json(options.out / records.LM_EVAL_RESULTS_FILE, public_results)
+        _write_jsonl(options.out / records.LM_EVAL_SAMPLES_FILE, scrub_paths(_public_samples(official.samples), scrub))
+        _write_jsonl(options.private / records.LM_EVAL_PRIVATE_SAMPLES_FILE, official.samples)
 
-    check_start = time.perf_counter()
-    mismatches = check_logged_samples(official.samples, scored_ids, expected,
-                                      lambda c, k: official_encode_pair(official.lm, c, k))
-    if mismatches:
-        rows_named = sorted(m.claimed_id for m in mismatches if m.claimed_id is not None)
-        _fail(options, "identity",
-              f"identity check failed: {len(mismatches)} logged sample(s) do not match the dataset row their "
-              f"doc_id names (logged doc_ids {rows_named}); lm-eval was given the ids "
-              f"{settings['doc_id_order']}.", mismatches, settings)
-    timings["checks"] = time.perf_counter() - check_start
-
-    with phase(f"independent path: own forward passes on {len(scored_ids)} rows", timings, "independent"):
-        scorer = IndependentScorer(model, settings["max_length"])
-        independent = {}
-        for number, idx in enumerate(scored_ids, start=1):
-            pairs = encode_question(tokenizer, by_idx[idx].sentence, idx, settings["max_length"])
-            independent[idx] = scorer.score(idx, pairs)
-            if number % 16 == 0 or number == len(scored_ids):
-                say(f"[independent] {number}/{len(scored_ids)} rows")
+        check_start = time.perf_counter()
+        mismatches = check_logged_samples(official.samples, scored_ids, expected,
+                                          lambda c, k: official_encode_pair(official.lm, c, k))
+        if mismatches:
+            rows_named = sorted(m.claimed_id for m in mismatches if m.claimed_id is not None)
+            _fail(options, "identity",
+                  f"identity check failed: {len(mismatches)} logged sample(s) do not match the dataset row their "
+                  f"doc_id names (logged doc_ids {rows_named}); lm-eval was given the ids "
+                  f"{settings['doc_id_order']}.", mismatches, settings)
+        timings["checks"] = time.perf_counter() - check_start
+    finally:
+        worker.finish()
+    independent = worker.scores
+    timings["independent"] = worker.elapsed
 
     check_start = time.perf_counter()
     logged = {sample["doc_id"]: sample for sample in official.samples}

@@ -147,12 +147,12 @@ def test_cache_prepared_for_another_profile_or_lock_is_refused(tmp_path, cache_c
     assert "this cache was prepared for profile 'embedded'" in one_paragraph(done.stderr)
     assert "expected profile 'mine'" in done.stderr
     other = load_lock_json()
-    other["split"]["salt"] = "another salt"
+    other["profiles"]["embedded"]["data"]["files"][0]["rows"] = 65
     other_lock = tmp_path / "other.lock.json"
     other_lock.write_text(json.dumps(other))
     done = run_script("prepare.py", "--lock", other_lock, "--profile", "embedded", "--cache", cache_copy)
     assert done.returncode == 2
-    assert f"expected profile 'embedded' with lock {other_lock}" in one_paragraph(done.stderr)
+    assert f"expected profile 'embedded' as pinned by {other_lock}" in one_paragraph(done.stderr)
     assert tree_state(cache_copy) == before
 
 

@@ -1,0 +1,63 @@
+"""Benchmark: (b) the full run.py against (a) lm-eval simple_evaluate alone, side by side.
+
+Each is timed as a whole process (wall clock) with its peak RSS from the kernel (wait4),
+alternating on the same cache and rows; prints the ratio b/a of the medians.
+(a) uses the lock's settings (1 torch thread, as each of run.py's two concurrent paths);
+(a2) is lm-eval alone with 2 threads, all cores of this machine, shown for a fair picture.
+Targets (issue 3): ratio <= 1.25, peak RSS of b <= 1.5 GB.
+
+Usage: python benchmarks/bench_run.py [--cache .test-cache/embedded] [--profile embedded] [--repeat 3]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def measure(command: list) -> tuple:
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"benchmark command failed: {' '.join(command)}\n{process.stderr.read().decode()[-2000:]}")
+    return wall, usage.ru_maxrss * 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=REPO / "cache")
+    parser.add_argument("--profile", default="embedded")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    alone = [sys.executable, str(REPO / "benchmarks" / "lm_eval_alone.py"), str(args.cache), args.profile]
+    results = {"a": [], "a2": [], "b": []}
+    names = {"a": "lm-eval alone, lock settings", "a2": "lm-eval alone, 2 threads", "b": "full run.py"}
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_number in range(args.repeat):
+            full = [sys.executable, str(REPO / "run.py"), "--profile", args.profile, "--cache", str(args.cache),
+                    "--out", f"{scratch}/out{round_number}", "--private", f"{scratch}/private{round_number}"]
+            for key, command in (("a", alone), ("a2", alone + ["2"]), ("b", full)):
+                wall, rss = measure(command)
+                results[key].append((wall, rss))
+                print(f"round {round_number + 1}: ({key}) {names[key]:30s} {wall:6.2f} s  peak RSS {rss / 1e9:.3f} GB",
+                      flush=True)
+    wall = {key: statistics.median(w for w, _ in runs) for key, runs in results.items()}
+    rss = {key: max(r for _, r in runs) for key, runs in results.items()}
+    for key in results:
+        print(f"median wall ({key}) {names[key]}: {wall[key]:.2f} s; peak RSS {rss[key]:,} bytes")
+    print(f"ratio b/a  = {wall['b'] / wall['a']:.3f} (target <= 1.25)")
+    print(f"ratio b/a2 = {wall['b'] / wall['a2']:.3f} (against lm-eval on all cores)")
+    print(f"peak RSS of b: {rss['b'] / 1e9:.3f} GB (target <= 1.5 GB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
