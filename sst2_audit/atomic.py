@@ -18,6 +18,9 @@ def write_bytes(path: Path, data: bytes, *, overwrite: bool = False) -> None:
     if path.exists() and not overwrite:
         raise InputError(f"{path}: refusing to overwrite an existing file.")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make shared records unreadable to others
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

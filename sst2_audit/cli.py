@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import AuditError
+from .errors import AuditError, InputError
 
 DEFAULT_LOCK = Path(__file__).resolve().parent.parent / "resources.lock.json"
 
@@ -24,9 +24,9 @@ def _guarded(body, argv) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse's own exit code is already 2
+    def error(self, message):  # bad usage: exit 2 through the same path as every input error
         self.print_usage(sys.stderr)
-        self.exit(2, f"error: {message}\n")
+        raise InputError(f"{self.prog}: {message}")
 
 
 def _common(parser):
@@ -74,7 +74,7 @@ def _run(argv) -> int:
     parser = _Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.")
     _common(parser)
     parser.add_argument("--profile", default="glue-sst2", help="profile of the lock (default: glue-sst2)")
-    parser.add_argument("--smoke", action="store_true", help=f"score only the first {run_job.SMOKE_ROWS} dev rows")
+    parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
     parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
     parser.add_argument("--private", type=Path, help="private records folder (default: private/<run-name>)")
     parser.add_argument("--run-name", help="name of the run (default: <profile>-<mode>-<UTC time>)")
@@ -94,3 +94,88 @@ def _run(argv) -> int:
 
 def run_main(argv=None) -> int:
     return _guarded(_run, sys.argv[1:] if argv is None else argv)
+
+
+def _audit(argv) -> int:
+    import tempfile
+
+    parser = _Parser(prog="audit.py", description="Re-check a finished run offline; pack or check a reviewer bundle.")
+    _common(parser)
+    parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
+    parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="explain how two runs or bundles differ")
+    parser.add_argument("--arithmetic-only", action="store_true", help="skip the identity level (no cache needed)")
+    parser.add_argument("--rescore", type=int, default=0, metavar="N", help="re-run the independent forward pass for N rows")
+    parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after auditing")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: results/)")
+    args = parser.parse_args(argv)
+    chosen = [bool(args.run), bool(args.bundle_file), bool(args.compare)]
+    if sum(chosen) != 1:
+        parser.error("give exactly one of --out DIR, --bundle-file FILE, --compare A B")
+    if args.rescore < 0:
+        parser.error(f"--rescore expects a non-negative number of rows, got {args.rescore}")
+    with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
+        if args.compare:
+            return _compare(args, Path(scratch))
+        return _audit_one(args, Path(scratch))
+
+
+def _open_run(path: Path, lock: Path, scratch: Path):
+    from .audit import bundle
+    from .audit.loading import load_run
+
+    if path.is_file():
+        folder = bundle.safe_extract(path, scratch / path.name)
+        return load_run(folder, lock), bundle.check_sums(folder)
+    return load_run(path, lock), None
+
+
+def _compare(args, scratch: Path) -> int:
+    from .audit.compare import compare
+
+    (a, _), (b, _) = (_open_run(p, args.lock, scratch / str(i)) for i, p in enumerate(args.compare))
+    print("\n".join(compare(a, b)))
+    return 0
+
+
+def _audit_one(args, scratch: Path) -> int:
+    from .audit import arithmetic, bundle, identity_level, rescore
+    from .audit.findings import LevelResult
+
+    target = args.bundle_file or args.run
+    run, sums_problems = _open_run(target, args.lock, scratch)
+    levels = []
+    if sums_problems is not None:
+        sums = LevelResult("bundle SHA256SUMS", checks=1, problems=sums_problems)
+        levels.append(sums)
+        if sums_problems:  # a changed bundle is not audited further
+            _print_levels(target, run, levels)
+            return 1
+    levels.append(arithmetic.check(run))
+    if args.arithmetic_only:
+        levels.append(LevelResult("identity", skipped="--arithmetic-only"))
+    else:
+        levels.append(identity_level.check(run, args.cache))
+    if args.rescore:
+        levels.append(rescore.check(run, args.cache, args.rescore))
+    _print_levels(target, run, levels)
+    if args.bundle:
+        path = bundle.pack(run, args.cache, args.results)
+        print(f"bundle: {path}")
+    return 0 if all(level.passed or level.skipped for level in levels) else 1
+
+
+def _print_levels(target, run, levels) -> None:
+    record = run.record
+    head = f"audit of {target}: run {run.name}"
+    if record is not None:
+        head += f", profile {record.profile}, {len(record.questions)} rows, lock from {run.lock_source}"
+        if record.demo:
+            head = f"*** {record.notice} ***\n{head}"
+    print(head)
+    for level in levels:
+        print("\n".join(level.lines()))
+
+
+def audit_main(argv=None) -> int:
+    return _guarded(_audit, sys.argv[1:] if argv is None else argv)

@@ -24,10 +24,17 @@ def peak_rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
-def current_rss_bytes() -> int:
+def snapshot() -> dict:
+    """The run's environment for reviewers: versions, machine, every installed package."""
     import psutil
 
-    return psutil.Process().memory_info().rss
+    packages = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata["Name"])
+    return {
+        "versions": versions(),
+        "machine": {"platform": platform.platform(), "processor": platform.machine(),
+                    "logical_cpus": psutil.cpu_count(), "memory_total_bytes": psutil.virtual_memory().total},
+        "installed_packages": packages,
+    }
 
 
 def scrub_paths(value, replacements: dict):

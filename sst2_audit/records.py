@@ -17,6 +17,7 @@ RECORD_SCHEMA_VERSION = 1
 RUN_FILE = "run.json"
 FAILURE_FILE = "failure.json"
 PRIVATE_FILE = "private.json"
+ENVIRONMENT_FILE = "environment.json"
 LM_EVAL_RESULTS_FILE = "lm_eval_results.json"
 LM_EVAL_SAMPLES_FILE = "lm_eval_samples.public.jsonl"
 LM_EVAL_PRIVATE_SAMPLES_FILE = "lm_eval_samples.jsonl"

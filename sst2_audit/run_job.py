@@ -12,18 +12,18 @@ from pathlib import Path
 
 from . import atomic, records
 from .dataset import LABEL_NAMES, read_parquet
-from .environment import peak_rss_bytes, scrub_paths, versions
+from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
 from .errors import CheckFailed
 from .hashing import sha256_file
 from .identity import check_logged_samples, expected_question
 from .lock import Lock, Profile
 from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
-from .protocol import CANDIDATES, CHOICES, accuracy, accuracy_stderr, predict
-from .split import make_split, row_hash
+from .metrics import summarize
+from .protocol import CANDIDATES, predict
+from .split import SMOKE_ROWS, make_split, row_hash
 
 DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
-SMOKE_ROWS = 2
 
 
 @dataclass
@@ -49,14 +49,6 @@ def _offline_environment(scratch: Path) -> None:
         "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
         "HF_DATASETS_CACHE": str(scratch / "datasets"), "TOKENIZERS_PARALLELISM": "false",
     })
-
-
-def summarize(predictions: list, labels: list) -> records.PathSummary:
-    correct = [1.0 if p == l else 0.0 for p, l in zip(predictions, labels)]
-    return records.PathSummary(
-        accuracy=accuracy(correct), stderr=accuracy_stderr(correct), correct=int(sum(correct)), rows=len(correct),
-        predictions={name: predictions.count(i) for i, name in enumerate(CHOICES)},
-    )
 
 
 def _fail(options, check: str, message: str, mismatches: list, settings: dict) -> None:
@@ -250,6 +242,7 @@ def execute(options: RunOptions) -> records.RunRecord:
         for idx in scored_ids
     ])
     records.write(options.private / records.PRIVATE_FILE, private)
+    atomic.write_json(options.out / records.ENVIRONMENT_FILE, scrub_paths(snapshot(), scrub))
     record.timings["total"] = round(time.perf_counter() - start, 3)
     record.peak_rss_bytes = peak_rss_bytes()
     records.write(options.out / records.RUN_FILE, record)  # written last: its presence means complete

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from .errors import CheckFailed, InputError
 from .hashing import canonical_json, sha256_text
 
+SMOKE_ROWS = 2  # --smoke scores the first two dev rows
+
 
 def split_key(salt: str, idx: int) -> str:
     return sha256_text(f"{salt}:{idx}")

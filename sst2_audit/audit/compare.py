@@ -1,0 +1,34 @@
+"""Explain the difference between two runs: settings, resources, and changed predictions."""
+
+from ..protocol import CHOICES
+
+
+def _differences(label: str, a: dict, b: dict) -> list:
+    return [f"{label} {key}: {a.get(key)!r} -> {b.get(key)!r}" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
+def compare(a, b) -> list:
+    ra, rb = a.record, b.record
+    if ra is None or rb is None:
+        missing = a if ra is None else b
+        return [f"{missing.path}: no run record (the run stopped on its {missing.failure.check} check); nothing to compare"]
+    lines = [f"A: {ra.run_name} (profile {ra.profile}, {ra.mode}); B: {rb.run_name} (profile {rb.profile}, {rb.mode})"]
+    lines += _differences("setting", ra.settings, rb.settings)
+    lines += _differences("evaluator", ra.evaluator, rb.evaluator)
+    lines += _differences("resource", {r["path"]: r["sha256"] for r in ra.resources},
+                          {r["path"]: r["sha256"] for r in rb.resources})
+    if ra.lock_sha256 != rb.lock_sha256:
+        lines.append(f"lock sha256: {ra.lock_sha256} -> {rb.lock_sha256}")
+    qa = {q.idx: q for q in ra.questions}
+    qb = {q.idx: q for q in rb.questions}
+    changed = [idx for idx in qa if idx in qb and qa[idx].official_prediction != qb[idx].official_prediction]
+    for idx in changed:
+        lines.append(f"question idx {idx}: prediction {CHOICES[qa[idx].official_prediction]} -> "
+                     f"{CHOICES[qb[idx].official_prediction]} (label {CHOICES[qa[idx].label]})")
+    moved = sum(1 for idx in qa if idx in qb and qa[idx].official_scores != qb[idx].official_scores)
+    only_a, only_b = sorted(set(qa) - set(qb)), sorted(set(qb) - set(qa))
+    if only_a or only_b:
+        lines.append(f"questions only in A: {only_a}; only in B: {only_b}")
+    lines.append(f"accuracy: {ra.official.accuracy:.4f} -> {rb.official.accuracy:.4f}; "
+                 f"{len(changed)} prediction(s) changed, {moved} question(s) with different scores")
+    return lines

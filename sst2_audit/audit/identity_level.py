@@ -1,0 +1,70 @@
+"""Level 2, identity: the cache's data and tokenizer, no model.
+
+Rebuilds every prompt from the template, recomputes prompt and doc hashes,
+re-tokenizes every context/candidate boundary, re-derives the dev and
+confirmation ids from the lock's split rule, and checks that no confirmation id
+appears anywhere in the records.
+"""
+
+from pathlib import Path
+
+from ..dataset import read_parquet
+from ..errors import CheckFailed
+from ..identity import check_question_records, expected_question
+from ..manifest import read_manifest, require_matching, verify_files
+from ..split import make_split, row_hash
+from .findings import LevelResult
+from .loading import RunFolder
+
+
+def check(run: RunFolder, cache: Path) -> LevelResult:
+    from transformers import AutoTokenizer
+
+    result = LevelResult("identity")
+    record, lock = run.record, run.lock
+    if record is None:
+        result.skipped = "the run has no run record"
+        return result
+    profile = lock.profile(record.profile)
+    manifest = require_matching(read_manifest(cache), Path(cache), lock, profile)
+    try:
+        verify_files(cache, manifest, roles=("train", "validation", "model"))
+        result.checks += 1
+    except CheckFailed as error:
+        result.fail(str(error))
+        return result
+    recorded = {entry["path"]: entry["sha256"] for entry in record.resources}
+    for entry in manifest.files:
+        if entry.role != "download":
+            result.expect(f"resource {entry.path}", "sha256 (run record vs this cache)", entry.sha256, recorded.get(entry.path))
+
+    rows = read_parquet(Path(cache) / manifest.file("validation").path)
+    by_idx = {row.idx: row for row in rows}
+    split = make_split(list(by_idx), lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
+    result.expect("split", "dev_ids (re-derived from the lock's rule)", list(split.dev_ids), record.split.dev_ids)
+    confirm = [(i, row_hash(by_idx[i].sentence, by_idx[i].label)) for i in split.confirm_ids]
+    result.expect("split", "confirmation ids and row hashes", confirm,
+                  [(c.idx, c.row_hash) for c in record.split.confirm])
+    sealed = set(split.confirm_ids)
+    places = {
+        "split.scored_ids": record.split.scored_ids,
+        "questions": [q.idx for q in record.questions],
+        "questions.logged_doc_id": [q.logged_doc_id for q in record.questions],
+        "lm-eval samples": [s["doc_id"] for s in run.lm_eval_samples or []],
+    }
+    for place, ids in places.items():
+        for idx in ids:
+            result.checks += 1
+            if idx in sealed:
+                result.fail(f"row idx {idx}: a confirmation id appears in {place}; the confirmation set is sealed")
+
+    tokenizer = AutoTokenizer.from_pretrained(str(Path(cache) / "model"), local_files_only=True)
+    max_length = lock.run_settings["max_length"]
+    expected = {idx: expected_question(by_idx[idx], tokenizer, max_length)
+                for idx in record.split.scored_ids if idx in by_idx and idx not in sealed}
+    for mismatch in check_question_records(record.questions, expected):
+        for name in mismatch.fields:
+            result.fail(f"row idx {mismatch.claimed_id}: {name}: expected {mismatch.expected[name]!r}, "
+                        f"got {mismatch.logged[name]!r}")
+    result.checks += len(record.questions) * 8
+    return result

@@ -1,0 +1,254 @@
+"""audit.py: every tampering is caught and named; bundles round-trip; archives are handled safely."""
+
+import io
+import json
+import math
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from conftest import REPO, run_script
+from sst2_audit.cli import audit_main
+from sst2_audit.dataset import read_parquet
+
+
+@pytest.fixture
+def run_copy(full_run, tmp_path):
+    target = tmp_path / "run"
+    shutil.copytree(full_run / "out", target)
+    return target
+
+
+def edit_record(folder, change):
+    path = folder / "run.json"
+    record = json.loads(path.read_text())
+    change(record)
+    path.write_text(json.dumps(record, indent=2))
+    return record
+
+
+def audit(capsys, *args):
+    code = audit_main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_untouched_run_passes_every_level(run_copy, embedded_cache, capsys):
+    code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--rescore", "2")
+    assert code == 0, out
+    assert "arithmetic: PASS" in out and "identity: PASS" in out and "rescore (2 rows): PASS (2 checks)" in out
+    assert out.startswith("*** EMBEDDED DEMO")
+
+
+def _q(record, position):
+    return record["questions"][position]
+
+
+def swap_doc_ids(r):
+    _q(r, 0)["idx"], _q(r, 1)["idx"] = _q(r, 1)["idx"], _q(r, 0)["idx"]
+    _q(r, 0)["logged_doc_id"], _q(r, 1)["logged_doc_id"] = _q(r, 0)["idx"], _q(r, 1)["idx"]
+
+
+def last_bit(r):
+    _q(r, 5)["independent_scores"][0] = math.nextafter(_q(r, 5)["independent_scores"][0], 0.0)
+
+
+def flip_label(r):
+    _q(r, 3)["label"] = 1 - _q(r, 3)["label"]
+
+
+def drop_row(r):
+    del r["questions"][10]
+
+
+def duplicate_row(r):
+    r["questions"].insert(5, dict(_q(r, 4)))
+
+
+def swap_candidates(r):
+    q = _q(r, 2)
+    for key in ("candidates", "candidate_token_ids", "official_scores", "independent_scores"):
+        q[key] = q[key][::-1]
+
+
+def alter_prompt_hash(r):
+    _q(r, 7)["prompt_hash"] = "0" * 64
+
+
+def edit_accuracy(r):
+    r["official"]["accuracy"] = 0.75
+
+
+def insert_confirmation_id(r):
+    extra = dict(_q(r, 0))
+    extra["idx"] = extra["logged_doc_id"] = r["split"]["confirm"][0]["idx"]
+    r["questions"].append(extra)
+
+
+def change_token_id(r):
+    _q(r, 0)["candidate_token_ids"][1] = [2732]
+
+
+def edit_setting(r):
+    r["settings"]["num_fewshot"] = 5
+
+
+TAMPERINGS = {
+    swap_doc_ids: ("both", lambda r: [f"row idx {_q(r, 0)['idx']}: prompt_hash", f"row idx {_q(r, 0)['idx']} vs lm-eval sample: official_scores"]),
+    last_bit: ("arithmetic", lambda r: [f"row idx {_q(r, 5)['idx']}: candidate ' negative' score: independent == official"]),
+    flip_label: ("both", lambda r: [f"row idx {_q(r, 3)['idx']} vs lm-eval sample: label (target)", f"row idx {_q(r, 3)['idx']}: label"]),
+    drop_row: ("arithmetic", lambda r: [f"scored id has no question record (row dropped)"]),
+    duplicate_row: ("arithmetic", lambda r: [f"row idx {_q(r, 4)['idx']}: duplicated (questions[4] and questions[5])"]),
+    swap_candidates: ("arithmetic", lambda r: [f"row idx {_q(r, 2)['idx']}: candidates: expected [' negative', ' positive'], got [' positive', ' negative']"]),
+    alter_prompt_hash: ("both", lambda r: [f"row idx {_q(r, 7)['idx']}: prompt_hash: expected "]),
+    edit_accuracy: ("arithmetic", lambda r: ["summary official: accuracy: expected "]),
+    insert_confirmation_id: ("both", lambda r: [f"row idx {r['split']['confirm'][0]['idx']}: a confirmation id appears in questions"]),
+    change_token_id: ("identity", lambda r: [f"row idx {_q(r, 0)['idx']}: candidate_token_ids: expected [[3524], [2731]], got [[3524], [2732]]"]),
+    edit_setting: ("arithmetic", lambda r: ["settings: num_fewshot: expected 0, got 5", "lm-eval config: num_fewshot: expected 5, got 0"]),
+}
+
+
+@pytest.mark.parametrize("tampering", list(TAMPERINGS), ids=lambda f: f.__name__)
+def test_tampering_is_caught_and_named(tampering, run_copy, embedded_cache, capsys):
+    record = edit_record(run_copy, tampering)
+    level, expected_texts = TAMPERINGS[tampering]
+    code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache)
+    assert code == 1, out
+    for text in expected_texts(record):
+        assert text in out, out
+    if level in ("arithmetic", "both"):
+        assert "arithmetic: FAIL" in out
+    if level in ("identity", "both"):
+        assert "identity: FAIL" in out
+    if level == "identity":
+        assert "arithmetic: PASS" in out
+
+
+def test_arithmetic_only_needs_no_cache(run_copy, tmp_path, capsys):
+    code, out = audit(capsys, "--out", run_copy, "--cache", tmp_path / "nothing", "--arithmetic-only")
+    assert code == 0, out
+    assert "identity: SKIPPED (--arithmetic-only)" in out
+    code, out = audit(capsys, "--out", run_copy, "--cache", tmp_path / "nothing")
+    assert code == 2
+    assert f"{tmp_path / 'nothing'}: no manifest.json; the cache is not prepared" in out
+
+
+def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_path, capsys):
+    code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path / "results")
+    assert code == 0, out
+    bundle = tmp_path / "results" / "test-full.tar.gz"
+    assert f"bundle: {bundle}" in out
+    extracted = tmp_path / "x"
+    with tarfile.open(bundle) as archive:
+        names = sorted(archive.getnames())
+        archive.extractall(extracted, filter="data")
+    assert names == sorted(f"test-full/{n}" for n in ("CARD.md", "SHA256SUMS", "environment.json", "lm_eval_results.json",
+                                                     "lm_eval_samples.public.jsonl", "manifest.json", "resources.lock.json", "run.json"))
+    check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=extracted / "test-full", capture_output=True, text=True)
+    assert check.returncode == 0 and check.stdout.count(": OK") == 7
+    sentences = [r.sentence for r in read_parquet(embedded_cache / "data" / "validation.parquet")]
+    for path in (extracted / "test-full").iterdir():
+        text = path.read_text()
+        assert not [s for s in sentences if s in text], path.name
+        assert "context_tokens\"" not in text and str(REPO) not in text, path.name
+    card = (extracted / "test-full" / "CARD.md").read_text()
+    assert card.startswith("# Reproducibility card ")
+    assert "| num_fewshot | 0 |" in card and "| task_yaml_sha256 | " in card and "EMBEDDED DEMO" in card
+    code, out = audit(capsys, "--bundle-file", bundle, "--cache", embedded_cache)
+    assert code == 0, out
+    assert "bundle SHA256SUMS: PASS" in out and "lock from bundle" in out
+    code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path / "results")
+    assert code == 2 and f"{bundle} already exists; a bundle is never overwritten" in out
+
+
+def _rewrite_bundle(source, target, change):
+    with tarfile.open(source) as archive:
+        members = [(m, archive.extractfile(m).read()) for m in archive.getmembers()]
+    with tarfile.open(target, "w:gz") as archive:
+        for member, body in members:
+            body = change(member.name, body)
+            member.size = len(body)
+            archive.addfile(member, io.BytesIO(body))
+
+
+def test_a_file_changed_after_packing_is_caught(run_copy, embedded_cache, tmp_path, capsys):
+    assert audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path)[0] == 0
+    changed = tmp_path / "changed.tar.gz"
+    _rewrite_bundle(tmp_path / "test-full.tar.gz", changed,
+                    lambda name, body: body.replace(b'"num_fewshot": 0', b'"num_fewshot": 1') if name.endswith("run.json") else body)
+    code, out = audit(capsys, "--bundle-file", changed, "--cache", embedded_cache)
+    assert code == 1
+    assert "bundle SHA256SUMS: FAIL" in out and "run.json: sha256 expected " in out
+    assert "arithmetic:" not in out  # a changed bundle is not audited further
+
+
+def _malicious(path, kind):
+    with tarfile.open(path, "w:gz") as archive:
+        info = tarfile.TarInfo("run/run.json")
+        info.size = 2
+        archive.addfile(info, io.BytesIO(b"{}"))
+        if kind == "traversal":
+            info = tarfile.TarInfo("run/../../escaped.txt")
+            info.size = 3
+            archive.addfile(info, io.BytesIO(b"bad"))
+        elif kind == "absolute":
+            info = tarfile.TarInfo("/tmp/sst2-audit-absolute.txt")
+            info.size = 3
+            archive.addfile(info, io.BytesIO(b"bad"))
+        elif kind == "symlink":
+            info = tarfile.TarInfo("run/link")
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            archive.addfile(info)
+        elif kind == "device":
+            info = tarfile.TarInfo("run/dev")
+            info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 1, 3
+            archive.addfile(info)
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("traversal", "refusing member 'run/../../escaped.txt': absolute path or '..' in a bundle"),
+    ("absolute", "refusing member '/tmp/sst2-audit-absolute.txt': absolute path or '..' in a bundle"),
+    ("symlink", "refusing member 'run/link': a link in a bundle"),
+    ("device", "refusing member 'run/dev': a device or special file in a bundle"),
+])
+def test_malicious_archive_is_refused_and_writes_nothing(tmp_path, capsys, kind, message):
+    evil = tmp_path / "inner" / "evil.tar.gz"
+    evil.parent.mkdir()
+    _malicious(evil, kind)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    code, out = audit(capsys, "--bundle-file", evil, "--arithmetic-only")
+    assert code == 1
+    assert message in out
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert not (tmp_path / "escaped.txt").exists()
+    assert not __import__("pathlib").Path("/tmp/sst2-audit-absolute.txt").exists()
+
+
+def test_compare_names_the_one_setting_that_differs(embedded_cache, tmp_path):
+    lock = json.loads((REPO / "resources.lock.json").read_text())
+    lock["run_settings"]["seed"] = 95
+    other = tmp_path / "lock-seed95" / "resources.lock.json"
+    other.parent.mkdir()
+    other.write_text(json.dumps(lock))
+    runs = []
+    for name, lock_path in (("seed94", REPO / "resources.lock.json"), ("seed95", other)):
+        done = run_script("run.py", "--lock", lock_path, "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                          "--out", tmp_path / name, "--private", tmp_path / f"{name}-private", "--run-name", name)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(tmp_path / name)
+    done = run_script("audit.py", "--compare", *runs)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    settings = [line for line in lines if line.startswith("setting ")]
+    assert settings == ["setting seed: 94 -> 95"]
+    assert not [line for line in lines if line.startswith(("resource ", "evaluator "))]
+    assert lines[-1] == "accuracy: 0.5000 -> 0.5000; 0 prediction(s) changed, 0 question(s) with different scores"
+
+
+def test_bad_usage_exits_2(capsys, tmp_path):
+    code, out = audit(capsys, "--out", tmp_path / "missing")
+    assert code == 2 and f"{tmp_path / 'missing'}: not a run folder" in out
+    code, out = audit(capsys)
+    assert code == 2 and "give exactly one of --out DIR, --bundle-file FILE, --compare A B" in out
