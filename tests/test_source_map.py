@@ -1,0 +1,70 @@
+"""SOURCE_MAP.md stays true to the installed, pinned lm-eval and to our code."""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import LOCK, REPO
+from sst2_audit import source_map
+from sst2_audit.evaluator_pin import installed_root, verify_installed
+from sst2_audit.lock import load_lock
+
+MAP = (REPO / "SOURCE_MAP.md").read_text()
+FACTS = REPO.parent / "shared" / "facts" / "lm-eval-v0.4.9.2.sha256"
+
+
+def test_every_row_is_verified_against_the_installed_evaluator():
+    rows, problems = source_map.check(MAP, installed_root())
+    assert problems == []
+    assert len(rows) == 41
+    functions = {row.function for row in rows}
+    for step in ("doc_to_text", "doc_to_choice", "doc_to_target", "TaskConfig", "ConfigurableTask.__init__",
+                 "ConfigurableTask.construct_requests", "Instance", "TemplateLM._encode_pair", "HFLM.tok_encode",
+                 "HFLM._loglikelihood_tokens", "HFLM._select_cont_toks", "ConfigurableTask.process_results",
+                 "acc_fn", "mean", "mean_stderr", "TaskOutput.calculate_aggregate_metric", "simple_evaluate",
+                 "evaluate", "Task.doc_iterator", "get_task_dict.pretty_print_task"):
+        assert step in functions, step
+    doc_id_row = next(row for row in rows if row.step == "38 logged doc_id")
+    lines = (installed_root() / doc_id_row.file).read_text().splitlines()
+    assert "doc_id_true = indices[doc_id]" in lines[doc_id_row.first]  # the line after the anchor
+
+
+@pytest.mark.parametrize("old, new, problem", [
+    ("| 626-629 | `if indices:`", "| 627-629 | `if indices:`",
+     "line 627 of lm_eval/evaluator.py should contain 'if indices:', it reads 'doc_id_true = indices[doc_id]'"),
+    ("`TemplateLM._encode_pair` | 387-399", "`TemplateLM.encode_pair` | 387-399",
+     "TemplateLM.encode_pair is not defined in lm_eval/api/model.py"),
+    ("| `mean` | 35-36 |", "| `mean` | 35-40 |", "lines 35-40 are not inside mean, which spans 35-36 of lm_eval/api/metrics.py"),
+    ("`sst2_audit/protocol.py::predict`", "`sst2_audit/protocol.py::argmax`", "counterpart argmax is not defined in sst2_audit/protocol.py"),
+    ("`sst2_audit/identity.py::check_logged_samples` | H1 |", "`sst2_audit/identities.py::check_logged_samples` | H1 |",
+     "counterpart file sst2_audit/identities.py does not exist"),
+])
+def test_a_wrong_row_fails_the_check(old, new, problem):
+    assert MAP.count(old) == 1
+    _, problems = source_map.check(MAP.replace(old, new), installed_root())
+    assert len(problems) == 1 and problem in problems[0], problems
+
+
+def test_installed_scoring_path_files_have_the_pinned_sha256():
+    lock = load_lock(LOCK)
+    hashes = verify_installed(lock)
+    assert len(hashes) == 55 and hashes == lock.evaluator["files"]
+    cited = {row.file for row in source_map.parse(MAP)}
+    assert cited <= set(lock.evaluator["files"]), cited - set(lock.evaluator["files"])
+
+
+@pytest.mark.skipif(not FACTS.exists(), reason="the shared facts folder is not beside this clone")
+def test_lock_pins_equal_the_tagged_commit_files():
+    pinned = {}
+    for line in FACTS.read_text().splitlines():
+        if line and not line.startswith("#"):
+            digest, path = line.split()
+            pinned[path] = digest
+    assert load_lock(LOCK).evaluator["files"] == pinned
+
+
+def test_hazards_cite_upstream_issues():
+    hazards = MAP.split("## Hazards", 1)[1]
+    for reference in ("#4084", "#4085", "#4089", "0.4.13", "#4063", "#4065", "#3881", "include_path", "training_split"):
+        assert reference in hazards, reference
+    assert "MIT" in MAP and "copies no code" in MAP
