@@ -94,10 +94,6 @@ class IndependentWorker(threading.Thread):
             self.elapsed = round(time.perf_counter() - start, 3)
 
     def finish(self):
-        import sys
-
-        if sys.exc_info()[0] is not None:  # the main thread is failing: stop early
-            self.stop.set()
         self.join()
         if self.error is not None and not self.stop.is_set():
             raise self.error
@@ -173,6 +169,9 @@ def execute(options: RunOptions) -> records.RunRecord:
                   f"doc_id names (logged doc_ids {rows_named}); lm-eval was given the ids "
                   f"{settings['doc_id_order']}.", mismatches, settings)
         timings["checks"] = time.perf_counter() - check_start
+    except BaseException:
+        worker.stop.set()  # the run is failing: the independent path stops at its next row
+        raise
     finally:
         worker.finish()
     independent = worker.scores

@@ -92,7 +92,12 @@ def test_download_verify_update_lock_and_offline_reverify(hub, tmp_path, repo_fi
     gets = [path for method, path in hub.log if method == "GET"]
     assert f"/test-org/tiny-smollm/resolve/{MODEL_REV}/model.safetensors" in gets
     assert f"/datasets/test-org/glue/resolve/{DATA_REV}/{DATA_FILES['train']}" in gets
-    hub.stop()  # the hub is gone: a complete cache re-verifies offline
+    hub.stop()  # the hub is gone: a complete cache re-verifies offline, and a run needs no hub
+    done = run_script("run.py", "--lock", lock, "--profile", "loopback", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "loopback-smoke")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "max abs diff over 4 candidate scores: 0.0" in done.stdout
+    assert "identity checks passed: 2/2" in done.stdout and "EMBEDDED DEMO" not in done.stdout
     before = tree_state(cache)
     done = run_script("prepare.py", "--lock", lock, "--profile", "loopback", "--cache", cache,
                       env={"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": hub.endpoint})
