@@ -126,22 +126,40 @@ def test_import_from_a_folder_with_a_fully_hashed_lock(hub, tmp_path, repo_files
     assert tree_state(tmp_path / "cache2") == {}
 
 
-def test_hub_hash_mismatch(hub, tmp_path):
+def _corrupt_lfs_etag(hub):
     hub.repos[("model", "test-org/tiny-smollm")].claimed_etag["model.safetensors"] = "ab" * 32
-    lock, cache = write_lock(tmp_path)
-    done = prepare(hub.endpoint, lock, cache)
-    assert done.returncode == 1
-    assert (f"test-org/tiny-smollm@{MODEL_REV[:12]}/model.safetensors: hub LFS sha256 expected {'ab' * 32}, "
-            "downloaded file has ") in one_paragraph(done.stderr)
-    assert tree_state(cache) == {}
 
 
-def test_small_file_checked_against_git_blob_sha1(hub, tmp_path):
+def _corrupt_blob_etag(hub):
     hub.repos[("model", "test-org/tiny-smollm")].claimed_etag["config.json"] = "cd" * 20
+
+
+def _move_revision(hub):
+    hub.repos[("dataset", "test-org/glue")].revision = "3" * 40
+
+
+def _answer_other_commit(hub):
+    hub.repos[("dataset", "test-org/glue")].answer_commit = "4" * 40
+
+
+def _truncate(hub):
+    hub.truncate.add("model.safetensors")
+
+
+@pytest.mark.parametrize("fault, message", [
+    (_corrupt_lfs_etag, f"test-org/tiny-smollm@{MODEL_REV[:12]}/model.safetensors: hub LFS sha256 expected {'ab' * 32}, "
+                        "downloaded file has "),
+    (_corrupt_blob_etag, f"config.json: hub git blob sha1 expected {'cd' * 20}"),
+    (_move_revision, f"revision {DATA_REV} does not exist on the hub (wrong revision pinned?)"),
+    (_answer_other_commit, f"the hub resolved revision {DATA_REV} to commit {'4' * 40}"),
+    (_truncate, "model.safetensors: download failed, the connection broke mid-file (truncated download"),
+], ids=lambda value: value.__name__.strip("_") if callable(value) else "")
+def test_a_hub_fault_fails_with_its_reason_and_leaves_no_cache(hub, tmp_path, fault, message):
+    fault(hub)
     lock, cache = write_lock(tmp_path)
     done = prepare(hub.endpoint, lock, cache)
-    assert done.returncode == 1
-    assert f"config.json: hub git blob sha1 expected {'cd' * 20}" in one_paragraph(done.stderr)
+    assert done.returncode == 1, done.stderr
+    assert message in one_paragraph(done.stderr)
     assert tree_state(cache) == {}
 
 
@@ -151,33 +169,6 @@ def test_lock_pin_mismatch(hub, tmp_path):
     assert done.returncode == 1
     assert "model/tokenizer.json (hub model test-org/tiny-smollm@" in done.stderr
     assert f"sha256: expected {'ef' * 32}, got " in one_paragraph(done.stderr)
-    assert tree_state(cache) == {}
-
-
-def test_wrong_revision(hub, tmp_path):
-    hub.repos[("dataset", "test-org/glue")].revision = "3" * 40
-    lock, cache = write_lock(tmp_path)
-    done = prepare(hub.endpoint, lock, cache)
-    assert done.returncode == 1
-    assert f"revision {DATA_REV} does not exist on the hub (wrong revision pinned?)" in one_paragraph(done.stderr)
-    assert tree_state(cache) == {}
-
-
-def test_revision_resolving_to_another_commit(hub, tmp_path):
-    hub.repos[("dataset", "test-org/glue")].answer_commit = "4" * 40
-    lock, cache = write_lock(tmp_path)
-    done = prepare(hub.endpoint, lock, cache)
-    assert done.returncode == 1
-    assert f"the hub resolved revision {DATA_REV} to commit {'4' * 40}" in one_paragraph(done.stderr)
-    assert tree_state(cache) == {}
-
-
-def test_truncated_download(hub, tmp_path):
-    hub.truncate.add("model.safetensors")
-    lock, cache = write_lock(tmp_path)
-    done = prepare(hub.endpoint, lock, cache)
-    assert done.returncode == 1, done.stderr
-    assert "model.safetensors: download failed, the connection broke mid-file (truncated download" in one_paragraph(done.stderr)
     assert tree_state(cache) == {}
 
 
