@@ -1,6 +1,9 @@
 """run.py end to end on the embedded profile: the real lm-eval, the real model."""
 
 import json
+import tarfile
+
+import pytest
 
 from conftest import one_paragraph, run_script, tree_state
 from sst2_audit import records
@@ -71,10 +74,17 @@ def test_lm_eval_public_output_matches_our_records(full_run):
         assert by_id[q.idx]["prompt_hash"] == q.prompt_hash and by_id[q.idx]["doc_hash"] == q.doc_hash
 
 
-def test_unsorted_ids_reproduce_the_doc_id_bug_and_stop_the_run(embedded_cache, tmp_path):
-    out, private = tmp_path / "out", tmp_path / "private"
+@pytest.fixture(scope="module")
+def unsorted_run(embedded_cache, tmp_path_factory):
+    base = tmp_path_factory.mktemp("unsorted")
     done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--unsorted-ids",
-                      "--out", out, "--private", private, "--run-name", "unsorted")
+                      "--out", base / "out", "--private", base / "private", "--run-name", "unsorted")
+    return base, done
+
+
+def test_unsorted_ids_reproduce_the_doc_id_bug_and_stop_the_run(embedded_cache, unsorted_run, tmp_path):
+    base, done = unsorted_run
+    out = base / "out"
     assert done.returncode == 1
     message = one_paragraph(done.stderr)
     assert "identity check failed:" in message and "lm-eval was given the ids hash order (unsorted)" in message
@@ -94,3 +104,15 @@ def test_unsorted_ids_reproduce_the_doc_id_bug_and_stop_the_run(embedded_cache, 
     assert again.returncode == 2
     assert f"--out {out} already exists and is not empty; a finished run is never overwritten" in one_paragraph(again.stderr)
     assert tree_state(out) == before
+
+
+def test_a_failed_run_can_be_bundled_and_its_audit_fails(embedded_cache, unsorted_run, tmp_path):
+    out = unsorted_run[0] / "out"
+    audited = run_script("audit.py", "--out", out, "--cache", embedded_cache, "--bundle", "--results", tmp_path)
+    assert audited.returncode == 1
+    assert "arithmetic: FAIL" in audited.stdout and "the run stopped on its own identity check" in audited.stdout
+    bundle = tmp_path / "unsorted.tar.gz"
+    with tarfile.open(bundle) as archive:
+        assert "unsorted/failure.json" in archive.getnames() and "unsorted/run.json" not in archive.getnames()
+    again = run_script("audit.py", "--bundle-file", bundle, "--cache", embedded_cache)
+    assert again.returncode == 1 and "bundle SHA256SUMS: PASS" in again.stdout

@@ -34,6 +34,12 @@ def bundle_contents(run, cache: Path) -> dict:
     manifest = read_manifest(cache)
     if manifest is None:
         raise InputError(f"{cache}: no {MANIFEST_NAME}; the bundle needs the manifest of the cache the run used (--cache).")
+    if run.record is not None:
+        used = {entry["path"]: entry["sha256"] for entry in run.record.resources}
+        here = {entry.path: entry.sha256 for entry in manifest.files}
+        if used != here:
+            raise InputError(f"{cache}/{MANIFEST_NAME} does not describe the resources run {run.name} used; "
+                             "pass the --cache the run was made with.")
     scrub = {str(Path(cache).resolve()): "<cache>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     contents[BUNDLE_MANIFEST] = (json.dumps(scrub_paths(manifest.to_dict(), scrub), indent=2, sort_keys=True) + "\n").encode()
     if run.record is not None:
