@@ -40,8 +40,10 @@ def snapshot() -> dict:
 def scrub_paths(value, replacements: dict):
     """Replace machine-specific folders in every string (public records carry no local paths)."""
     if isinstance(value, str):
-        for folder, label in replacements.items():
-            value = value.replace(folder, label)
+        # Longest first, so a cache inside the working folder keeps its own label; "/" alone is never replaced.
+        for folder, label in sorted(replacements.items(), key=lambda item: -len(item[0])):
+            if len(folder) > 1:
+                value = value.replace(folder, label)
         return value
     if isinstance(value, dict):
         return {scrub_paths(k, replacements): scrub_paths(v, replacements) for k, v in value.items()}

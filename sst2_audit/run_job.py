@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -100,6 +101,14 @@ class IndependentWorker(threading.Thread):
 
 
 def execute(options: RunOptions) -> records.RunRecord:
+    scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-"))  # lm-eval's datasets cache, private to this run
+    try:
+        return _execute(options, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     start = time.perf_counter()
     timings = {}
     lock, profile, cache = options.lock, options.profile, Path(options.cache).resolve()
@@ -109,7 +118,6 @@ def execute(options: RunOptions) -> records.RunRecord:
     manifest = require_matching(read_manifest(cache), cache, lock, profile)
     atomic.new_directory(options.out, "--out")
     atomic.new_directory(options.private, "--private")
-    scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-"))
     _offline_environment(scratch)
     scrub = {str(cache): "<cache>", str(scratch): "<scratch>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     with phase("verify cache and evaluator (hash before load)", timings, "verify"):
