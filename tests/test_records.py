@@ -1,0 +1,50 @@
+"""The one record schema and the atomic writer every record goes through."""
+
+import json
+import os
+
+import pytest
+
+from sst2_audit import atomic, records
+from sst2_audit.errors import InputError
+
+
+def test_atomic_write_never_overwrites_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "run.json"
+    atomic.write_json(target, {"a": 1})
+    with pytest.raises(InputError, match="refusing to overwrite an existing file"):
+        atomic.write_json(target, {"a": 2})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert sorted(os.listdir(tmp_path)) == ["run.json"]
+    assert oct(target.stat().st_mode & 0o777) != oct(0o600)
+
+
+def test_an_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "lock.json"
+    atomic.write_json(target, {"kept": True})
+
+    def interrupted(fd):  # the process is stopped after the bytes are written, before the rename
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_json(target, {"new": True}, overwrite=True)
+    assert json.loads(target.read_text()) == {"kept": True}
+    assert sorted(os.listdir(tmp_path)) == ["lock.json"]
+
+
+def test_reader_names_missing_and_unexpected_fields(tmp_path):
+    record = records.FailureRecord("r", "identity", "m", [records.Mismatch(0, 3, ["label"], {"label": 1}, {"label": 0})])
+    path = tmp_path / "failure.json"
+    records.write(path, record)
+    assert records.read(path, records.FailureRecord) == record
+    raw = json.loads(path.read_text())
+    del raw["mismatches"][0]["fields"]
+    raw["mismatches"][0]["extra"] = 1
+    path.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=r"failure.json.mismatches\[0\]: fields missing \['fields'\], unexpected \['extra'\]"):
+        records.read(path, records.FailureRecord)
+    raw["kind"] = "sst2-audit/run"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match="expected kind 'sst2-audit/failure' schema_version 1, got 'sst2-audit/run' 1"):
+        records.read(path, records.FailureRecord)
