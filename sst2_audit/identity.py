@@ -65,39 +65,35 @@ def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, of
     requested = set(requested_ids)
     for position, sample in enumerate(samples):
         doc_id = sample["doc_id"]
-        expected_question_ = expected_by_idx.get(doc_id)
+        claimed = expected_by_idx.get(doc_id)  # the row this sample says it is
+        if doc_id not in requested or claimed is None:
+            mismatches.append(Mismatch(position, doc_id, ["doc_id"], {"doc_id": "one of the requested dev ids"},
+                                       {"doc_id": doc_id}))
+            continue
         arguments = [tuple(argument) for argument in sample["arguments"]]
-        contexts = sorted({context for context, _ in arguments})
         encoded = [official_encode(context, candidate) for context, candidate in arguments]
         context_tokens = encoded[0][0] if encoded else ()
+        # Text and token ids stay out of records: they are compared through their hashes.
         actual = {
-            "doc_id": doc_id,
-            "doc.idx": sample["doc"].get("idx"),
-            "label": sample["doc"].get("label"),
-            "target": sample["target"],
-            "doc_hash": sample["doc_hash"],
-            "prompt_hash": sample["prompt_hash"],
-            # Text and token ids stay out of records: compared through their hashes.
-            "context_hashes": [prompt_hash(context) for context in contexts],
+            "doc_id": doc_id, "doc.idx": sample["doc"].get("idx"), "label": sample["doc"].get("label"),
+            "target": sample["target"], "doc_hash": sample["doc_hash"], "prompt_hash": sample["prompt_hash"],
+            "context_hashes": sorted({prompt_hash(context) for context, _ in arguments}),
             "candidates": [candidate for _, candidate in arguments],
             "context_tokens_hash": sha256_text(canonical_json(list(context_tokens))),
             "context_length": len(context_tokens),
-            "candidate_token_ids": [list(cont) for _, cont in encoded],
+            "candidate_token_ids": [list(continuation) for _, continuation in encoded],
+            # No special token may slip in before the sentence (the GGUF tokenizer's BOS hazard).
+            "context_starts_with_sentence": bool(context_tokens) and context_tokens[0] == claimed.sentence_first_token,
         }
-        if doc_id not in requested or expected_question_ is None:
-            mismatches.append(Mismatch(position, doc_id, ["doc_id"], {"doc_id": "one of the requested dev ids"}, {"doc_id": doc_id}))
-            continue
-        e = expected_question_
         expected = {
-            "doc_id": e.idx, "doc.idx": e.idx, "label": e.label, "target": e.label, "doc_hash": e.doc_hash,
-            "prompt_hash": e.prompt_hash, "context_hashes": [e.prompt_hash], "candidates": list(e.candidates),
-            "context_tokens_hash": sha256_text(canonical_json(list(e.context_tokens))),
-            "context_length": len(e.context_tokens),
-            "candidate_token_ids": [list(ids) for ids in e.candidate_token_ids],
+            "doc_id": claimed.idx, "doc.idx": claimed.idx, "label": claimed.label, "target": claimed.label,
+            "doc_hash": claimed.doc_hash, "prompt_hash": claimed.prompt_hash, "context_hashes": [claimed.prompt_hash],
+            "candidates": list(claimed.candidates),
+            "context_tokens_hash": sha256_text(canonical_json(list(claimed.context_tokens))),
+            "context_length": len(claimed.context_tokens),
+            "candidate_token_ids": [list(ids) for ids in claimed.candidate_token_ids],
             "context_starts_with_sentence": True,
         }
-        # No special token may slip in before the sentence (the GGUF tokenizer's BOS hazard).
-        actual["context_starts_with_sentence"] = bool(context_tokens) and context_tokens[0] == e.sentence_first_token
         found = _mismatch(position, doc_id, expected, actual)
         if found:
             mismatches.append(found)
@@ -111,11 +107,11 @@ def check_question_records(questions: list, expected_by_idx: dict) -> list:
     """The audit's identity level: our public records against the dataset rows."""
     mismatches = []
     for position, question in enumerate(questions):
-        expected_question_ = expected_by_idx.get(question.idx)
-        if expected_question_ is None:
+        claimed = expected_by_idx.get(question.idx)
+        if claimed is None:
             mismatches.append(Mismatch(position, question.idx, ["idx"], {"idx": "a scored dev id"}, {"idx": question.idx}))
             continue
-        expected = expected_question_.public_fields()
+        expected = claimed.public_fields()
         expected["logged_doc_id"] = question.idx
         actual = {key: getattr(question, key) for key in expected}
         found = _mismatch(position, question.idx, expected, actual)

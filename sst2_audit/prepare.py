@@ -45,11 +45,13 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
     cache = Path(cache)
     _refuse_foreign_content(cache)
     cache.mkdir(parents=True, exist_ok=True)
+    for leftover in cache.glob(f"{STAGING_PREFIX}*"):  # an interrupted prepare's partial downloads
+        shutil.rmtree(leftover, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=cache))
+    moved = []
     try:
         context = FetchContext(lock, staging, cache, import_dir)
         staged = [f for resource in profile.resources for f in fetch(resource, context)]
-        moved = []
         with phase("verify staged files"):
             entries = tuple(_check_staged(f) for f in staged)
         # Everything matched: only now does anything enter the cache.
@@ -63,7 +65,7 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
         return manifest
     except BaseException:
         if not (cache / "manifest.json").exists():  # never leave a cache that looks half-prepared
-            for target in locals().get("moved", []):
+            for target in moved:
                 target.unlink(missing_ok=True)
         raise
     finally:
