@@ -4,6 +4,7 @@ Each file is checked against the hub's own content hash for the pinned
 revision: the LFS sha256 for large files, the git blob sha1 for small ones.
 """
 
+import re
 from pathlib import Path
 
 from ..errors import CheckFailed, InputError
@@ -17,11 +18,28 @@ WAYS_FORWARD = (
 )
 
 
+REASONS = (
+    (re.compile(r"Failed to resolve \\?'([^'\\]+)"), "cannot resolve host {}"),
+    (re.compile(r"Connection refused"), "connection refused"),
+    (re.compile(r"timed out", re.I), "timed out"),
+    (re.compile(r"offline", re.I), "offline mode is on (HF_HUB_OFFLINE)"),
+)
+
+
+def _reason(error) -> str:
+    """The innermost cause in a few words: urllib3 nests the real reason deep in its message."""
+    text = str(error)
+    for pattern, words in REASONS:
+        found = pattern.search(text)
+        if found:
+            return words.format(*found.groups())
+    return text.splitlines()[0][:120] if text else "no detail"
+
+
 def _unreachable(resource, error) -> InputError:
     return InputError(
         f"The hub could not be reached for {resource.get('repo_id')}@{resource.get('revision')} "
-        f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no detail'}). "
-        + WAYS_FORWARD
+        f"({type(error).__name__}: {_reason(error)}). " + WAYS_FORWARD
     )
 
 
