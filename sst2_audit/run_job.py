@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import atomic, records
+from .agreement import compare_scores, describe
 from .dataset import LABEL_NAMES, read_parquet
 from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
 from .errors import CheckFailed
@@ -21,7 +22,7 @@ from .lock import Lock, Profile
 from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
 from .metrics import summarize
-from .protocol import CANDIDATES, predict
+from .protocol import predict
 from .split import SMOKE_ROWS, make_split, row_hash
 
 DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
@@ -187,31 +188,22 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
 
     check_start = time.perf_counter()
     logged = {sample["doc_id"]: sample for sample in official.samples}
-    questions, disagreements, max_abs_diff = [], [], 0.0
+    official_scores = {idx: [float(resp[0][0]) for resp in logged[idx]["resps"]] for idx in scored_ids}
+    max_abs_diff, disagreements = compare_scores(
+        scored_ids, official_scores, {idx: list(independent[idx].candidate_scores) for idx in scored_ids})
+    if disagreements:
+        _fail(options, "agreement", describe(disagreements, max_abs_diff), disagreements, settings)
+    questions = []
     for idx in scored_ids:
-        sample, mine, e = logged[idx], independent[idx], expected[idx]
-        official_scores = [float(resp[0][0]) for resp in sample["resps"]]
-        for number, (a, b) in enumerate(zip(official_scores, mine.candidate_scores)):
-            max_abs_diff = max(max_abs_diff, abs(a - b))
-            if a != b:
-                disagreements.append(records.Mismatch(
-                    scored_ids.index(idx), idx, ["candidate_score"],
-                    {"idx": idx, "candidate": CANDIDATES[number], "independent": b},
-                    {"idx": idx, "candidate": CANDIDATES[number], "official": a}))
-        public = e.public_fields()
+        public, mine = expected[idx].public_fields(), list(independent[idx].candidate_scores)
         questions.append(records.QuestionRecord(
-            idx=idx, label=e.label, logged_doc_id=sample["doc_id"], doc_hash=public["doc_hash"],
+            idx=idx, label=public["label"], logged_doc_id=logged[idx]["doc_id"], doc_hash=public["doc_hash"],
             prompt_hash=public["prompt_hash"], context_length=public["context_length"],
             candidates=public["candidates"], candidate_token_ids=public["candidate_token_ids"],
-            official_scores=official_scores, independent_scores=list(mine.candidate_scores),
-            official_prediction=predict(official_scores), independent_prediction=predict(mine.candidate_scores),
-            official_logged_acc=float(sample["acc"]),
+            official_scores=official_scores[idx], independent_scores=mine,
+            official_prediction=predict(official_scores[idx]), independent_prediction=predict(mine),
+            official_logged_acc=float(logged[idx]["acc"]),
         ))
-    if disagreements:
-        _fail(options, "agreement",
-              f"official and independent scores differ on {len(disagreements)} candidate score(s) "
-              f"(max abs diff {max_abs_diff!r}); under the pinned settings they must be identical.",
-              disagreements, settings)
     timings["checks"] = round(timings["checks"] + time.perf_counter() - check_start, 3)
 
     labels = [q.label for q in questions]

@@ -125,3 +125,34 @@ def test_multi_token_candidate_matches_lm_eval_bit_for_bit(tokenizer, tiny_model
     official = [score for score, _ in lm.loglikelihood(requests, disable_tqdm=True)]
     mine = IndependentScorer(tiny_model, 512).score(0, [encode_pair(tokenizer, context, c) for c in candidates])
     assert list(mine.candidate_scores) == official
+
+
+def test_agreement_names_the_row_and_candidate_of_a_one_bit_difference():
+    import math
+
+    from sst2_audit.agreement import compare_scores, describe
+
+    official = {7: [-4.25, -3.5], 9: [-1.0, -2.0]}
+    independent = {7: [-4.25, math.nextafter(-3.5, 0.0)], 9: [-1.0, -2.0]}
+    max_abs_diff, disagreements = compare_scores([9, 7], official, independent)
+    assert max_abs_diff == 3.5 - abs(math.nextafter(-3.5, 0.0))
+    assert [(m.logged_position, m.claimed_id, m.expected["candidate"]) for m in disagreements] == [(1, 7, " positive")]
+    assert describe(disagreements, max_abs_diff).startswith(
+        "official and independent scores differ on 1 candidate score(s) (idx 7 candidate ' positive'; max abs diff ")
+    assert compare_scores([9, 7], official, official) == (0.0, [])
+
+
+def test_task_config_may_differ_only_in_data_loading_fields():
+    from sst2_audit.errors import CheckFailed
+    from sst2_audit.official import config_differences
+
+    official = {"task": "sst2", "dataset_path": "nyu-mll/glue", "dataset_name": "sst2", "doc_to_text": "{{sentence}}"}
+    effective = dict(official, dataset_path="parquet", dataset_name=None, dataset_kwargs={"data_files": {}},
+                     num_fewshot=0, target_delimiter=" ")
+    assert sorted(config_differences(official, effective, 0)) == ["dataset_kwargs", "dataset_name", "dataset_path", "num_fewshot"]
+    with pytest.raises(CheckFailed, match="outside the data-loading fields: doc_to_text"):
+        config_differences(official, dict(effective, doc_to_text="{{sentence}} Answer:"), 0)
+    with pytest.raises(CheckFailed, match="outside the data-loading fields: target_delimiter"):
+        config_differences(official, dict(effective, target_delimiter=""), 0)
+    with pytest.raises(CheckFailed, match="num_fewshot"):
+        config_differences(official, dict(effective, num_fewshot=5), 0)
