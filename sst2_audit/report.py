@@ -21,7 +21,8 @@ def run_summary(record: RunRecord, out, private) -> str:
         "(doc_id, doc/prompt hash, label, candidates, token boundary)",
         f"  predictions: {record.official.predictions}; labels: {record.labels}",
         f"  time {record.timings['total']:.1f} s (" + ", ".join(
-            f"{k} {v:.1f}" for k, v in record.timings.items() if k != "total") + f"); peak RSS {record.peak_rss_bytes:,} bytes",
+            f"{k} {v:.1f}" for k, v in record.timings.items() if k != "total")
+        + f"; the two paths run concurrently); peak RSS {record.peak_rss_bytes:,} bytes",
         f"  lock fully hashed: {'yes' if record.lock_fully_hashed else 'no'}",
         f"  public records: {out}   private records (text, prompts, token ids): {private}",
     ]

@@ -69,27 +69,29 @@ def _write_jsonl(path: Path, rows: list) -> None:
 
 
 class IndependentWorker(threading.Thread):
-    """Scores the dev rows on the independent path; errors are re-raised by finish()."""
+    """Runs the independent forward passes; errors are re-raised by finish().
 
-    def __init__(self, scorer, tokenizer, by_idx: dict, scored_ids: list):
+    It gets its token ids already encoded by the main thread, so the one tokenizer
+    object is never used from two threads at once (fast tokenizers are not re-entrant).
+    """
+
+    def __init__(self, scorer, pairs_by_idx: dict):
         super().__init__(name="independent-path", daemon=True)
-        self.scorer, self.tokenizer, self.by_idx, self.scored_ids = scorer, tokenizer, by_idx, scored_ids
+        self.scorer, self.pairs_by_idx = scorer, pairs_by_idx
         self.scores, self.error, self.elapsed = {}, None, 0.0
         self.stop = threading.Event()
 
     def run(self):
-        from .independent import encode_question
-
         start = time.perf_counter()
-        say(f"[independent path: own forward passes on {len(self.scored_ids)} rows] ...")
+        total = len(self.pairs_by_idx)
+        say(f"[independent path: own forward passes on {total} rows] ...")
         try:
-            for number, idx in enumerate(self.scored_ids, start=1):
+            for number, (idx, pairs) in enumerate(self.pairs_by_idx.items(), start=1):
                 if self.stop.is_set():
                     return
-                pairs = encode_question(self.tokenizer, self.by_idx[idx].sentence, idx, self.scorer.max_length)
                 self.scores[idx] = self.scorer.score(idx, pairs)
-                if number % 16 == 0 or number == len(self.scored_ids):
-                    say(f"[independent] {number}/{len(self.scored_ids)} rows")
+                if number % 16 == 0 or number == total:
+                    say(f"[independent] {number}/{total} rows")
         except BaseException as error:  # handed to the main thread
             self.error = error
         finally:
@@ -131,7 +133,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         import transformers  # noqa: F401
         import lm_eval  # noqa: F401
 
-        from .independent import IndependentScorer
+        from .independent import IndependentScorer, encode_question
         from .official import data_files_of, official_encode_pair, run_official
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
@@ -153,11 +155,13 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         ).eval()
     # Pre-flight: every question must fit without truncation before any model call.
     expected = {idx: expected_question(by_idx[idx], tokenizer, settings["max_length"]) for idx in scored_ids}
+    pairs_by_idx = {idx: encode_question(tokenizer, by_idx[idx].sentence, idx, settings["max_length"])
+                    for idx in scored_ids}
 
     # The independent path runs in a worker thread beside the official path: torch releases
     # the GIL, so its forward passes overlap lm-eval's pure-Python setup. Both read the same
     # frozen weights; neither sees the other's numbers until the agreement check.
-    worker = IndependentWorker(IndependentScorer(model, settings["max_length"]), tokenizer, by_idx, scored_ids)
+    worker = IndependentWorker(IndependentScorer(model, settings["max_length"]), pairs_by_idx)
     worker.start()
     try:
         with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official"):

@@ -62,9 +62,11 @@ def check(run: RunFolder, cache: Path) -> LevelResult:
     max_length = lock.run_settings["max_length"]
     expected = {idx: expected_question(by_idx[idx], tokenizer, max_length)
                 for idx in record.split.scored_ids if idx in by_idx and idx not in sealed}
-    for mismatch in check_question_records(record.questions, expected):
+    mismatches = check_question_records(record.questions, expected)
+    fields_per_question = len(next(iter(expected.values())).public_fields()) + 1 if expected else 1
+    result.checks += len(record.questions) * fields_per_question - sum(len(m.fields) for m in mismatches)
+    for mismatch in mismatches:
         for name in mismatch.fields:
             result.fail(f"row idx {mismatch.claimed_id}: {name}: expected {mismatch.expected[name]!r}, "
                         f"got {mismatch.logged[name]!r}")
-    result.checks += len(record.questions) * 8
     return result
