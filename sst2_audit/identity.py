@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .dataset import Row
 from .hashing import canonical_json, sha256_text
-from .independent import encode_question
+from .independent import EncodedPair, encode_question
 from .protocol import CANDIDATES, context_for, doc_hash, prompt_hash
 from .records import Mismatch
 
@@ -25,6 +25,10 @@ class ExpectedQuestion:
     context_tokens: tuple
     candidate_token_ids: tuple
     sentence_first_token: int
+
+    def pairs(self) -> list:
+        """The encoded (context, candidate) pairs the independent path scores."""
+        return [EncodedPair(self.context_tokens, ids) for ids in self.candidate_token_ids]
 
     def public_fields(self) -> dict:
         return {

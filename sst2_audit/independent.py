@@ -85,8 +85,7 @@ class IndependentScorer:
         cache = {}  # candidates whose model input is identical share one forward pass
         scores = []
         for pair in pairs:
-            if len(pair.input_tokens) > self.max_length:
-                check_length(pair, self.max_length, idx)
+            check_length(pair, self.max_length, idx)  # never truncate, whoever calls
             key = pair.input_tokens
             if key not in cache:
                 cache[key] = self._log_probs(key)

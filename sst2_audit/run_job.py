@@ -22,6 +22,7 @@ from .lock import Lock, Profile
 from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
 from .metrics import summarize
+from .model import load as load_model
 from .protocol import predict
 from .split import SMOKE_ROWS, make_split, row_hash
 
@@ -133,7 +134,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         import transformers  # noqa: F401
         import lm_eval  # noqa: F401
 
-        from .independent import IndependentScorer, encode_question
+        from .independent import IndependentScorer
         from .official import data_files_of, official_encode_pair, run_official
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
@@ -145,18 +146,10 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     by_idx = {row.idx: row for row in rows}
 
     with phase("model load", timings, "model_load"):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        model_dir = cache / "model"
-        tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
-            str(model_dir), dtype=getattr(torch, settings["dtype"]), attn_implementation=settings["attention"],
-            local_files_only=True, use_safetensors=True,
-        ).eval()
+        model, tokenizer = load_model(cache / "model", settings)
     # Pre-flight: every question must fit without truncation before any model call.
     expected = {idx: expected_question(by_idx[idx], tokenizer, settings["max_length"]) for idx in scored_ids}
-    pairs_by_idx = {idx: encode_question(tokenizer, by_idx[idx].sentence, idx, settings["max_length"])
-                    for idx in scored_ids}
+    pairs_by_idx = {idx: expected[idx].pairs() for idx in scored_ids}
 
     # The independent path runs in a worker thread beside the official path: torch releases
     # the GIL, so its forward passes overlap lm-eval's pure-Python setup. Both read the same

@@ -5,6 +5,7 @@ from pathlib import Path
 from ..dataset import read_parquet
 from ..errors import CheckFailed
 from ..independent import IndependentScorer, encode_question
+from ..model import load as load_model
 from ..manifest import read_manifest, require_matching, verify_files
 from ..progress import phase
 from .findings import LevelResult
@@ -13,7 +14,6 @@ from .loading import RunFolder
 
 def check(run: RunFolder, cache: Path, rows: int) -> LevelResult:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     result = LevelResult(f"rescore ({rows} rows)")
     record, lock = run.record, run.lock
@@ -29,10 +29,7 @@ def check(run: RunFolder, cache: Path, rows: int) -> LevelResult:
     settings = lock.run_settings
     torch.set_num_threads(settings["threads"])
     with phase("rescore: load model"):
-        tokenizer = AutoTokenizer.from_pretrained(str(Path(cache) / "model"), local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
-            str(Path(cache) / "model"), dtype=getattr(torch, settings["dtype"]),
-            attn_implementation=settings["attention"], local_files_only=True, use_safetensors=True).eval()
+        model, tokenizer = load_model(Path(cache) / "model", settings)
     by_idx = {row.idx: row for row in read_parquet(Path(cache) / manifest.file("validation").path)}
     scorer = IndependentScorer(model, settings["max_length"])
     with phase(f"rescore: {rows} forward passes"):
