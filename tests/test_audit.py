@@ -263,3 +263,15 @@ def test_bad_usage_exits_2(capsys, tmp_path):
     assert code == 2 and f"{tmp_path / 'missing'}: not a run folder" in out
     code, out = audit(capsys)
     assert code == 2 and "give exactly one of --out DIR, --bundle-file FILE, --compare A B" in out
+
+
+def test_unreadable_records_exit_2_naming_file_and_field(run_copy, capsys):
+    record = json.loads((run_copy / "run.json").read_text())
+    del record["questions"][3]["prompt_hash"]
+    (run_copy / "run.json").write_text(json.dumps(record))
+    code, out = audit(capsys, "--out", run_copy, "--arithmetic-only")
+    assert code == 2
+    assert f"{run_copy / 'run.json'}.questions[3]: fields missing ['prompt_hash'], unexpected []" in out
+    (run_copy / "run.json").write_text("{")
+    code, out = audit(capsys, "--out", run_copy, "--arithmetic-only")
+    assert code == 2 and f"{run_copy / 'run.json'}: not valid JSON" in out

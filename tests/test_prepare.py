@@ -178,3 +178,14 @@ def test_edited_demo_set_is_refused(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "validation.tsv: sha256: expected b883476af1eda7a9c9f2256b91979304ec222c3bdd9a3cde0aa7142777410bc1" in done.stderr
     assert tree_state(tmp_path / "c") == {}
+
+
+def test_an_interrupted_prepare_leaves_nothing_that_counts(tmp_path, embedded_cache):
+    lock = _local_lock(tmp_path, embedded_cache)
+    cache = tmp_path / "c"
+    (cache / ".staging-interrupted" / "model").mkdir(parents=True)
+    (cache / ".staging-interrupted" / "model" / "model.safetensors").write_bytes(b"partial")
+    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    assert not list(cache.glob(".staging-*"))
+    assert read_manifest(cache).profile == "mine"
