@@ -16,7 +16,6 @@ from .agreement import compare_scores, describe
 from .dataset import LABEL_NAMES, read_parquet
 from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
 from .errors import CheckFailed
-from .hashing import sha256_file
 from .identity import check_logged_samples, expected_question
 from .lock import Lock, Profile
 from .manifest import read_manifest, require_matching, verify_files

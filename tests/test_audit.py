@@ -99,7 +99,7 @@ TAMPERINGS = {
     swap_doc_ids: ("both", lambda r: [f"row idx {_q(r, 0)['idx']}: prompt_hash", f"row idx {_q(r, 0)['idx']} vs lm-eval sample: official_scores"]),
     last_bit: ("arithmetic", lambda r: [f"row idx {_q(r, 5)['idx']}: candidate ' negative' score: independent == official"]),
     flip_label: ("both", lambda r: [f"row idx {_q(r, 3)['idx']} vs lm-eval sample: label (target)", f"row idx {_q(r, 3)['idx']}: label"]),
-    drop_row: ("arithmetic", lambda r: [f"scored id has no question record (row dropped)"]),
+    drop_row: ("arithmetic", lambda r: ["scored id has no question record (row dropped)"]),
     duplicate_row: ("arithmetic", lambda r: [f"row idx {_q(r, 4)['idx']}: duplicated (questions[4] and questions[5])"]),
     swap_candidates: ("arithmetic", lambda r: [f"row idx {_q(r, 2)['idx']}: candidates: expected [' negative', ' positive'], got [' positive', ' negative']"]),
     alter_prompt_hash: ("both", lambda r: [f"row idx {_q(r, 7)['idx']}: prompt_hash: expected "]),

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from conftest import LOCK, load_lock_json, one_paragraph, run_script, tree_state
+from conftest import LOCK, load_lock_json, one_paragraph, run_script
 from sst2_audit.errors import InputError
 from sst2_audit.lock import load_lock
 

@@ -1,6 +1,5 @@
 """SOURCE_MAP.md stays true to the installed, pinned lm-eval and to our code."""
 
-from pathlib import Path
 
 import pytest
 

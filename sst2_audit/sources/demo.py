@@ -1,11 +1,8 @@
 """The embedded demo set: reviewable TSV in this repository, turned into parquet."""
 
-from pathlib import Path
-
 from ..dataset import read_demo_tsv, write_parquet
-from ..errors import InputError
+from ..errors import InputError, mismatch
 from ..hashing import sha256_file
-from ..errors import mismatch
 from .interface import FetchContext, StagedFile, cache_path_for
 
 
