@@ -275,3 +275,15 @@ def test_unreadable_records_exit_2_naming_file_and_field(run_copy, capsys):
     (run_copy / "run.json").write_text("{")
     code, out = audit(capsys, "--out", run_copy, "--arithmetic-only")
     assert code == 2 and f"{run_copy / 'run.json'}: not valid JSON" in out
+
+
+def test_bundle_refuses_a_cache_the_run_did_not_use(run_copy, embedded_cache, tmp_path, capsys):
+    manifest = json.loads((embedded_cache / "manifest.json").read_text())
+    manifest["files"][1]["sha256"] = "0" * 64
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "manifest.json").write_text(json.dumps(manifest))
+    code, out = audit(capsys, "--out", run_copy, "--cache", tmp_path / "other", "--arithmetic-only", "--bundle",
+                      "--results", tmp_path / "results")
+    assert code == 2
+    assert f"{tmp_path / 'other'}/manifest.json does not describe the resources run test-full used" in out
+    assert not (tmp_path / "results").exists()

