@@ -263,6 +263,11 @@ def test_bad_usage_exits_2(capsys, tmp_path):
     assert code == 2 and f"{tmp_path / 'missing'}: not a run folder" in out
     code, out = audit(capsys)
     assert code == 2 and "give exactly one of --out DIR, --bundle-file FILE, --compare A B" in out
+    (tmp_path / "notes.tar.gz").write_text("not an archive")
+    code, out = audit(capsys, "--bundle-file", tmp_path / "notes.tar.gz", "--arithmetic-only")
+    assert code == 2 and f"{tmp_path / 'notes.tar.gz'}: not a readable tar.gz bundle" in out
+    code, out = audit(capsys, "--out", tmp_path, "--rescore", "-1")
+    assert code == 2 and "--rescore expects a non-negative number of rows, got -1" in out
 
 
 def test_unreadable_records_exit_2_naming_file_and_field(run_copy, capsys):
