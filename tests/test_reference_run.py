@@ -26,3 +26,20 @@ def test_reference_card_states_the_measurement():
     assert "accuracy 42/64 = 0.6562 (stderr 0.0598), max abs diff between the paths 0.0" in card
     assert "| evaluator | lm-eval 0.4.9.2 (commit ad3f4d0cad1cfcdb815f1e795f7947e49ed9f2e9) |" in card
     assert "| profile | embedded (EMBEDDED DEMO, not a GLUE SST-2 measurement) |" in card
+
+
+def test_a_fresh_run_reproduces_the_reference_bit_for_bit(full_run):
+    import json
+
+    from conftest import run_script
+
+    with tarfile.open(BUNDLE) as archive:
+        reference = json.loads(archive.extractfile("embedded-full-reference/run.json").read())
+    fresh = json.loads((full_run / "out" / "run.json").read_text())
+    assert [q["official_scores"] for q in fresh["questions"]] == [q["official_scores"] for q in reference["questions"]]
+    assert [q["prompt_hash"] for q in fresh["questions"]] == [q["prompt_hash"] for q in reference["questions"]]
+    assert fresh["resources"] == reference["resources"] and fresh["settings"] == reference["settings"]
+    done = run_script("audit.py", "--compare", BUNDLE, full_run / "out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == [
+        "accuracy: 0.6562 -> 0.6562; 0 prediction(s) changed, 0 question(s) with different scores"]
