@@ -68,6 +68,27 @@ def _write_jsonl(path: Path, rows: list) -> None:
     atomic.write_text(path, "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows))
 
 
+def _write_lm_eval_output(options: RunOptions, official, scrub: dict) -> None:
+    """lm-eval's own results and logged samples: a public copy without text or paths, a private one whole."""
+    public_results = scrub_paths(json.loads(json.dumps(official.results, default=str)), scrub)
+    atomic.write_json(options.out / records.LM_EVAL_RESULTS_FILE, public_results)
+    _write_jsonl(options.out / records.LM_EVAL_SAMPLES_FILE, scrub_paths(_public_samples(official.samples), scrub))
+    _write_jsonl(options.private / records.LM_EVAL_PRIVATE_SAMPLES_FILE, official.samples)
+
+
+def _question_record(expected, sample: dict, official_scores: list, independent_scores) -> records.QuestionRecord:
+    """One question's public record: identity from the dataset row, scores from both paths."""
+    public, mine = expected.public_fields(), list(independent_scores)
+    return records.QuestionRecord(
+        idx=public["idx"], label=public["label"], logged_doc_id=sample["doc_id"], doc_hash=public["doc_hash"],
+        prompt_hash=public["prompt_hash"], context_length=public["context_length"],
+        candidates=public["candidates"], candidate_token_ids=public["candidate_token_ids"],
+        official_scores=official_scores, independent_scores=mine,
+        official_prediction=predict(official_scores), independent_prediction=predict(mine),
+        official_logged_acc=float(sample["acc"]),
+    )
+
+
 class IndependentWorker(threading.Thread):
     """Runs the independent forward passes; errors are re-raised by finish().
 
@@ -159,10 +180,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official"):
             official = run_official(model, tokenizer, lock, data_files_of(cache, manifest), scored_ids,
                                     sort_ids=options.sort_ids)
-        public_results = scrub_paths(json.loads(json.dumps(official.results, default=str)), scrub)
-        atomic.write_json(options.out / records.LM_EVAL_RESULTS_FILE, public_results)
-        _write_jsonl(options.out / records.LM_EVAL_SAMPLES_FILE, scrub_paths(_public_samples(official.samples), scrub))
-        _write_jsonl(options.private / records.LM_EVAL_PRIVATE_SAMPLES_FILE, official.samples)
+        _write_lm_eval_output(options, official, scrub)
 
         check_start = time.perf_counter()
         mismatches = check_logged_samples(official.samples, scored_ids, expected,
@@ -189,17 +207,8 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         scored_ids, official_scores, {idx: list(independent[idx].candidate_scores) for idx in scored_ids})
     if disagreements:
         _fail(options, "agreement", describe(disagreements, max_abs_diff), disagreements, settings)
-    questions = []
-    for idx in scored_ids:
-        public, mine = expected[idx].public_fields(), list(independent[idx].candidate_scores)
-        questions.append(records.QuestionRecord(
-            idx=idx, label=public["label"], logged_doc_id=logged[idx]["doc_id"], doc_hash=public["doc_hash"],
-            prompt_hash=public["prompt_hash"], context_length=public["context_length"],
-            candidates=public["candidates"], candidate_token_ids=public["candidate_token_ids"],
-            official_scores=official_scores[idx], independent_scores=mine,
-            official_prediction=predict(official_scores[idx]), independent_prediction=predict(mine),
-            official_logged_acc=float(logged[idx]["acc"]),
-        ))
+    questions = [_question_record(expected[idx], logged[idx], official_scores[idx], independent[idx].candidate_scores)
+                 for idx in scored_ids]
     timings["checks"] = round(timings["checks"] + time.perf_counter() - check_start, 3)
 
     labels = [q.label for q in questions]
