@@ -34,19 +34,30 @@ def _common(parser):
     parser.add_argument("--cache", type=Path, default=Path("cache"), help="cache folder (default: ./cache)")
 
 
-def _prepare(argv) -> int:
-    from . import prepare
-    from .lock import load_lock
-
-    parser = _Parser(prog="prepare.py", description="Fetch, verify and cache the pinned resources.")
+def _with_profile(parser):
+    """prepare and run name a profile of the lock; audit takes it from the run record."""
     _common(parser)
     parser.add_argument("--profile", default="glue-sst2", help="profile of the lock (default: glue-sst2)")
+
+
+def _lock_and_profile(args) -> tuple:
+    from .lock import load_lock
+
+    lock = load_lock(args.lock)
+    return lock, lock.profile(args.profile)
+
+
+def _prepare(argv) -> int:
+    from . import prepare
+    from .manifest import read_manifest
+
+    parser = _Parser(prog="prepare.py", description="Fetch, verify and cache the pinned resources.")
+    _with_profile(parser)
     parser.add_argument("--from", dest="import_dir", type=Path, help="import files copied from a connected machine")
     parser.add_argument("--verify", action="store_true", help="only re-hash the cache against manifest and lock")
     parser.add_argument("--update-lock", action="store_true", help="fill the lock's unknown sha256s after a verified download")
     args = parser.parse_args(argv)
-    lock = load_lock(args.lock)
-    profile = lock.profile(args.profile)
+    lock, profile = _lock_and_profile(args)
     if args.verify:
         manifest = prepare.verify(lock, profile, args.cache)
         print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
@@ -54,8 +65,7 @@ def _prepare(argv) -> int:
     manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir)
     if args.update_lock:
         prepare.update_lock(lock, profile, args.cache, manifest)
-        lock = load_lock(args.lock)
-        manifest = prepare.verify(lock, lock.profile(args.profile), args.cache)
+        manifest = read_manifest(args.cache)  # rewritten by update_lock; its files were just verified
     label = "EMBEDDED DEMO profile (not a GLUE SST-2 measurement)" if profile.demo else f"profile {profile.name}"
     print(f"{action}: {args.cache} holds {len(manifest.files)} verified files for the {label}; "
           f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
@@ -68,12 +78,10 @@ def prepare_main(argv=None) -> int:
 
 def _run(argv) -> int:
     from . import run_job
-    from .lock import load_lock
     from .report import run_summary
 
     parser = _Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.")
-    _common(parser)
-    parser.add_argument("--profile", default="glue-sst2", help="profile of the lock (default: glue-sst2)")
+    _with_profile(parser)
     parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
     parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
     parser.add_argument("--private", type=Path, help="private records folder (default: private/<run-name>)")
@@ -81,8 +89,7 @@ def _run(argv) -> int:
     parser.add_argument("--unsorted-ids", action="store_true",
                         help="pass dev ids to lm-eval in hash order: reproduces upstream #4084, the run must fail")
     args = parser.parse_args(argv)
-    lock = load_lock(args.lock)
-    profile = lock.profile(args.profile)
+    lock, profile = _lock_and_profile(args)
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke)
     out = args.out or Path("runs") / name
     private = args.private or Path("private") / name

@@ -7,22 +7,20 @@ from pathlib import Path
 CHUNK = 1 << 20
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
+def _hex_of_file(digest, path: Path) -> str:
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(CHUNK), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    return _hex_of_file(hashlib.sha256(), path)
 
 
 def git_blob_sha1(path: Path) -> str:
     """The id git (and so the hub's ETag for non-LFS files) gives a file's content."""
-    size = Path(path).stat().st_size
-    digest = hashlib.sha1(f"blob {size}\0".encode())
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return _hex_of_file(hashlib.sha1(f"blob {Path(path).stat().st_size}\0".encode()), path)
 
 
 def sha256_text(text: str) -> str:

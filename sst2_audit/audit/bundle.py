@@ -14,6 +14,7 @@ from pathlib import Path
 from .. import atomic, records
 from ..environment import scrub_paths
 from ..errors import CheckFailed, InputError
+from ..hashing import sha256_file
 from ..manifest import MANIFEST_NAME, read_manifest
 from . import card
 from .loading import BUNDLE_LOCK, BUNDLE_MANIFEST
@@ -116,8 +117,10 @@ def check_sums(folder: Path) -> list:
         path = Path(folder) / name
         if not path.is_file():
             problems.append(f"{name}: listed in {SUMS} but missing")
-        elif hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            problems.append(f"{name}: sha256 expected {digest} (SHA256SUMS), got {hashlib.sha256(path.read_bytes()).hexdigest()}")
+            continue
+        actual = sha256_file(path)
+        if actual != digest:
+            problems.append(f"{name}: sha256 expected {digest} (SHA256SUMS), got {actual}")
     for path in sorted(Path(folder).rglob("*")):
         if path.is_file() and path.name != SUMS and str(path.relative_to(folder)) not in listed:
             problems.append(f"{path.relative_to(folder)}: in the bundle but not listed in {SUMS}")
