@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import AuditError, InputError
+from .errors import AuditError, CheckFailed, InputError
 
 DEFAULT_LOCK = Path(__file__).resolve().parent.parent / "resources.lock.json"
 
@@ -140,8 +140,13 @@ def _open_run(path: Path, lock: Path, scratch: Path):
 def _compare(args, scratch: Path) -> int:
     from .audit.compare import compare
 
-    (a, _), (b, _) = (_open_run(p, args.lock, scratch / str(i)) for i, p in enumerate(args.compare))
-    print("\n".join(compare(a, b)))
+    runs = []
+    for number, path in enumerate(args.compare):
+        run, sums_problems = _open_run(path, args.lock, scratch / str(number))
+        if sums_problems:  # a changed bundle explains nothing
+            raise CheckFailed(f"{path}: the bundle no longer matches its SHA256SUMS: {'; '.join(sums_problems)}.")
+        runs.append(run)
+    print("\n".join(compare(*runs)))
     return 0
 
 

@@ -193,6 +193,9 @@ def test_a_file_changed_after_packing_is_caught(run_copy, embedded_cache, tmp_pa
     assert code == 1
     assert "bundle SHA256SUMS: FAIL" in out and "run.json: sha256 expected " in out
     assert "arithmetic:" not in out  # a changed bundle is not audited further
+    code, out = audit(capsys, "--compare", changed, run_copy)
+    assert code == 1
+    assert f"{changed}: the bundle no longer matches its SHA256SUMS: run.json: sha256 expected " in out
 
 
 def _malicious(path, kind):
