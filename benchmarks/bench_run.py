@@ -4,12 +4,15 @@ Each is timed as a whole process (wall clock) with its peak RSS from the kernel 
 alternating on the same cache and rows; prints the ratio b/a of the medians.
 (a) uses the lock's settings (1 torch thread, as each of run.py's two concurrent paths);
 (a2) is lm-eval alone with 2 threads, all cores of this machine, shown for a fair picture.
+(bn) is the full run.py in the CPU's native numeric mode (a copy of the lock with
+numeric_mode {}): b/bn is what the pinned numeric mode costs.
 Targets (issue 3): ratio <= 1.25, peak RSS of b <= 1.5 GB.
 
 Usage: python benchmarks/bench_run.py [--cache .test-cache/embedded] [--profile embedded] [--repeat 3]
 """
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -38,13 +41,21 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     alone = [sys.executable, str(REPO / "benchmarks" / "lm_eval_alone.py"), str(args.cache), args.profile]
-    results = {"a": [], "a2": [], "b": []}
-    names = {"a": "lm-eval alone, lock settings", "a2": "lm-eval alone, 2 threads", "b": "full run.py"}
+    results = {"a": [], "a2": [], "b": [], "bn": []}
+    names = {"a": "lm-eval alone, lock settings", "a2": "lm-eval alone, 2 threads", "b": "full run.py",
+             "bn": "full run.py, native mode"}
     with tempfile.TemporaryDirectory() as scratch:
+        native_lock = Path(scratch) / "native.lock.json"  # same pins, the CPU's own numeric mode
+        raw = json.loads((REPO / "resources.lock.json").read_text())
+        raw["run_settings"]["numeric_mode"] = {}
+        native_lock.write_text(json.dumps(raw, indent=2))
         for round_number in range(args.repeat):
-            full = [sys.executable, str(REPO / "run.py"), "--profile", args.profile, "--cache", str(args.cache),
-                    "--out", f"{scratch}/out{round_number}", "--private", f"{scratch}/private{round_number}"]
-            for key, command in (("a", alone), ("a2", alone + ["2"]), ("b", full)):
+            def full(tag, *extra):
+                return [sys.executable, str(REPO / "run.py"), "--profile", args.profile, "--cache", str(args.cache),
+                        "--out", f"{scratch}/out{tag}{round_number}", "--private", f"{scratch}/private{tag}{round_number}",
+                        *extra]
+            for key, command in (("a", alone), ("a2", alone + ["2"]), ("b", full("b")),
+                                 ("bn", full("n", "--lock", str(native_lock)))):
                 wall, rss = measure(command)
                 results[key].append((wall, rss))
                 print(f"round {round_number + 1}: ({key}) {names[key]:30s} {wall:6.2f} s  peak RSS {rss / 1e9:.3f} GB",
@@ -55,6 +66,7 @@ def main() -> int:
         print(f"median wall ({key}) {names[key]}: {wall[key]:.2f} s; peak RSS {rss[key]:,} bytes")
     print(f"ratio b/a  = {wall['b'] / wall['a']:.3f} (target <= 1.25)")
     print(f"ratio b/a2 = {wall['b'] / wall['a2']:.3f} (against lm-eval on all cores)")
+    print(f"ratio b/bn = {wall['b'] / wall['bn']:.3f} (pinned numeric mode against the CPU's native mode)")
     print(f"peak RSS of b: {rss['b'] / 1e9:.3f} GB (target <= 1.5 GB)")
     return 0
 

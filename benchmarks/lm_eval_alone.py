@@ -1,7 +1,8 @@
 """Baseline (a): lm-eval simple_evaluate alone on the same 64 dev rows, model and settings.
 
 No hashing, no identity checks, no independent path: what scoring with lm-eval costs by itself.
-Usage: python benchmarks/lm_eval_alone.py CACHE PROFILE [THREADS]  (default: the lock's threads)
+Usage: python benchmarks/lm_eval_alone.py CACHE PROFILE [THREADS] [LOCK]  (default: the lock's threads, our lock)
+The lock's numeric mode is set before torch is imported, as run.py does.
 """
 
 import os
@@ -12,20 +13,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_DATASETS_CACHE=tempfile.mkdtemp())
 
+from sst2_audit.lock import load_lock  # noqa: E402
+from sst2_audit.numeric import activate  # noqa: E402
+
+lock = load_lock(sys.argv[4] if len(sys.argv) > 4 else Path(__file__).resolve().parent.parent / "resources.lock.json")
+activate(lock.run_settings["numeric_mode"])
+
 import lm_eval  # noqa: E402
 import torch  # noqa: E402
 from lm_eval.api.task import ConfigurableTask  # noqa: E402
 from lm_eval.models.huggingface import HFLM  # noqa: E402
 
 from sst2_audit.dataset import read_parquet  # noqa: E402
-from sst2_audit.lock import load_lock  # noqa: E402
 from sst2_audit.official import task_config  # noqa: E402
 from sst2_audit.split import make_split  # noqa: E402
 
 cache, profile = Path(sys.argv[1]).resolve(), sys.argv[2]
-lock = load_lock(Path(__file__).resolve().parent.parent / "resources.lock.json")
 settings = lock.run_settings
-torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 else settings["threads"])
+torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] != "-" else settings["threads"])
 rows = read_parquet(cache / "data" / "validation.parquet")
 dev_ids = make_split([r.idx for r in rows], lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"]).dev_ids
 data_files = {s: str(cache / "data" / f"{s}.parquet") for s in ("train", "validation")}

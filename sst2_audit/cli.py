@@ -1,35 +1,53 @@
 """Argument parsing and exit codes for the three entry scripts.
 
-0: all checks passed; 1: a check failed; 2: bad usage or unreadable input.
+0: all checks passed; 1: a check failed; 2: bad usage or unreadable input; 3: our own bug
+(a short message; the traceback only with --debug).
 """
 
 import argparse
 import sys
 from pathlib import Path
 
-from .errors import AuditError, CheckFailed, InputError
+from .errors import AuditError, CheckFailed, InputError, InternalError
 
 DEFAULT_LOCK = Path(__file__).resolve().parent.parent / "resources.lock.json"
 
 
 def _guarded(body, argv) -> int:
+    debug = "--debug" in argv
     try:
         return body(argv)
     except AuditError as error:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("error: interrupted; nothing half-written was kept.", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - anything else is our bug: exit 3, never a bare traceback
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"error: internal error ({type(error).__name__}: {str(error)[:300]}); this is a bug in "
+              f"sst2-audit, not in your input. Re-run with --debug for the traceback.", file=sys.stderr)
+        return InternalError.exit_code
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):  # no prefixes: `--smok` is an error, not --smoke
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
     def error(self, message):  # bad usage: exit 2 through the same path as every input error
         self.print_usage(sys.stderr)
         raise InputError(f"{self.prog}: {message}")
 
 
 def _common(parser):
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK, help="lock file (default: resources.lock.json)")
     parser.add_argument("--cache", type=Path, default=Path("cache"), help="cache folder (default: ./cache)")
 
@@ -44,7 +62,15 @@ def _lock_and_profile(args) -> tuple:
     from .lock import load_lock
 
     lock = load_lock(args.lock)
+    _numeric_mode(lock)
     return lock, lock.profile(args.profile)
+
+
+def _numeric_mode(lock) -> None:
+    """The lock's CPU numeric mode, set before anything imports torch (sst2_audit/numeric.py)."""
+    from .numeric import activate
+
+    activate(lock.run_settings["numeric_mode"])
 
 
 def _prepare(argv) -> int:
@@ -121,6 +147,9 @@ def _audit(argv) -> int:
         parser.error("give exactly one of --out DIR, --bundle-file FILE, --compare A B")
     if args.rescore < 0:
         parser.error(f"--rescore expects a non-negative number of rows, got {args.rescore}")
+    from .lock import load_lock
+
+    _numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
     with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
         if args.compare:
             return _compare(args, Path(scratch))

@@ -23,3 +23,9 @@ def mismatch(what: str, expected, actual, hint: str = "") -> str:
     """One paragraph naming the thing, the expected and the actual value."""
     text = f"{what}: expected {expected!s}, got {actual!s}."
     return f"{text} {hint}".strip()
+
+
+class InternalError(AuditError):
+    """Our own bug or an impossible state (exit 3)."""
+
+    exit_code = 3

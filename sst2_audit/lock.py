@@ -12,12 +12,13 @@ from .errors import InputError
 from .hashing import canonical_json, sha256_file, sha256_text
 
 LOCK_SCHEMA = "sst2-audit/resources.lock"
-LOCK_SCHEMA_VERSION = 1
+LOCK_SCHEMA_VERSION = 2  # 2: run_settings.numeric_mode; a version-1 lock is read as numeric_mode {} (native)
 SOURCES = ("hub", "wheel", "demo", "local")
 RUN_SETTING_KEYS = (
     "dtype", "device", "threads", "attention", "seed", "max_length",
-    "batch_size", "num_fewshot",
+    "batch_size", "num_fewshot", "numeric_mode",
 )
+DTYPES = ("float32",)  # the protocol scores in float32 on the CPU
 SPLITS = ("train", "validation")
 
 
@@ -143,10 +144,43 @@ def _resource(raw, kind, where):
     return Resource(kind, source, files, options)
 
 
+def _check_numbers(split: dict, settings: dict, where: str) -> None:
+    """Values that would make a run meaningless are refused here, not deep inside torch."""
+    from .numeric import MODE_VARIABLES
+
+    if split["dev_rows"] < 1 or split["confirm_rows"] < 0:
+        raise InputError(f"{where}: split.dev_rows must be >= 1 and split.confirm_rows >= 0, got "
+                         f"{split['dev_rows']} and {split['confirm_rows']}.")
+    for key, low in (("threads", 1), ("max_length", 2), ("batch_size", 1), ("num_fewshot", 0), ("seed", 0)):
+        value = settings[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise InputError(f"{where}: run_settings.{key} must be an integer >= {low}, got {value!r}.")
+    if settings["dtype"] not in DTYPES:
+        raise InputError(f"{where}: run_settings.dtype must be one of {DTYPES}, got {settings['dtype']!r}.")
+    if settings["device"] != "cpu" or settings["attention"] != "eager":
+        raise InputError(f"{where}: run_settings.device must be 'cpu' and attention 'eager', got "
+                         f"{settings['device']!r} and {settings['attention']!r}.")
+    mode = settings["numeric_mode"]
+    if not isinstance(mode, dict) or not all(
+            name in MODE_VARIABLES and isinstance(value, str) and value for name, value in mode.items()):
+        raise InputError(f"{where}: run_settings.numeric_mode must map some of {MODE_VARIABLES} to non-empty "
+                         f"strings ({{}} = the CPU's native mode), got {mode!r}.")
+
+
+def _upgrade_from_1(raw: dict) -> dict:
+    """Version 1 had no numeric mode: its runs ran in the CPU's native mode."""
+    settings = raw.get("run_settings")
+    if isinstance(settings, dict) and "numeric_mode" not in settings:
+        settings = dict(settings, numeric_mode={})
+    return dict(raw, schema_version=2, run_settings=settings)
+
+
 def parse_lock(raw, path: Path, digest: str) -> Lock:
     where = str(path)
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object at the top level.")
+    if raw.get("schema") == LOCK_SCHEMA and raw.get("schema_version") == 1 and type(raw.get("schema_version")) is int:
+        raw = _upgrade_from_1(raw)
     if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
         raise InputError(
             f"{where}: expected schema {LOCK_SCHEMA!r} version {LOCK_SCHEMA_VERSION}, "
@@ -167,6 +201,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     for key in RUN_SETTING_KEYS:
         if key not in settings:
             raise InputError(f"{where}: run_settings.{key} is missing.")
+    _check_numbers(split, settings, where)
     profiles = {}
     for name, body in _need(raw, "profiles", dict, where).items():
         here = f"{where}: profiles.{name}"

@@ -13,7 +13,7 @@ from pathlib import Path
 from . import atomic
 from .errors import InputError
 
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2  # 2: run.json gained `platform` (the numeric fingerprint); 1 is read and upgraded
 RUN_FILE = "run.json"
 FAILURE_FILE = "failure.json"
 PRIVATE_FILE = "private.json"
@@ -88,6 +88,7 @@ class RunRecord:
     identity_checks_passed: int
     lm_eval_reported: dict  # acc and acc_stderr as lm-eval reported them
     questions: list  # QuestionRecord
+    platform: dict | None = None  # numeric.fingerprint(); None only in records upgraded from schema 1
     schema_version: int = RECORD_SCHEMA_VERSION
     kind: str = "sst2-audit/run"
 
@@ -167,10 +168,25 @@ def _convert(kind, value, where):
     return kind(**built)
 
 
+def _upgrade_from_1(raw: dict) -> dict:
+    """Schema 1 had no numeric platform; everything else is unchanged."""
+    upgraded = dict(raw, schema_version=2)
+    if raw.get("kind") == "sst2-audit/run":
+        upgraded["platform"] = None
+    return upgraded
+
+
+UPGRADES = {1: _upgrade_from_1}  # schema_version -> function returning the next version's dict
+
+
 def from_dict(kind, raw: dict, where: str):
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object.")
     expected_kind = next(f.default for f in dataclasses.fields(kind) if f.name == "kind")
+    version = raw.get("schema_version")
+    while type(version) is int and version in UPGRADES and raw.get("kind") == expected_kind:
+        raw = UPGRADES[version](raw)
+        version = raw.get("schema_version")
     if raw.get("kind") != expected_kind or raw.get("schema_version") != RECORD_SCHEMA_VERSION:
         raise InputError(
             f"{where}: expected kind {expected_kind!r} schema_version {RECORD_SCHEMA_VERSION}, "

@@ -1,5 +1,6 @@
 """The console summary of a run."""
 
+from .numeric import one_line
 from .records import RunRecord
 
 
@@ -23,6 +24,7 @@ def run_summary(record: RunRecord, out, private) -> str:
         f"  time {record.timings['total']:.1f} s (" + ", ".join(
             f"{k} {v:.1f}" for k, v in record.timings.items() if k != "total")
         + f"; the two paths run concurrently); peak RSS {record.peak_rss_bytes:,} bytes",
+        f"  numeric platform: {one_line(record.platform)}",
         f"  lock fully hashed: {'yes' if record.lock_fully_hashed else 'no'}",
         f"  public records: {out}   private records (text, prompts, token ids): {private}",
     ]

@@ -158,6 +158,11 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         from .official import data_files_of, official_encode_pair, run_official
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
+    from .numeric import fingerprint, one_line
+
+    platform = fingerprint(settings["numeric_mode"], settings["threads"])
+    if not platform["mode_in_effect"]:  # e.g. a CPU without AVX2: scores are this CPU's own, comparable within the drift bound
+        say(f"warning: the lock's numeric mode is not in effect on this CPU: {one_line(platform)}")
 
     rows = read_parquet(cache / manifest.file("validation").path)
     split = make_split([row.idx for row in rows], lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
@@ -239,6 +244,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         identity_checks_passed=len(official.samples),
         lm_eval_reported={"acc": task_result["acc,none"], "acc_stderr": task_result["acc_stderr,none"]},
         questions=questions,
+        platform=platform,
     )
     private = records.PrivateRecord(options.run_name, [
         records.PrivateQuestion(idx, by_idx[idx].sentence, expected[idx].context, list(expected[idx].context_tokens),
@@ -246,7 +252,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         for idx in scored_ids
     ])
     records.write(options.private / records.PRIVATE_FILE, private)
-    atomic.write_json(options.out / records.ENVIRONMENT_FILE, scrub_paths(snapshot(), scrub))
+    atomic.write_json(options.out / records.ENVIRONMENT_FILE, scrub_paths(dict(snapshot(), platform=platform), scrub))
     record.timings["total"] = round(time.perf_counter() - start, 3)
     record.peak_rss_bytes = peak_rss_bytes()
     records.write(options.out / records.RUN_FILE, record)  # written last: its presence means complete

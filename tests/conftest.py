@@ -10,6 +10,12 @@ REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "resources.lock.json"
 TEST_CACHE = REPO / ".test-cache"
 
+# Tests that score in this process (rescore) run in the lock's numeric mode, as the entry scripts do;
+# it must be set before any test module imports torch.
+from sst2_audit.numeric import activate  # noqa: E402
+
+activate(json.loads(LOCK.read_text())["run_settings"]["numeric_mode"])
+
 
 def run_script(script: str, *args, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run an entry script as a user would: a new process, real exit code."""

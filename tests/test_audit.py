@@ -38,7 +38,7 @@ def audit(capsys, *args):
 def test_untouched_run_passes_every_level(run_copy, embedded_cache, capsys):
     code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--rescore", "2")
     assert code == 0, out
-    assert "arithmetic: PASS" in out and "identity: PASS" in out and "rescore (2 rows): PASS (2 checks)" in out
+    assert "arithmetic: PASS" in out and "identity: PASS" in out and "rescore (2 rows): PASS (4 checks)" in out and "scores: 0 of 4 differ, max abs diff 0; 0 prediction flip(s); verdict: identical (same numeric platform: bit for bit required)" in out
     assert out.startswith("*** EMBEDDED DEMO")
 
 
@@ -258,7 +258,10 @@ def test_compare_names_the_one_setting_that_differs(embedded_cache, tmp_path):
     settings = [line for line in lines if line.startswith("setting ")]
     assert settings == ["setting seed: 94 -> 95"]
     assert not [line for line in lines if line.startswith(("resource ", "evaluator "))]
-    assert lines[-1] == "accuracy: 0.5000 -> 0.5000; 0 prediction(s) changed, 0 question(s) with different scores"
+    assert lines[-2:] == [
+        "accuracy: 0.5000 -> 0.5000; 0 prediction(s) changed, 0 question(s) with different scores",
+        "scores: 0 of 4 differ, max abs diff 0; 0 prediction flip(s); verdict: identical "
+        "(same numeric platform: bit for bit required)"]
 
 
 def test_bad_usage_exits_2(capsys, tmp_path):

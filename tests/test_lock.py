@@ -22,9 +22,10 @@ def test_our_lock_pins_the_reference_resources():
     assert embedded.model.get("wheel")["sha256"] == "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
     assert embedded.model.get("member")["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert lock.split == {**lock.split, "dev_rows": 64, "confirm_rows": 128}
-    assert {k: v for k, v in lock.run_settings.items() if k != "threads_note"} == {
+    assert {k: v for k, v in lock.run_settings.items() if not k.endswith("_note")} == {
         "dtype": "float32", "device": "cpu", "threads": 1, "attention": "eager",
-        "seed": 94, "max_length": 512, "batch_size": 1, "num_fewshot": 0}
+        "seed": 94, "max_length": 512, "batch_size": 1, "num_fewshot": 0,
+        "numeric_mode": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
 
 
 def test_unknown_profile_is_refused(tmp_path):
@@ -37,8 +38,8 @@ def test_unknown_profile_is_refused(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read the lock file"),
     ("{not json", "not valid JSON"),
-    (json.dumps({"schema": "sst2-audit/resources.lock", "schema_version": 2}),
-     "expected schema 'sst2-audit/resources.lock' version 1, got 'sst2-audit/resources.lock' version 2"),
+    (json.dumps({"schema": "sst2-audit/resources.lock", "schema_version": 3}),
+     "expected schema 'sst2-audit/resources.lock' version 2, got 'sst2-audit/resources.lock' version 3"),
 ])
 def test_unreadable_or_invalid_lock(tmp_path, content, message):
     lock = tmp_path / "lock.json"

@@ -1,6 +1,7 @@
 """The reproducibility card: the fields that define the measurement, and an id derived from them."""
 
 from ..hashing import canonical_json, sha256_text
+from ..numeric import one_line
 
 
 def _model(profile) -> str:
@@ -36,7 +37,19 @@ def card_fields(record, lock) -> dict:
         "max_abs_diff": record.max_abs_diff,
         "lock_sha256": record.lock_sha256,
         "lock_fully_hashed": record.lock_fully_hashed,
+        "numeric_platform": one_line(record.platform),
+        "results_sha256": results_digest(record),
     }
+
+
+def results_digest(record) -> str:
+    """Binds the card to every score, prediction and the accuracy, and to the full platform record."""
+    return sha256_text(canonical_json({
+        "questions": [[q.idx, q.official_scores, q.independent_scores, q.official_prediction,
+                       q.independent_prediction] for q in record.questions],
+        "accuracy": [record.official.accuracy, record.independent.accuracy],
+        "platform": record.platform,
+    }))
 
 
 def card_id(fields: dict) -> str:
@@ -53,6 +66,7 @@ def render(record, lock) -> str:
               f"(stderr {record.official.stderr:.4f}), max abs diff between the paths {record.max_abs_diff!r}.", "",
               "| field | value |", "|---|---|"]
     lines += [f"| {key} | {value} |" for key, value in fields.items()]
-    lines += ["", "The card id is the first 16 hex digits of the sha256 of these fields as canonical JSON.",
+    lines += ["", "The card id is the first 16 hex digits of the sha256 of these fields as canonical JSON; "
+              "results_sha256 binds every candidate score, prediction and accuracy and the numeric platform.",
               "Check the bundle with `sha256sum -c SHA256SUMS`, then `python audit.py --bundle-file <bundle>`.", ""]
     return "\n".join(lines)

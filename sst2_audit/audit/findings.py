@@ -9,6 +9,7 @@ class LevelResult:
     checks: int = 0
     problems: list = field(default_factory=list)
     skipped: str | None = None
+    notes: list = field(default_factory=list)  # shown under the level's status line
 
     def expect(self, where: str, field_name: str, expected, actual) -> bool:
         """One check; a difference is recorded as 'where: field: expected X, got Y'."""
@@ -29,11 +30,12 @@ class LevelResult:
     def lines(self, limit: int = 20) -> list:
         if self.skipped:
             return [f"{self.name}: SKIPPED ({self.skipped})"]
+        notes = [f"  {note}" for note in self.notes]
         if not self.problems:
-            return [f"{self.name}: PASS ({self.checks} checks)"]
+            return [f"{self.name}: PASS ({self.checks} checks)"] + notes
         shown = [f"  - {p}" for p in self.problems[:limit]]
         more = len(self.problems) - limit
-        return [f"{self.name}: FAIL ({len(self.problems)} of {self.checks} checks)"] + shown + (
+        return [f"{self.name}: FAIL ({len(self.problems)} of {self.checks} checks)"] + notes + shown + (
             [f"  ... and {more} more"] if more > 0 else [])
 
 

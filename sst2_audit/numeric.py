@@ -1,0 +1,132 @@
+"""The numeric bootstrap: pin the CPU numeric mode before torch is imported, and report what torch used.
+
+float32 scores depend on the instruction set the kernels dispatch to: ATen's vectorized
+kernels (ATEN_CPU_CAPABILITY) and MKL's sgemm (MKL_CBWR) both pick a code path per CPU.
+Measured (README, "Numeric platform"): with the lock's mode, ATEN_CPU_CAPABILITY=avx2,
+MKL_CBWR=AVX2, an AVX-512 machine reproduces an AVX2-only machine's 128 scores bit for bit
+at the same speed. oneDNN is pinned too although no op on the scoring path reaches it
+(ONEDNN_VERBOSE logged no primitive), so a later torch that routes a matmul there stays pinned.
+
+Both variables are read once, when torch first dispatches / MKL initialises, so the
+mode must be in the environment before `import torch`. Every entry point calls
+activate() with the lock's mode before anything imports torch.
+"""
+
+import os
+import sys
+
+from .errors import InternalError
+
+# What each variable must make torch report (torch.backends.cpu.get_cpu_capability()).
+CAPABILITY_OF = {"default": "DEFAULT", "avx2": "AVX2", "avx512": "AVX512"}
+MODE_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def activate(mode: dict) -> None:
+    """Put the lock's numeric mode into the environment; refuse if torch already runs in another."""
+    wanted = {name: str(value) for name, value in mode.items()}
+    if "torch" in sys.modules:
+        differing = {name: (os.environ.get(name), value) for name, value in wanted.items()
+                     if os.environ.get(name) != value}
+        if differing:  # too late to change: the kernels have been chosen
+            raise InternalError(f"torch was imported before the numeric mode was set; differing variables "
+                                f"(now, wanted): {differing}.")
+        return
+    os.environ.update(wanted)
+
+
+def _cpuinfo() -> dict:
+    """The first processor block of /proc/cpuinfo (empty where there is none)."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    if info:
+                        break
+                    continue
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return info
+
+
+def _config_line(config: str, marker: str) -> str | None:
+    return next((line.strip(" -") for line in config.splitlines() if marker in line), None)
+
+
+def _libraries(config: str) -> tuple:
+    """(BLAS, oneDNN) as short names with versions, from torch.__config__.show()."""
+    import re
+
+    mkl = re.search(r"Math Kernel Library Version (\S+?)-Product Build (\d+)", config)
+    blas = f"MKL {mkl.group(1)} (build {mkl.group(2)})" if mkl else _config_line(config, "BLAS_INFO")
+    dnn = re.search(r"MKL-DNN v(\S+)", config)
+    return blas, (f"oneDNN {dnn.group(1)}" if dnn else None)
+
+
+def probe_digest() -> str:
+    """sha256 of a fixed float32 matmul + log_softmax: the same mode on any CPU gives the same digest."""
+    import hashlib
+
+    import torch
+
+    generator = torch.Generator().manual_seed(94)
+    left = torch.randn(37, 576, generator=generator)
+    right = torch.randn(576, 1531, generator=generator)
+    with torch.inference_mode():
+        out = torch.log_softmax(left @ right, dim=-1)
+    return hashlib.sha256(out.numpy().tobytes()).hexdigest()
+
+
+def fingerprint(mode: dict, threads: int) -> dict:
+    """The numeric platform: CPU, ISA flags, what torch dispatched to, BLAS, threads, the mode."""
+    import torch
+
+    cpu = _cpuinfo()
+    flags = set(cpu.get("flags", "").split())
+    blas, onednn = _libraries(torch.__config__.show())
+    capability = torch.backends.cpu.get_cpu_capability()
+    expected = CAPABILITY_OF.get(str(mode.get("ATEN_CPU_CAPABILITY", "")).lower())
+    pinned = expected is not None and capability == expected
+    native = not mode  # {}: the CPU's own mode, nothing to be in effect
+    return {
+        "cpu_vendor": cpu.get("vendor_id"),
+        "cpu_model_name": cpu.get("model name"),
+        "cpu_family": cpu.get("cpu family"),
+        "cpu_model": cpu.get("model"),
+        "isa_flags": {flag: flag in flags for flag in ISA_FLAGS},
+        "torch": torch.__version__,
+        "torch_cpu_capability": capability,
+        "blas": blas,
+        "onednn": onednn,
+        "threads": threads,
+        "mode": {name: os.environ.get(name) for name in sorted(set(MODE_VARIABLES) | set(mode))},
+        "mode_in_effect": native or (pinned and all(os.environ.get(name) == str(value) for name, value in mode.items())),
+        "probe_sha256": probe_digest(),
+    }
+
+
+# The fields that decide the float32 bits; CPU model and flags explain, but do not decide, them.
+NUMERIC_KEY_FIELDS = ("torch", "torch_cpu_capability", "blas", "onednn", "threads", "mode")
+
+
+def numeric_key(platform: dict | None) -> dict | None:
+    if not platform:
+        return None
+    return {name: platform.get(name) for name in NUMERIC_KEY_FIELDS}
+
+
+def one_line(platform: dict | None) -> str:
+    """The fingerprint as the card and the console show it."""
+    if not platform:
+        return "not recorded (a run made before the numeric platform was recorded)"
+    isa = ",".join(flag for flag in ISA_FLAGS if platform["isa_flags"].get(flag)) or "none"
+    mode = " ".join(f"{k}={v}" for k, v in platform["mode"].items() if v is not None) or "native"
+    state = "in effect" if platform["mode_in_effect"] else "NOT in effect"
+    return (f"{platform['cpu_vendor']} {platform['cpu_model_name']} (family {platform['cpu_family']}, "
+            f"model {platform['cpu_model']}; {isa}); torch {platform['torch']} capability "
+            f"{platform['torch_cpu_capability']}; {platform['blas']}, {platform['onednn']}; {platform['threads']} thread(s); "
+            f"mode {mode} ({state}); probe {platform['probe_sha256'][:12]}")
