@@ -129,6 +129,15 @@ def run_main(argv=None) -> int:
     return _guarded(_run, sys.argv[1:] if argv is None else argv)
 
 
+def _rescore_rows(text: str):
+    """--rescore N or all."""
+    if text == "all":
+        return "all"
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of rows or 'all', got {text!r}")
+    return int(text)
+
+
 def _audit(argv) -> int:
     import tempfile
 
@@ -138,15 +147,19 @@ def _audit(argv) -> int:
     parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="explain how two runs or bundles differ")
     parser.add_argument("--arithmetic-only", action="store_true", help="skip the identity level (no cache needed)")
-    parser.add_argument("--rescore", type=int, default=0, metavar="N", help="re-run the independent forward pass for N rows")
-    parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after auditing")
+    parser.add_argument("--rescore", type=_rescore_rows, default=0, metavar="N|all",
+                        help="re-run the independent forward pass for N dev rows drawn at random, or all")
+    parser.add_argument("--seed", type=int, help="seed of the rescore draw (default: drawn fresh and printed)")
+    parser.add_argument("--trust-bundle-lock", action="store_true",
+                        help="audit against the lock the run or bundle carries instead of --lock (said in the report)")
+    parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit")
     parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: results/)")
     args = parser.parse_args(argv)
     chosen = [bool(args.run), bool(args.bundle_file), bool(args.compare)]
     if sum(chosen) != 1:
         parser.error("give exactly one of --out DIR, --bundle-file FILE, --compare A B")
-    if args.rescore < 0:
-        parser.error(f"--rescore expects a non-negative number of rows, got {args.rescore}")
+    if args.bundle and not args.run:
+        parser.error("--bundle packs a run folder (--out DIR)")
     from .lock import load_lock
 
     _numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
@@ -156,66 +169,77 @@ def _audit(argv) -> int:
         return _audit_one(args, Path(scratch))
 
 
-def _open_run(path: Path, lock: Path, scratch: Path):
+def _open_run(path: Path, args, scratch: Path):
+    """(run, sums level or None). A bundle is unpacked only after its SHA256SUMS matched."""
     from .audit import bundle
+    from .audit.findings import LevelResult
     from .audit.loading import load_run
 
-    if path.is_file():
-        folder = bundle.safe_extract(path, scratch / path.name)
-        return load_run(folder, lock), bundle.check_sums(folder)
-    return load_run(path, lock), None
+    if path.is_file() or (path.exists() and not path.is_dir()):
+        folder = bundle.unpack_verified(path, scratch)
+        run = load_run(folder, args.lock, getattr(args, "trust_bundle_lock", False))
+        return run, LevelResult("bundle SHA256SUMS", checks=1)
+    return load_run(path, args.lock, getattr(args, "trust_bundle_lock", False)), None
 
 
 def _compare(args, scratch: Path) -> int:
     from .audit.compare import compare
 
-    runs = []
-    for number, path in enumerate(args.compare):
-        run, sums_problems = _open_run(path, args.lock, scratch / str(number))
-        if sums_problems:  # a changed bundle explains nothing
-            raise CheckFailed(f"{path}: the bundle no longer matches its SHA256SUMS: {'; '.join(sums_problems)}.")
-        runs.append(run)
+    runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
     print("\n".join(compare(*runs)))
     return 0
 
 
 def _audit_one(args, scratch: Path) -> int:
-    from .audit import arithmetic, bundle, identity_level, rescore
+    from .audit import arithmetic, bundle, claims, identity_level, rescore
     from .audit.findings import LevelResult
 
     target = args.bundle_file or args.run
-    run, sums_problems = _open_run(target, args.lock, scratch)
-    levels = []
-    if sums_problems is not None:
-        sums = LevelResult("bundle SHA256SUMS", checks=1, problems=sums_problems)
-        levels.append(sums)
-        if sums_problems:  # a changed bundle is not audited further
-            _print_levels(target, run, levels)
-            return 1
-    levels.append(arithmetic.check(run))
+    run, sums = _open_run(target, args, scratch)
+    rows = len(run.record.questions) if run.record else 0
+    if args.rescore != "all" and args.rescore > rows:
+        raise InputError(f"--rescore {args.rescore}: the run has {rows} scored rows; give at most {rows} or 'all'.")
+    levels = [sums] if sums else []
+    levels += [claims.check_lock(run), claims.check_claims(run), arithmetic.check(run)]
     if args.arithmetic_only:
         levels.append(LevelResult("identity", skipped="--arithmetic-only"))
     else:
         levels.append(identity_level.check(run, args.cache))
     if args.rescore:
-        levels.append(rescore.check(run, args.cache, args.rescore))
+        vouched = all(level.passed for level in levels)
+        if not vouched:  # the model sees only ids the earlier levels vouched for
+            levels.append(LevelResult("rescore", skipped="an earlier level did not pass; no row reaches the model"))
+        else:
+            levels.append(rescore.check(run, args.cache, args.rescore, args.seed))
     _print_levels(target, run, levels)
+    passed = all(level.passed or level.skipped for level in levels) and all(
+        level.passed for level in levels if level.name in ("lock", "claims", "arithmetic"))
     if args.bundle:
+        if not passed:
+            raise CheckFailed(f"the audit of {target} failed; no bundle is packed for a run that does not pass.")
         path = bundle.pack(run, args.cache, args.results)
         print(f"bundle: {path}")
-    return 0 if all(level.passed or level.skipped for level in levels) else 1
+    return 0 if passed else 1
 
 
 def _print_levels(target, run, levels) -> None:
+    from .sanitize import printable
+
     record = run.record
-    head = f"audit of {target}: run {run.name}"
+    head = [f"audited against {run.lock_source}"]
+    if run.lock_source.startswith("the bundle's own lock"):
+        head = [f"WARNING: audited against {run.lock_source}"]
+    line = f"audit of {target}: run {printable(run.name)}"
     if record is not None:
-        head += f", profile {record.profile}, {len(record.questions)} rows, lock from {run.lock_source}"
-        if record.demo:
-            head = f"*** {record.notice} ***\n{head}"
-    print(head)
+        line += f", profile {printable(record.profile)}, {len(record.questions)} rows"
+        profile = run.lock.profiles.get(record.profile)
+        if profile is not None and profile.demo:  # the lock's profile decides, not the record's flag
+            from .protocol import notice_for
+
+            head.insert(1, f"*** {notice_for(profile)} ***")
+    print("\n".join(head + [line]))
     for level in levels:
-        print("\n".join(level.lines()))
+        print(printable("\n".join(level.lines()), keep_newlines=True))
 
 
 def audit_main(argv=None) -> int:

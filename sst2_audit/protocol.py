@@ -16,6 +16,15 @@ TARGET_DELIMITER = " "  # lm-eval's TaskConfig default; the YAML does not state 
 CHOICES = ("negative", "positive")
 CANDIDATES = tuple(TARGET_DELIMITER + choice for choice in CHOICES)
 TASK_NAME = "sst2"
+# Fixed choices of the protocol, recorded with the lock's run settings in every run.json.
+PROTOCOL_SETTINGS = {"add_bos_token": False, "apply_chat_template": False, "system_instruction": None,
+                     "length_normalization": False, "tie_rule": "first candidate"}
+DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
+
+
+def notice_for(profile) -> str:
+    """What every output of a run says about what it measured: the lock's profile decides."""
+    return DEMO_NOTICE if profile.demo else profile.description
 
 
 def context_for(sentence: str) -> str:

@@ -31,10 +31,10 @@ class QuestionRecord:
     doc_hash: str
     prompt_hash: str
     context_length: int
-    candidates: list
-    candidate_token_ids: list
-    official_scores: list
-    independent_scores: list
+    candidates: list[str]
+    candidate_token_ids: list[list[int]]
+    official_scores: list[float]
+    independent_scores: list[float]
     official_prediction: int
     independent_prediction: int
     official_logged_acc: float
@@ -46,7 +46,7 @@ class PathSummary:
     stderr: float
     correct: int
     rows: int
-    predictions: dict  # candidate choice -> count
+    predictions: dict[str, int]  # candidate choice -> count
 
 
 @dataclass
@@ -59,8 +59,8 @@ class ConfirmRow:
 class SplitRecord:
     salt: str
     rule: str
-    dev_ids: list  # hash order; the run scored all of them or, with --smoke, the first two
-    scored_ids: list
+    dev_ids: list[int]  # hash order; the run scored all of them or, with --smoke, the first two
+    scored_ids: list[int]
     confirm: list  # ConfirmRow
 
 
@@ -73,20 +73,20 @@ class RunRecord:
     notice: str
     lock_sha256: str
     lock_fully_hashed: bool
-    resources: list  # manifest entries: path, role, size, sha256, source, locked_sha256
+    resources: list[dict]  # manifest entries: path, role, size, sha256, source, locked_sha256
     evaluator: dict  # package, version, commit, task_yaml, task_yaml_sha256, files_verified
     settings: dict
     split: SplitRecord
     task_config: dict  # effective config and its differences from the official YAML
-    versions: dict
-    timings: dict
+    versions: dict[str, str | None]
+    timings: dict[str, float]
     peak_rss_bytes: int
     official: PathSummary
     independent: PathSummary
-    labels: dict
+    labels: dict[str, int]
     max_abs_diff: float
     identity_checks_passed: int
-    lm_eval_reported: dict  # acc and acc_stderr as lm-eval reported them
+    lm_eval_reported: dict[str, float]  # acc and acc_stderr as lm-eval reported them
     questions: list  # QuestionRecord
     platform: dict | None = None  # numeric.fingerprint(); None only in records upgraded from schema 1
     schema_version: int = RECORD_SCHEMA_VERSION
@@ -97,7 +97,7 @@ class RunRecord:
 class Mismatch:
     logged_position: int  # position in the checked list; -1 for a whole-set check
     claimed_id: object  # the doc_id / idx the record claims to be
-    fields: list
+    fields: list[str]
     expected: dict
     logged: dict
 
@@ -143,10 +143,54 @@ LIST_ITEMS = {
 }
 
 
-def _convert(kind, value, where):
-    """Build nested dataclasses from plain JSON, checking field names exactly."""
-    if not dataclasses.is_dataclass(kind):
+def _type_name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _typed(hint, value, where):
+    """Check a plain JSON value against a type hint: exact types, finite floats, no bool for int."""
+    import math
+    import types
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _typed(inner[0], value, where)
+    if hint is typing.Any or hint is object:
         return value
+    if dataclasses.is_dataclass(hint):
+        return _convert(hint, value, where)
+    if hint is bool:
+        ok = type(value) is bool
+    elif hint is int:
+        ok = type(value) is int
+    elif hint is float:
+        ok = type(value) is float and math.isfinite(value)
+        if type(value) is float and not ok:
+            raise InputError(f"{where}: expected a finite number, got {value!r}.")
+    elif hint is str:
+        ok = type(value) is str
+    elif hint is list or origin is list:
+        ok = type(value) is list
+        if ok and args:
+            return [_typed(args[0], item, f"{where}[{i}]") for i, item in enumerate(value)]
+    elif hint is dict or origin is dict:
+        ok = type(value) is dict
+        if ok and args:
+            return {key: _typed(args[1], item, f"{where}.{key}") for key, item in value.items()}
+    else:
+        ok = True
+    if not ok:
+        raise InputError(f"{where}: expected {_type_name(hint)}, got {type(value).__name__} {str(value)[:60]!r}.")
+    return value
+
+
+def _convert(kind, value, where):
+    """Build nested dataclasses from plain JSON, checking field names and types exactly."""
+    if not dataclasses.is_dataclass(kind):
+        return _typed(kind, value, where)
     if not isinstance(value, dict):
         raise InputError(f"{where}: expected an object, got {type(value).__name__}.")
     hints = typing.get_type_hints(kind)
@@ -184,6 +228,8 @@ def from_dict(kind, raw: dict, where: str):
         raise InputError(f"{where}: expected a JSON object.")
     expected_kind = next(f.default for f in dataclasses.fields(kind) if f.name == "kind")
     version = raw.get("schema_version")
+    if type(version) is not int:  # `true` == 1 in Python; a schema version is an integer
+        raise InputError(f"{where}: schema_version must be an integer, got {version!r}.")
     while type(version) is int and version in UPGRADES and raw.get("kind") == expected_kind:
         raw = UPGRADES[version](raw)
         version = raw.get("schema_version")
@@ -200,11 +246,50 @@ def write(path: Path, record) -> None:
 
 
 def read(path: Path, kind):
-    path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise InputError(f"{path}: cannot read ({error.strerror}).") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}).") from None
-    return from_dict(kind, raw, str(path))
+    from . import strict_json
+
+    return from_dict(kind, strict_json.read(Path(path)), str(path))
+
+
+# lm-eval's own output, as the audit reads it: only the fields it reads are typed, the rest is kept.
+@dataclass
+class LmEvalSample:
+    doc_id: int
+    target: int
+    resps: list[list[list]]  # per candidate: [[log-likelihood, is_greedy]]
+    acc: float
+    prompt_hash: str
+    doc_hash: str
+
+
+def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
+    missing = [f.name for f in dataclasses.fields(LmEvalSample) if f.name not in raw]
+    if missing:
+        raise InputError(f"{where}: lm-eval sample lacks fields {missing}.")
+    sample = LmEvalSample(**{f.name: _typed(typing.get_type_hints(LmEvalSample)[f.name], raw[f.name],
+                                            f"{where}.{f.name}") for f in dataclasses.fields(LmEvalSample)})
+    for number, resp in enumerate(sample.resps):
+        here = f"{where}.resps[{number}]"
+        if not (len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):
+            raise InputError(f"{here}: expected [[log-likelihood, is_greedy]], got {str(resp)[:60]!r}.")
+        _typed(float, resp[0][0], f"{here}[0][0]")
+        _typed(bool, resp[0][1], f"{here}[0][1]")
+    return sample
+
+
+def check_lm_eval_results(raw, task: str, where: str) -> dict:
+    """The results fields the audit compares, typed; the dict is returned unchanged."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
+    for path, hint in ((("results", task, "acc,none"), float), (("results", task, "acc_stderr,none"), float),
+                       (("configs", task), dict), (("n-shot", task), int), (("config", "random_seed"), int),
+                       (("lm_eval_version",), str), (("transformers_version",), str)):
+        value = raw
+        for key in path:
+            if not isinstance(value, dict) or key not in value:
+                raise InputError(f"{where}: field {'.'.join(path)} is missing.")
+            value = value[key]
+        _typed(hint, value, f"{where}: {'.'.join(path)}")
+    return raw

@@ -22,10 +22,9 @@ from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
 from .metrics import summarize
 from .model import load as load_model
-from .protocol import predict
+from .protocol import PROTOCOL_SETTINGS, notice_for, predict
 from .split import SMOKE_ROWS, make_split, row_hash
 
-DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
 
 
 @dataclass
@@ -137,8 +136,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     timings = {}
     lock, profile, cache = options.lock, options.profile, Path(options.cache).resolve()
     settings = dict(lock.run_settings, doc_id_order="sorted" if options.sort_ids else "hash order (unsorted)",
-                    add_bos_token=False, apply_chat_template=False, system_instruction=None,
-                    length_normalization=False, tie_rule="first candidate")
+                    **PROTOCOL_SETTINGS)
     manifest = require_matching(read_manifest(cache), cache, lock, profile)
     atomic.new_directory(options.out, "--out")
     atomic.new_directory(options.private, "--private")
@@ -220,7 +218,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     task_result = official.results["results"][official.effective_config["task"]]
     record = records.RunRecord(
         run_name=options.run_name, mode="smoke" if options.smoke else "full", profile=profile.name,
-        demo=profile.demo, notice=DEMO_NOTICE if profile.demo else profile.description,
+        demo=profile.demo, notice=notice_for(profile),
         lock_sha256=lock.sha256, lock_fully_hashed=manifest.lock_fully_hashed,
         resources=[dataclasses.asdict(f) for f in manifest.files],
         evaluator={

@@ -1,14 +1,18 @@
 """The reviewer bundle: a deterministic tar.gz of public records, with SHA256SUMS and a card.
 
-It never carries a sentence, a prompt or a token id of the data. Extraction refuses
-absolute paths, `..`, links and devices, and writes nothing outside its target.
+It never carries a sentence, a prompt or a token id of the data. Reading one works like a
+package installer: size limits from the file and the tar headers first, one gzip member
+with its CRC, no trailing data, plain file names in one folder, no duplicates, and
+SHA256SUMS checked over the in-memory members before any record is parsed.
 """
 
 import gzip
 import hashlib
 import io
 import json
+import re
 import tarfile
+import zlib
 from pathlib import Path
 
 from .. import atomic, records
@@ -31,7 +35,7 @@ def bundle_contents(run, cache: Path) -> dict:
     for name in PUBLIC_FILES:
         if (run.path / name).exists():
             contents[name] = (run.path / name).read_bytes()
-    contents[BUNDLE_LOCK] = run.lock.path.read_bytes()
+    contents[BUNDLE_LOCK] = run.lock.path.read_bytes()  # the reviewer's lock the audit just passed
     manifest = read_manifest(cache)
     if manifest is None:
         raise InputError(f"{cache}: no {MANIFEST_NAME}; the bundle needs the manifest of the cache the run used (--cache).")
@@ -51,6 +55,11 @@ def bundle_contents(run, cache: Path) -> dict:
 
 
 def pack(run, cache: Path, results: Path) -> Path:
+    from .claims import RUN_NAME
+
+    if not RUN_NAME.match(run.name):  # the name decides where the bundle is written
+        raise InputError(f"run name {run.name!r} is not a safe file name (letters, digits, '.', '_', '-'); "
+                         "no bundle is written.")
     target = Path(results) / f"{run.name}.tar.gz"
     if target.exists():
         raise InputError(f"{target} already exists; a bundle is never overwritten. Move it away first.")
@@ -67,61 +76,123 @@ def pack(run, cache: Path, results: Path) -> Path:
     return target
 
 
-def safe_extract(bundle: Path, target: Path) -> Path:
-    """Extract into target; returns the run folder inside it. Refuses anything but plain files."""
-    bundle = Path(bundle)
+# Limits, checked from sizes and headers before anything is read whole (README: "Bundles").
+MAX_BUNDLE_BYTES = 8 << 20  # compressed; the reference bundle is about 25 KB
+MAX_UNPACKED_BYTES = 32 << 20  # the whole tar stream after gunzip
+MAX_MEMBER_BYTES = 16 << 20
+MAX_MEMBERS = 16  # a bundle holds at most 9 files and their folder
+SUMS_LINE = re.compile(r"^([0-9a-f]{64})  ([A-Za-z0-9][A-Za-z0-9._-]{0,99})$")
+
+
+def _gunzip(bundle: Path) -> bytes:
+    """One gzip member, CRC and length checked, nothing after it, at most MAX_UNPACKED_BYTES out."""
+    from ..strict_json import read_bytes
+
+    data = read_bytes(bundle, MAX_BUNDLE_BYTES)
+    if data[:2] != b"\x1f\x8b":
+        raise InputError(f"{bundle}: not a gzip file (a bundle is a .tar.gz written by audit.py --bundle).")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip header and trailer (CRC32, ISIZE) checked by zlib
     try:
-        archive = tarfile.open(bundle, mode="r:gz")
-    except (OSError, tarfile.TarError) as error:
-        raise InputError(f"{bundle}: not a readable tar.gz bundle ({error}).") from None
+        out = inflater.decompress(data, MAX_UNPACKED_BYTES + 1)
+    except zlib.error as error:
+        raise CheckFailed(f"{bundle}: refused: the gzip stream is corrupt ({error}).") from None
+    if len(out) > MAX_UNPACKED_BYTES or inflater.unconsumed_tail:
+        raise CheckFailed(f"{bundle}: refused: unpacks to more than {MAX_UNPACKED_BYTES} bytes (limit).")
+    if not inflater.eof:
+        raise InputError(f"{bundle}: the gzip stream is truncated.")
+    if inflater.unused_data:
+        raise CheckFailed(f"{bundle}: refused: {len(inflater.unused_data)} bytes of trailing data after the gzip stream.")
+    return out
+
+
+def read_members(bundle: Path) -> tuple:
+    """(top folder, {name: bytes}) of a bundle, every rule checked from the headers before a byte is used."""
+    bundle = Path(bundle)
+    raw = _gunzip(bundle)
+    try:
+        archive = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
+    except tarfile.TarError as error:
+        raise InputError(f"{bundle}: not a readable tar archive ({error}).") from None
+    members, top = {}, None
     with archive:
-        members = archive.getmembers()
-        tops = set()
-        for member in members:
-            name = member.name
-            parts = Path(name).parts
-            if name.startswith(("/", "\\")) or Path(name).is_absolute() or ".." in parts or not parts:
-                raise CheckFailed(f"{bundle}: refusing member {name!r}: absolute path or '..' in a bundle.")
-            if not (member.isfile() or member.isdir()):
-                kind = "link" if (member.issym() or member.islnk()) else "device or special file"
-                raise CheckFailed(f"{bundle}: refusing member {name!r}: a {kind} in a bundle.")
-            tops.add(parts[0])
-        if len(tops) != 1:
-            raise CheckFailed(f"{bundle}: expected one top-level run folder, found {sorted(tops)}.")
-        root = Path(target).resolve()
-        for member in members:
-            destination = (root / member.name).resolve()
-            if root not in destination.parents and destination != root:
-                raise CheckFailed(f"{bundle}: refusing member {member.name!r}: it would land outside the target.")
-            if member.isdir():
-                destination.mkdir(parents=True, exist_ok=True)
-                continue
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with archive.extractfile(member) as source:
-                destination.write_bytes(source.read())
-    return root / tops.pop()
+        count = 0
+        try:
+            for member in archive:
+                count += 1
+                if count > MAX_MEMBERS:
+                    raise CheckFailed(f"{bundle}: refused: more than {MAX_MEMBERS} members (limit).")
+                name = member.name
+                parts = name.split("/")
+                if name.startswith("/") or "\\" in name or ".." in parts or "" in parts or "." in parts:
+                    raise CheckFailed(f"{bundle}: refusing member {name!r}: absolute path, '..' or an unclean name.")
+                if not (member.isreg() or member.isdir()) or member.issparse():
+                    kind = ("link" if (member.issym() or member.islnk())
+                            else "sparse file" if member.issparse() else "device or special file")
+                    raise CheckFailed(f"{bundle}: refusing member {name!r}: a {kind} in a bundle.")
+                if top is None:
+                    top = parts[0]
+                if parts[0] != top:
+                    raise CheckFailed(f"{bundle}: expected one top-level run folder, found {top!r} and {parts[0]!r}.")
+                if member.isdir():
+                    if len(parts) != 1:
+                        raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle has no sub-folders.")
+                    continue
+                if len(parts) != 2:
+                    raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle's files sit in its one folder.")
+                if member.size > MAX_MEMBER_BYTES:
+                    raise CheckFailed(f"{bundle}: refused: member {name!r} is {member.size} bytes (limit {MAX_MEMBER_BYTES}).")
+                if parts[1] in members:
+                    raise CheckFailed(f"{bundle}: refused: member {name!r} appears twice.")
+                members[parts[1]] = archive.extractfile(member).read()
+            end = archive.offset
+        except tarfile.TarError as error:
+            raise InputError(f"{bundle}: not a readable tar archive ({error}).") from None
+    if top is None:
+        raise CheckFailed(f"{bundle}: refused: an empty archive.")
+    if raw[end:].strip(b"\0"):
+        raise CheckFailed(f"{bundle}: refused: {len(raw) - end} bytes after the tar archive's end are not padding.")
+    return top, members
 
 
-def check_sums(folder: Path) -> list:
-    """SHA256SUMS first: every file listed, every listed file present and unchanged."""
-    sums_file = Path(folder) / SUMS
-    if not sums_file.exists():
+def check_sums(members: dict) -> list:
+    """SHA256SUMS first: strict lines, plain names, every member listed once and unchanged."""
+    if SUMS not in members:
         return [f"{SUMS} is missing from the bundle"]
-    problems, listed = [], set()
-    for number, line in enumerate(sums_file.read_text(encoding="utf-8").splitlines(), start=1):
-        digest, _, name = line.partition("  ")
-        if len(digest) != 64 or not name:
-            problems.append(f"{SUMS}:{number}: malformed line {line!r}")
+    problems, listed = [], {}
+    try:
+        text = members[SUMS].decode("utf-8")
+    except UnicodeDecodeError:
+        return [f"{SUMS}: not valid UTF-8"]
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = SUMS_LINE.match(line)
+        if not match or match.group(2) == SUMS:
+            problems.append(f"{SUMS}:{number}: malformed line {line[:120]!r} (expected '<sha256>  <file name>')")
             continue
-        listed.add(name)
-        path = Path(folder) / name
-        if not path.is_file():
+        digest, name = match.groups()
+        if name in listed:
+            problems.append(f"{SUMS}:{number}: {name} listed twice")
+        listed[name] = digest
+    for name, digest in listed.items():
+        if name not in members:
             problems.append(f"{name}: listed in {SUMS} but missing")
-            continue
-        actual = sha256_file(path)
-        if actual != digest:
-            problems.append(f"{name}: sha256 expected {digest} (SHA256SUMS), got {actual}")
-    for path in sorted(Path(folder).rglob("*")):
-        if path.is_file() and path.name != SUMS and str(path.relative_to(folder)) not in listed:
-            problems.append(f"{path.relative_to(folder)}: in the bundle but not listed in {SUMS}")
+        elif hashlib.sha256(members[name]).hexdigest() != digest:
+            problems.append(f"{name}: sha256 expected {digest} (SHA256SUMS), got {hashlib.sha256(members[name]).hexdigest()}")
+    for name in sorted(set(members) - set(listed) - {SUMS}):
+        problems.append(f"{name}: in the bundle but not listed in {SUMS}")
     return problems
+
+
+def unpack_verified(bundle: Path, target: Path) -> Path:
+    """Check a bundle (limits, names, SHA256SUMS) and only then write its files under target.
+
+    Nothing is parsed before SHA256SUMS matched; a bundle that fails is refused (exit 1).
+    """
+    top, members = read_members(bundle)
+    problems = check_sums(members)
+    if problems:
+        raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
+    folder = Path(target) / "bundle"  # the top name is the submitter's; the folder name is ours
+    folder.mkdir(parents=True)
+    for name, body in members.items():
+        (folder / name).write_bytes(body)
+    return folder

@@ -12,9 +12,13 @@ class LevelResult:
     notes: list = field(default_factory=list)  # shown under the level's status line
 
     def expect(self, where: str, field_name: str, expected, actual) -> bool:
-        """One check; a difference is recorded as 'where: field: expected X, got Y'."""
+        """One check; a difference is recorded as 'where: field: expected X, got Y'.
+
+        Equal means the same JSON: same types (1 is not 1.0, True is not 1) and the same
+        float bits (-0.0 is not 0.0), inside lists and objects too.
+        """
         self.checks += 1
-        if expected == actual and type(expected) is type(actual) or _same_number(expected, actual):
+        if _same(expected, actual):
             return True
         self.problems.append(f"{where}: {field_name}: expected {expected!r}, got {actual!r}")
         return False
@@ -39,9 +43,13 @@ class LevelResult:
             [f"  ... and {more} more"] if more > 0 else [])
 
 
-def _same_number(a, b) -> bool:
-    """int/float of the same value count as equal (JSON does not keep the distinction); bits must match."""
-    numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
-        return float(a) == float(b)
-    return False
+def _same(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a.hex() == b.hex()  # bit for bit: tells -0.0 from 0.0 (NaN never reaches here)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b

@@ -50,7 +50,7 @@ def check(run: RunFolder, cache: Path) -> LevelResult:
         "split.scored_ids": record.split.scored_ids,
         "questions": [q.idx for q in record.questions],
         "questions.logged_doc_id": [q.logged_doc_id for q in record.questions],
-        "lm-eval samples": [s["doc_id"] for s in run.lm_eval_samples or []],
+        "lm-eval samples": [s.doc_id for s in run.lm_eval_samples or []],
     }
     for place, ids in places.items():
         for idx in ids:

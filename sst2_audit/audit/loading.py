@@ -1,15 +1,21 @@
-"""Read a finished run, from its folder or from an extracted bundle."""
+"""Read a finished run, from its folder or from a verified bundle: every file is a claim.
 
-import json
+The lock audited against is the reviewer's (--lock). A lock carried by a bundle or a run
+folder is read only as a claim that the lock level compares with the reviewer's, unless the
+reviewer explicitly trusts it (--trust-bundle-lock, said in the report's first line).
+"""
+
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import records
+from .. import records, strict_json
 from ..errors import InputError
-from ..lock import Lock, load_lock
+from ..lock import Lock, load_lock, parse_lock
+from ..hashing import sha256_text
 
 BUNDLE_LOCK = "resources.lock.json"
 BUNDLE_MANIFEST = "manifest.json"
+BUNDLE_CARD = "CARD.md"
 
 
 @dataclass
@@ -18,9 +24,13 @@ class RunFolder:
     record: records.RunRecord | None
     failure: records.FailureRecord | None
     lm_eval_results: dict | None
-    lm_eval_samples: list | None
-    lock: Lock
-    lock_source: str  # "bundle" or the --lock path
+    lm_eval_samples: list | None  # records.LmEvalSample
+    environment: dict | None
+    lock: Lock  # what the audit trusts
+    lock_source: str  # "reviewer (<path>)" or "bundle (trusted by --trust-bundle-lock)"
+    claimed_lock: Lock | None  # the lock the run folder or bundle carries, if any
+    claimed_manifest: dict | None
+    card_text: str | None
 
     @property
     def name(self) -> str:
@@ -29,40 +39,45 @@ class RunFolder:
         return self.failure.run_name if self.failure else self.path.name
 
 
-def _json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise InputError(f"{path}: cannot read ({error.strerror}).") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}).") from None
+def _lock_claim(path: Path) -> Lock:
+    data = strict_json.read_bytes(path)
+    return parse_lock(strict_json.loads(data, str(path)), path, __import__("hashlib").sha256(data).hexdigest())
 
 
-def _jsonl(path: Path) -> list:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise InputError(f"{path}:{number}: not valid JSON ({error.msg}).") from None
-    return rows
+def _optional(path: Path, reader):
+    return reader(path) if path.exists() or path.is_symlink() else None
 
 
-def load_run(path: Path, fallback_lock: Path) -> RunFolder:
+def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -> RunFolder:
     path = Path(path)
     if not path.is_dir():
         raise InputError(f"{path}: not a run folder (expected the --out folder of run.py).")
     run_file, failure_file = path / records.RUN_FILE, path / records.FAILURE_FILE
-    if not run_file.exists() and not failure_file.exists():
+    if not (run_file.exists() or run_file.is_symlink()) and not (failure_file.exists() or failure_file.is_symlink()):
         raise InputError(f"{path}: holds neither {records.RUN_FILE} nor {records.FAILURE_FILE}; not a finished run.")
-    record = records.read(run_file, records.RunRecord) if run_file.exists() else None
-    failure = records.read(failure_file, records.FailureRecord) if failure_file.exists() else None
-    results_file, samples_file = path / records.LM_EVAL_RESULTS_FILE, path / records.LM_EVAL_SAMPLES_FILE
-    bundled_lock = path / BUNDLE_LOCK
-    lock_path = bundled_lock if bundled_lock.exists() else fallback_lock
-    return RunFolder(
-        path, record, failure,
-        _json(results_file) if results_file.exists() else None,
-        _jsonl(samples_file) if samples_file.exists() else None,
-        load_lock(lock_path), "bundle" if bundled_lock.exists() else str(lock_path),
-    )
+    record = _optional(run_file, lambda p: records.read(p, records.RunRecord))
+    failure = _optional(failure_file, lambda p: records.read(p, records.FailureRecord))
+    task = record.evaluator.get("task", "sst2") if record else "sst2"
+    results = _optional(path / records.LM_EVAL_RESULTS_FILE,
+                        lambda p: records.check_lm_eval_results(strict_json.read(p), task, str(p)))
+    samples = _optional(path / records.LM_EVAL_SAMPLES_FILE, lambda p: [
+        records.check_lm_eval_sample(raw, f"{p}:{number}")
+        for number, raw in enumerate(strict_json.read_lines(p), start=1)])
+    environment = _optional(path / records.ENVIRONMENT_FILE, strict_json.read)
+    if environment is not None and not isinstance(environment, dict):
+        raise InputError(f"{path / records.ENVIRONMENT_FILE}: expected a JSON object.")
+    claimed_lock = _optional(path / BUNDLE_LOCK, _lock_claim)
+    manifest = _optional(path / BUNDLE_MANIFEST, strict_json.read)
+    card_text = _optional(path / BUNDLE_CARD, lambda p: strict_json.read_bytes(p).decode("utf-8", errors="replace"))
+    if trust_bundle_lock:
+        if claimed_lock is None:
+            raise InputError(f"{path}: --trust-bundle-lock given, but the run carries no {BUNDLE_LOCK}.")
+        lock, source = claimed_lock, "the bundle's own lock (--trust-bundle-lock: NOT the reviewer's lock)"
+    else:
+        lock, source = load_lock(reviewer_lock), f"the reviewer's lock {reviewer_lock}"
+    return RunFolder(path, record, failure, results, samples, environment, lock, source, claimed_lock,
+                     manifest, card_text)
+
+
+def text_digest(text: str) -> str:
+    return sha256_text(text)

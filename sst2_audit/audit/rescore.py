@@ -1,25 +1,42 @@
-"""Level 3, rescore: re-run the independent forward pass for N rows, compare bit for bit."""
+"""Level 3, rescore: re-run the independent forward pass on rows the submitter cannot predict.
 
+The rows are drawn at random (a seed the reviewer gives, or one drawn fresh and printed)
+from the dev set re-derived from the reviewer's lock and cache, never from ids the run
+record names; the runner calls this level only after the identity level passed. Scores
+are compared bit for bit on the same numeric platform, within the drift bound otherwise.
+"""
+
+import random
+import secrets
 from pathlib import Path
 
 from ..dataset import read_parquet
-from ..drift import IDENTICAL, DRIFT, judge
-from ..numeric import fingerprint, numeric_key, one_line
-from ..protocol import predict
+from ..drift import DRIFT, IDENTICAL, judge
 from ..errors import CheckFailed
 from ..independent import IndependentScorer, encode_question
-from ..model import load as load_model
 from ..manifest import read_manifest, require_matching, verify_files
+from ..model import load as load_model
+from ..numeric import fingerprint, numeric_key, one_line
 from ..progress import phase
+from ..protocol import predict
+from ..split import SMOKE_ROWS, make_split
 from .findings import LevelResult
 from .loading import RunFolder
 
 
-def check(run: RunFolder, cache: Path, rows: int) -> LevelResult:
+def draw(dev_ids: list, rows, seed: int) -> list:
+    """rows ids of dev_ids drawn without replacement by seed; 'all' keeps them all (in hash order)."""
+    if rows == "all":
+        return list(dev_ids)
+    return random.Random(seed).sample(list(dev_ids), rows)
+
+
+def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelResult:
     import torch
 
-    result = LevelResult(f"rescore ({rows} rows)")
     record, lock = run.record, run.lock
+    seed = secrets.randbelow(2 ** 32) if seed is None else seed
+    result = LevelResult(f"rescore ({rows} rows, seed {seed})")
     if record is None:
         result.skipped = "the run has no run record"
         return result
@@ -29,22 +46,31 @@ def check(run: RunFolder, cache: Path, rows: int) -> LevelResult:
     except CheckFailed as error:
         result.fail(str(error))
         return result
+    by_idx = {row.idx: row for row in read_parquet(Path(cache) / manifest.file("validation").path)}
+    split = make_split(list(by_idx), lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
+    scored = list(split.dev_ids[:SMOKE_ROWS] if record.mode == "smoke" else split.dev_ids)
+    chosen = draw(scored, rows, seed)
+    split.require_dev(chosen)  # never a confirmation row, whatever the record says
+    questions = {q.idx: q for q in record.questions}
     settings = lock.run_settings
     torch.set_num_threads(settings["threads"])
     with phase("rescore: load model"):
         model, tokenizer = load_model(Path(cache) / "model", settings)
-    by_idx = {row.idx: row for row in read_parquet(Path(cache) / manifest.file("validation").path)}
     scorer = IndependentScorer(model, settings["max_length"])
     here = fingerprint(settings["numeric_mode"], settings["threads"])
     same_platform = numeric_key(here) is not None and numeric_key(here) == numeric_key(record.platform)
     pairs = {}
-    with phase(f"rescore: {rows} forward passes"):
-        for question in record.questions[:rows]:
-            encoded = encode_question(tokenizer, by_idx[question.idx].sentence, question.idx, settings["max_length"])
-            pairs[question.idx] = (list(question.independent_scores),
-                                   list(scorer.score(question.idx, encoded).candidate_scores))
+    with phase(f"rescore: {len(chosen)} rows drawn with seed {seed}"):
+        for idx in chosen:
+            if idx not in questions:
+                result.fail(f"row idx {idx}: a dev row the run scored has no question record")
+                continue
+            encoded = encode_question(tokenizer, by_idx[idx].sentence, idx, settings["max_length"])
+            pairs[idx] = (list(questions[idx].independent_scores), list(scorer.score(idx, encoded).candidate_scores))
     verdict = judge(pairs, same_platform, predict)
     result.checks += verdict.compared
+    result.notes.append(f"rows drawn with seed {seed} (repeat with --seed {seed}): "
+                        f"{sorted(chosen) if len(chosen) <= 16 else f'{len(chosen)} rows'}")
     result.notes.append(verdict.line())
     if not same_platform:
         result.notes.append(f"run's platform:  {one_line(record.platform)}")

@@ -1,0 +1,158 @@
+"""Levels 0 and 1a: the reviewer's lock is the root of trust; everything a person reads is checked.
+
+`lock`: a lock carried by the run or bundle must equal the reviewer's in split rule, salt and
+sizes, run settings, evaluator pins and the profile's resources, and run.json must name the
+reviewer's lock by its sha256.
+`claims`: every field a person reads is re-derived from the reviewer's lock, the protocol and
+the installed evaluator and compared: settings (every key, no more, no fewer), demo flag and
+notice, mode, run name, resources, evaluator, versions across run.json, environment.json and
+lm-eval's results, the effective task config (rebuilt from the installed YAML), and the card.
+"""
+
+import re
+
+from ..environment import versions as installed_versions
+from ..protocol import PROTOCOL_SETTINGS, notice_for
+from ..split import SMOKE_ROWS
+from . import card
+from .findings import LevelResult
+from .loading import RunFolder
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # a safe file name: no '/', '..', spaces or escapes
+CHECKED_VERSIONS = ("lm_eval", "torch", "transformers", "tokenizers")  # what decides the scores
+
+
+def expected_settings(lock, sort_ids: bool = True) -> dict:
+    """The run's settings record: the lock's run settings plus the protocol's fixed choices."""
+    return dict(lock.run_settings, doc_id_order="sorted" if sort_ids else "hash order (unsorted)",
+                **PROTOCOL_SETTINGS)
+
+
+def check_lock(run: RunFolder) -> LevelResult:
+    result = LevelResult("lock")
+    lock, claimed, record = run.lock, run.claimed_lock, run.record
+    if record is not None:
+        if not result.expect("run", "profile (defined by the reviewer's lock)", True, record.profile in lock.profiles):
+            return result
+        result.expect("run", "lock_sha256 (the reviewer's lock)", lock.sha256, record.lock_sha256)
+    if claimed is None:
+        return result
+    result.expect("bundled lock", "sha256 (the reviewer's lock)", lock.sha256, claimed.sha256)
+    for key in sorted(set(lock.split) | set(claimed.split)):
+        result.expect("bundled lock", f"split.{key}", lock.split.get(key), claimed.split.get(key))
+    for key in sorted(set(lock.run_settings) | set(claimed.run_settings)):
+        result.expect("bundled lock", f"run_settings.{key}", lock.run_settings.get(key), claimed.run_settings.get(key))
+    for key in sorted(set(lock.evaluator) | set(claimed.evaluator)):
+        result.expect("bundled lock", f"evaluator.{key}", lock.evaluator.get(key), claimed.evaluator.get(key))
+    for name in sorted(set(lock.profiles) | set(claimed.profiles)):
+        mine, theirs = lock.profiles.get(name), claimed.profiles.get(name)
+        result.expect("bundled lock", f"profiles.{name} (pins sha256)", mine and mine.pins_sha256,
+                      theirs and theirs.pins_sha256)
+    return result
+
+
+def _resources(result: LevelResult, run: RunFolder, record, profile) -> None:
+    lock_pins = {f"model/{f.path}": f.sha256 for f in profile.model.files}
+    listed = {entry.get("path"): entry for entry in record.resources}
+    result.expect("resources", "count (unique paths)", len(record.resources), len(listed))
+    model_paths = sorted(p for p, e in listed.items() if e.get("role") == "model")
+    result.expect("resources", "model files (the lock's)", sorted(lock_pins), model_paths)
+    for path in model_paths:
+        result.expect(f"resource {path}", "locked_sha256 (the lock's pin)", lock_pins[path], listed[path].get("locked_sha256"))
+        if lock_pins[path]:
+            result.expect(f"resource {path}", "sha256 (the lock's pin)", lock_pins[path], listed[path].get("sha256"))
+    roles = sorted(e.get("role") for e in record.resources if e.get("role") != "model")
+    wheel = profile.model.get("wheel")
+    result.expect("resources", "other roles", sorted(["train", "validation"] + (["download"] if wheel else [])), roles)
+    for entry in record.resources:
+        if entry.get("role") == "download" and wheel:
+            result.expect(f"resource {entry.get('path')}", "sha256 (the lock's wheel)", wheel["sha256"], entry.get("sha256"))
+    if run.claimed_manifest is not None:
+        manifest_files = run.claimed_manifest.get("files") if isinstance(run.claimed_manifest, dict) else None
+        result.expect("bundled manifest", "files (equal to run.json's resources)", record.resources, manifest_files)
+        for key, expected in (("profile", record.profile), ("pins_sha256", profile.pins_sha256),
+                              ("lock_fully_hashed", profile.fully_hashed), ("demo", profile.demo)):
+            result.expect("bundled manifest", key, expected, run.claimed_manifest.get(key))
+
+
+def _versions(result: LevelResult, run: RunFolder, record) -> None:
+    here = installed_versions()
+    result.expect("versions", "lm_eval (the lock's evaluator pin)", run.lock.evaluator["version"],
+                  record.versions.get("lm_eval"))
+    for name in CHECKED_VERSIONS:
+        result.expect("versions", f"{name} (installed here)", here.get(name), record.versions.get(name))
+    if run.environment is not None:
+        result.expect("environment.json", "versions (equal to run.json's)", record.versions, run.environment.get("versions"))
+        result.expect("environment.json", "platform (equal to run.json's)", record.platform, run.environment.get("platform"))
+    if run.lm_eval_results is not None:
+        result.expect("lm-eval results", "lm_eval_version", record.versions.get("lm_eval"),
+                      run.lm_eval_results.get("lm_eval_version"))
+        result.expect("lm-eval results", "transformers_version", record.versions.get("transformers"),
+                      run.lm_eval_results.get("transformers_version"))
+
+
+def _evaluator(result: LevelResult, lock, record) -> None:
+    pins = lock.evaluator
+    expected = {"package": pins["package"], "version": pins["version"], "commit": pins["commit"],
+                "task": pins.get("task", "sst2"), "task_yaml": pins["task_yaml"],
+                "task_yaml_sha256": pins["files"][pins["task_yaml"]], "files_verified": len(pins["files"])}
+    result.expect("run", "evaluator", expected, record.evaluator)
+
+
+def _task_config(result: LevelResult, lock, record) -> None:
+    """The effective config lm-eval logged, rebuilt from the installed, pinned YAML and the data files."""
+    from lm_eval.api.task import TaskConfig
+
+    from ..official import config_differences, task_config
+
+    data_files = {e["role"]: f"<cache>/{e['path']}" for e in record.resources if e.get("role") in ("train", "validation")}
+    config = task_config(lock, data_files)
+    config["num_fewshot"] = lock.run_settings["num_fewshot"]
+    effective = TaskConfig(**config).to_dict()
+    result.expect("task_config", "effective (rebuilt from the installed YAML)", effective,
+                  record.task_config.get("effective"))
+    try:
+        from ..official import official_yaml
+
+        differences = config_differences(official_yaml(lock), effective, lock.run_settings["num_fewshot"])
+    except Exception as error:  # noqa: BLE001 - a forbidden difference is a finding here
+        result.fail(f"task_config: {error}")
+        return
+    result.expect("task_config", "differences", differences, record.task_config.get("differences"))
+    result.expect("task_config", "keys", ["differences", "effective"], sorted(record.task_config))
+
+
+def check_claims(run: RunFolder) -> LevelResult:
+    result = LevelResult("claims")
+    record, lock = run.record, run.lock
+    if record is None or record.profile not in lock.profiles:
+        result.skipped = "no run record" if record is None else f"profile {record.profile!r} is not in the lock"
+        return result
+    profile = lock.profile(record.profile)
+    result.expect("run", "run_name (a safe slug)", True, bool(RUN_NAME.match(record.run_name)))
+    result.expect("run", "settings", expected_settings(lock), record.settings)
+    result.expect("run", "demo (the lock's profile)", profile.demo, record.demo)
+    result.expect("run", "notice (the lock's profile)", notice_for(profile), record.notice)
+    result.expect("run", "lock_fully_hashed (the lock's profile)", profile.fully_hashed, record.lock_fully_hashed)
+    dev = record.split.dev_ids
+    mode = {tuple(dev): "full", tuple(dev[:SMOKE_ROWS]): "smoke"}.get(tuple(record.split.scored_ids))
+    result.expect("run", "mode (from the scored ids)", mode, record.mode)
+    result.expect("split", "salt (the lock's)", lock.split["salt"], record.split.salt)
+    result.expect("split", "rule (the lock's)", lock.split["rule"], record.split.rule)
+    result.expect("split", "confirmation rows (the lock's count)", lock.split["confirm_rows"], len(record.split.confirm))
+    _evaluator(result, lock, record)
+    _resources(result, run, record, profile)
+    _versions(result, run, record)
+    _task_config(result, lock, record)
+    if run.card_text is not None:
+        regenerated = card.render(record, lock)
+        if regenerated != run.card_text:
+            first = next((i for i, (a, b) in enumerate(zip(regenerated.splitlines(), run.card_text.splitlines()))
+                          if a != b), min(len(regenerated.splitlines()), len(run.card_text.splitlines())))
+            shown = run.card_text.splitlines()[first] if first < len(run.card_text.splitlines()) else "(missing)"
+            result.fail(f"CARD.md differs from the card regenerated from the checked records at line {first + 1}: "
+                        f"expected {regenerated.splitlines()[first] if first < len(regenerated.splitlines()) else '(end)'!r}, "
+                        f"got {shown!r}")
+        else:
+            result.checks += 1
+    return result
