@@ -187,6 +187,27 @@ def _typed(hint, value, where):
     return value
 
 
+# Objects kept as dicts in the records (they are written from plain dicts), with exact keys and types.
+RESOURCE_ENTRY = {"path": str, "role": str, "size": int, "sha256": str, "source": str, "locked_sha256": str | None}
+EVALUATOR = {"package": str, "version": str, "commit": str, "task": str, "task_yaml": str, "task_yaml_sha256": str,
+             "files_verified": int}
+PLATFORM = {"cpu_vendor": str | None, "cpu_model_name": str | None, "cpu_family": str | None, "cpu_model": str | None,
+            "isa_flags": dict[str, bool], "torch": str, "torch_cpu_capability": str, "blas": str | None,
+            "onednn": str | None, "threads": int, "mode": dict[str, str | None], "mode_in_effect": bool,
+            "probe_sha256": str}
+OBJECT_FIELDS = {("RunRecord", "resources"): ("list", RESOURCE_ENTRY), ("RunRecord", "evaluator"): ("one", EVALUATOR),
+                 ("RunRecord", "platform"): ("one", PLATFORM)}
+
+
+def _object(schema: dict, value, where: str) -> dict:
+    if type(value) is not dict:
+        raise InputError(f"{where}: expected an object, got {type(value).__name__}.")
+    missing, extra = sorted(set(schema) - set(value)), sorted(set(value) - set(schema))
+    if missing or extra:
+        raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
+    return {key: _typed(hint, value[key], f"{where}.{key}") for key, hint in schema.items()}
+
+
 def _convert(kind, value, where):
     """Build nested dataclasses from plain JSON, checking field names and types exactly."""
     if not dataclasses.is_dataclass(kind):
@@ -202,6 +223,15 @@ def _convert(kind, value, where):
         raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
     built = {}
     for name, item in value.items():
+        shaped = OBJECT_FIELDS.get((kind.__name__, name))
+        if shaped is not None and not (item is None and name == "platform"):
+            many, schema = shaped
+            if many == "list":
+                _typed(list, item, f"{where}.{name}")
+                built[name] = [_object(schema, entry, f"{where}.{name}[{i}]") for i, entry in enumerate(item)]
+            else:
+                built[name] = _object(schema, item, f"{where}.{name}")
+            continue
         inner = LIST_ITEMS.get((kind.__name__, name))
         if inner is not None:
             if not isinstance(item, list):
@@ -289,7 +319,7 @@ def check_lm_eval_results(raw, task: str, where: str) -> dict:
         value = raw
         for key in path:
             if not isinstance(value, dict) or key not in value:
-                raise InputError(f"{where}: field {'.'.join(path)} is missing.")
+                raise InputError(f"{where}: field {'.'.join(map(str, path))} is missing.")
             value = value[key]
         _typed(hint, value, f"{where}: {'.'.join(path)}")
     return raw

@@ -106,16 +106,13 @@ def test_unsorted_ids_reproduce_the_doc_id_bug_and_stop_the_run(embedded_cache, 
     assert tree_state(out) == before
 
 
-def test_a_failed_run_can_be_bundled_and_its_audit_fails(embedded_cache, unsorted_run, tmp_path):
+def test_a_failed_run_is_audited_as_failed_and_never_bundled(embedded_cache, unsorted_run, tmp_path):
     out = unsorted_run[0] / "out"
     audited = run_script("audit.py", "--out", out, "--cache", embedded_cache, "--bundle", "--results", tmp_path)
     assert audited.returncode == 1
     assert "arithmetic: FAIL" in audited.stdout and "the run stopped on its own identity check" in audited.stdout
-    bundle = tmp_path / "unsorted.tar.gz"
-    with tarfile.open(bundle) as archive:
-        assert "unsorted/failure.json" in archive.getnames() and "unsorted/run.json" not in archive.getnames()
-    again = run_script("audit.py", "--bundle-file", bundle, "--cache", embedded_cache)
-    assert again.returncode == 1 and "bundle SHA256SUMS: PASS" in again.stdout
+    assert "no bundle is packed for a run that does not pass" in one_paragraph(audited.stderr)
+    assert not (tmp_path / "unsorted.tar.gz").exists()
 
 
 def test_run_on_an_unprepared_cache_says_how_to_prepare(tmp_path):

@@ -58,9 +58,10 @@ def _resources(result: LevelResult, run: RunFolder, record, profile) -> None:
     model_paths = sorted(p for p, e in listed.items() if e.get("role") == "model")
     result.expect("resources", "model files (the lock's)", sorted(lock_pins), model_paths)
     for path in model_paths:
-        result.expect(f"resource {path}", "locked_sha256 (the lock's pin)", lock_pins[path], listed[path].get("locked_sha256"))
-        if lock_pins[path]:
-            result.expect(f"resource {path}", "sha256 (the lock's pin)", lock_pins[path], listed[path].get("sha256"))
+        pin = lock_pins.get(path)
+        result.expect(f"resource {path}", "locked_sha256 (the lock's pin)", pin, listed[path].get("locked_sha256"))
+        if pin:
+            result.expect(f"resource {path}", "sha256 (the lock's pin)", pin, listed[path].get("sha256"))
     roles = sorted(e.get("role") for e in record.resources if e.get("role") != "model")
     wheel = profile.model.get("wheel")
     result.expect("resources", "other roles", sorted(["train", "validation"] + (["download"] if wheel else [])), roles)

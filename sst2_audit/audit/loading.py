@@ -11,7 +11,6 @@ from pathlib import Path
 from .. import records, strict_json
 from ..errors import InputError
 from ..lock import Lock, load_lock, parse_lock
-from ..hashing import sha256_text
 
 BUNDLE_LOCK = "resources.lock.json"
 BUNDLE_MANIFEST = "manifest.json"
@@ -57,7 +56,7 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
         raise InputError(f"{path}: holds neither {records.RUN_FILE} nor {records.FAILURE_FILE}; not a finished run.")
     record = _optional(run_file, lambda p: records.read(p, records.RunRecord))
     failure = _optional(failure_file, lambda p: records.read(p, records.FailureRecord))
-    task = record.evaluator.get("task", "sst2") if record else "sst2"
+    task = record.evaluator["task"] if record else "sst2"
     results = _optional(path / records.LM_EVAL_RESULTS_FILE,
                         lambda p: records.check_lm_eval_results(strict_json.read(p), task, str(p)))
     samples = _optional(path / records.LM_EVAL_SAMPLES_FILE, lambda p: [
@@ -77,7 +76,3 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
         lock, source = load_lock(reviewer_lock), f"the reviewer's lock {reviewer_lock}"
     return RunFolder(path, record, failure, results, samples, environment, lock, source, claimed_lock,
                      manifest, card_text)
-
-
-def text_digest(text: str) -> str:
-    return sha256_text(text)

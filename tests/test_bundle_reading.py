@@ -1,0 +1,185 @@
+"""Bundles are read like a package installer reads a package; no input escapes as a traceback.
+
+The fuzz tests feed thousands of seeded mutations of a real run record and of the reference
+bundle's bytes to audit.py in this process: the exit code is 0, 1 or 2, never 3 (our bug).
+"""
+
+import gzip
+import io
+import json
+import random
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+from conftest import REPO, one_paragraph
+from sst2_audit.cli import audit_main
+from test_attacks import REFERENCE, TOP, audit, members_of, pack
+
+
+def test_a_2mb_gzip_bomb_is_refused_fast_and_small(tmp_path):
+    bomb = tmp_path / "bomb.tar.gz"
+    bomb.write_bytes(_zeros_gzip(2 << 30))
+    assert bomb.stat().st_size < 2.5e6
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork and exec from this (large) test process.
+    probe = ("import re, sys, time; sys.path.insert(0, %r); from sst2_audit.cli import audit_main; "
+             "t = time.perf_counter(); code = audit_main(['--bundle-file', %r, '--arithmetic-only']); "
+             "hwm = int(re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)) * 1024; "
+             "print(code, time.perf_counter() - t, hwm)"
+             % (str(REPO), str(bomb)))
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    code, seconds, peak = done.stdout.split()
+    assert code == "1" and float(seconds) < 1.0 and int(peak) < 200e6, done.stdout
+    assert f"{bomb}: refused: unpacks to more than 33554432 bytes (limit)." in one_paragraph(done.stderr)
+
+
+def _zeros_gzip(size: int) -> bytes:
+    """gzip of `size` zero bytes, streamed (never the whole input in memory)."""
+    out = io.BytesIO()
+    block = b"\0" * (1 << 24)
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=9) as writer:
+        for _ in range(size // len(block)):
+            writer.write(block)
+    return out.getvalue()
+
+
+def _tar(entries) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for info, body in entries:
+            archive.addfile(info, io.BytesIO(body) if body is not None else None)
+    return raw.getvalue()
+
+
+def _file(name: str, body: bytes):
+    info = tarfile.TarInfo(name)
+    info.size = len(body)
+    return info, body
+
+
+def _reference_entries() -> list:
+    return [_file(f"{TOP}/{name}", body) for name, body in sorted(members_of(REFERENCE).items())]
+
+
+def _sparse_member() -> bytes:
+    data = bytearray(_tar([_file(f"{TOP}/run.json", b"{}")]))
+    data[156:157] = b"S"  # GNU sparse type flag; the header checksum is fixed below
+    header = bytes(data[:512])
+    checksum = sum(header[:148]) + 8 * 32 + sum(header[156:512])
+    data[148:156] = b"%06o\0 " % checksum
+    return bytes(data)
+
+
+def _with_directory_named_sums() -> bytes:
+    info = tarfile.TarInfo(f"{TOP}/SHA256SUMS")
+    info.type = tarfile.DIRTYPE
+    return gzip.compress(_tar(_reference_entries()[:-1] + [(info, None)]))
+
+
+CASES = {
+    "duplicate member": (lambda: gzip.compress(_tar(_reference_entries() + [_file(f"{TOP}/CARD.md", b"# forged")])),
+                         1, "refused: member 'embedded-full-reference/CARD.md' appears twice."),
+    "too many members": (lambda: gzip.compress(_tar([_file(f"{TOP}/f{i}", b"x") for i in range(40)])),
+                         1, "refused: more than 16 members (limit)."),
+    "sparse member": (lambda: gzip.compress(_sparse_member()), 1, "a sparse file in a bundle"),
+    "trailing data": (lambda: REFERENCE.read_bytes() + b"garbage", 1, "bytes of trailing data after the gzip stream"),
+    "bad crc": (lambda: REFERENCE.read_bytes()[:-8] + b"\0\0\0\0" + REFERENCE.read_bytes()[-4:], 1,
+                "refused: the gzip stream is corrupt"),
+    "truncated gzip": (lambda: REFERENCE.read_bytes()[:-100], 2, "the gzip stream is truncated."),
+    "garbage after the tar end": (lambda: gzip.compress(_tar(_reference_entries()) + b"CARD.md forged"), 1,
+                                  "after the tar archive's end are not padding."),
+    "directory named SHA256SUMS": (_with_directory_named_sums, 1, "a bundle has no sub-folders"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_malformed_bundles_are_refused(tmp_path, capsys, case):
+    build, code, message = CASES[case]
+    bundle = tmp_path / "b.tar.gz"
+    bundle.write_bytes(build())
+    got, out = audit(capsys, "--bundle-file", bundle, "--arithmetic-only")
+    assert got == code, out
+    assert message in one_paragraph(out), out
+
+
+@pytest.mark.parametrize("line, message", [
+    ("0" * 64 + "  ../../etc/passwd", "SHA256SUMS:1: malformed line"),
+    ("0" * 64 + "  /etc/passwd", "SHA256SUMS:1: malformed line"),
+    ("0" * 64 + "  missing.json", "missing.json: listed in SHA256SUMS but missing"),
+])
+def test_sha256sums_lists_only_plain_names_of_members(tmp_path, capsys, line, message):
+    members = members_of(REFERENCE)
+    members["SHA256SUMS"] = (line + "\n").encode() + members["SHA256SUMS"]
+    pack(tmp_path / "b.tar.gz", members, sums=False)
+    code, out = audit(capsys, "--bundle-file", tmp_path / "b.tar.gz", "--arithmetic-only")
+    assert code == 1 and message in one_paragraph(out)
+
+
+def _mutate(value, rng: random.Random):
+    """One random change somewhere inside a JSON value."""
+    if isinstance(value, dict) and value and rng.random() < 0.8:
+        key = rng.choice(sorted(value))
+        if rng.random() < 0.1:
+            return {k: v for k, v in value.items() if k != key}
+        return dict(value, **{key: _mutate(value[key], rng)})
+    if isinstance(value, list) and value and rng.random() < 0.8:
+        position = rng.randrange(len(value))
+        if rng.random() < 0.1:
+            return value[:position] + value[position + 1:]
+        return value[:position] + [_mutate(value[position], rng)] + value[position + 1:]
+    return rng.choice([None, True, 0, -1, 1.5, -0.0, 10 ** 30, "", "x", "../..", [], {}, [1, 2], {"a": 1},
+                       float(rng.randrange(-10, 10)), rng.randrange(-3, 300), "\x1b[2J"])
+
+
+def test_fuzz_run_records_never_escape_as_a_traceback(full_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    import shutil
+
+    shutil.copytree(full_run / "out", run)
+    original = json.loads((run / "run.json").read_text())
+    samples = (run / "lm_eval_samples.public.jsonl").read_text().splitlines()
+    rng = random.Random(94)
+    codes = {}
+    start = time.perf_counter()
+    for number in range(1500):
+        target = rng.random()
+        if target < 0.7:
+            (run / "run.json").write_text(json.dumps(_mutate(original, rng)))
+        else:
+            (run / "run.json").write_text(json.dumps(original))
+            line = rng.randrange(len(samples))
+            mutated = samples[:line] + [json.dumps(_mutate(json.loads(samples[line]), rng))] + samples[line + 1:]
+            (run / "lm_eval_samples.public.jsonl").write_text("\n".join(mutated) + "\n")
+        code = audit_main(["--out", str(run), "--arithmetic-only"])
+        out = capsys.readouterr()
+        assert code in (0, 1, 2) and "Traceback" not in out.err, (number, code, out.err[-2000:])
+        codes[code] = codes.get(code, 0) + 1
+        (run / "lm_eval_samples.public.jsonl").write_text("\n".join(samples) + "\n")
+    assert codes.get(1, 0) > 100 and codes.get(2, 0) > 100, codes
+    assert time.perf_counter() - start < 100
+
+
+def test_fuzz_bundle_bytes_never_escape_as_a_traceback(tmp_path, capsys):
+    reference = REFERENCE.read_bytes()
+    tar = gzip.decompress(reference)
+    rng = random.Random(4084)
+    codes = {}
+    for number in range(600):
+        data = bytearray(tar if rng.random() < 0.7 else reference)
+        for _ in range(rng.randrange(1, 8)):
+            position = rng.randrange(len(data))
+            data[position] = rng.randrange(256)
+        if rng.random() < 0.3:
+            data = data[: rng.randrange(len(data))]
+        if len(data) == len(tar) or data[:2] != b"\x1f\x8b":
+            data = gzip.compress(bytes(data))
+        bundle = tmp_path / f"f{number % 2}.tar.gz"
+        bundle.write_bytes(bytes(data))
+        code = audit_main(["--bundle-file", str(bundle), "--arithmetic-only"])
+        out = capsys.readouterr()
+        assert code in (0, 1, 2) and "Traceback" not in out.err, (number, code, out.err[-2000:])
+        codes[code] = codes.get(code, 0) + 1
+    assert codes.get(1, 0) > 100, codes
