@@ -117,8 +117,17 @@ def _run(argv) -> int:
     args = parser.parse_args(argv)
     lock, profile = _lock_and_profile(args)
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke)
+    from .audit.claims import RUN_NAME
+
+    if not RUN_NAME.match(name):  # it names folders and the bundle file
+        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 100), "
+                         "starting with a letter or digit.")
     out = args.out or Path("runs") / name
     private = args.private or Path("private") / name
+    public_dir, private_dir = out.resolve(), private.resolve()
+    if public_dir == private_dir or public_dir in private_dir.parents or private_dir in public_dir.parents:
+        raise InputError(f"--out {out} and --private {private} must be different folders, neither inside the other: "
+                         "the private records (sentences, prompts) must never sit with the public ones.")
     record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name,
                                                 smoke=args.smoke, sort_ids=not args.unsorted_ids))
     print(run_summary(record, out, private))

@@ -107,6 +107,10 @@ def _files(raw, kind, where):
     for number, entry in enumerate(_need(raw, "files", list, where)):
         here = f"{where}.files[{number}]"
         path = _need(entry, "path", str, here)
+        parts = path.split("/")
+        if not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+            raise InputError(f"{here}.path: expected a relative, normalized path inside the resource "
+                             f"(no leading '/', no '.', '..' or empty parts), got {path!r}.")
         if "sha256" not in entry:
             raise InputError(f"{here}: field 'sha256' is missing (use null where it is not known yet).")
         split = entry.get("split")

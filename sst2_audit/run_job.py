@@ -170,6 +170,8 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
 
     with phase("model load", timings, "model_load"):
         model, tokenizer = load_model(cache / "model", settings)
+        # The bytes loaded must be the bytes hashed: a file swapped in between fails here.
+        verify_files(cache, manifest, roles=("model",))
     # Pre-flight: every question must fit without truncation before any model call.
     expected = {idx: expected_question(by_idx[idx], tokenizer, settings["max_length"]) for idx in scored_ids}
     pairs_by_idx = {idx: expected[idx].pairs() for idx in scored_ids}

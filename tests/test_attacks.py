@@ -277,3 +277,41 @@ def test_records_that_are_links_or_fifos_exit_2_without_hanging(full_run, tmp_pa
     os.mkfifo(run / "environment.json")
     code, out = audit(capsys, "--out", run, "--arithmetic-only")
     assert code == 2 and f"{run / 'environment.json'}: expected a regular file, got not a regular file." in one_paragraph(out)
+
+
+def test_run_refuses_nested_or_equal_record_folders_and_unsafe_names(embedded_cache, tmp_path):
+    for out, private in ((tmp_path / "x", tmp_path / "x"), (tmp_path / "x", tmp_path / "x" / "p"),
+                         (tmp_path / "p" / "x", tmp_path / "p")):
+        done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                          "--out", out, "--private", private)
+        assert done.returncode == 2
+        assert "must be different folders, neither inside the other" in one_paragraph(done.stderr)
+    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke", "--run-name", "../up")
+    assert done.returncode == 2 and "--run-name '../up': expected letters, digits" in one_paragraph(done.stderr)
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("path", ["../outside.json", "/etc/passwd", "a/./b.json", "a//b.json", ""])
+def test_lock_paths_must_be_relative_and_normalized(tmp_path, path):
+    raw = json.loads(LOCK.read_text())
+    raw["profiles"]["glue-sst2"]["model"]["files"][0]["path"] = path
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps(raw))
+    done = run_script("prepare.py", "--lock", lock, "--cache", tmp_path / "c")
+    assert done.returncode == 2
+    assert "files[0].path: expected a relative, normalized path inside the resource" in one_paragraph(done.stderr)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_manifest_pin_edited_to_null_does_not_bypass_the_lock(embedded_cache, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(embedded_cache, cache)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    entry = next(f for f in manifest["files"] if f["path"] == "model/model.safetensors")
+    entry["locked_sha256"] = None
+    (cache / "manifest.json").write_text(json.dumps(manifest))
+    done = run_script("run.py", "--profile", "embedded", "--cache", cache, "--smoke", "--out", tmp_path / "o",
+                      "--private", tmp_path / "p")
+    assert done.returncode == 1
+    assert "model/model.safetensors records the lock pin None, but" in one_paragraph(done.stderr)
+    assert not (tmp_path / "o").exists()

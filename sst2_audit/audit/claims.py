@@ -10,6 +10,7 @@ lm-eval's results, the effective task config (rebuilt from the installed YAML), 
 """
 
 import re
+from pathlib import PurePosixPath
 
 from ..environment import versions as installed_versions
 from ..protocol import PROTOCOL_SETTINGS, notice_for
@@ -52,7 +53,7 @@ def check_lock(run: RunFolder) -> LevelResult:
 
 
 def _resources(result: LevelResult, run: RunFolder, record, profile) -> None:
-    lock_pins = {f"model/{f.path}": f.sha256 for f in profile.model.files}
+    lock_pins = {f"model/{PurePosixPath(f.path).name}": f.sha256 for f in profile.model.files}
     listed = {entry.get("path"): entry for entry in record.resources}
     result.expect("resources", "count (unique paths)", len(record.resources), len(listed))
     model_paths = sorted(p for p, e in listed.items() if e.get("role") == "model")
