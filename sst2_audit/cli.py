@@ -117,7 +117,7 @@ def _run(argv) -> int:
     args = parser.parse_args(argv)
     lock, profile = _lock_and_profile(args)
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke)
-    from .audit.claims import RUN_NAME
+    from .sanitize import RUN_NAME
 
     if not RUN_NAME.match(name):  # it names folders and the bundle file
         raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 100), "
@@ -186,9 +186,9 @@ def _open_run(path: Path, args, scratch: Path):
 
     if path.is_file() or (path.exists() and not path.is_dir()):
         folder = bundle.unpack_verified(path, scratch)
-        run = load_run(folder, args.lock, getattr(args, "trust_bundle_lock", False))
+        run = load_run(folder, args.lock, args.trust_bundle_lock)
         return run, LevelResult("bundle SHA256SUMS", checks=1)
-    return load_run(path, args.lock, getattr(args, "trust_bundle_lock", False)), None
+    return load_run(path, args.lock, args.trust_bundle_lock), None
 
 
 def _compare(args, scratch: Path) -> int:
@@ -235,9 +235,7 @@ def _print_levels(target, run, levels) -> None:
     from .sanitize import printable
 
     record = run.record
-    head = [f"audited against {run.lock_source}"]
-    if run.lock_source.startswith("the bundle's own lock"):
-        head = [f"WARNING: audited against {run.lock_source}"]
+    head = [f"{'WARNING: ' if run.trusts_claimed_lock else ''}audited against {run.lock_source}"]
     line = f"audit of {target}: run {printable(run.name)}"
     if record is not None:
         line += f", profile {printable(record.profile)}, {len(record.questions)} rows"

@@ -16,6 +16,16 @@ def installed_root() -> Path:
     return Path(spec.origin).parent.parent
 
 
+def evaluator_record(lock, files: dict) -> dict:
+    """run.json's evaluator field from the lock's pins and the {path: sha256} of the files verified.
+
+    The run passes what verify_installed() hashed; the audit passes the lock's own pins.
+    """
+    pins = lock.evaluator
+    return {"package": pins["package"], "version": pins["version"], "commit": pins["commit"], "task": pins["task"],
+            "task_yaml": pins["task_yaml"], "task_yaml_sha256": files[pins["task_yaml"]], "files_verified": len(files)}
+
+
 def verify_installed(lock) -> dict:
     """Hash every pinned file of the installed evaluator; returns {path: sha256}."""
     root = installed_root()

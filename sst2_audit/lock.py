@@ -4,12 +4,13 @@ The lock is read once, validated field by field, and turned into frozen
 objects; every later step takes its pins from here and nowhere else.
 """
 
-import json
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import strict_json
 from .errors import InputError
-from .hashing import canonical_json, sha256_file, sha256_text
+from .hashing import canonical_json, sha256_text
 
 LOCK_SCHEMA = "sst2-audit/resources.lock"
 LOCK_SCHEMA_VERSION = 2  # 2: run_settings.numeric_mode; a version-1 lock is read as numeric_mode {} (native)
@@ -191,7 +192,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
             f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
         )
     evaluator = _need(raw, "evaluator", dict, where)
-    for key in ("package", "version", "commit", "task_yaml"):
+    for key in ("package", "version", "commit", "task", "task_yaml"):
         _need(evaluator, key, str, f"{where}: evaluator")
     for name, digest_value in _need(evaluator, "files", dict, f"{where}: evaluator").items():
         _sha(digest_value, f"{where}: evaluator.files[{name}]")
@@ -222,14 +223,15 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     return Lock(Path(path), digest, raw, evaluator, split, settings, profiles)
 
 
+def lock_from_bytes(data: bytes, path) -> Lock:
+    """A lock from the bytes read once: its sha256 is of exactly the bytes parsed."""
+    return parse_lock(strict_json.loads(data, str(path)), Path(path).resolve(), hashlib.sha256(data).hexdigest())
+
+
 def load_lock(path) -> Lock:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise InputError(f"{path}: cannot read the lock file ({error.strerror}).") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}).") from None
-    return parse_lock(raw, path.resolve(), sha256_file(path))
+    return lock_from_bytes(data, path)

@@ -119,6 +119,11 @@ def numeric_key(platform: dict | None) -> dict | None:
     return {name: platform.get(name) for name in NUMERIC_KEY_FIELDS}
 
 
+def same_platform(a: dict | None, b: dict | None) -> bool:
+    """Both recorded and with the same numeric key: their scores must be identical bit for bit."""
+    return numeric_key(a) is not None and numeric_key(a) == numeric_key(b)
+
+
 def one_line(platform: dict | None) -> str:
     """The fingerprint as the card and the console show it."""
     if not platform:

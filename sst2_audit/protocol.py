@@ -22,6 +22,11 @@ PROTOCOL_SETTINGS = {"add_bos_token": False, "apply_chat_template": False, "syst
 DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
 
 
+def settings_record(run_settings: dict, sort_ids: bool = True) -> dict:
+    """run.json's settings: the lock's run settings plus the protocol's fixed choices (run writes, audit checks)."""
+    return dict(run_settings, doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)
+
+
 def notice_for(profile) -> str:
     """What every output of a run says about what it measured: the lock's profile decides."""
     return DEMO_NOTICE if profile.demo else profile.description

@@ -5,7 +5,8 @@ never text or token ids of the data; private.json carries those.
 """
 
 import dataclasses
-import json
+import math
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,45 @@ ENVIRONMENT_FILE = "environment.json"
 LM_EVAL_RESULTS_FILE = "lm_eval_results.json"
 LM_EVAL_SAMPLES_FILE = "lm_eval_samples.public.jsonl"
 LM_EVAL_PRIVATE_SAMPLES_FILE = "lm_eval_samples.jsonl"
+
+
+class ResourceEntry(typing.TypedDict):
+    """One manifest entry, as run.json and the bundled manifest.json record it."""
+
+    path: str
+    role: str
+    size: int
+    sha256: str
+    source: str
+    locked_sha256: str | None
+
+
+class EvaluatorRecord(typing.TypedDict):
+    package: str
+    version: str
+    commit: str
+    task: str
+    task_yaml: str
+    task_yaml_sha256: str
+    files_verified: int
+
+
+class PlatformRecord(typing.TypedDict):
+    """numeric.fingerprint()."""
+
+    cpu_vendor: str | None
+    cpu_model_name: str | None
+    cpu_family: str | None
+    cpu_model: str | None
+    isa_flags: dict[str, bool]
+    torch: str
+    torch_cpu_capability: str
+    blas: str | None
+    onednn: str | None
+    threads: int
+    mode: dict[str, str | None]
+    mode_in_effect: bool
+    probe_sha256: str
 
 
 @dataclass
@@ -73,8 +113,8 @@ class RunRecord:
     notice: str
     lock_sha256: str
     lock_fully_hashed: bool
-    resources: list[dict]  # manifest entries: path, role, size, sha256, source, locked_sha256
-    evaluator: dict  # package, version, commit, task_yaml, task_yaml_sha256, files_verified
+    resources: list[ResourceEntry]
+    evaluator: EvaluatorRecord
     settings: dict
     split: SplitRecord
     task_config: dict  # effective config and its differences from the official YAML
@@ -88,7 +128,7 @@ class RunRecord:
     identity_checks_passed: int
     lm_eval_reported: dict[str, float]  # acc and acc_stderr as lm-eval reported them
     questions: list  # QuestionRecord
-    platform: dict | None = None  # numeric.fingerprint(); None only in records upgraded from schema 1
+    platform: PlatformRecord | None = None  # None only in records upgraded from schema 1
     schema_version: int = RECORD_SCHEMA_VERSION
     kind: str = "sst2-audit/run"
 
@@ -148,10 +188,10 @@ def _type_name(hint) -> str:
 
 
 def _typed(hint, value, where):
-    """Check a plain JSON value against a type hint: exact types, finite floats, no bool for int."""
-    import math
-    import types
+    """Check a plain JSON value against a type hint: exact types, finite floats, no bool for int.
 
+    A TypedDict stays a dict, with exactly its keys; a dataclass is built.
+    """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
@@ -162,6 +202,8 @@ def _typed(hint, value, where):
         return value
     if dataclasses.is_dataclass(hint):
         return _convert(hint, value, where)
+    if typing.is_typeddict(hint):
+        return _object(typing.get_type_hints(hint), value, where)
     if hint is bool:
         ok = type(value) is bool
     elif hint is int:
@@ -185,18 +227,6 @@ def _typed(hint, value, where):
     if not ok:
         raise InputError(f"{where}: expected {_type_name(hint)}, got {type(value).__name__} {str(value)[:60]!r}.")
     return value
-
-
-# Objects kept as dicts in the records (they are written from plain dicts), with exact keys and types.
-RESOURCE_ENTRY = {"path": str, "role": str, "size": int, "sha256": str, "source": str, "locked_sha256": str | None}
-EVALUATOR = {"package": str, "version": str, "commit": str, "task": str, "task_yaml": str, "task_yaml_sha256": str,
-             "files_verified": int}
-PLATFORM = {"cpu_vendor": str | None, "cpu_model_name": str | None, "cpu_family": str | None, "cpu_model": str | None,
-            "isa_flags": dict[str, bool], "torch": str, "torch_cpu_capability": str, "blas": str | None,
-            "onednn": str | None, "threads": int, "mode": dict[str, str | None], "mode_in_effect": bool,
-            "probe_sha256": str}
-OBJECT_FIELDS = {("RunRecord", "resources"): ("list", RESOURCE_ENTRY), ("RunRecord", "evaluator"): ("one", EVALUATOR),
-                 ("RunRecord", "platform"): ("one", PLATFORM)}
 
 
 def _object(schema: dict, value, where: str) -> dict:
@@ -223,15 +253,6 @@ def _convert(kind, value, where):
         raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
     built = {}
     for name, item in value.items():
-        shaped = OBJECT_FIELDS.get((kind.__name__, name))
-        if shaped is not None and not (item is None and name == "platform"):
-            many, schema = shaped
-            if many == "list":
-                _typed(list, item, f"{where}.{name}")
-                built[name] = [_object(schema, entry, f"{where}.{name}[{i}]") for i, entry in enumerate(item)]
-            else:
-                built[name] = _object(schema, item, f"{where}.{name}")
-            continue
         inner = LIST_ITEMS.get((kind.__name__, name))
         if inner is not None:
             if not isinstance(item, list):
@@ -260,7 +281,7 @@ def from_dict(kind, raw: dict, where: str):
     version = raw.get("schema_version")
     if type(version) is not int:  # `true` == 1 in Python; a schema version is an integer
         raise InputError(f"{where}: schema_version must be an integer, got {version!r}.")
-    while type(version) is int and version in UPGRADES and raw.get("kind") == expected_kind:
+    while version in UPGRADES and raw.get("kind") == expected_kind:
         raw = UPGRADES[version](raw)
         version = raw.get("schema_version")
     if raw.get("kind") != expected_kind or raw.get("schema_version") != RECORD_SCHEMA_VERSION:
@@ -292,14 +313,16 @@ class LmEvalSample:
     doc_hash: str
 
 
+SAMPLE_HINTS = typing.get_type_hints(LmEvalSample)
+
+
 def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
     missing = [f.name for f in dataclasses.fields(LmEvalSample) if f.name not in raw]
     if missing:
         raise InputError(f"{where}: lm-eval sample lacks fields {missing}.")
-    sample = LmEvalSample(**{f.name: _typed(typing.get_type_hints(LmEvalSample)[f.name], raw[f.name],
-                                            f"{where}.{f.name}") for f in dataclasses.fields(LmEvalSample)})
+    sample = LmEvalSample(**{name: _typed(hint, raw[name], f"{where}.{name}") for name, hint in SAMPLE_HINTS.items()})
     for number, resp in enumerate(sample.resps):
         here = f"{where}.resps[{number}]"
         if not (len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):

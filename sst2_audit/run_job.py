@@ -22,9 +22,8 @@ from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
 from .metrics import summarize
 from .model import load as load_model
-from .protocol import PROTOCOL_SETTINGS, notice_for, predict
+from .protocol import notice_for, predict, settings_record
 from .split import SMOKE_ROWS, make_split, row_hash
-
 
 
 @dataclass
@@ -135,8 +134,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     start = time.perf_counter()
     timings = {}
     lock, profile, cache = options.lock, options.profile, Path(options.cache).resolve()
-    settings = dict(lock.run_settings, doc_id_order="sorted" if options.sort_ids else "hash order (unsorted)",
-                    **PROTOCOL_SETTINGS)
+    settings = settings_record(lock.run_settings, options.sort_ids)
     manifest = require_matching(read_manifest(cache), cache, lock, profile)
     atomic.new_directory(options.out, "--out")
     atomic.new_directory(options.private, "--private")
@@ -144,7 +142,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     scrub = {str(cache): "<cache>", str(scratch): "<scratch>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     with phase("verify cache and evaluator (hash before load)", timings, "verify"):
         verify_files(cache, manifest)
-        from .evaluator_pin import verify_installed
+        from .evaluator_pin import evaluator_record, verify_installed
 
         evaluator_files = verify_installed(lock)
     with phase("imports", timings):
@@ -223,11 +221,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         demo=profile.demo, notice=notice_for(profile),
         lock_sha256=lock.sha256, lock_fully_hashed=manifest.lock_fully_hashed,
         resources=[dataclasses.asdict(f) for f in manifest.files],
-        evaluator={
-            "package": lock.evaluator["package"], "version": lock.evaluator["version"],
-            "commit": lock.evaluator["commit"], "task": lock.evaluator["task"], "task_yaml": lock.evaluator["task_yaml"],
-            "task_yaml_sha256": evaluator_files[lock.evaluator["task_yaml"]], "files_verified": len(evaluator_files),
-        },
+        evaluator=evaluator_record(lock, evaluator_files),
         settings=settings,
         split=records.SplitRecord(
             salt=lock.split["salt"], rule=lock.split["rule"], dev_ids=list(split.dev_ids), scored_ids=scored_ids,

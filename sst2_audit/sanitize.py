@@ -1,4 +1,9 @@
-"""Text from untrusted records is shown without terminal control characters."""
+"""Untrusted text: shown without terminal control characters; names that decide paths are safe slugs."""
+
+import re
+
+SAFE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"  # a file name: no '/', '..', spaces or escapes
+RUN_NAME = re.compile(f"^{SAFE_NAME}$")
 
 
 def printable(text: str, keep_newlines: bool = False) -> str:

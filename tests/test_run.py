@@ -1,7 +1,6 @@
 """run.py end to end on the embedded profile: the real lm-eval, the real model."""
 
 import json
-import tarfile
 
 import pytest
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import atomic, records
 from ..environment import scrub_paths
 from ..errors import CheckFailed, InputError
-from ..hashing import sha256_file
+from ..sanitize import RUN_NAME, SAFE_NAME
 from ..manifest import MANIFEST_NAME, read_manifest
 from . import card
 from .loading import BUNDLE_LOCK, BUNDLE_MANIFEST
@@ -55,8 +55,6 @@ def bundle_contents(run, cache: Path) -> dict:
 
 
 def pack(run, cache: Path, results: Path) -> Path:
-    from .claims import RUN_NAME
-
     if not RUN_NAME.match(run.name):  # the name decides where the bundle is written
         raise InputError(f"run name {run.name!r} is not a safe file name (letters, digits, '.', '_', '-'); "
                          "no bundle is written.")
@@ -81,7 +79,7 @@ MAX_BUNDLE_BYTES = 8 << 20  # compressed; the reference bundle is about 25 KB
 MAX_UNPACKED_BYTES = 32 << 20  # the whole tar stream after gunzip
 MAX_MEMBER_BYTES = 16 << 20
 MAX_MEMBERS = 16  # a bundle holds at most 9 files and their folder
-SUMS_LINE = re.compile(r"^([0-9a-f]{64})  ([A-Za-z0-9][A-Za-z0-9._-]{0,99})$")
+SUMS_LINE = re.compile(f"^([0-9a-f]{{64}})  ({SAFE_NAME})$")
 
 
 def _gunzip(bundle: Path) -> bytes:

@@ -9,24 +9,19 @@ notice, mode, run name, resources, evaluator, versions across run.json, environm
 lm-eval's results, the effective task config (rebuilt from the installed YAML), and the card.
 """
 
-import re
 from pathlib import PurePosixPath
 
 from ..environment import versions as installed_versions
-from ..protocol import PROTOCOL_SETTINGS, notice_for
+from ..errors import CheckFailed
+from ..evaluator_pin import evaluator_record
+from ..protocol import notice_for, settings_record
+from ..sanitize import RUN_NAME
 from ..split import SMOKE_ROWS
 from . import card
 from .findings import LevelResult
 from .loading import RunFolder
 
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # a safe file name: no '/', '..', spaces or escapes
 CHECKED_VERSIONS = ("lm_eval", "torch", "transformers", "tokenizers")  # what decides the scores
-
-
-def expected_settings(lock, sort_ids: bool = True) -> dict:
-    """The run's settings record: the lock's run settings plus the protocol's fixed choices."""
-    return dict(lock.run_settings, doc_id_order="sorted" if sort_ids else "hash order (unsorted)",
-                **PROTOCOL_SETTINGS)
 
 
 def check_lock(run: RunFolder) -> LevelResult:
@@ -93,19 +88,11 @@ def _versions(result: LevelResult, run: RunFolder, record) -> None:
                       run.lm_eval_results.get("transformers_version"))
 
 
-def _evaluator(result: LevelResult, lock, record) -> None:
-    pins = lock.evaluator
-    expected = {"package": pins["package"], "version": pins["version"], "commit": pins["commit"],
-                "task": pins.get("task", "sst2"), "task_yaml": pins["task_yaml"],
-                "task_yaml_sha256": pins["files"][pins["task_yaml"]], "files_verified": len(pins["files"])}
-    result.expect("run", "evaluator", expected, record.evaluator)
-
-
 def _task_config(result: LevelResult, lock, record) -> None:
     """The effective config lm-eval logged, rebuilt from the installed, pinned YAML and the data files."""
     from lm_eval.api.task import TaskConfig
 
-    from ..official import config_differences, task_config
+    from ..official import config_differences, official_yaml, task_config
 
     data_files = {e["role"]: f"<cache>/{e['path']}" for e in record.resources if e.get("role") in ("train", "validation")}
     config = task_config(lock, data_files)
@@ -114,10 +101,8 @@ def _task_config(result: LevelResult, lock, record) -> None:
     result.expect("task_config", "effective (rebuilt from the installed YAML)", effective,
                   record.task_config.get("effective"))
     try:
-        from ..official import official_yaml
-
         differences = config_differences(official_yaml(lock), effective, lock.run_settings["num_fewshot"])
-    except Exception as error:  # noqa: BLE001 - a forbidden difference is a finding here
+    except CheckFailed as error:  # a difference outside data loading is a finding here
         result.fail(f"task_config: {error}")
         return
     result.expect("task_config", "differences", differences, record.task_config.get("differences"))
@@ -132,7 +117,7 @@ def check_claims(run: RunFolder) -> LevelResult:
         return result
     profile = lock.profile(record.profile)
     result.expect("run", "run_name (a safe slug)", True, bool(RUN_NAME.match(record.run_name)))
-    result.expect("run", "settings", expected_settings(lock), record.settings)
+    result.expect("run", "settings", settings_record(lock.run_settings), record.settings)
     result.expect("run", "demo (the lock's profile)", profile.demo, record.demo)
     result.expect("run", "notice (the lock's profile)", notice_for(profile), record.notice)
     result.expect("run", "lock_fully_hashed (the lock's profile)", profile.fully_hashed, record.lock_fully_hashed)
@@ -142,19 +127,25 @@ def check_claims(run: RunFolder) -> LevelResult:
     result.expect("split", "salt (the lock's)", lock.split["salt"], record.split.salt)
     result.expect("split", "rule (the lock's)", lock.split["rule"], record.split.rule)
     result.expect("split", "confirmation rows (the lock's count)", lock.split["confirm_rows"], len(record.split.confirm))
-    _evaluator(result, lock, record)
+    result.expect("run", "evaluator", evaluator_record(lock, lock.evaluator["files"]), record.evaluator)
     _resources(result, run, record, profile)
     _versions(result, run, record)
     _task_config(result, lock, record)
     if run.card_text is not None:
-        regenerated = card.render(record, lock)
-        if regenerated != run.card_text:
-            first = next((i for i, (a, b) in enumerate(zip(regenerated.splitlines(), run.card_text.splitlines()))
-                          if a != b), min(len(regenerated.splitlines()), len(run.card_text.splitlines())))
-            shown = run.card_text.splitlines()[first] if first < len(run.card_text.splitlines()) else "(missing)"
-            result.fail(f"CARD.md differs from the card regenerated from the checked records at line {first + 1}: "
-                        f"expected {regenerated.splitlines()[first] if first < len(regenerated.splitlines()) else '(end)'!r}, "
-                        f"got {shown!r}")
-        else:
-            result.checks += 1
+        _card(result, card.render(record, lock), run.card_text)
     return result
+
+
+def _card(result: LevelResult, regenerated: str, bundled: str) -> None:
+    """The bundled CARD.md must be the card regenerated from the checked records, byte for byte."""
+    if regenerated == bundled:
+        result.checks += 1
+        return
+    expected, got = regenerated.splitlines(), bundled.splitlines()
+    first = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), min(len(expected), len(got)))
+
+    def line(lines):
+        return repr(lines[first]) if first < len(lines) else "(end)"
+
+    result.fail(f"CARD.md differs from the card regenerated from the checked records at line {first + 1}: "
+                f"expected {line(expected)}, got {line(got)}")

@@ -1,7 +1,7 @@
 """Explain the difference between two runs: settings, resources, and changed predictions."""
 
 from ..drift import judge
-from ..numeric import numeric_key, one_line
+from ..numeric import one_line, same_platform
 from ..protocol import CHOICES, predict
 
 
@@ -21,9 +21,8 @@ def compare(a, b) -> list:
                           {r["path"]: r["sha256"] for r in rb.resources})
     if ra.lock_sha256 != rb.lock_sha256:
         lines.append(f"lock sha256: {ra.lock_sha256} -> {rb.lock_sha256}")
-    key_a, key_b = numeric_key(ra.platform), numeric_key(rb.platform)
-    same_platform = key_a is not None and key_a == key_b
-    if not same_platform:
+    same = same_platform(ra.platform, rb.platform)
+    if not same:
         lines.append(f"numeric platform A: {one_line(ra.platform)}")
         lines.append(f"numeric platform B: {one_line(rb.platform)}")
     qa = {q.idx: q for q in ra.questions}
@@ -34,7 +33,7 @@ def compare(a, b) -> list:
                      f"{CHOICES[qb[idx].official_prediction]} (label {CHOICES[qa[idx].label]})")
     moved = sum(1 for idx in qa if idx in qb and qa[idx].official_scores != qb[idx].official_scores)
     verdict = judge({idx: (qa[idx].official_scores, qb[idx].official_scores) for idx in qa if idx in qb},
-                    same_platform, predict)
+                    same, predict)
     only_a, only_b = sorted(set(qa) - set(qb)), sorted(set(qb) - set(qa))
     if only_a or only_b:
         lines.append(f"questions only in A: {only_a}; only in B: {only_b}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import records, strict_json
 from ..errors import InputError
-from ..lock import Lock, load_lock, parse_lock
+from ..lock import Lock, load_lock, lock_from_bytes
 
 BUNDLE_LOCK = "resources.lock.json"
 BUNDLE_MANIFEST = "manifest.json"
@@ -26,21 +26,21 @@ class RunFolder:
     lm_eval_samples: list | None  # records.LmEvalSample
     environment: dict | None
     lock: Lock  # what the audit trusts
-    lock_source: str  # "reviewer (<path>)" or "bundle (trusted by --trust-bundle-lock)"
+    lock_source: str  # in words, for the report's first line
     claimed_lock: Lock | None  # the lock the run folder or bundle carries, if any
     claimed_manifest: dict | None
     card_text: str | None
+
+    @property
+    def trusts_claimed_lock(self) -> bool:
+        """--trust-bundle-lock: the audit's lock is the submitter's own."""
+        return self.lock is self.claimed_lock
 
     @property
     def name(self) -> str:
         if self.record:
             return self.record.run_name
         return self.failure.run_name if self.failure else self.path.name
-
-
-def _lock_claim(path: Path) -> Lock:
-    data = strict_json.read_bytes(path)
-    return parse_lock(strict_json.loads(data, str(path)), path, __import__("hashlib").sha256(data).hexdigest())
 
 
 def _optional(path: Path, reader):
@@ -65,7 +65,7 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
     environment = _optional(path / records.ENVIRONMENT_FILE, strict_json.read)
     if environment is not None and not isinstance(environment, dict):
         raise InputError(f"{path / records.ENVIRONMENT_FILE}: expected a JSON object.")
-    claimed_lock = _optional(path / BUNDLE_LOCK, _lock_claim)
+    claimed_lock = _optional(path / BUNDLE_LOCK, lambda p: lock_from_bytes(strict_json.read_bytes(p), p))
     manifest = _optional(path / BUNDLE_MANIFEST, strict_json.read)
     card_text = _optional(path / BUNDLE_CARD, lambda p: strict_json.read_bytes(p).decode("utf-8", errors="replace"))
     if trust_bundle_lock:

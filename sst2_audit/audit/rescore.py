@@ -16,7 +16,7 @@ from ..errors import CheckFailed
 from ..independent import IndependentScorer, encode_question
 from ..manifest import read_manifest, require_matching, verify_files
 from ..model import load as load_model
-from ..numeric import fingerprint, numeric_key, one_line
+from ..numeric import fingerprint, one_line, same_platform
 from ..progress import phase
 from ..protocol import predict
 from ..split import SMOKE_ROWS, make_split
@@ -58,7 +58,7 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
         model, tokenizer = load_model(Path(cache) / "model", settings)
     scorer = IndependentScorer(model, settings["max_length"])
     here = fingerprint(settings["numeric_mode"], settings["threads"])
-    same_platform = numeric_key(here) is not None and numeric_key(here) == numeric_key(record.platform)
+    same = same_platform(here, record.platform)
     pairs = {}
     with phase(f"rescore: {len(chosen)} rows drawn with seed {seed}"):
         for idx in chosen:
@@ -67,12 +67,12 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
                 continue
             encoded = encode_question(tokenizer, by_idx[idx].sentence, idx, settings["max_length"])
             pairs[idx] = (list(questions[idx].independent_scores), list(scorer.score(idx, encoded).candidate_scores))
-    verdict = judge(pairs, same_platform, predict)
+    verdict = judge(pairs, same, predict)
     result.checks += verdict.compared
     result.notes.append(f"rows drawn with seed {seed} (repeat with --seed {seed}): "
                         f"{sorted(chosen) if len(chosen) <= 16 else f'{len(chosen)} rows'}")
     result.notes.append(verdict.line())
-    if not same_platform:
+    if not same:
         result.notes.append(f"run's platform:  {one_line(record.platform)}")
         result.notes.append(f"this platform:   {one_line(here)}")
     if verdict.verdict not in (IDENTICAL, DRIFT):
