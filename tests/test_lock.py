@@ -40,6 +40,10 @@ def test_unknown_profile_is_refused(tmp_path):
     ("{not json", "not valid JSON"),
     (json.dumps({"schema": "sst2-audit/resources.lock", "schema_version": 3}),
      "expected schema 'sst2-audit/resources.lock' version 2, got 'sst2-audit/resources.lock' version 3"),
+    ('{"schema": "sst2-audit/resources.lock", "schema": "other"}', "not acceptable JSON (duplicate key 'schema')"),
+    (json.dumps(dict(json.loads(LOCK.read_text()), evaluator={
+        k: v for k, v in json.loads(LOCK.read_text())["evaluator"].items() if k != "task"})),
+     "evaluator: field 'task' is missing (expected str)."),
 ])
 def test_unreadable_or_invalid_lock(tmp_path, content, message):
     lock = tmp_path / "lock.json"
