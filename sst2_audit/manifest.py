@@ -4,11 +4,10 @@ Written last, after every file is in place, so its presence means the cache is
 complete. run and audit re-hash against it before loading anything.
 """
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import atomic
+from . import atomic, strict_json
 from .errors import CheckFailed, InputError
 from .hashing import sha256_file
 from .lock import Lock, Profile
@@ -63,15 +62,18 @@ class Manifest:
         return [f for f in self.files if f.role == "model"]
 
 
+def require_folder(cache: Path) -> None:
+    if Path(cache).exists() and not Path(cache).is_dir():
+        raise InputError(f"--cache {cache}: expected a cache folder (or a new path), got an existing "
+                         "file that is not a folder.")
+
+
 def read_manifest(cache: Path) -> Manifest | None:
+    require_folder(cache)
     path = Path(cache) / MANIFEST_NAME
     if not path.exists():
         return None
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError(f"{path}: unreadable manifest ({error}).") from None
-    return Manifest.from_dict(raw, str(path))
+    return Manifest.from_dict(strict_json.read(path), str(path))
 
 
 def write_manifest(cache: Path, manifest: Manifest, *, overwrite: bool = False) -> None:

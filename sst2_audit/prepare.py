@@ -11,7 +11,7 @@ from .dataset import read_parquet
 from .errors import CheckFailed, InputError, mismatch
 from .hashing import sha256_file
 from .lock import Lock, Profile
-from .manifest import Manifest, ManifestFile, read_manifest, require_matching, verify_files, write_manifest
+from .manifest import Manifest, ManifestFile, read_manifest, require_folder, require_matching, verify_files, write_manifest
 from .progress import phase, say
 from .sources import FetchContext, fetch
 
@@ -33,6 +33,7 @@ def _check_staged(staged) -> ManifestFile:
 
 
 def _refuse_foreign_content(cache: Path) -> None:
+    require_folder(cache)
     leftovers = [p.name for p in cache.iterdir() if not p.name.startswith(STAGING_PREFIX)] if cache.exists() else []
     if leftovers:
         raise InputError(

@@ -61,3 +61,27 @@ def full_run(embedded_cache, tmp_path_factory) -> Path:
                       "--private", base / "private", "--run-name", "test-full")
     assert done.returncode == 0, done.stderr[-3000:]
     return base
+
+
+def local_lock(tmp_path, embedded_cache, *, break_sha=None, missing=None, name="mine"):
+    """A reviewer's lock that pins files already on disk (item 6)."""
+    from sst2_audit.manifest import read_manifest
+
+    raw = load_lock_json()
+    manifest = read_manifest(embedded_cache)
+    model_files = [{"path": f.path.split("/", 1)[1], "sha256": f.sha256} for f in manifest.model_files()]
+    data_files = [{"path": f"{role}.parquet", "split": role, "sha256": manifest.file(role).sha256}
+                  for role in ("train", "validation")]
+    for entry in model_files + data_files:
+        if entry["path"] == break_sha:
+            entry["sha256"] = "0" * 64
+        if entry["path"] == missing:
+            entry["path"] = "not-there.parquet"
+    raw["profiles"] = {name: {
+        "description": "local copies",
+        "model": {"source": "local", "path": str(embedded_cache / "model"), "files": model_files},
+        "data": {"source": "local", "path": str(embedded_cache / "data"), "files": data_files},
+    }}
+    lock = tmp_path / f"{name}.lock.json"
+    lock.write_text(json.dumps(raw))
+    return lock

@@ -14,7 +14,7 @@ import tarfile
 
 import pytest
 
-from conftest import LOCK, REPO, one_paragraph, run_script
+from conftest import LOCK, REPO, local_lock, one_paragraph, run_script
 from sst2_audit.audit.rescore import draw
 from sst2_audit.cli import audit_main
 
@@ -315,3 +315,20 @@ def test_a_manifest_pin_edited_to_null_does_not_bypass_the_lock(embedded_cache, 
     assert done.returncode == 1
     assert "model/model.safetensors records the lock pin None, but" in one_paragraph(done.stderr)
     assert not (tmp_path / "o").exists()
+
+
+def test_no_record_publishes_a_local_folder_and_bundle_refuses_an_absolute_one(tmp_path, embedded_cache, capsys):
+    lock = local_lock(tmp_path, embedded_cache)  # absolute folders, as a quick local lock would have them
+    cache = tmp_path / "c"
+    assert run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache).returncode == 0
+    done = run_script("run.py", "--lock", lock, "--profile", "mine", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "local")
+    assert done.returncode == 0, done.stderr[-2000:]
+    for record in (tmp_path / "out").iterdir():
+        assert str(embedded_cache) not in record.read_text(errors="replace"), record.name
+    code, out = audit(capsys, "--lock", lock, "--out", tmp_path / "out", "--cache", cache,
+                      "--bundle", "--results", tmp_path / "results")
+    assert code == 2, out
+    assert (f"{lock}: profiles.mine.data.path is the absolute folder '{embedded_cache / 'data'}'; a bundle carries "
+            "the lock as it is and would publish it.") in " ".join(out.split())
+    assert not (tmp_path / "results" / "local.tar.gz").exists()

@@ -183,3 +183,16 @@ def test_fuzz_bundle_bytes_never_escape_as_a_traceback(tmp_path, capsys):
         assert code in (0, 1, 2) and "Traceback" not in out.err, (number, code, out.err[-2000:])
         codes[code] = codes.get(code, 0) + 1
     assert codes.get(1, 0) > 100, codes
+
+
+@pytest.mark.parametrize("count, message", [
+    (100_000, "unpacks to more than 33554432 bytes (limit)"),  # 100k headers alone are 51 MB of tar
+    (30_000, "more than 16 members (limit)"),
+])
+def test_many_tiny_members_are_refused_by_a_limit(tmp_path, capsys, count, message):
+    entries = [_file(f"{TOP}/m{number}", b"") for number in range(count)]
+    bundle = tmp_path / "many.tar.gz"
+    bundle.write_bytes(gzip.compress(_tar(entries), compresslevel=9))
+    code, out = audit(capsys, "--bundle-file", bundle, "--arithmetic-only")
+    # the limit named is the one that stopped reading: headers are read lazily, one at a time
+    assert code == 1 and f"{bundle}: refused: {message}." in one_paragraph(out), out

