@@ -114,8 +114,14 @@ def _run(argv) -> int:
     parser.add_argument("--run-name", help="name of the run (default: <profile>-<mode>-<UTC time>)")
     parser.add_argument("--unsorted-ids", action="store_true",
                         help="pass dev ids to lm-eval in hash order: reproduces upstream #4084, the run must fail")
+    parser.add_argument("--task", help="the lm-eval task (default: the profile's task; the lock pins which)")
+    parser.add_argument("--list-tasks", action="store_true",
+                        help="list the installed multiple_choice tasks, supported or not and why, then exit")
     args = parser.parse_args(argv)
+    if args.list_tasks:
+        return _list_tasks(args)
     lock, profile = _lock_and_profile(args)
+    spec = _spec_for_run(lock, profile, args.task)
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke)
     from .sanitize import RUN_NAME
 
@@ -128,9 +134,38 @@ def _run(argv) -> int:
     if public_dir == private_dir or public_dir in private_dir.parents or private_dir in public_dir.parents:
         raise InputError(f"--out {out} and --private {private} must be different folders, neither inside the other: "
                          "the private records (sentences, prompts) must never sit with the public ones.")
-    record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name,
+    record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec,
                                                 smoke=args.smoke, sort_ids=not args.unsorted_ids))
     print(run_summary(record, out, private))
+    return 0
+
+
+def _spec_for_run(lock, profile, task: str | None):
+    """The profile's data is for one task; --task must name it (and say which profile would fit otherwise)."""
+    from .task_spec import require_data_for, spec_for
+
+    if task is not None and task != profile.task:
+        fitting = sorted(name for name, p in lock.profiles.items() if p.task == task)
+        hint = (f"profiles with data for {task}: {', '.join(fitting)}" if fitting
+                else f"no profile of {lock.path.name} has data for {task}")
+        raise InputError(f"--task {task}: profile {profile.name} holds data for task {profile.task}; {hint}.")
+    spec = spec_for(lock, profile.task)
+    require_data_for(spec, profile)
+    return spec
+
+
+def _list_tasks(args) -> int:
+    from .lock import load_lock
+    from .task_spec import list_installed
+
+    pinned = load_lock(args.lock).evaluator.get("tasks", {})
+    found = list_installed()
+    supported = [entry for entry in found if entry[2] is None]
+    print(f"{len(found)} installed multiple_choice tasks, {len(supported)} within the audit's protocol "
+          f"(zero-shot, acc / acc_norm, no code hooks); pinned in {args.lock}: {', '.join(sorted(pinned))}")
+    for name, path, reason in sorted(found):
+        state = "pinned" if name in pinned else "supported" if reason is None else f"unsupported: {reason}"
+        print(f"{name}\t{path}\t{state}")
     return 0
 
 

@@ -1,33 +1,65 @@
-"""Rows in SST-2's schema: reading the demo TSV, writing and reading parquet."""
+"""Rows of a task's data: reading the demo files, writing and reading parquet.
 
+A row is a document as lm-eval sees it (a dict in column order) and its position in the split,
+which is lm-eval's doc_id. Where the data has an `idx` column it must equal the position, so a
+logged doc_id also names the dataset's own id. The columns come from the lock's data resource
+(`columns`); a lock that does not state them has SST-2's.
+"""
+
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
 
-SCHEMA_FIELDS = (("sentence", "string"), ("label", "int64"), ("idx", "int32"))
-LABEL_NAMES = ("negative", "positive")
+SST2_COLUMNS = (("sentence", "string"), ("label", "int64"), ("idx", "int32"))
+COLUMN_TYPES = ("string", "int64", "int32", "list<string>")
 
 
 @dataclass(frozen=True)
 class Row:
-    idx: int
-    sentence: str
-    label: int
+    idx: int  # position in the split = lm-eval's doc_id
+    doc: dict
 
     def as_doc(self) -> dict:
         """The row as lm-eval sees it (parquet column order), for doc hashes."""
-        return {"sentence": self.sentence, "label": self.label, "idx": self.idx}
+        return dict(self.doc)
 
 
-def _arrow_schema():
+def columns_of(resource) -> tuple:
+    """The data resource's columns ((name, type), ...), validated."""
+    raw = resource.get("columns") if resource is not None else None
+    if raw is None:
+        return SST2_COLUMNS
+    if not (isinstance(raw, list) and raw and all(
+            isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and c[1] in COLUMN_TYPES for c in raw)):
+        raise InputError(f"lock: data.columns must be a list of [name, type] with type one of {COLUMN_TYPES}, "
+                         f"got {str(raw)[:80]!r}.")
+    return tuple((name, kind) for name, kind in raw)
+
+
+def _arrow_type(kind: str):
     import pyarrow as pa
 
-    return pa.schema([(name, getattr(pa, kind)()) for name, kind in SCHEMA_FIELDS])
+    return pa.list_(pa.string()) if kind == "list<string>" else getattr(pa, kind)()
+
+
+def _arrow_schema(columns):
+    import pyarrow as pa
+
+    return pa.schema([(name, _arrow_type(kind)) for name, kind in columns])
+
+
+def _value_ok(value, kind: str) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind in ("int64", "int32"):
+        return type(value) is int
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def read_demo_tsv(path: Path) -> list:
-    """The reviewable text form: a header `idx<TAB>label<TAB>sentence`, one row a line."""
+    """SST-2's reviewable text form: a header `idx<TAB>label<TAB>sentence`, one row a line."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     if not lines or lines[0] != "idx\tlabel\tsentence":
         raise InputError(f"{path}: expected header 'idx<TAB>label<TAB>sentence', got {lines[:1]!r}.")
@@ -36,41 +68,56 @@ def read_demo_tsv(path: Path) -> list:
         parts = line.split("\t")
         if len(parts) != 3 or parts[1] not in ("0", "1") or not parts[0].isdigit() or not parts[2]:
             raise InputError(f"{path}:{number}: expected 'idx<TAB>0|1<TAB>sentence', got {line!r}.")
-        rows.append(Row(int(parts[0]), parts[2], int(parts[1])))
+        rows.append(Row(int(parts[0]), {"sentence": parts[2], "label": int(parts[1]), "idx": int(parts[0])}))
     return rows
 
 
-def write_parquet(rows: list, path: Path) -> None:
+def read_demo_jsonl(path: Path, columns) -> list:
+    """Any task's reviewable text form: one JSON object a line, with exactly the lock's columns."""
+    names = [name for name, _ in columns]
+    rows = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(f"{path}:{number}: not a JSON object ({error.msg}).") from None
+        if not isinstance(doc, dict) or list(doc) != names:
+            raise InputError(f"{path}:{number}: expected the fields {names} in this order, got "
+                             f"{list(doc) if isinstance(doc, dict) else type(doc).__name__}.")
+        for name, kind in columns:
+            if not _value_ok(doc[name], kind):
+                raise InputError(f"{path}:{number}: field {name!r} must be {kind}, got {str(doc[name])[:40]!r}.")
+        rows.append(Row(len(rows), doc))
+    return rows
+
+
+def read_demo(path: Path, columns) -> list:
+    return read_demo_tsv(path) if Path(path).suffix == ".tsv" else read_demo_jsonl(path, columns)
+
+
+def write_parquet(rows: list, path: Path, columns=SST2_COLUMNS) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    columns = {
-        "sentence": [r.sentence for r in rows],
-        "label": [r.label for r in rows],
-        "idx": [r.idx for r in rows],
-    }
-    pq.write_table(pa.Table.from_pydict(columns, schema=_arrow_schema()), str(path))
+    data = {name: [row.doc[name] for row in rows] for name, _ in columns}
+    pq.write_table(pa.Table.from_pydict(data, schema=_arrow_schema(columns)), str(path))
 
 
-def read_parquet(path: Path, expected_rows: int | None = None) -> list:
-    """Rows of a verified parquet file; the schema and idx == position are enforced.
-
-    lm-eval's `samples` are row positions while SST-2 names rows by idx; the two
-    must coincide for a logged doc_id to mean a dataset idx.
-    """
+def read_parquet(path: Path, expected_rows: int | None = None, columns=SST2_COLUMNS) -> list:
+    """Rows of a verified parquet file; the columns and, where there is one, idx == position enforced."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(str(path))
-    actual = [(f.name, str(f.type)) for f in table.schema]
-    if actual != list(SCHEMA_FIELDS):
-        raise InputError(f"{path}: expected columns {list(SCHEMA_FIELDS)}, got {actual}.")
+    try:
+        table = pq.read_table(str(path))
+    except Exception as error:  # pyarrow raises several kinds for a damaged file
+        raise InputError(f"{path}: not a readable parquet file ({error}).") from None
+    actual = [(f.name, str(f.type).replace("list<item: string>", "list<string>")) for f in table.schema]
+    if actual != list(columns):
+        raise InputError(f"{path}: expected columns {list(columns)}, got {actual}.")
     if expected_rows is not None and table.num_rows != expected_rows:
         raise InputError(f"{path}: expected {expected_rows} rows, got {table.num_rows}.")
-    data = table.to_pydict()
-    rows = [Row(i, s, l) for s, l, i in zip(data["sentence"], data["label"], data["idx"])]
-    for position, row in enumerate(rows):
-        if row.idx != position:
-            raise InputError(f"{path}: row {position} has idx {row.idx}; expected idx equal to the row position.")
-        if row.label not in (0, 1):
-            raise InputError(f"{path}: row idx {row.idx} has label {row.label}; expected 0 or 1.")
+    rows = [Row(position, doc) for position, doc in enumerate(table.to_pylist())]
+    for row in rows:
+        if "idx" in row.doc and row.doc["idx"] != row.idx:
+            raise InputError(f"{path}: row {row.idx} has idx {row.doc['idx']}; expected idx equal to the row position.")
     return rows

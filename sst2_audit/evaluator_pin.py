@@ -16,21 +16,36 @@ def installed_root() -> Path:
     return Path(spec.origin).parent.parent
 
 
-def evaluator_record(lock, files: dict) -> dict:
+TASKS_FOLDER = "lm_eval/tasks/"
+
+
+def _task_config_file(path: str) -> bool:
+    return path.startswith(TASKS_FOLDER) and not path.endswith(".py")
+
+
+def files_for(lock, spec) -> dict:
+    """The pins a run of this task depends on: every pinned code file, and the task's own YAML
+    files. Other tasks' YAMLs in the lock are not part of this measurement."""
+    return {path: digest for path, digest in lock.evaluator["files"].items()
+            if not _task_config_file(path) or path in spec.yaml_files}
+
+
+def evaluator_record(lock, files: dict, spec) -> dict:
     """run.json's evaluator field from the lock's pins and the {path: sha256} of the files verified.
 
     The run passes what verify_installed() hashed; the audit passes the lock's own pins.
     """
     pins = lock.evaluator
-    return {"package": pins["package"], "version": pins["version"], "commit": pins["commit"], "task": pins["task"],
-            "task_yaml": pins["task_yaml"], "task_yaml_sha256": files[pins["task_yaml"]], "files_verified": len(files)}
+    return {"package": pins["package"], "version": pins["version"], "commit": pins["commit"], "task": spec.name,
+            "task_yaml": spec.yaml_path, "task_yaml_sha256": files[spec.yaml_path],
+            "task_yaml_files": {path: files[path] for path in spec.yaml_files}, "files_verified": len(files)}
 
 
-def verify_installed(lock) -> dict:
-    """Hash every pinned file of the installed evaluator; returns {path: sha256}."""
+def verify_installed(lock, spec) -> dict:
+    """Hash every pinned file of the installed evaluator this task depends on; returns {path: sha256}."""
     root = installed_root()
     problems, seen = [], {}
-    for relative, pinned in sorted(lock.evaluator["files"].items()):
+    for relative, pinned in sorted(files_for(lock, spec).items()):
         path = root / relative
         if not path.is_file():
             problems.append(f"{relative} is missing")

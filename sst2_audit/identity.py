@@ -2,7 +2,8 @@
 
 Every record, whether lm-eval's logged sample during a run or our own
 QuestionRecord during an audit, is compared field by field with what the
-dataset row it claims to be implies. This module is the one place that decides.
+dataset row it claims to be implies under the task spec. This module is the one
+place that decides.
 """
 
 from dataclasses import dataclass
@@ -10,21 +11,27 @@ from dataclasses import dataclass
 from .dataset import Row
 from .hashing import canonical_json, sha256_text
 from .independent import EncodedPair, encode_question
-from .protocol import CANDIDATES, context_for, doc_hash, prompt_hash
+from .protocol import doc_hash, prompt_hash
 from .records import Mismatch
+
+
+def tokens_hash(token_lists) -> str:
+    return sha256_text(canonical_json([list(ids) for ids in token_lists]))
 
 
 @dataclass(frozen=True)
 class ExpectedQuestion:
     idx: int
-    label: int
+    label: int  # gold choice index
+    target: object  # doc_to_target as lm-eval logs it
     doc_hash: str
     prompt_hash: str
     context: str
-    candidates: tuple
+    candidates: tuple  # target_delimiter + choice
+    public_candidates: tuple  # the text when the YAML fixes the choices, else its sha256
+    choice_lengths: tuple
     context_tokens: tuple
     candidate_token_ids: tuple
-    sentence_first_token: int
 
     def pairs(self) -> list:
         """The encoded (context, candidate) pairs the independent path scores."""
@@ -33,18 +40,27 @@ class ExpectedQuestion:
     def public_fields(self) -> dict:
         return {
             "idx": self.idx, "label": self.label, "doc_hash": self.doc_hash, "prompt_hash": self.prompt_hash,
-            "candidates": list(self.candidates), "context_length": len(self.context_tokens),
-            "candidate_token_ids": [list(ids) for ids in self.candidate_token_ids],
+            "candidates": list(self.public_candidates), "choice_lengths": list(self.choice_lengths),
+            "context_length": len(self.context_tokens),
+            "candidate_token_counts": [len(ids) for ids in self.candidate_token_ids],
+            "candidate_tokens_sha256": tokens_hash(self.candidate_token_ids),
         }
 
 
-def expected_question(row: Row, tokenizer, max_length: int) -> ExpectedQuestion:
-    pairs = encode_question(tokenizer, row.sentence, row.idx, max_length)
-    sentence_tokens = tokenizer(row.sentence, add_special_tokens=False)["input_ids"]
-    context = context_for(row.sentence)
+def public_candidate(spec, candidate: str) -> str:
+    return candidate if spec.fixed_choices is not None else "sha256:" + sha256_text(candidate)
+
+
+def expected_question(row: Row, spec, tokenizer, max_length: int) -> ExpectedQuestion:
+    context = spec.context(row.doc)
+    choices = spec.choices(row.doc)
+    candidates = [spec.target_delimiter + choice for choice in choices]
+    pairs = encode_question(tokenizer, context, candidates, row.idx, max_length)
     return ExpectedQuestion(
-        row.idx, row.label, doc_hash(row.as_doc()), prompt_hash(context), context, CANDIDATES,
-        pairs[0].context_tokens, tuple(p.continuation_tokens for p in pairs), sentence_tokens[0],
+        row.idx, spec.gold(row.doc, choices), spec.target(row.doc), doc_hash(row.as_doc()), prompt_hash(context),
+        context, tuple(candidates), tuple(public_candidate(spec, c) for c in candidates),
+        tuple(len(choice) for choice in choices), pairs[0].context_tokens,
+        tuple(p.continuation_tokens for p in pairs),
     )
 
 
@@ -59,11 +75,12 @@ def _mismatch(position, claimed_id, expected: dict, actual: dict):
     return Mismatch(position, claimed_id, fields, {k: expected[k] for k in fields}, {k: actual.get(k) for k in fields})
 
 
-def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, official_encode) -> list:
+def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, docs_by_idx: dict, official_encode) -> list:
     """Compare every lm-eval logged sample with the row its doc_id names.
 
     official_encode(context, continuation) -> (context_tokens, continuation_tokens)
-    is lm-eval's own encoding, so the token boundary checked is the one it scored.
+    is lm-eval's own encoding, so the token boundary checked is the one it scored;
+    a special token slipped in before the context (the BOS hazard) changes the tokens' hash.
     """
     mismatches = []
     requested = set(requested_ids)
@@ -77,26 +94,24 @@ def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, of
         arguments = [tuple(argument) for argument in sample["arguments"]]
         encoded = [official_encode(context, candidate) for context, candidate in arguments]
         context_tokens = encoded[0][0] if encoded else ()
-        # Text and token ids stay out of records: they are compared through their hashes.
+        # Text and token ids stay out of records: mismatches name them through hashes.
         actual = {
-            "doc_id": doc_id, "doc.idx": sample["doc"].get("idx"), "label": sample["doc"].get("label"),
+            "doc_id": doc_id, "doc_hash (of the logged doc)": doc_hash(sample["doc"]),
             "target": sample["target"], "doc_hash": sample["doc_hash"], "prompt_hash": sample["prompt_hash"],
             "context_hashes": sorted({prompt_hash(context) for context, _ in arguments}),
-            "candidates": [candidate for _, candidate in arguments],
-            "context_tokens_hash": sha256_text(canonical_json(list(context_tokens))),
+            "candidates_sha256": [sha256_text(candidate) for _, candidate in arguments],
+            "context_tokens_hash": tokens_hash([context_tokens]),
             "context_length": len(context_tokens),
-            "candidate_token_ids": [list(continuation) for _, continuation in encoded],
-            # No special token may slip in before the sentence (the GGUF tokenizer's BOS hazard).
-            "context_starts_with_sentence": bool(context_tokens) and context_tokens[0] == claimed.sentence_first_token,
+            "candidate_tokens_sha256": tokens_hash(continuation for _, continuation in encoded),
         }
         expected = {
-            "doc_id": claimed.idx, "doc.idx": claimed.idx, "label": claimed.label, "target": claimed.label,
-            "doc_hash": claimed.doc_hash, "prompt_hash": claimed.prompt_hash, "context_hashes": [claimed.prompt_hash],
-            "candidates": list(claimed.candidates),
-            "context_tokens_hash": sha256_text(canonical_json(list(claimed.context_tokens))),
+            "doc_id": claimed.idx, "doc_hash (of the logged doc)": doc_hash(docs_by_idx[claimed.idx]),
+            "target": claimed.target, "doc_hash": claimed.doc_hash, "prompt_hash": claimed.prompt_hash,
+            "context_hashes": [claimed.prompt_hash],
+            "candidates_sha256": [sha256_text(candidate) for candidate in claimed.candidates],
+            "context_tokens_hash": tokens_hash([claimed.context_tokens]),
             "context_length": len(claimed.context_tokens),
-            "candidate_token_ids": [list(ids) for ids in claimed.candidate_token_ids],
-            "context_starts_with_sentence": True,
+            "candidate_tokens_sha256": tokens_hash(claimed.candidate_token_ids),
         }
         found = _mismatch(position, doc_id, expected, actual)
         if found:

@@ -1,15 +1,15 @@
 """The independent scoring path: our own tokenize / forward / sum. No lm_eval import.
 
 The counterpart of lm-eval's Hugging Face backend, written from the protocol:
-context and candidate are tokenized as one string and split at the context
-boundary; the model sees [1, L-1] tokens in float32; the candidate's
-log-probabilities are summed (no length normalization); nothing is truncated.
+trailing whitespace of the context moves onto the candidate; context and candidate
+are tokenized as one string and split at the context boundary; the model sees
+[1, L-1] tokens in float32; the candidate's log-probabilities are summed; nothing
+is truncated.
 """
 
 from dataclasses import dataclass
 
 from .errors import CheckFailed, InputError
-from .protocol import CANDIDATES, context_for
 
 
 class BoundaryError(CheckFailed):
@@ -35,7 +35,18 @@ class QuestionScores:
     candidate_scores: tuple  # summed log-probabilities, one per candidate
 
 
+def move_trailing_whitespace(context: str, continuation: str) -> tuple:
+    """lm-eval's _encode_pair rule: the context's trailing whitespace (str.rstrip's notion) starts
+    the continuation instead, so the word boundary is tokenized as in running text."""
+    kept = context.rstrip()
+    if not kept:
+        raise InputError(f"context {context!r} is empty or only whitespace: lm-eval would score the candidate "
+                         "after its prefix token; the protocol refuses it.")
+    return kept, context[len(kept):] + continuation
+
+
 def encode_pair(tokenizer, context: str, continuation: str) -> EncodedPair:
+    context, continuation = move_trailing_whitespace(context, continuation)
     whole = list(tokenizer(context + continuation, add_special_tokens=False)["input_ids"])
     context_tokens = list(tokenizer(context, add_special_tokens=False)["input_ids"])
     if whole[: len(context_tokens)] != context_tokens:
@@ -57,8 +68,7 @@ def check_length(pair: EncodedPair, max_length: int, idx: int) -> None:
         )
 
 
-def encode_question(tokenizer, sentence: str, idx: int, max_length: int, candidates=CANDIDATES) -> list:
-    context = context_for(sentence)
+def encode_question(tokenizer, context: str, candidates, idx: int, max_length: int) -> list:
     pairs = [encode_pair(tokenizer, context, candidate) for candidate in candidates]
     for pair in pairs:
         check_length(pair, max_length, idx)

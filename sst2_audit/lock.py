@@ -5,22 +5,24 @@ objects; every later step takes its pins from here and nowhere else.
 """
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import strict_json
+from .dataset import columns_of
 from .errors import InputError
 from .hashing import canonical_json, sha256_text
 
 LOCK_SCHEMA = "sst2-audit/resources.lock"
-LOCK_SCHEMA_VERSION = 2  # 2: run_settings.numeric_mode; a version-1 lock is read as numeric_mode {} (native)
+LOCK_SCHEMA_VERSION = 3  # 3: evaluator.tasks and a profile's task; 2: run_settings.numeric_mode (older ones upgraded on read)
 SOURCES = ("hub", "wheel", "demo", "local")
 RUN_SETTING_KEYS = (
     "dtype", "device", "threads", "attention", "seed", "max_length",
     "batch_size", "num_fewshot", "numeric_mode",
 )
 DTYPES = ("float32",)  # the protocol scores in float32 on the CPU
-SPLITS = ("train", "validation")
+SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ class Profile:
     description: str
     model: Resource
     data: Resource
-    pins_sha256: str  # sha256 of this profile's section of the lock: what a cache is bound to
+    pins_sha256: str
+    task: str  # the lm-eval task this profile's data is for (the lock's default task when not stated)
+    notice: str | None = None  # a demo profile's own notice (protocol.DEMO_NOTICE when not stated)  # sha256 of this profile's section of the lock: what a cache is bound to
 
     @property
     def resources(self):
@@ -115,14 +119,14 @@ def _files(raw, kind, where):
         if "sha256" not in entry:
             raise InputError(f"{here}: field 'sha256' is missing (use null where it is not known yet).")
         split = entry.get("split")
-        if kind == "data" and split not in SPLITS:
-            raise InputError(f"{here}: data files need split one of {SPLITS}, got {split!r}.")
+        if kind == "data" and not (isinstance(split, str) and SPLIT_NAME.match(split)):
+            raise InputError(f"{here}: data files need a split name (lower-case letters, digits, '_'), got {split!r}.")
         rows = entry.get("rows")
         if rows is not None and (not isinstance(rows, int) or rows < 1):
             raise InputError(f"{here}: rows must be a positive integer, got {rows!r}.")
         files.append(LockedFile(path, _sha(entry["sha256"], here), split, rows, entry.get("size")))
-    if kind == "data" and sorted(f.split for f in files) != sorted(SPLITS):
-        raise InputError(f"{where}: needs exactly one train and one validation file.")
+    if kind == "data" and len({f.split for f in files}) != len(files):
+        raise InputError(f"{where}: names split {sorted(f.split for f in files)} more than once; one file per split.")
     return tuple(files)
 
 
@@ -180,12 +184,23 @@ def _upgrade_from_1(raw: dict) -> dict:
     return dict(raw, schema_version=2, run_settings=settings)
 
 
+def _upgrade_from_2(raw: dict) -> dict:
+    """Version 2 knew one task: evaluator.task with its task_yaml."""
+    evaluator = raw.get("evaluator")
+    if isinstance(evaluator, dict) and "tasks" not in evaluator:
+        evaluator = dict(evaluator, tasks={evaluator.get("task"): evaluator.get("task_yaml")})
+    return dict(raw, schema_version=3, evaluator=evaluator)
+
+
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2}
+
+
 def parse_lock(raw, path: Path, digest: str) -> Lock:
     where = str(path)
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object at the top level.")
-    if raw.get("schema") == LOCK_SCHEMA and raw.get("schema_version") == 1 and type(raw.get("schema_version")) is int:
-        raw = _upgrade_from_1(raw)
+    while raw.get("schema") == LOCK_SCHEMA and type(raw.get("schema_version")) is int and raw["schema_version"] in UPGRADES:
+        raw = UPGRADES[raw["schema_version"]](raw)
     if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
         raise InputError(
             f"{where}: expected schema {LOCK_SCHEMA!r} version {LOCK_SCHEMA_VERSION}, "
@@ -196,8 +211,13 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
         _need(evaluator, key, str, f"{where}: evaluator")
     for name, digest_value in _need(evaluator, "files", dict, f"{where}: evaluator").items():
         _sha(digest_value, f"{where}: evaluator.files[{name}]")
-    if evaluator["task_yaml"] not in evaluator["files"]:
-        raise InputError(f"{where}: evaluator.files must pin the task YAML {evaluator['task_yaml']}.")
+    tasks = _need(evaluator, "tasks", dict, f"{where}: evaluator")
+    if evaluator["task"] not in tasks or tasks[evaluator["task"]] != evaluator["task_yaml"]:
+        raise InputError(f"{where}: evaluator.tasks must map the default task {evaluator['task']!r} to "
+                         f"{evaluator['task_yaml']!r}, got {tasks.get(evaluator['task'])!r}.")
+    for name, yaml_path in tasks.items():
+        if not isinstance(yaml_path, str) or yaml_path not in evaluator["files"]:
+            raise InputError(f"{where}: evaluator.tasks.{name}: its YAML {yaml_path!r} must be pinned in evaluator.files.")
     split = _need(raw, "split", dict, where)
     _need(split, "salt", str, f"{where}: split")
     _need(split, "dev_rows", int, f"{where}: split")
@@ -217,7 +237,12 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
             model=_resource(_need(body, "model", dict, here), "model", f"{here}.model"),
             data=_resource(_need(body, "data", dict, here), "data", f"{here}.data"),
             pins_sha256=sha256_text(canonical_json(body)),
+            task=body.get("task", evaluator["task"]),
+            notice=body.get("notice") if isinstance(body.get("notice"), str) else None,
         )
+        columns_of(profiles[name].data)  # validated here, used by prepare, run and audit
+        if profiles[name].task not in tasks:
+            raise InputError(f"{here}.task: {profiles[name].task!r} is not one of evaluator.tasks {sorted(tasks)}.")
     if not profiles:
         raise InputError(f"{where}: no profiles defined.")
     return Lock(Path(path), digest, raw, evaluator, split, settings, profiles)

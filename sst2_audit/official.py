@@ -1,20 +1,17 @@
-"""The official path: lm_eval.simple_evaluate on the official glue/sst2 task config.
+"""The official path: lm_eval.simple_evaluate on the task's official config.
 
-Only the data-loading fields of the installed, hash-verified YAML are changed,
-so that the task reads the verified cached parquet; the task is still `sst2`
-with its official prompt, choices, target, metric and aggregation.
+Only the data-loading fields of the installed, hash-verified YAML (includes merged by
+lm-eval's own loader, see task_spec.py) are changed, so that the task reads the verified
+cached parquet; the task keeps its name, prompt, choices, target, metrics and aggregation.
 """
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from .errors import CheckFailed
-from .evaluator_pin import installed_root
-
-DATA_FIELDS = ("dataset_path", "dataset_name", "dataset_kwargs")
+from .task_spec import DATA_FIELDS
 
 
 @dataclass
@@ -26,23 +23,19 @@ class OfficialOutput:
     lm: object  # the HFLM, whose _encode_pair the identity check uses
 
 
-def official_yaml(lock) -> dict:
-    return yaml.safe_load((installed_root() / lock.evaluator["task_yaml"]).read_text(encoding="utf-8"))
-
-
-def task_config(lock, data_files: dict) -> dict:
-    config = official_yaml(lock)
+def task_config(spec, data_files: dict) -> dict:
+    config = copy.deepcopy(spec.official)
     config.update(dataset_path="parquet", dataset_kwargs={"data_files": {k: str(v) for k, v in data_files.items()}})
     config.pop("dataset_name", None)
     return config
 
 
-def config_differences(official: dict, effective: dict, num_fewshot: int) -> dict:
+def config_differences(spec, effective: dict, num_fewshot: int) -> dict:
     """Every field whose effective value is not the official YAML's (or TaskConfig's default)."""
     from lm_eval.api.task import TaskConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(TaskConfig) if f.default is not dataclasses.MISSING}
-    differences = {}
+    official, differences = spec.official, {}
     for key in sorted(set(official) | set(effective)):
         reference = official.get(key, defaults.get(key))
         if effective.get(key) != reference:
@@ -51,16 +44,16 @@ def config_differences(official: dict, effective: dict, num_fewshot: int) -> dic
     forbidden = sorted(set(differences) - allowed)
     if forbidden:
         raise CheckFailed(
-            f"the effective sst2 task config differs from the official YAML outside the data-loading "
+            f"the effective {spec.name} task config differs from the official YAML outside the data-loading "
             f"fields: {', '.join(forbidden)} ({ {k: differences[k] for k in forbidden} })."
         )
     if effective.get("num_fewshot") != num_fewshot:
-        raise CheckFailed(f"the effective sst2 task config has num_fewshot {effective.get('num_fewshot')!r}; "
+        raise CheckFailed(f"the effective {spec.name} task config has num_fewshot {effective.get('num_fewshot')!r}; "
                           f"the lock pins {num_fewshot}.")
     return differences
 
 
-def run_official(model, tokenizer, lock, data_files: dict, dev_ids, *, sort_ids: bool = True) -> OfficialOutput:
+def run_official(model, tokenizer, lock, spec, data_files: dict, dev_ids, *, sort_ids: bool = True) -> OfficialOutput:
     """Score dev_ids through simple_evaluate.
 
     lm-eval 0.4.9.2 pairs the k-th document (in dataset order) with the k-th
@@ -73,9 +66,9 @@ def run_official(model, tokenizer, lock, data_files: dict, dev_ids, *, sort_ids:
 
     settings = lock.run_settings
     ids = sorted(dev_ids) if sort_ids else list(dev_ids)
-    # A ConfigurableTask object named sst2, not include_path: 0.4.9.2's pretty-printer
-    # crashes on task YAMLs outside the package.
-    task = ConfigurableTask(config=task_config(lock, data_files))
+    # A ConfigurableTask object with the task's own name, not include_path: 0.4.9.2's
+    # pretty-printer crashes on task YAMLs outside the package.
+    task = ConfigurableTask(config=task_config(spec, data_files))
     lm = HFLM(
         pretrained=model, tokenizer=tokenizer, backend="causal", batch_size=settings["batch_size"],
         max_length=settings["max_length"], device=settings["device"], add_bos_token=False,
@@ -88,7 +81,7 @@ def run_official(model, tokenizer, lock, data_files: dict, dev_ids, *, sort_ids:
     )
     samples = output.pop("samples")[task.config.task]
     effective = output["configs"][task.config.task]
-    differences = config_differences(official_yaml(lock), effective, settings["num_fewshot"])
+    differences = config_differences(spec, effective, settings["num_fewshot"])
     return OfficialOutput(output, samples, effective, differences, lm)
 
 
@@ -98,5 +91,5 @@ def official_encode_pair(lm, context: str, continuation: str) -> tuple:
     return tuple(context_tokens), tuple(continuation_tokens)
 
 
-def data_files_of(cache: Path, manifest) -> dict:
-    return {role: str(Path(cache) / manifest.file(role).path) for role in ("train", "validation")}
+def data_files_of(cache: Path, manifest, spec) -> dict:
+    return {split: str(Path(cache) / manifest.file(split).path) for split in spec.splits}

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from . import atomic
-from .dataset import read_parquet
+from .dataset import columns_of, read_parquet
 from .errors import CheckFailed, InputError, mismatch
 from .hashing import sha256_file
 from .lock import Lock, Profile
@@ -18,7 +18,7 @@ from .sources import FetchContext, fetch
 STAGING_PREFIX = ".staging-"
 
 
-def _check_staged(staged) -> ManifestFile:
+def _check_staged(staged, columns) -> ManifestFile:
     actual = sha256_file(staged.staged)
     pinned = staged.locked.sha256 if staged.locked else None
     if pinned and actual != pinned:
@@ -26,7 +26,7 @@ def _check_staged(staged) -> ManifestFile:
                                    "Nothing was written to the cache."))
     if staged.role in ("train", "validation"):
         try:
-            read_parquet(staged.staged, staged.locked.rows if staged.locked else None)
+            read_parquet(staged.staged, staged.locked.rows if staged.locked else None, columns)
         except InputError as error:
             raise CheckFailed(f"{staged.cache_path}: {error}") from None
     return ManifestFile(staged.cache_path, staged.role, staged.staged.stat().st_size, actual, staged.source, pinned)
@@ -54,7 +54,7 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
         context = FetchContext(lock, staging, cache, import_dir)
         staged = [f for resource in profile.resources for f in fetch(resource, context)]
         with phase("verify staged files"):
-            entries = tuple(_check_staged(f) for f in staged)
+            entries = tuple(_check_staged(f, columns_of(profile.data)) for f in staged)
         # Everything matched: only now does anything enter the cache.
         for f in staged:
             target = cache / f.cache_path

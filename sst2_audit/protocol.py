@@ -1,9 +1,9 @@
-"""The scoring protocol, stated once.
+"""The scoring protocol, stated once, for every task (the task itself is data: task_spec.py).
 
-Zero-shot, no chat template, no system prompt, no BOS/EOS added, no length
-normalization; the prediction is the argmax of the summed candidate
-log-probabilities with ties going to the first candidate; accuracy is the mean
-of the per-question 0/1.
+Zero-shot, no chat template, no system prompt, no BOS/EOS added; a candidate's score is the
+sum of its tokens' log-probabilities; `acc` predicts the argmax of the scores, `acc_norm` the
+argmax of score / (characters of the choice), ties going to the first candidate in both;
+accuracy is the mean of the per-question 0/1.
 """
 
 import json
@@ -11,11 +11,6 @@ import math
 
 from .hashing import sha256_text
 
-QUESTION = "\nQuestion: Is this sentence positive or negative?\nAnswer:"
-TARGET_DELIMITER = " "  # lm-eval's TaskConfig default; the YAML does not state it
-CHOICES = ("negative", "positive")
-CANDIDATES = tuple(TARGET_DELIMITER + choice for choice in CHOICES)
-TASK_NAME = "sst2"
 # Fixed choices of the protocol, recorded with the lock's run settings in every run.json.
 PROTOCOL_SETTINGS = {"add_bos_token": False, "apply_chat_template": False, "system_instruction": None,
                      "length_normalization": False, "tie_rule": "first candidate"}
@@ -29,11 +24,9 @@ def settings_record(run_settings: dict, sort_ids: bool = True) -> dict:
 
 def notice_for(profile) -> str:
     """What every output of a run says about what it measured: the lock's profile decides."""
-    return DEMO_NOTICE if profile.demo else profile.description
-
-
-def context_for(sentence: str) -> str:
-    return sentence + QUESTION
+    if profile.demo:
+        return profile.notice or DEMO_NOTICE
+    return profile.description
 
 
 def prompt_hash(context: str) -> str:
@@ -53,6 +46,16 @@ def predict(candidate_scores) -> int:
         if score > candidate_scores[best]:
             best = index
     return best
+
+
+def predict_norm(candidate_scores, choice_lengths) -> int:
+    """acc_norm's prediction: argmax of score / len(choice) in characters, ties to the first.
+
+    lm-eval divides float64 arrays (numpy); Python floats are the same IEEE doubles.
+    """
+    if any(length <= 0 for length in choice_lengths):
+        raise ValueError(f"acc_norm needs non-empty choices, got lengths {list(choice_lengths)}")
+    return predict([score / float(length) for score, length in zip(candidate_scores, choice_lengths)])
 
 
 def accuracy(correct: list) -> float:

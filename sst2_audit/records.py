@@ -14,7 +14,9 @@ from pathlib import Path
 from . import atomic
 from .errors import InputError
 
-RECORD_SCHEMA_VERSION = 2  # 2: run.json gained `platform` (the numeric fingerprint); 1 is read and upgraded
+# 3: any task (task, metrics, acc_norm, token counts and hashes instead of public token ids);
+# 2: run.json gained `platform` (the numeric fingerprint). Older records are read and upgraded.
+RECORD_SCHEMA_VERSION = 3
 RUN_FILE = "run.json"
 FAILURE_FILE = "failure.json"
 PRIVATE_FILE = "private.json"
@@ -42,6 +44,7 @@ class EvaluatorRecord(typing.TypedDict):
     task: str
     task_yaml: str
     task_yaml_sha256: str
+    task_yaml_files: dict[str, str]  # every YAML the task's loader read -> sha256
     files_verified: int
 
 
@@ -65,19 +68,24 @@ class PlatformRecord(typing.TypedDict):
 
 @dataclass
 class QuestionRecord:
-    idx: int
-    label: int
+    idx: int  # row position in the evaluated split = lm-eval's doc_id
+    label: int  # the gold choice index (doc_to_target)
     logged_doc_id: int
     doc_hash: str
     prompt_hash: str
     context_length: int
-    candidates: list[str]
-    candidate_token_ids: list[list[int]]
+    candidates: list[str]  # target_delimiter + choice when the YAML fixes the choices, else "sha256:" of it
+    choice_lengths: list[int]  # characters of each choice without the delimiter: acc_norm's divisor
+    candidate_token_counts: list[int]
+    candidate_tokens_sha256: str  # of the candidates' token ids (canonical JSON); the ids stay private
     official_scores: list[float]
     independent_scores: list[float]
     official_prediction: int
     independent_prediction: int
     official_logged_acc: float
+    official_norm_prediction: int | None = None  # argmax of score / choice length, when acc_norm is reported
+    independent_norm_prediction: int | None = None
+    official_logged_acc_norm: float | None = None
 
 
 @dataclass
@@ -102,6 +110,7 @@ class SplitRecord:
     dev_ids: list[int]  # hash order; the run scored all of them or, with --smoke, the first two
     scored_ids: list[int]
     confirm: list  # ConfirmRow
+    row_hash_rule: str = "sha256(canonical_json(doc))"  # split.ROW_HASH_RULE; older records: the legacy one
 
 
 @dataclass
@@ -109,6 +118,8 @@ class RunRecord:
     run_name: str
     mode: str  # "full" or "smoke"
     profile: str
+    task: str
+    metrics: list[str]  # the task's reported metrics: acc, and acc_norm where the YAML lists it
     demo: bool
     notice: str
     lock_sha256: str
@@ -128,6 +139,8 @@ class RunRecord:
     identity_checks_passed: int
     lm_eval_reported: dict[str, float]  # acc and acc_stderr as lm-eval reported them
     questions: list  # QuestionRecord
+    official_norm: PathSummary | None  # acc_norm, when the task reports it
+    independent_norm: PathSummary | None
     platform: PlatformRecord | None = None  # None only in records upgraded from schema 1
     schema_version: int = RECORD_SCHEMA_VERSION
     kind: str = "sst2-audit/run"
@@ -156,7 +169,7 @@ class FailureRecord:
 @dataclass
 class PrivateQuestion:
     idx: int
-    sentence: str
+    doc: dict
     context: str
     context_tokens: list
     candidate_token_ids: list
@@ -271,7 +284,36 @@ def _upgrade_from_1(raw: dict) -> dict:
     return upgraded
 
 
-UPGRADES = {1: _upgrade_from_1}  # schema_version -> function returning the next version's dict
+def _upgrade_from_2(raw: dict) -> dict:
+    """Schema 2 knew SST-2 only: choices ' negative' / ' positive', acc only, public token ids."""
+    from .hashing import canonical_json, sha256_text
+
+    upgraded = dict(raw, schema_version=3)
+    if raw.get("kind") == "sst2-audit/run":
+        evaluator = raw.get("evaluator")
+        if isinstance(evaluator, dict):
+            evaluator = dict(evaluator, task_yaml_files={evaluator.get("task_yaml"): evaluator.get("task_yaml_sha256")})
+            upgraded["task"] = evaluator.get("task")
+        upgraded.update(evaluator=evaluator, metrics=["acc"], official_norm=None, independent_norm=None)
+        if isinstance(raw.get("split"), dict):
+            upgraded["split"] = dict(raw["split"], row_hash_rule="sha256(canonical_json([sentence, label]))")
+        questions = []
+        for question in raw.get("questions") if isinstance(raw.get("questions"), list) else []:
+            if isinstance(question, dict) and isinstance(question.get("candidate_token_ids"), list):
+                ids = question.pop("candidate_token_ids")
+                question = dict(question, candidate_token_counts=[len(i) if isinstance(i, list) else -1 for i in ids],
+                                candidate_tokens_sha256=sha256_text(canonical_json(ids)),
+                                choice_lengths=[len(c) - 1 if isinstance(c, str) else -1
+                                                for c in question.get("candidates") or []])
+            questions.append(question)
+        upgraded["questions"] = questions
+    if raw.get("kind") == "sst2-audit/private":
+        upgraded["questions"] = [dict({k: v for k, v in q.items() if k != "sentence"}, doc={"sentence": q.get("sentence")})
+                                 if isinstance(q, dict) else q for q in raw.get("questions") or []]
+    return upgraded
+
+
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2}  # schema_version -> function returning the next version's dict
 
 
 def from_dict(kind, raw: dict, where: str):
@@ -311,18 +353,21 @@ class LmEvalSample:
     acc: float
     prompt_hash: str
     doc_hash: str
+    acc_norm: float | None = None  # logged when the task reports acc_norm
 
 
 SAMPLE_HINTS = typing.get_type_hints(LmEvalSample)
+OPTIONAL_SAMPLE_FIELDS = ("acc_norm",)
 
 
 def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
-    missing = [f.name for f in dataclasses.fields(LmEvalSample) if f.name not in raw]
+    missing = [f.name for f in dataclasses.fields(LmEvalSample) if f.name not in raw and f.name not in OPTIONAL_SAMPLE_FIELDS]
     if missing:
         raise InputError(f"{where}: lm-eval sample lacks fields {missing}.")
-    sample = LmEvalSample(**{name: _typed(hint, raw[name], f"{where}.{name}") for name, hint in SAMPLE_HINTS.items()})
+    sample = LmEvalSample(**{name: _typed(hint, raw[name], f"{where}.{name}")
+                             for name, hint in SAMPLE_HINTS.items() if name in raw})
     for number, resp in enumerate(sample.resps):
         here = f"{where}.resps[{number}]"
         if not (len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):
@@ -332,11 +377,13 @@ def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
     return sample
 
 
-def check_lm_eval_results(raw, task: str, where: str) -> dict:
+def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",)) -> dict:
     """The results fields the audit compares, typed; the dict is returned unchanged."""
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
-    for path, hint in ((("results", task, "acc,none"), float), (("results", task, "acc_stderr,none"), float),
+    reported = tuple(((("results", task, f"{m},none"), float), (("results", task, f"{m}_stderr,none"), float))
+                     for m in metrics)
+    for path, hint in (*(entry for pair in reported for entry in pair),
                        (("configs", task), dict), (("n-shot", task), int), (("config", "random_seed"), int),
                        (("lm_eval_version",), str), (("transformers_version",), str)):
         value = raw

@@ -13,13 +13,17 @@ def run_summary(record: RunRecord, out, private) -> str:
     if record.demo:
         lines.append("*** " + record.notice + " ***")
     lines += [
-        f"run {record.run_name}: profile {record.profile}, {record.mode} mode, {len(record.questions)} dev rows "
+        f"run {record.run_name}: task {record.task}, profile {record.profile}, {record.mode} mode, "
+        f"{len(record.questions)} dev rows "
         f"({len(record.split.confirm)} confirmation rows sealed, never scored)",
         f"  official (lm-eval {record.evaluator['version']} simple_evaluate): accuracy {_pct(record.official)}",
         f"  independent (own float32 forward):            accuracy {_pct(record.independent)}",
-        f"  max abs diff over {2 * len(record.questions)} candidate scores: {record.max_abs_diff!r}",
+        *([f"  acc_norm: official {_pct(record.official_norm)}, independent {_pct(record.independent_norm)}"]
+          if record.official_norm is not None else []),
+        f"  max abs diff over {sum(len(q.official_scores) for q in record.questions)} candidate scores: "
+        f"{record.max_abs_diff!r}",
         f"  identity checks passed: {record.identity_checks_passed}/{len(record.questions)} logged samples "
-        "(doc_id, doc/prompt hash, label, candidates, token boundary)",
+        "(doc_id, doc/prompt hash, target, candidates, token boundary)",
         f"  predictions: {record.official.predictions}; labels: {record.labels}",
         f"  time {record.timings['total']:.1f} s (" + ", ".join(
             f"{k} {v:.1f}" for k, v in record.timings.items() if k != "total")

@@ -13,17 +13,18 @@ from pathlib import Path
 
 from . import atomic, records
 from .agreement import compare_scores, describe
-from .dataset import LABEL_NAMES, read_parquet
+from .dataset import columns_of, read_parquet
 from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
 from .errors import CheckFailed
 from .identity import check_logged_samples, expected_question
 from .lock import Lock, Profile
 from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
-from .metrics import summarize
+from .metrics import label_counts, path_summaries
 from .model import load as load_model
-from .protocol import notice_for, predict, settings_record
-from .split import SMOKE_ROWS, make_split, row_hash
+from .protocol import notice_for, predict, predict_norm, settings_record
+from .split import ROW_HASH_RULE, SMOKE_ROWS, make_split, row_hash
+from .task_spec import TaskSpec
 
 
 @dataclass
@@ -34,6 +35,7 @@ class RunOptions:
     out: Path
     private: Path
     run_name: str
+    spec: TaskSpec
     smoke: bool = False
     sort_ids: bool = True  # False reproduces lm-eval's unsorted-samples doc_id bug on purpose
 
@@ -74,16 +76,19 @@ def _write_lm_eval_output(options: RunOptions, official, scrub: dict) -> None:
     _write_jsonl(options.private / records.LM_EVAL_PRIVATE_SAMPLES_FILE, official.samples)
 
 
-def _question_record(expected, sample: dict, official_scores: list, independent_scores) -> records.QuestionRecord:
+def _question_record(spec, expected, sample: dict, official_scores: list, independent_scores) -> records.QuestionRecord:
     """One question's public record: identity from the dataset row, scores from both paths."""
     public, mine = expected.public_fields(), list(independent_scores)
+    norm = "acc_norm" in spec.metrics
     return records.QuestionRecord(
-        idx=public["idx"], label=public["label"], logged_doc_id=sample["doc_id"], doc_hash=public["doc_hash"],
-        prompt_hash=public["prompt_hash"], context_length=public["context_length"],
-        candidates=public["candidates"], candidate_token_ids=public["candidate_token_ids"],
-        official_scores=official_scores, independent_scores=mine,
+        **{key: public[key] for key in ("idx", "label", "doc_hash", "prompt_hash", "context_length", "candidates",
+                                        "choice_lengths", "candidate_token_counts", "candidate_tokens_sha256")},
+        logged_doc_id=sample["doc_id"], official_scores=official_scores, independent_scores=mine,
         official_prediction=predict(official_scores), independent_prediction=predict(mine),
         official_logged_acc=float(sample["acc"]),
+        official_norm_prediction=predict_norm(official_scores, public["choice_lengths"]) if norm else None,
+        independent_norm_prediction=predict_norm(mine, public["choice_lengths"]) if norm else None,
+        official_logged_acc_norm=float(sample["acc_norm"]) if norm else None,
     )
 
 
@@ -133,7 +138,7 @@ def execute(options: RunOptions) -> records.RunRecord:
 def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     start = time.perf_counter()
     timings = {}
-    lock, profile, cache = options.lock, options.profile, Path(options.cache).resolve()
+    lock, profile, cache, spec = options.lock, options.profile, Path(options.cache).resolve(), options.spec
     settings = settings_record(lock.run_settings, options.sort_ids)
     manifest = require_matching(read_manifest(cache), cache, lock, profile)
     atomic.new_directory(options.out, "--out")
@@ -144,7 +149,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         verify_files(cache, manifest)
         from .evaluator_pin import evaluator_record, verify_installed
 
-        evaluator_files = verify_installed(lock)
+        evaluator_files = verify_installed(lock, spec)
     with phase("imports", timings):
         import torch
         import transformers  # noqa: F401
@@ -160,7 +165,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     if not platform["mode_in_effect"]:  # e.g. a CPU without AVX2: scores are this CPU's own, comparable within the drift bound
         say(f"warning: the lock's numeric mode is not in effect on this CPU: {one_line(platform)}")
 
-    rows = read_parquet(cache / manifest.file("validation").path)
+    rows = read_parquet(cache / manifest.file(spec.eval_split).path, columns=columns_of(profile.data))
     split = make_split([row.idx for row in rows], lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
     scored_ids = list(split.dev_ids[:SMOKE_ROWS] if options.smoke else split.dev_ids)
     split.require_dev(scored_ids)
@@ -171,7 +176,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.
         verify_files(cache, manifest, roles=("model",))
     # Pre-flight: every question must fit without truncation before any model call.
-    expected = {idx: expected_question(by_idx[idx], tokenizer, settings["max_length"]) for idx in scored_ids}
+    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"]) for idx in scored_ids}
     pairs_by_idx = {idx: expected[idx].pairs() for idx in scored_ids}
 
     # The independent path runs in a worker thread beside the official path: torch releases
@@ -181,12 +186,13 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     worker.start()
     try:
         with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official"):
-            official = run_official(model, tokenizer, lock, data_files_of(cache, manifest), scored_ids,
+            official = run_official(model, tokenizer, lock, spec, data_files_of(cache, manifest, spec), scored_ids,
                                     sort_ids=options.sort_ids)
         _write_lm_eval_output(options, official, scrub)
 
         check_start = time.perf_counter()
         mismatches = check_logged_samples(official.samples, scored_ids, expected,
+                                          {idx: by_idx[idx].as_doc() for idx in scored_ids},
                                           lambda c, k: official_encode_pair(official.lm, c, k))
         if mismatches:
             rows_named = sorted(m.claimed_id for m in mismatches if m.claimed_id is not None)
@@ -210,38 +216,42 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         scored_ids, official_scores, {idx: list(independent[idx].candidate_scores) for idx in scored_ids})
     if disagreements:
         _fail(options, "agreement", describe(disagreements, max_abs_diff), disagreements, settings)
-    questions = [_question_record(expected[idx], logged[idx], official_scores[idx], independent[idx].candidate_scores)
-                 for idx in scored_ids]
+    questions = [_question_record(spec, expected[idx], logged[idx], official_scores[idx],
+                                  independent[idx].candidate_scores) for idx in scored_ids]
     timings["checks"] = round(timings["checks"] + time.perf_counter() - check_start, 3)
 
-    labels = [q.label for q in questions]
     task_result = official.results["results"][official.effective_config["task"]]
+    official_acc, official_norm = path_summaries(spec, questions, "official")
+    independent_acc, independent_norm = path_summaries(spec, questions, "independent")
     record = records.RunRecord(
         run_name=options.run_name, mode="smoke" if options.smoke else "full", profile=profile.name,
+        task=spec.name, metrics=list(spec.metrics),
         demo=profile.demo, notice=notice_for(profile),
         lock_sha256=lock.sha256, lock_fully_hashed=manifest.lock_fully_hashed,
         resources=[dataclasses.asdict(f) for f in manifest.files],
-        evaluator=evaluator_record(lock, evaluator_files),
+        evaluator=evaluator_record(lock, evaluator_files, spec),
         settings=settings,
         split=records.SplitRecord(
             salt=lock.split["salt"], rule=lock.split["rule"], dev_ids=list(split.dev_ids), scored_ids=scored_ids,
-            confirm=[records.ConfirmRow(i, row_hash(by_idx[i].sentence, by_idx[i].label)) for i in split.confirm_ids],
+            confirm=[records.ConfirmRow(i, row_hash(by_idx[i].as_doc())) for i in split.confirm_ids],
+            row_hash_rule=ROW_HASH_RULE,
         ),
         task_config=scrub_paths({"effective": official.effective_config, "differences": official.config_differences}, scrub),
         versions=versions(),
         timings={k: round(v, 3) for k, v in timings.items()},
         peak_rss_bytes=0,
-        official=summarize([q.official_prediction for q in questions], labels),
-        independent=summarize([q.independent_prediction for q in questions], labels),
-        labels={name: labels.count(i) for i, name in enumerate(LABEL_NAMES)},
+        official=official_acc, independent=independent_acc,
+        official_norm=official_norm, independent_norm=independent_norm,
+        labels=label_counts(spec, questions),
         max_abs_diff=max_abs_diff,
         identity_checks_passed=len(official.samples),
-        lm_eval_reported={"acc": task_result["acc,none"], "acc_stderr": task_result["acc_stderr,none"]},
+        lm_eval_reported={key: task_result[f"{key},none"] for metric in spec.metrics
+                          for key in (metric, f"{metric}_stderr")},
         questions=questions,
         platform=platform,
     )
     private = records.PrivateRecord(options.run_name, [
-        records.PrivateQuestion(idx, by_idx[idx].sentence, expected[idx].context, list(expected[idx].context_tokens),
+        records.PrivateQuestion(idx, by_idx[idx].as_doc(), expected[idx].context, list(expected[idx].context_tokens),
                                 [list(ids) for ids in expected[idx].candidate_token_ids])
         for idx in scored_ids
     ])

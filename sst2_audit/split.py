@@ -18,9 +18,18 @@ def split_key(salt: str, idx: int) -> str:
     return sha256_text(f"{salt}:{idx}")
 
 
-def row_hash(sentence: str, label: int) -> str:
-    """Freezes a confirmation row's content without publishing its text."""
-    return sha256_text(canonical_json([sentence, label]))
+ROW_HASH_RULE = "sha256(canonical_json(doc))"
+LEGACY_ROW_HASH_RULE = "sha256(canonical_json([sentence, label]))"  # records of schema 1 and 2 (SST-2 only)
+
+
+def row_hash(doc: dict, rule: str = ROW_HASH_RULE) -> str:
+    """Freezes a confirmation row's content (every field) without publishing its text."""
+    if rule == LEGACY_ROW_HASH_RULE:
+        return sha256_text(canonical_json([doc.get("sentence"), doc.get("label")]))
+    if rule != ROW_HASH_RULE:
+        raise InputError(f"split.row_hash_rule: expected {ROW_HASH_RULE!r} (or {LEGACY_ROW_HASH_RULE!r} in "
+                         f"records before schema 3), got {rule!r}.")
+    return sha256_text(canonical_json(doc))
 
 
 @dataclass(frozen=True)

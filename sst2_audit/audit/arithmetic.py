@@ -6,9 +6,9 @@ lm-eval logged and reported and with what our summary said. Settings and every
 other field a person reads are checked by the claims level (claims.py).
 """
 
-from ..dataset import LABEL_NAMES
-from ..protocol import CANDIDATES, TASK_NAME, predict
-from ..metrics import summarize
+from ..identity import public_candidate
+from ..metrics import label_counts, path_summaries
+from ..protocol import predict, predict_norm
 from ..split import SMOKE_ROWS
 from .findings import LevelResult
 from .loading import RunFolder
@@ -33,22 +33,41 @@ def _questions(result: LevelResult, record) -> list:
     return record.questions
 
 
-def _per_question(result: LevelResult, question) -> None:
+def _per_question(result: LevelResult, spec, question) -> bool:
+    """False when the question's shape is broken (its summaries cannot be recomputed)."""
     where = f"row idx {question.idx}"
-    result.expect(where, "candidates", list(CANDIDATES), question.candidates)
+    count = len(question.candidates)
+    if spec.fixed_choices is not None:
+        result.expect(where, "candidates (the task's)", [public_candidate(spec, spec.target_delimiter + c)
+                                                        for c in spec.fixed_choices], question.candidates)
+        result.expect(where, "choice_lengths (the task's)", [len(c) for c in spec.fixed_choices], question.choice_lengths)
     result.expect(where, "logged_doc_id", question.idx, question.logged_doc_id)
+    shaped = all([
+        result.expect(where, "label (a choice index)", True, type(question.label) is int and 0 <= question.label < count),
+        result.expect(where, "choice_lengths (count, all > 0)", (count, True),
+                      (len(question.choice_lengths), all(n > 0 for n in question.choice_lengths))),
+        *(result.expect(where, f"{path}_scores (count)", count, len(getattr(question, f"{path}_scores")))
+          for path in ("official", "independent")),
+    ])
+    if not shaped:
+        return False
+    norm = "acc_norm" in spec.metrics
     for path in ("official", "independent"):
         scores = getattr(question, f"{path}_scores")
-        if not result.expect(where, f"{path}_scores (count)", len(CANDIDATES), len(scores)):
-            continue
         result.expect(where, f"{path}_prediction", predict(scores), getattr(question, f"{path}_prediction"))
+        result.expect(where, f"{path}_norm_prediction", predict_norm(scores, question.choice_lengths) if norm else None,
+                      getattr(question, f"{path}_norm_prediction"))
     for number, (official, independent) in enumerate(zip(question.official_scores, question.independent_scores)):
-        result.expect(where, f"candidate {CANDIDATES[number]!r} score: independent == official", official, independent)
+        result.expect(where, f"candidate {number} score: independent == official", official, independent)
     result.expect(where, "official_logged_acc", float(predict(question.official_scores) == question.label),
                   question.official_logged_acc)
+    result.expect(where, "official_logged_acc_norm",
+                  float(predict_norm(question.official_scores, question.choice_lengths) == question.label)
+                  if norm else None, question.official_logged_acc_norm)
+    return True
 
 
-def _against_lm_eval(result: LevelResult, run: RunFolder, record) -> None:
+def _against_lm_eval(result: LevelResult, run: RunFolder, spec, record) -> None:
     if run.lm_eval_samples is None or run.lm_eval_results is None:
         result.fail("lm-eval's public output is missing (lm_eval_results.json / lm_eval_samples.public.jsonl)")
         return
@@ -66,32 +85,39 @@ def _against_lm_eval(result: LevelResult, run: RunFolder, record) -> None:
         result.expect(where, "official_scores", [r[0][0] for r in sample.resps], question.official_scores)
         result.expect(where, "label (target)", sample.target, question.label)
         result.expect(where, "acc", sample.acc, question.official_logged_acc)
+        result.expect(where, "acc_norm", sample.acc_norm, question.official_logged_acc_norm)
         result.expect(where, "prompt_hash", sample.prompt_hash, question.prompt_hash)
         result.expect(where, "doc_hash", sample.doc_hash, question.doc_hash)
-    reported = run.lm_eval_results.get("results", {}).get(TASK_NAME, {})
-    result.expect("lm-eval results", "acc,none", reported.get("acc,none"), record.lm_eval_reported.get("acc"))
-    result.expect("lm-eval results", "acc_stderr,none", reported.get("acc_stderr,none"),
-                  record.lm_eval_reported.get("acc_stderr"))
-    config = run.lm_eval_results.get("configs", {}).get(TASK_NAME, {})
+    reported = run.lm_eval_results.get("results", {}).get(spec.name, {})
+    for key in (key for metric in spec.metrics for key in (metric, f"{metric}_stderr")):
+        result.expect("lm-eval results", f"{key},none", reported.get(f"{key},none"), record.lm_eval_reported.get(key))
+    result.expect("lm-eval reported", "keys", [k for m in spec.metrics for k in (m, f"{m}_stderr")],
+                  list(record.lm_eval_reported))
+    config = run.lm_eval_results.get("configs", {}).get(spec.name, {})
     result.expect("lm-eval config", "num_fewshot", record.settings.get("num_fewshot"), config.get("num_fewshot"))
     result.expect("lm-eval config", "n-shot", record.settings.get("num_fewshot"),
-                  run.lm_eval_results.get("n-shot", {}).get(TASK_NAME))
+                  run.lm_eval_results.get("n-shot", {}).get(spec.name))
     result.expect("lm-eval config", "random_seed", record.settings.get("seed"),
                   run.lm_eval_results.get("config", {}).get("random_seed"))
 
 
-def _summaries(result: LevelResult, record) -> None:
-    labels = [q.label for q in record.questions]
+def _summaries(result: LevelResult, spec, record) -> None:
+    result.expect("run", "metrics (the task's)", list(spec.metrics), record.metrics)
     for path in ("official", "independent"):
-        predictions = [predict(getattr(q, f"{path}_scores")) for q in record.questions]
-        recomputed = summarize(predictions, labels)
-        claimed = getattr(record, path)
-        for name in ("accuracy", "stderr", "correct", "rows", "predictions"):
-            result.expect(f"summary {path}", name, getattr(recomputed, name), getattr(claimed, name))
-        if path == "official":
-            result.expect("lm-eval reported", "acc", recomputed.accuracy, record.lm_eval_reported.get("acc"))
-            result.expect("lm-eval reported", "acc_stderr", recomputed.stderr, record.lm_eval_reported.get("acc_stderr"))
-    result.expect("summary", "labels", {name: labels.count(i) for i, name in enumerate(LABEL_NAMES)}, record.labels)
+        acc, norm = path_summaries(spec, record.questions, path)
+        for metric, recomputed, claimed in (("acc", acc, getattr(record, path)),
+                                            ("acc_norm", norm, getattr(record, f"{path}_norm"))):
+            if recomputed is None or claimed is None:
+                result.expect(f"summary {path} {metric}", "present", recomputed is not None, claimed is not None)
+                continue
+            for name in ("accuracy", "stderr", "correct", "rows", "predictions"):
+                result.expect(f"summary {path} {metric}" if metric != "acc" else f"summary {path}", name,
+                              getattr(recomputed, name), getattr(claimed, name))
+            if path == "official":
+                result.expect("lm-eval reported", metric, recomputed.accuracy, record.lm_eval_reported.get(metric))
+                result.expect("lm-eval reported", f"{metric}_stderr", recomputed.stderr,
+                              record.lm_eval_reported.get(f"{metric}_stderr"))
+    result.expect("summary", "labels", label_counts(spec, record.questions), record.labels)
     diffs = [abs(a - b) for q in record.questions for a, b in zip(q.official_scores, q.independent_scores)]
     result.expect("summary", "max_abs_diff", max(diffs, default=0.0), record.max_abs_diff)
     result.expect("summary", "identity_checks_passed", len(record.questions), record.identity_checks_passed)
@@ -103,8 +129,12 @@ def check(run: RunFolder) -> LevelResult:
     if record is None:
         result.fail(f"the run stopped on its own {run.failure.check} check: {run.failure.message}")
         return result
-    for question in _questions(result, record):
-        _per_question(result, question)
-    _against_lm_eval(result, run, record)
-    _summaries(result, record)
+    spec = run.task_spec()
+    if spec is None:
+        result.fail(f"profile {record.profile!r} is not in the audit's lock, so its task is unknown")
+        return result
+    shaped = [_per_question(result, spec, question) for question in _questions(result, record)]
+    _against_lm_eval(result, run, spec, record)
+    if all(shaped):
+        _summaries(result, spec, record)
     return result

@@ -16,16 +16,30 @@ def _model(profile) -> str:
     return f"local model, {weights.path} sha256 {weights.sha256}"
 
 
+def _task(evaluator: dict) -> str:
+    """e.g. "sst2 (glue/sst2 default.yaml)": the task and its YAML under lm_eval/tasks."""
+    folder, _, name = evaluator["task_yaml"].removeprefix("lm_eval/tasks/").rpartition("/")
+    return f"{evaluator['task']} ({folder} {name})"
+
+
+def _profile(record, profile) -> str:
+    if not record.demo:
+        return record.profile
+    if profile.notice:  # a demo profile of another task names what it is not
+        return f"{record.profile} (EMBEDDED DEMO, not a measurement of {record.task})"
+    return f"{record.profile} (EMBEDDED DEMO, not a GLUE SST-2 measurement)"
+
+
 def card_fields(record, lock) -> dict:
     profile = lock.profile(record.profile)
     settings = record.settings
-    return {
-        "task": f"{record.evaluator.get('task', 'sst2')} (glue/sst2 default.yaml)",
+    fields = {
+        "task": _task(record.evaluator),
         "task_version": record.task_config.get("effective", {}).get("metadata", {}).get("version"),
         "task_yaml_sha256": record.evaluator["task_yaml_sha256"],
         "evaluator": f"lm-eval {record.evaluator['version']} (commit {record.evaluator['commit']})",
         "model": _model(profile),
-        "profile": record.profile + (" (EMBEDDED DEMO, not a GLUE SST-2 measurement)" if record.demo else ""),
+        "profile": _profile(record, profile),
         "num_fewshot": settings["num_fewshot"],
         "dtype": settings["dtype"],
         "threads": settings["threads"],
@@ -34,20 +48,26 @@ def card_fields(record, lock) -> dict:
         "rows": record.official.rows,
         "accuracy": record.official.accuracy,
         "accuracy_stderr": record.official.stderr,
+        **({"acc_norm": record.official_norm.accuracy, "acc_norm_stderr": record.official_norm.stderr}
+           if record.official_norm is not None else {}),
         "max_abs_diff": record.max_abs_diff,
         "lock_sha256": record.lock_sha256,
         "lock_fully_hashed": record.lock_fully_hashed,
         "numeric_platform": one_line(record.platform),
         "results_sha256": results_digest(record),
     }
+    return fields
 
 
 def results_digest(record) -> str:
     """Binds the card to every score, prediction and the accuracy, and to the full platform record."""
     return sha256_text(canonical_json({
         "questions": [[q.idx, q.official_scores, q.independent_scores, q.official_prediction,
-                       q.independent_prediction] for q in record.questions],
-        "accuracy": [record.official.accuracy, record.independent.accuracy],
+                       q.independent_prediction] + ([q.official_norm_prediction, q.independent_norm_prediction]
+                                                    if record.official_norm is not None else [])
+                      for q in record.questions],
+        "accuracy": [record.official.accuracy, record.independent.accuracy] + (
+            [record.official_norm.accuracy, record.independent_norm.accuracy] if record.official_norm is not None else []),
         "platform": record.platform,
     }))
 

@@ -24,26 +24,45 @@ from .loading import RunFolder
 CHECKED_VERSIONS = ("lm_eval", "torch", "transformers", "tokenizers")  # what decides the scores
 
 
+EVALUATOR_KEYS = ("package", "version", "commit", "wheel")  # with the task's files: what the run depended on
+
+
 def check_lock(run: RunFolder) -> LevelResult:
+    """Everything of the run's lock that decides this measurement must equal the reviewer's lock.
+
+    A reviewer's lock may have grown since (other profiles, other tasks' YAML pins): those parts
+    are not compared. Without a carried lock, run.json must name the reviewer's lock by sha256.
+    """
     result = LevelResult("lock")
     lock, claimed, record = run.lock, run.claimed_lock, run.record
     if record is not None:
         if not result.expect("run", "profile (defined by the reviewer's lock)", True, record.profile in lock.profiles):
             return result
-        result.expect("run", "lock_sha256 (the reviewer's lock)", lock.sha256, record.lock_sha256)
+        result.expect("run", "task (the reviewer's lock's profile)", lock.profile(record.profile).task, record.task)
+        expected_sha = claimed.sha256 if claimed is not None else lock.sha256
+        result.expect("run", "lock_sha256 (the lock it carries)" if claimed is not None
+                      else "lock_sha256 (the reviewer's lock)", expected_sha, record.lock_sha256)
     if claimed is None:
         return result
-    result.expect("bundled lock", "sha256 (the reviewer's lock)", lock.sha256, claimed.sha256)
     for key in sorted(set(lock.split) | set(claimed.split)):
         result.expect("bundled lock", f"split.{key}", lock.split.get(key), claimed.split.get(key))
     for key in sorted(set(lock.run_settings) | set(claimed.run_settings)):
         result.expect("bundled lock", f"run_settings.{key}", lock.run_settings.get(key), claimed.run_settings.get(key))
-    for key in sorted(set(lock.evaluator) | set(claimed.evaluator)):
+    for key in EVALUATOR_KEYS:
         result.expect("bundled lock", f"evaluator.{key}", lock.evaluator.get(key), claimed.evaluator.get(key))
-    for name in sorted(set(lock.profiles) | set(claimed.profiles)):
-        mine, theirs = lock.profiles.get(name), claimed.profiles.get(name)
-        result.expect("bundled lock", f"profiles.{name} (pins sha256)", mine and mine.pins_sha256,
-                      theirs and theirs.pins_sha256)
+    if record is None:
+        return result
+    spec = run.task_spec()
+    from ..evaluator_pin import files_for
+
+    mine, theirs = files_for(lock, spec), files_for(claimed, spec)
+    for path in sorted(set(mine) | set(theirs)):
+        result.expect("bundled lock", f"evaluator.files[{path}]", mine.get(path), theirs.get(path))
+    result.expect("bundled lock", f"evaluator.tasks.{spec.name}", lock.evaluator["tasks"].get(spec.name),
+                  claimed.evaluator.get("tasks", {}).get(spec.name))
+    theirs_profile = claimed.profiles.get(record.profile)
+    result.expect("bundled lock", f"profiles.{record.profile} (pins sha256)", lock.profile(record.profile).pins_sha256,
+                  theirs_profile and theirs_profile.pins_sha256)
     return result
 
 
@@ -60,7 +79,8 @@ def _resources(result: LevelResult, run: RunFolder, record, profile) -> None:
             result.expect(f"resource {path}", "sha256 (the lock's pin)", pin, listed[path].get("sha256"))
     roles = sorted(e.get("role") for e in record.resources if e.get("role") != "model")
     wheel = profile.model.get("wheel")
-    result.expect("resources", "other roles", sorted(["train", "validation"] + (["download"] if wheel else [])), roles)
+    result.expect("resources", "other roles", sorted([f.split for f in profile.data.files] + (["download"] if wheel else [])),
+                  roles)
     for entry in record.resources:
         if entry.get("role") == "download" and wheel:
             result.expect(f"resource {entry.get('path')}", "sha256 (the lock's wheel)", wheel["sha256"], entry.get("sha256"))
@@ -88,20 +108,20 @@ def _versions(result: LevelResult, run: RunFolder, record) -> None:
                       run.lm_eval_results.get("transformers_version"))
 
 
-def _task_config(result: LevelResult, lock, record) -> None:
+def _task_config(result: LevelResult, lock, spec, record) -> None:
     """The effective config lm-eval logged, rebuilt from the installed, pinned YAML and the data files."""
     from lm_eval.api.task import TaskConfig
 
-    from ..official import config_differences, official_yaml, task_config
+    from ..official import config_differences, task_config
 
-    data_files = {e["role"]: f"<cache>/{e['path']}" for e in record.resources if e.get("role") in ("train", "validation")}
-    config = task_config(lock, data_files)
+    data_files = {e["role"]: f"<cache>/{e['path']}" for e in record.resources if e.get("role") in spec.splits}
+    config = task_config(spec, data_files)
     config["num_fewshot"] = lock.run_settings["num_fewshot"]
     effective = TaskConfig(**config).to_dict()
     result.expect("task_config", "effective (rebuilt from the installed YAML)", effective,
                   record.task_config.get("effective"))
     try:
-        differences = config_differences(official_yaml(lock), effective, lock.run_settings["num_fewshot"])
+        differences = config_differences(spec, effective, lock.run_settings["num_fewshot"])
     except CheckFailed as error:  # a difference outside data loading is a finding here
         result.fail(f"task_config: {error}")
         return
@@ -115,7 +135,7 @@ def check_claims(run: RunFolder) -> LevelResult:
     if record is None or record.profile not in lock.profiles:
         result.skipped = "no run record" if record is None else f"profile {record.profile!r} is not in the lock"
         return result
-    profile = lock.profile(record.profile)
+    profile, spec = lock.profile(record.profile), run.task_spec()
     result.expect("run", "run_name (a safe slug)", True, bool(RUN_NAME.match(record.run_name)))
     result.expect("run", "settings", settings_record(lock.run_settings), record.settings)
     result.expect("run", "demo (the lock's profile)", profile.demo, record.demo)
@@ -127,10 +147,13 @@ def check_claims(run: RunFolder) -> LevelResult:
     result.expect("split", "salt (the lock's)", lock.split["salt"], record.split.salt)
     result.expect("split", "rule (the lock's)", lock.split["rule"], record.split.rule)
     result.expect("split", "confirmation rows (the lock's count)", lock.split["confirm_rows"], len(record.split.confirm))
-    result.expect("run", "evaluator", evaluator_record(lock, lock.evaluator["files"]), record.evaluator)
+    result.expect("run", "task (the lock's profile)", spec.name, record.task)
+    from ..evaluator_pin import files_for
+
+    result.expect("run", "evaluator", evaluator_record(lock, files_for(lock, spec), spec), record.evaluator)
     _resources(result, run, record, profile)
     _versions(result, run, record)
-    _task_config(result, lock, record)
+    _task_config(result, lock, spec, record)
     if run.card_text is not None:
         _card(result, card.render(record, lock), run.card_text)
     return result

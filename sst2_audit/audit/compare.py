@@ -2,11 +2,17 @@
 
 from ..drift import judge
 from ..numeric import one_line, same_platform
-from ..protocol import CHOICES, predict
+from ..protocol import predict
 
 
 def _differences(label: str, a: dict, b: dict) -> list:
     return [f"{label} {key}: {a.get(key)!r} -> {b.get(key)!r}" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
+def _name(record, choice: int) -> str:
+    """A choice by the name the run's summary uses for it (its text when the task fixes the choices)."""
+    names = list(record.official.predictions)
+    return names[choice] if 0 <= choice < len(names) else f"choice {choice}"
 
 
 def compare(a, b) -> list:
@@ -14,7 +20,11 @@ def compare(a, b) -> list:
     if ra is None or rb is None:
         missing = a if ra is None else b
         return [f"{missing.path}: no run record (the run stopped on its {missing.failure.check} check); nothing to compare"]
-    lines = [f"A: {ra.run_name} (profile {ra.profile}, {ra.mode}); B: {rb.run_name} (profile {rb.profile}, {rb.mode})"]
+    lines = [f"A: {ra.run_name} (task {ra.task}, profile {ra.profile}, {ra.mode}); "
+             f"B: {rb.run_name} (task {rb.task}, profile {rb.profile}, {rb.mode})"]
+    if ra.task != rb.task:
+        lines.append(f"task: {ra.task} -> {rb.task}: different questions; nothing else to compare")
+        return lines
     lines += _differences("setting", ra.settings, rb.settings)
     lines += _differences("evaluator", ra.evaluator, rb.evaluator)
     lines += _differences("resource", {r["path"]: r["sha256"] for r in ra.resources},
@@ -29,8 +39,8 @@ def compare(a, b) -> list:
     qb = {q.idx: q for q in rb.questions}
     changed = [idx for idx in qa if idx in qb and qa[idx].official_prediction != qb[idx].official_prediction]
     for idx in changed:
-        lines.append(f"question idx {idx}: prediction {CHOICES[qa[idx].official_prediction]} -> "
-                     f"{CHOICES[qb[idx].official_prediction]} (label {CHOICES[qa[idx].label]})")
+        lines.append(f"question idx {idx}: prediction {_name(ra, qa[idx].official_prediction)} -> "
+                     f"{_name(rb, qb[idx].official_prediction)} (label {_name(ra, qa[idx].label)})")
     moved = sum(1 for idx in qa if idx in qb and qa[idx].official_scores != qb[idx].official_scores)
     verdict = judge({idx: (qa[idx].official_scores, qb[idx].official_scores) for idx in qa if idx in qb},
                     same, predict)

@@ -8,8 +8,8 @@ appears anywhere in the records.
 
 from pathlib import Path
 
-from ..dataset import read_parquet
-from ..errors import CheckFailed
+from ..dataset import columns_of, read_parquet
+from ..errors import CheckFailed, InputError
 from ..identity import check_question_records, expected_question
 from ..manifest import read_manifest, require_matching, verify_files
 from ..split import make_split, row_hash
@@ -25,10 +25,14 @@ def check(run: RunFolder, cache: Path) -> LevelResult:
     if record is None:
         result.skipped = "the run has no run record"
         return result
+    spec = run.task_spec()
+    if spec is None:
+        result.skipped = f"profile {record.profile!r} is not in the audit's lock"
+        return result
     profile = lock.profile(record.profile)
     manifest = require_matching(read_manifest(cache), Path(cache), lock, profile)
     try:
-        verify_files(cache, manifest, roles=("train", "validation", "model"))
+        verify_files(cache, manifest, roles=(*spec.splits, "model"))
         result.checks += 1
     except CheckFailed as error:
         result.fail(str(error))
@@ -38,11 +42,15 @@ def check(run: RunFolder, cache: Path) -> LevelResult:
         if entry.role != "download":
             result.expect(f"resource {entry.path}", "sha256 (run record vs this cache)", entry.sha256, recorded.get(entry.path))
 
-    rows = read_parquet(Path(cache) / manifest.file("validation").path)
+    rows = read_parquet(Path(cache) / manifest.file(spec.eval_split).path, columns=columns_of(profile.data))
     by_idx = {row.idx: row for row in rows}
     split = make_split(list(by_idx), lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
     result.expect("split", "dev_ids (re-derived from the lock's rule)", list(split.dev_ids), record.split.dev_ids)
-    confirm = [(i, row_hash(by_idx[i].sentence, by_idx[i].label)) for i in split.confirm_ids]
+    try:
+        confirm = [(i, row_hash(by_idx[i].as_doc(), record.split.row_hash_rule)) for i in split.confirm_ids]
+    except InputError as error:
+        result.fail(str(error))
+        confirm = []
     result.expect("split", "confirmation ids and row hashes", confirm,
                   [(c.idx, c.row_hash) for c in record.split.confirm])
     sealed = set(split.confirm_ids)
@@ -60,7 +68,7 @@ def check(run: RunFolder, cache: Path) -> LevelResult:
 
     tokenizer = AutoTokenizer.from_pretrained(str(Path(cache) / "model"), local_files_only=True)
     max_length = lock.run_settings["max_length"]
-    expected = {idx: expected_question(by_idx[idx], tokenizer, max_length)
+    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, max_length)
                 for idx in record.split.scored_ids if idx in by_idx and idx not in sealed}
     mismatches = check_question_records(record.questions, expected)
     fields_per_question = len(next(iter(expected.values())).public_fields()) + 1 if expected else 1

@@ -31,6 +31,17 @@ class RunFolder:
     claimed_manifest: dict | None
     card_text: str | None
 
+    def task_spec(self):
+        """The task as the audit's lock defines it for the run's profile (never the record's say-so);
+        None when there is no run record or the lock has no such profile."""
+        if self.record is None or self.record.profile not in self.lock.profiles:
+            return None
+        if not hasattr(self, "_spec"):
+            from ..task_spec import spec_for
+
+            self._spec = spec_for(self.lock, self.lock.profile(self.record.profile).task)
+        return self._spec
+
     @property
     def trusts_claimed_lock(self) -> bool:
         """--trust-bundle-lock: the audit's lock is the submitter's own."""
@@ -56,9 +67,9 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
         raise InputError(f"{path}: holds neither {records.RUN_FILE} nor {records.FAILURE_FILE}; not a finished run.")
     record = _optional(run_file, lambda p: records.read(p, records.RunRecord))
     failure = _optional(failure_file, lambda p: records.read(p, records.FailureRecord))
-    task = record.evaluator["task"] if record else "sst2"
-    results = _optional(path / records.LM_EVAL_RESULTS_FILE,
-                        lambda p: records.check_lm_eval_results(strict_json.read(p), task, str(p)))
+    task, metrics = (record.task, record.metrics) if record else (None, ())
+    results = _optional(path / records.LM_EVAL_RESULTS_FILE, lambda p: records.check_lm_eval_results(
+        strict_json.read(p), task, str(p), metrics) if task else strict_json.read(p))
     samples = _optional(path / records.LM_EVAL_SAMPLES_FILE, lambda p: [
         records.check_lm_eval_sample(raw, f"{p}:{number}")
         for number, raw in enumerate(strict_json.read_lines(p), start=1)])

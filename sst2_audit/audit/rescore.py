@@ -10,7 +10,7 @@ import random
 import secrets
 from pathlib import Path
 
-from ..dataset import read_parquet
+from ..dataset import columns_of, read_parquet
 from ..drift import DRIFT, IDENTICAL, judge
 from ..errors import CheckFailed
 from ..independent import IndependentScorer, encode_question
@@ -40,13 +40,15 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
     if record is None:
         result.skipped = "the run has no run record"
         return result
-    manifest = require_matching(read_manifest(cache), Path(cache), lock, lock.profile(record.profile))
+    spec, profile = run.task_spec(), lock.profile(record.profile)
+    manifest = require_matching(read_manifest(cache), Path(cache), lock, profile)
     try:
-        verify_files(cache, manifest, roles=("model", "validation"))  # hash before load
+        verify_files(cache, manifest, roles=("model", spec.eval_split))  # hash before load
     except CheckFailed as error:
         result.fail(str(error))
         return result
-    by_idx = {row.idx: row for row in read_parquet(Path(cache) / manifest.file("validation").path)}
+    by_idx = {row.idx: row for row in read_parquet(Path(cache) / manifest.file(spec.eval_split).path,
+                                                   columns=columns_of(profile.data))}
     split = make_split(list(by_idx), lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
     scored = list(split.dev_ids[:SMOKE_ROWS] if record.mode == "smoke" else split.dev_ids)
     chosen = draw(scored, rows, seed)
@@ -65,7 +67,8 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
             if idx not in questions:
                 result.fail(f"row idx {idx}: a dev row the run scored has no question record")
                 continue
-            encoded = encode_question(tokenizer, by_idx[idx].sentence, idx, settings["max_length"])
+            doc = by_idx[idx].as_doc()
+            encoded = encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx, settings["max_length"])
             pairs[idx] = (list(questions[idx].independent_scores), list(scorer.score(idx, encoded).candidate_scores))
     verdict = judge(pairs, same, predict)
     result.checks += verdict.compared

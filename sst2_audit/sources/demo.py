@@ -1,6 +1,6 @@
-"""The embedded demo set: reviewable TSV in this repository, turned into parquet."""
+"""The embedded demo sets: reviewable TSV or JSONL in this repository, turned into parquet."""
 
-from ..dataset import read_demo_tsv, write_parquet
+from ..dataset import columns_of, read_demo, write_parquet
 from ..errors import InputError, mismatch
 from ..hashing import sha256_file
 from .interface import FetchContext, StagedFile, cache_path_for
@@ -16,13 +16,14 @@ def fetch(resource, context: FetchContext) -> list:
         if locked.sha256 and actual != locked.sha256:
             raise InputError(mismatch(f"{origin}: sha256", locked.sha256, actual,
                                       "The demo set was edited; review it and update the lock."))
-        rows = read_demo_tsv(origin)
+        columns = columns_of(resource)
+        rows = read_demo(origin, columns)
         if locked.rows is not None and len(rows) != locked.rows:
             raise InputError(mismatch(f"{origin}: row count", locked.rows, len(rows)))
         cache_path, role = cache_path_for(resource, locked)
         staged = context.staging / cache_path
         staged.parent.mkdir(parents=True, exist_ok=True)
-        write_parquet(rows, staged)
+        write_parquet(rows, staged, columns)
         # The parquet is derived; the lock pins its TSV source, checked above.
         staged_files.append(StagedFile(cache_path, role, staged,
                                        f"parquet written from {locked.path} (sha256 {actual})", None))

@@ -1,0 +1,248 @@
+"""The task as data: one typed spec per lm-eval multiple_choice task, read from the installed YAML.
+
+Every other module asks the spec: which split is evaluated, how a document becomes a context,
+its choices and its gold index, which delimiter goes before a choice, which metrics are reported.
+The YAML is read with lm-eval's own loader (`include:` resolved) from the installed package,
+whose files the lock pins by sha256; rendering is our own Jinja2 environment configured as
+lm-eval's (StrictUndefined, trailing newlines kept, the `regex_replace` filter), so the
+independent path never imports lm_eval. SST-2 is one instance: nothing outside this module
+asks for a task by name.
+"""
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError
+
+DEFAULT_TASK = "sst2"
+SUPPORTED_METRICS = ("acc", "acc_norm")
+TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
+DATA_FIELDS = ("dataset_path", "dataset_name", "dataset_kwargs")  # the only fields a run may change
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    yaml_path: str  # relative to the folder holding the lm_eval package
+    yaml_files: tuple  # every YAML file the loader read (the task's own first, then its includes)
+    official: dict  # the merged official config, as lm-eval's loader returns it
+    eval_split: str  # the split lm-eval scores: test_split if named, else validation_split
+    splits: tuple  # every split the config names: the data files a run needs
+    doc_to_text: object
+    doc_to_choice: object
+    doc_to_target: object
+    target_delimiter: str
+    description: str
+    metrics: tuple  # from metric_list, in its order
+
+    @property
+    def fixed_choices(self) -> tuple | None:
+        """The choice list when the YAML states it (public); None when it comes from the document."""
+        return tuple(self.doc_to_choice) if isinstance(self.doc_to_choice, list) else None
+
+    def choice_names(self, count: int) -> tuple:
+        """How summaries name choice k: its text when the YAML fixes it, else 'choice k'."""
+        fixed = self.fixed_choices
+        return fixed if fixed is not None else tuple(f"choice {k}" for k in range(count))
+
+    # --- rendering, as lm-eval's ConfigurableTask does it (SOURCE_MAP steps 9-12) ---
+    def _value(self, setting, doc: dict):
+        if isinstance(setting, str):
+            return doc[setting] if setting in doc else render(setting, doc)
+        return setting
+
+    def context(self, doc: dict) -> str:
+        text = self._value(self.doc_to_text, doc)
+        if not isinstance(text, str) or (text.isdigit() and setting_is_template(self.doc_to_text, doc)):
+            raise InputError(f"task {self.name}: doc_to_text gave {type(text).__name__} {str(text)[:40]!r}; "
+                             "a context must be text (multiple-input tasks are not supported).")
+        prefix = render(self.description, doc) if self.description else ""
+        return prefix + text
+
+    def choices(self, doc: dict) -> list:
+        setting = self.doc_to_choice
+        if isinstance(setting, str):
+            choices = doc[setting] if setting in doc else ast.literal_eval(render(setting, doc))
+        elif isinstance(setting, dict):
+            choices = list(setting.values())
+        else:
+            choices = setting
+        if not (isinstance(choices, list) and choices and all(isinstance(c, str) for c in choices)):
+            raise InputError(f"task {self.name}: doc_to_choice must give a non-empty list of strings, "
+                             f"got {str(choices)[:60]!r}.")
+        return list(choices)
+
+    def candidates(self, doc: dict) -> list:
+        """The continuations scored: target_delimiter + choice (construct_requests)."""
+        return [self.target_delimiter + choice for choice in self.choices(doc)]
+
+    def target(self, doc: dict):
+        """doc_to_target as lm-eval returns it (and logs it as the sample's `target`)."""
+        setting = self.doc_to_target
+        if isinstance(setting, str) and setting in doc:
+            return doc[setting]
+        if isinstance(setting, str):
+            text = render(setting, doc)
+            return ast.literal_eval(text) if text.isdigit() else text
+        return setting
+
+    def gold(self, doc: dict, choices: list) -> int:
+        """The target resolved to a choice index as process_results does; out of range is bad data."""
+        target = self.target(doc)
+        if isinstance(target, str):
+            target = choices.index(target) if target in choices else -1
+        if type(target) is not int or not 0 <= target < len(choices):
+            raise InputError(f"task {self.name}: the gold answer {str(target)[:40]!r} is not an index into the "
+                             f"{len(choices)} choices.")
+        return target
+
+
+def setting_is_template(setting, doc: dict) -> bool:
+    return isinstance(setting, str) and setting not in doc
+
+
+_ENVIRONMENT = None
+
+
+def render(template: str, doc: dict) -> str:
+    """A Jinja2 template rendered as lm_eval.utils.apply_template does (SOURCE_MAP step 9b)."""
+    global _ENVIRONMENT
+    if _ENVIRONMENT is None:
+        from jinja2 import BaseLoader, Environment, StrictUndefined
+
+        _ENVIRONMENT = Environment(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)
+        _ENVIRONMENT.filters["regex_replace"] = lambda s, pattern, repl, count=0: re.sub(pattern, repl, s, count=count)
+    try:
+        return _ENVIRONMENT.from_string(template).render(**doc)
+    except Exception as error:  # a template naming a field the data lacks, etc.
+        raise InputError(f"template {template[:60]!r}: cannot render it for this document ({error}).") from None
+
+
+# --- reading the installed YAML ---
+
+def installed_tasks_root() -> Path:
+    from .evaluator_pin import installed_root
+
+    return installed_root() / "lm_eval" / "tasks"
+
+
+def yaml_files(path: Path) -> list:
+    """The YAML file and, recursively, every file its `include:` names (lm-eval's lookup rule)."""
+    import yaml
+
+    from lm_eval.utils import ignore_constructor
+
+    loader = yaml.CLoader if yaml.__with_libyaml__ else yaml.FullLoader
+    yaml.add_constructor("!function", ignore_constructor, Loader=loader)
+    with open(path, "rb") as handle:
+        raw = yaml.load(handle, Loader=loader)
+    found = [path]
+    includes = raw.get("include", []) if isinstance(raw, dict) else []
+    for include in [includes] if isinstance(includes, str) else includes:
+        target = Path(include) if Path(include).is_file() else path.parent / include
+        found += yaml_files(target)
+    return found
+
+
+def load_config(path: Path) -> dict:
+    """lm-eval's loader in its 'simple' mode: includes merged, `!function` left as a YAML node."""
+    from lm_eval.utils import load_yaml_config
+
+    return load_yaml_config(str(path), mode="simple")
+
+
+def unsupported_reason(config: dict) -> str | None:
+    """Why this config is outside the audit's protocol, or None."""
+    import yaml
+
+    functions = sorted(key for key, value in config.items() if isinstance(value, yaml.Node))
+    if functions:
+        return f"uses `!function` hooks ({', '.join(functions)}): code the audit cannot re-derive"
+    if config.get("output_type") != "multiple_choice":
+        return f"output_type is {config.get('output_type')!r}, not multiple_choice"
+    if config.get("process_results") or config.get("process_docs"):
+        return "has its own process_results / process_docs"
+    names = [m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}]]
+    other = [n for n in names if n not in SUPPORTED_METRICS]
+    if other:
+        return f"reports metrics {other} (supported: {', '.join(SUPPORTED_METRICS)})"
+    if config.get("num_fewshot") or config.get("fewshot_config"):
+        return "is a few-shot task (zero-shot only for now)"
+    if config.get("use_prompt"):
+        return "uses a promptsource prompt"
+    if isinstance(config.get("doc_to_text"), int) or config.get("doc_to_decontamination_query"):
+        return "has multiple inputs"
+    if config.get("doc_to_choice") is None:
+        return "has no doc_to_choice"
+    if config.get("filter_list"):
+        return "applies filters"
+    if not (config.get("test_split") or config.get("validation_split")):
+        return "names neither a test nor a validation split"
+    return None
+
+
+def spec_from_yaml(name: str, relative: str, root: Path) -> TaskSpec:
+    path = root / relative
+    if not path.is_file():
+        raise InputError(f"task {name}: its YAML {relative} is not installed under {root}.")
+    config = load_config(path)
+    reason = unsupported_reason(config)
+    if reason:
+        raise InputError(f"task {name} ({relative}) is not supported: it {reason}.")
+    if config.get("task") != name:
+        raise InputError(f"task {name}: {relative} defines task {config.get('task')!r}, not {name!r}.")
+    files = tuple(str(p.resolve().relative_to(root.resolve())) for p in yaml_files(path))
+    splits = tuple(dict.fromkeys(s for s in (config.get("training_split"), config.get("validation_split"),
+                                             config.get("test_split")) if s))
+    metrics = tuple(m["metric"] if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}])
+    return TaskSpec(
+        name=name, yaml_path=relative, yaml_files=files, official=config,
+        eval_split=config.get("test_split") or config["validation_split"], splits=splits,
+        doc_to_text=config.get("doc_to_text"), doc_to_choice=config["doc_to_choice"],
+        doc_to_target=config.get("doc_to_target"),
+        target_delimiter=config.get("target_delimiter", TASKCONFIG_DEFAULTS["target_delimiter"]),
+        description=config.get("description") or "", metrics=metrics,
+    )
+
+
+def spec_for(lock, name: str) -> TaskSpec:
+    """The spec of a task the lock pins (evaluator.tasks names its YAML; every file read must be pinned)."""
+    from .evaluator_pin import installed_root
+
+    tasks = lock.evaluator.get("tasks", {})
+    if name not in tasks:
+        raise InputError(f"{lock.path}: task {name!r} is not pinned (evaluator.tasks has {sorted(tasks)}); "
+                         "`run.py --list-tasks` lists the installed tasks and whether they are supported.")
+    root = installed_root()
+    spec = spec_from_yaml(name, tasks[name], root)
+    unpinned = [f for f in spec.yaml_files if f not in lock.evaluator["files"]]
+    if unpinned:
+        raise InputError(f"{lock.path}: task {name} reads {', '.join(unpinned)}, which evaluator.files does not pin.")
+    return spec
+
+
+def list_installed() -> list:
+    """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task."""
+    root = installed_tasks_root()
+    found = []
+    for path in sorted(root.rglob("*.yaml")):
+        try:
+            config = load_config(path)
+        except Exception:  # a YAML lm-eval itself could not read is not a task we can list
+            continue
+        if not isinstance(config, dict) or config.get("output_type") != "multiple_choice":
+            continue
+        if not isinstance(config.get("task"), str):
+            continue
+        found.append((config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(config)))
+    return found
+
+
+def require_data_for(spec: TaskSpec, profile) -> None:
+    """A profile's data files must be exactly the splits the task config names."""
+    have = sorted(f.split for f in profile.data.files)
+    if have != sorted(spec.splits):
+        raise InputError(f"profile {profile.name}: its data files are for splits {have}; task {spec.name} names "
+                         f"{sorted(spec.splits)} (it scores {spec.eval_split!r}).")
