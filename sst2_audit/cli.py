@@ -84,6 +84,7 @@ def _prepare(argv) -> int:
     parser.add_argument("--update-lock", action="store_true", help="fill the lock's unknown sha256s after a verified download")
     args = parser.parse_args(argv)
     lock, profile = _lock_and_profile(args)
+    _spec_for_run(lock, profile, None)  # the lock's data must fit the task before anything is fetched
     if args.verify:
         manifest = prepare.verify(lock, profile, args.cache)
         print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
@@ -92,7 +93,9 @@ def _prepare(argv) -> int:
     if args.update_lock:
         prepare.update_lock(lock, profile, args.cache, manifest)
         manifest = read_manifest(args.cache)  # rewritten by update_lock; its files were just verified
-    label = "EMBEDDED DEMO profile (not a GLUE SST-2 measurement)" if profile.demo else f"profile {profile.name}"
+    from .protocol import notice_for
+
+    label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
     print(f"{action}: {args.cache} holds {len(manifest.files)} verified files for the {label}; "
           f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
     return 0

@@ -7,6 +7,7 @@ logged doc_id also names the dataset's own id. The columns come from the lock's 
 """
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,7 +112,7 @@ def read_parquet(path: Path, expected_rows: int | None = None, columns=SST2_COLU
         table = pq.read_table(str(path))
     except Exception as error:  # pyarrow raises several kinds for a damaged file
         raise InputError(f"{path}: not a readable parquet file ({error}).") from None
-    actual = [(f.name, str(f.type).replace("list<item: string>", "list<string>")) for f in table.schema]
+    actual = [(f.name, re.sub(r"^list<\w+: string>$", "list<string>", str(f.type))) for f in table.schema]
     if actual != list(columns):
         raise InputError(f"{path}: expected columns {list(columns)}, got {actual}.")
     if expected_rows is not None and table.num_rows != expected_rows:

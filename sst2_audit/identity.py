@@ -96,7 +96,7 @@ def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, do
         context_tokens = encoded[0][0] if encoded else ()
         # Text and token ids stay out of records: mismatches name them through hashes.
         actual = {
-            "doc_id": doc_id, "doc_hash (of the logged doc)": doc_hash(sample["doc"]),
+            "doc_id": doc_id, "doc.idx": sample["doc"].get("idx"), "doc_hash (of the logged doc)": doc_hash(sample["doc"]),
             "target": sample["target"], "doc_hash": sample["doc_hash"], "prompt_hash": sample["prompt_hash"],
             "context_hashes": sorted({prompt_hash(context) for context, _ in arguments}),
             "candidates_sha256": [sha256_text(candidate) for _, candidate in arguments],
@@ -105,7 +105,8 @@ def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, do
             "candidate_tokens_sha256": tokens_hash(continuation for _, continuation in encoded),
         }
         expected = {
-            "doc_id": claimed.idx, "doc_hash (of the logged doc)": doc_hash(docs_by_idx[claimed.idx]),
+            "doc_id": claimed.idx, "doc.idx": docs_by_idx[claimed.idx].get("idx"),  # None where the data has no idx
+            "doc_hash (of the logged doc)": doc_hash(docs_by_idx[claimed.idx]),
             "target": claimed.target, "doc_hash": claimed.doc_hash, "prompt_hash": claimed.prompt_hash,
             "context_hashes": [claimed.prompt_hash],
             "candidates_sha256": [sha256_text(candidate) for candidate in claimed.candidates],

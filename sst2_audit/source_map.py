@@ -89,7 +89,7 @@ def check_row(row: MapRow, lm_eval_root: Path, repo: Path = REPO) -> list:
     source = path.read_text(encoding="utf-8")
     lines = source.splitlines()
     problems = []
-    if row.file.endswith(".yaml"):
+    if row.file.endswith((".yaml", "_yaml")):  # lm-eval's shared task defaults are YAML without the extension
         span = _yaml_span(lines, row.function)
     else:
         span = definitions(source).get(row.function)

@@ -172,7 +172,7 @@ def unsupported_reason(config: dict) -> str | None:
         return "is a few-shot task (zero-shot only for now)"
     if config.get("use_prompt"):
         return "uses a promptsource prompt"
-    if isinstance(config.get("doc_to_text"), int) or config.get("doc_to_decontamination_query"):
+    if isinstance(config.get("doc_to_text"), int):
         return "has multiple inputs"
     if config.get("doc_to_choice") is None:
         return "has no doc_to_choice"

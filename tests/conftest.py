@@ -85,3 +85,37 @@ def local_lock(tmp_path, embedded_cache, *, break_sha=None, missing=None, name="
     lock = tmp_path / f"{name}.lock.json"
     lock.write_text(json.dumps(raw))
     return lock
+
+
+def _demo_task_cache(profile: str) -> Path:
+    cache = TEST_CACHE / profile
+    done = run_script("prepare.py", "--profile", profile, "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    return cache
+
+
+def _demo_task_run(profile: str, cache: Path, base: Path) -> Path:
+    done = run_script("run.py", "--profile", profile, "--cache", cache, "--out", base / "out",
+                      "--private", base / "private", "--run-name", f"{profile}-test")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return base
+
+
+@pytest.fixture(scope="session")
+def rte_cache() -> Path:
+    return _demo_task_cache("embedded-rte")
+
+
+@pytest.fixture(scope="session")
+def inverse_scaling_cache() -> Path:
+    return _demo_task_cache("embedded-inverse-scaling")
+
+
+@pytest.fixture(scope="session")
+def rte_run(rte_cache, tmp_path_factory) -> Path:
+    return _demo_task_run("embedded-rte", rte_cache, tmp_path_factory.mktemp("rte-run"))
+
+
+@pytest.fixture(scope="session")
+def inverse_scaling_run(inverse_scaling_cache, tmp_path_factory) -> Path:
+    return _demo_task_run("embedded-inverse-scaling", inverse_scaling_cache, tmp_path_factory.mktemp("is-run"))

@@ -84,7 +84,6 @@ def test_the_salt_shopping_bundle_is_caught_by_the_reviewers_lock(embedded_cache
     assert "lock: FAIL" in out
     assert "bundled lock: split.salt: expected 'sst2-audit/split/v1', got 'a salt chosen for a better score'" in out
     assert "bundled lock: split.confirm_rows: expected 128, got 0" in out
-    assert "run: lock_sha256 (the reviewer's lock): expected " in out
     assert "rescore: SKIPPED (an earlier level did not pass; no row reaches the model)" in out
     code, out = audit(capsys, "--bundle-file", tmp_path / "shopped.tar.gz", "--cache", embedded_cache,
                       "--trust-bundle-lock", "--arithmetic-only")

@@ -12,6 +12,7 @@ import pytest
 from conftest import REPO, run_script
 from sst2_audit.cli import audit_main
 from sst2_audit.dataset import read_parquet
+from sst2_audit.identity import tokens_hash
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ def duplicate_row(r):
 
 def swap_candidates(r):
     q = _q(r, 2)
-    for key in ("candidates", "candidate_token_ids", "official_scores", "independent_scores"):
+    for key in ("candidates", "candidate_token_counts", "official_scores", "independent_scores"):
         q[key] = q[key][::-1]
 
 
@@ -90,7 +91,7 @@ def insert_confirmation_id(r):
 
 
 def change_token_id(r):
-    _q(r, 0)["candidate_token_ids"][1] = [2732]
+    _q(r, 0)["candidate_tokens_sha256"] = tokens_hash([[3524], [2732]])
 
 
 def edit_setting(r):
@@ -103,11 +104,12 @@ TAMPERINGS = {
     flip_label: ("both", lambda r: [f"row idx {_q(r, 3)['idx']} vs lm-eval sample: label (target)", f"row idx {_q(r, 3)['idx']}: label"]),
     drop_row: ("arithmetic", lambda r: ["scored id has no question record (row dropped)"]),
     duplicate_row: ("arithmetic", lambda r: [f"row idx {_q(r, 4)['idx']}: duplicated (questions[4] and questions[5])"]),
-    swap_candidates: ("arithmetic", lambda r: [f"row idx {_q(r, 2)['idx']}: candidates: expected [' negative', ' positive'], got [' positive', ' negative']"]),
+    swap_candidates: ("arithmetic", lambda r: [f"row idx {_q(r, 2)['idx']}: candidates (the task's): expected [' negative', ' positive'], got [' positive', ' negative']"]),
     alter_prompt_hash: ("both", lambda r: [f"row idx {_q(r, 7)['idx']}: prompt_hash: expected "]),
     edit_accuracy: ("arithmetic", lambda r: ["summary official: accuracy: expected "]),
     insert_confirmation_id: ("both", lambda r: [f"row idx {r['split']['confirm'][0]['idx']}: a confirmation id appears in questions"]),
-    change_token_id: ("identity", lambda r: [f"row idx {_q(r, 0)['idx']}: candidate_token_ids: expected [[3524], [2731]], got [[3524], [2732]]"]),
+    change_token_id: ("identity", lambda r: [f"row idx {_q(r, 0)['idx']}: candidate_tokens_sha256: expected "
+                                             f"{tokens_hash([[3524], [2731]])!r}, got {tokens_hash([[3524], [2732]])!r}"]),
     edit_setting: ("arithmetic", lambda r: ["run: settings: expected ", "lm-eval config: num_fewshot: expected 5, got 0"]),
 }
 
@@ -150,7 +152,7 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
                                                      "lm_eval_samples.public.jsonl", "manifest.json", "resources.lock.json", "run.json"))
     check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=extracted / "test-full", capture_output=True, text=True)
     assert check.returncode == 0 and check.stdout.count(": OK") == 7
-    sentences = [r.sentence for r in read_parquet(embedded_cache / "data" / "validation.parquet")]
+    sentences = [r.doc["sentence"] for r in read_parquet(embedded_cache / "data" / "validation.parquet")]
     for path in (extracted / "test-full").iterdir():
         text = path.read_text()
         assert not [s for s in sentences if s in text], path.name

@@ -31,15 +31,15 @@ def test_our_lock_pins_the_reference_resources():
 def test_unknown_profile_is_refused(tmp_path):
     done = run_script("prepare.py", "--profile", "glue-sst3", "--cache", tmp_path / "c")
     assert done.returncode == 2
-    assert "unknown profile 'glue-sst3'; this lock defines embedded, glue-sst2" in one_paragraph(done.stderr)
+    assert "unknown profile 'glue-sst3'; this lock defines embedded, embedded-inverse-scaling, embedded-rte, glue-sst2." in one_paragraph(done.stderr)
     assert not (tmp_path / "c").exists()
 
 
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read the lock file"),
     ("{not json", "not valid JSON"),
-    (json.dumps({"schema": "sst2-audit/resources.lock", "schema_version": 3}),
-     "expected schema 'sst2-audit/resources.lock' version 2, got 'sst2-audit/resources.lock' version 3"),
+    (json.dumps({"schema": "sst2-audit/resources.lock", "schema_version": 4}),
+     "expected schema 'sst2-audit/resources.lock' version 3, got 'sst2-audit/resources.lock' version 4"),
     ('{"schema": "sst2-audit/resources.lock", "schema": "other"}', "not acceptable JSON (duplicate key 'schema')"),
     (json.dumps(dict(json.loads(LOCK.read_text()), evaluator={
         k: v for k, v in json.loads(LOCK.read_text())["evaluator"].items() if k != "task"})),

@@ -29,7 +29,7 @@ def test_second_prepare_is_offline_and_only_reverifies(embedded_cache):
     done = run_script("prepare.py", "--profile", "embedded", "--cache", embedded_cache,
                       env={"HF_HUB_OFFLINE": "1", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": ""})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"verified: {embedded_cache} holds 8 verified files for the EMBEDDED DEMO profile")
+    assert done.stdout.startswith(f"verified: {embedded_cache} holds 8 verified files for the profile embedded (EMBEDDED DEMO: sentences written")
     assert "re-verify cache (offline)" in done.stderr and "pip download" not in done.stderr
     assert tree_state(embedded_cache) == before
 

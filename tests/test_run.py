@@ -7,6 +7,7 @@ import pytest
 from conftest import one_paragraph, run_script, tree_state
 from sst2_audit import records
 from sst2_audit.dataset import read_parquet
+from sst2_audit.identity import tokens_hash
 
 
 def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):
@@ -16,7 +17,7 @@ def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):
     out = done.stdout
     assert out.startswith("*** EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; "
                           "not a GLUE SST-2 measurement. ***")
-    assert "run smoke: profile embedded, smoke mode, 2 dev rows (128 confirmation rows sealed, never scored)" in out
+    assert "run smoke: task sst2, profile embedded, smoke mode, 2 dev rows (128 confirmation rows sealed, never scored)" in out
     assert "max abs diff over 4 candidate scores: 0.0" in out
     assert "identity checks passed: 2/2 logged samples" in out
     record = records.read(tmp_path / "out" / records.RUN_FILE, records.RunRecord)
@@ -27,6 +28,8 @@ def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):
 def test_full_run_records(full_run, embedded_cache):
     record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
     assert (record.mode, record.profile, record.demo, record.lock_fully_hashed) == ("full", "embedded", True, True)
+    assert (record.task, record.metrics, record.official_norm, record.independent_norm) == ("sst2", ["acc"], None, None)
+    assert record.split.row_hash_rule == "sha256(canonical_json(doc))"
     assert len(record.questions) == 64 and record.split.scored_ids == record.split.dev_ids
     assert [q.idx for q in record.questions] == record.split.dev_ids
     assert len(record.split.confirm) == 128
@@ -35,7 +38,9 @@ def test_full_run_records(full_run, embedded_cache):
     for q in record.questions:
         assert q.official_scores == q.independent_scores
         assert q.logged_doc_id == q.idx
-        assert q.candidates == [" negative", " positive"] and q.candidate_token_ids == [[3524], [2731]]
+        assert q.candidates == [" negative", " positive"] and q.candidate_token_counts == [1, 1]
+        assert q.candidate_tokens_sha256 == tokens_hash([[3524], [2731]]) and q.choice_lengths == [8, 8]
+        assert q.official_norm_prediction is None and q.official_logged_acc_norm is None
         assert q.official_logged_acc == float(q.official_prediction == q.label)
     assert record.official == record.independent
     assert record.official.rows == 64
@@ -54,13 +59,13 @@ def test_full_run_records(full_run, embedded_cache):
 
 
 def test_public_records_carry_no_review_text(full_run, embedded_cache):
-    sentences = [row.sentence for row in read_parquet(embedded_cache / "data" / "validation.parquet")]
+    sentences = [row.doc["sentence"] for row in read_parquet(embedded_cache / "data" / "validation.parquet")]
     for path in (full_run / "out").iterdir():
         text = path.read_text()
         assert not [s for s in sentences if s in text], path.name
         assert str(embedded_cache.resolve()) not in text, path.name
     private = records.read(full_run / "private" / records.PRIVATE_FILE, records.PrivateRecord)
-    assert len(private.questions) == 64 and private.questions[0].sentence in sentences
+    assert len(private.questions) == 64 and private.questions[0].doc["sentence"] in sentences
 
 
 def test_lm_eval_public_output_matches_our_records(full_run):

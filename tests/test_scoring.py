@@ -2,11 +2,27 @@
 
 import pytest
 
+from conftest import LOCK
 from sst2_audit.dataset import Row
 from sst2_audit.errors import CheckFailed, InputError
 from sst2_audit.independent import BoundaryError, IndependentScorer, encode_pair, encode_question
-from sst2_audit.protocol import CANDIDATES, accuracy_stderr, context_for, predict
+from sst2_audit.lock import load_lock
+from sst2_audit.protocol import accuracy_stderr, predict
 from sst2_audit.split import make_split
+from sst2_audit.task_spec import spec_for
+
+
+@pytest.fixture(scope="module")
+def sst2():
+    return spec_for(load_lock(LOCK), "sst2")
+
+
+def context_for(sentence: str) -> str:
+    return sst2_spec().context({"sentence": sentence, "label": 1, "idx": 0})
+
+
+def sst2_spec():
+    return spec_for(load_lock(LOCK), "sst2")
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +55,12 @@ def test_stderr_is_sample_std_over_sqrt_n():
     assert accuracy_stderr([1.0, 0.0, 1.0, 0.0]) == pytest.approx(0.28867513459481287, abs=0)
 
 
-def test_prompt_and_candidates_are_the_protocol(tokenizer):
-    assert context_for("a fine film .") == "a fine film .\nQuestion: Is this sentence positive or negative?\nAnswer:"
-    assert CANDIDATES == (" negative", " positive")
-    pairs = encode_question(tokenizer, "a fine film .", 3, 512)
+def test_prompt_and_candidates_are_the_protocol(tokenizer, sst2):
+    doc = {"sentence": "a fine film .", "label": 1, "idx": 3}
+    assert sst2.context(doc) == "a fine film .\nQuestion: Is this sentence positive or negative?\nAnswer:"
+    assert sst2.candidates(doc) == [" negative", " positive"] and sst2.gold(doc, sst2.choices(doc)) == 1
+    assert (sst2.eval_split, sst2.splits, sst2.metrics) == ("validation", ("train", "validation"), ("acc",))
+    pairs = encode_question(tokenizer, sst2.context(doc), sst2.candidates(doc), 3, 512)
     assert [p.continuation_tokens for p in pairs] == [(3524,), (2731,)]
     assert pairs[0].context_tokens == tuple(tokenizer.encode(context_for("a fine film .")))
 
@@ -67,21 +85,21 @@ def test_multi_token_candidate_is_summed_over_its_tokens(tokenizer, tiny_model):
 
 def test_one_token_candidates_share_one_forward_pass(tokenizer, tiny_model):
     scorer = IndependentScorer(tiny_model, 512)
-    scorer.score(0, encode_question(tokenizer, "a fine film .", 0, 512))
+    scorer.score(0, encode_question(tokenizer, context_for("a fine film ."), [" negative", " positive"], 0, 512))
     assert scorer.forward_calls == 1
 
 
 def test_boundary_check_fails_when_context_tokens_are_not_a_prefix(tokenizer):
-    # A trailing space in the context merges with the candidate's first word in BPE.
+    # A context ending inside a word: BPE merges its last letters with the candidate's.
     with pytest.raises(BoundaryError, match=r"context/candidate boundary: the context's \d+ tokens are not a prefix"):
-        encode_pair(tokenizer, "a fine film .\nAnswer: ", "negative")
+        encode_pair(tokenizer, "a fine fil", "m .")
 
 
 def test_over_long_input_fails_cleanly(tokenizer):
     sentence = " ".join(["splendid"] * 600)
     with pytest.raises(InputError, match=r"row idx 17: the model input is \d+ tokens, longer than max_length 512; "
                                          r"the protocol never truncates"):
-        encode_question(tokenizer, sentence, 17, 512)
+        encode_question(tokenizer, context_for(sentence), [" negative", " positive"], 17, 512)
 
 
 def test_a_confirmation_row_can_never_be_scored():
@@ -108,7 +126,7 @@ def test_split_is_a_fixed_hash_order():
 
 
 def test_row_doc_is_in_parquet_column_order():
-    assert list(Row(4, "x", 1).as_doc()) == ["sentence", "label", "idx"]
+    assert list(Row(4, {"sentence": "x", "label": 1, "idx": 4}).as_doc()) == ["sentence", "label", "idx"]
 
 
 def test_multi_token_candidate_matches_lm_eval_bit_for_bit(tokenizer, tiny_model):
@@ -136,23 +154,26 @@ def test_agreement_names_the_row_and_candidate_of_a_one_bit_difference():
     independent = {7: [-4.25, math.nextafter(-3.5, 0.0)], 9: [-1.0, -2.0]}
     max_abs_diff, disagreements = compare_scores([9, 7], official, independent)
     assert max_abs_diff == 3.5 - abs(math.nextafter(-3.5, 0.0))
-    assert [(m.logged_position, m.claimed_id, m.expected["candidate"]) for m in disagreements] == [(1, 7, " positive")]
+    assert [(m.logged_position, m.claimed_id, m.expected["candidate"]) for m in disagreements] == [(1, 7, 1)]
     assert describe(disagreements, max_abs_diff).startswith(
-        "official and independent scores differ on 1 candidate score(s) (idx 7 candidate ' positive'; max abs diff ")
+        "official and independent scores differ on 1 candidate score(s) (idx 7 candidate 1; max abs diff ")
     assert compare_scores([9, 7], official, official) == (0.0, [])
 
 
-def test_task_config_may_differ_only_in_data_loading_fields():
+def test_task_config_may_differ_only_in_data_loading_fields(sst2):
+    import dataclasses
+
     from sst2_audit.errors import CheckFailed
     from sst2_audit.official import config_differences
 
     official = {"task": "sst2", "dataset_path": "nyu-mll/glue", "dataset_name": "sst2", "doc_to_text": "{{sentence}}"}
+    spec = dataclasses.replace(sst2, official=official)
     effective = dict(official, dataset_path="parquet", dataset_name=None, dataset_kwargs={"data_files": {}},
                      num_fewshot=0, target_delimiter=" ")
-    assert sorted(config_differences(official, effective, 0)) == ["dataset_kwargs", "dataset_name", "dataset_path", "num_fewshot"]
+    assert sorted(config_differences(spec, effective, 0)) == ["dataset_kwargs", "dataset_name", "dataset_path", "num_fewshot"]
     with pytest.raises(CheckFailed, match="outside the data-loading fields: doc_to_text"):
-        config_differences(official, dict(effective, doc_to_text="{{sentence}} Answer:"), 0)
+        config_differences(spec, dict(effective, doc_to_text="{{sentence}} Answer:"), 0)
     with pytest.raises(CheckFailed, match="outside the data-loading fields: target_delimiter"):
-        config_differences(official, dict(effective, target_delimiter=""), 0)
+        config_differences(spec, dict(effective, target_delimiter=""), 0)
     with pytest.raises(CheckFailed, match="the effective sst2 task config has num_fewshot 5; the lock pins 0"):
-        config_differences(official, dict(effective, num_fewshot=5), 0)
+        config_differences(spec, dict(effective, num_fewshot=5), 0)

@@ -5,8 +5,9 @@ import pytest
 
 from conftest import LOCK, REPO
 from sst2_audit import source_map
-from sst2_audit.evaluator_pin import installed_root, verify_installed
+from sst2_audit.evaluator_pin import files_for, installed_root, verify_installed
 from sst2_audit.lock import load_lock
+from sst2_audit.task_spec import spec_for
 
 MAP = (REPO / "SOURCE_MAP.md").read_text()
 FACTS = REPO.parent / "shared" / "facts" / "lm-eval-v0.4.9.2.sha256"
@@ -15,13 +16,14 @@ FACTS = REPO.parent / "shared" / "facts" / "lm-eval-v0.4.9.2.sha256"
 def test_every_row_is_verified_against_the_installed_evaluator():
     rows, problems = source_map.check(MAP, installed_root())
     assert problems == []
-    assert len(rows) == 41
+    assert len(rows) == 47
     functions = {row.function for row in rows}
     for step in ("doc_to_text", "doc_to_choice", "doc_to_target", "TaskConfig", "ConfigurableTask.__init__",
                  "ConfigurableTask.construct_requests", "Instance", "TemplateLM._encode_pair", "HFLM.tok_encode",
                  "HFLM._loglikelihood_tokens", "HFLM._select_cont_toks", "ConfigurableTask.process_results",
                  "acc_fn", "mean", "mean_stderr", "TaskOutput.calculate_aggregate_metric", "simple_evaluate",
-                 "evaluate", "Task.doc_iterator", "get_task_dict.pretty_print_task"):
+                 "evaluate", "Task.doc_iterator", "get_task_dict.pretty_print_task", "load_yaml_config",
+                 "apply_template", "Task.eval_docs"):
         assert step in functions, step
     doc_id_row = next(row for row in rows if row.step == "38 logged doc_id")
     lines = (installed_root() / doc_id_row.file).read_text().splitlines()
@@ -46,8 +48,14 @@ def test_a_wrong_row_fails_the_check(old, new, problem):
 
 def test_installed_scoring_path_files_have_the_pinned_sha256():
     lock = load_lock(LOCK)
-    hashes = verify_installed(lock)
-    assert len(hashes) == 55 and hashes == lock.evaluator["files"]
+    hashes = {}
+    for task in lock.evaluator["tasks"]:
+        spec = spec_for(lock, task)
+        verified = verify_installed(lock, spec)
+        assert verified == files_for(lock, spec) and spec.yaml_path in verified
+        hashes.update(verified)
+    assert len(files_for(lock, spec_for(lock, "sst2"))) == 55  # what an SST-2 run depends on, as before
+    assert hashes == lock.evaluator["files"]  # every pin is some pinned task's
     cited = {row.file for row in source_map.parse(MAP)}
     assert cited <= set(lock.evaluator["files"]), cited - set(lock.evaluator["files"])
 
@@ -59,7 +67,23 @@ def test_lock_pins_equal_the_tagged_commit_files():
         if line and not line.startswith("#"):
             digest, path = line.split()
             pinned[path] = digest
-    assert load_lock(LOCK).evaluator["files"] == pinned
+    files = load_lock(LOCK).evaluator["files"]
+    assert {path: files[path] for path in pinned} == pinned
+    # The other tasks' YAMLs are not in that list: their pins equal the installed wheel's RECORD.
+    record = _wheel_record()
+    for path in sorted(set(files) - set(pinned)):
+        assert path.startswith("lm_eval/tasks/") and files[path] == record[path], path
+
+
+def _wheel_record() -> dict:
+    import base64
+    from importlib.metadata import distribution
+
+    found = {}
+    for entry in distribution("lm_eval").files:
+        if entry.hash is not None and entry.hash.mode == "sha256":
+            found[str(entry)] = base64.urlsafe_b64decode(entry.hash.value + "==").hex()
+    return found
 
 
 def test_hazards_cite_upstream_issues():
@@ -77,6 +101,7 @@ def test_a_changed_installed_file_is_named(tmp_path):
     raw = json.loads(LOCK.read_text())
     raw["evaluator"]["files"]["lm_eval/evaluator.py"] = "0" * 64
     (tmp_path / "lock.json").write_text(json.dumps(raw))
-    actual = verify_installed(load_lock(LOCK))["lm_eval/evaluator.py"]
+    spec = spec_for(load_lock(LOCK), "sst2")
+    actual = verify_installed(load_lock(LOCK), spec)["lm_eval/evaluator.py"]
     with pytest.raises(CheckFailed, match=f"lm_eval/evaluator.py: expected sha256 {'0' * 64}, got {actual}"):
-        verify_installed(load_lock(tmp_path / "lock.json"))
+        verify_installed(load_lock(tmp_path / "lock.json"), spec)

@@ -58,7 +58,8 @@ def _per_question(result: LevelResult, spec, question) -> bool:
         result.expect(where, f"{path}_norm_prediction", predict_norm(scores, question.choice_lengths) if norm else None,
                       getattr(question, f"{path}_norm_prediction"))
     for number, (official, independent) in enumerate(zip(question.official_scores, question.independent_scores)):
-        result.expect(where, f"candidate {number} score: independent == official", official, independent)
+        name = repr(question.candidates[number]) if spec.fixed_choices is not None else str(number)  # never data text
+        result.expect(where, f"candidate {name} score: independent == official", official, independent)
     result.expect(where, "official_logged_acc", float(predict(question.official_scores) == question.label),
                   question.official_logged_acc)
     result.expect(where, "official_logged_acc_norm",
@@ -91,8 +92,8 @@ def _against_lm_eval(result: LevelResult, run: RunFolder, spec, record) -> None:
     reported = run.lm_eval_results.get("results", {}).get(spec.name, {})
     for key in (key for metric in spec.metrics for key in (metric, f"{metric}_stderr")):
         result.expect("lm-eval results", f"{key},none", reported.get(f"{key},none"), record.lm_eval_reported.get(key))
-    result.expect("lm-eval reported", "keys", [k for m in spec.metrics for k in (m, f"{m}_stderr")],
-                  list(record.lm_eval_reported))
+    result.expect("lm-eval reported", "keys", sorted(k for m in spec.metrics for k in (m, f"{m}_stderr")),
+                  sorted(record.lm_eval_reported))
     config = run.lm_eval_results.get("configs", {}).get(spec.name, {})
     result.expect("lm-eval config", "num_fewshot", record.settings.get("num_fewshot"), config.get("num_fewshot"))
     result.expect("lm-eval config", "n-shot", record.settings.get("num_fewshot"),

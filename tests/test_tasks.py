@@ -1,0 +1,212 @@
+"""Any zero-shot multiple_choice task: the spec, the protocol hazards outside SST-2, and the two demo tasks.
+
+Every comparison with lm-eval goes through the installed lm-eval itself (HFLM, ConfigurableTask),
+on real tokenizers and a tiny real transformers model.
+"""
+
+import json
+
+import pytest
+
+from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script
+from sst2_audit.dataset import Row, write_parquet
+from sst2_audit.errors import InputError
+from sst2_audit.evaluator_pin import installed_root
+from sst2_audit.identity import expected_question
+from sst2_audit.independent import IndependentScorer, encode_pair
+from sst2_audit.lock import load_lock
+from sst2_audit.protocol import predict, predict_norm
+from sst2_audit.task_spec import spec_for, spec_from_yaml
+
+IS_TASK = "inverse_scaling_redefine_math"
+IS_COLUMNS = (("prompt", "string"), ("classes", "list<string>"), ("answer_index", "int64"))
+
+
+@pytest.fixture(scope="module")
+def lock():
+    return load_lock(LOCK)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(embedded_cache):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(embedded_cache / "model"))
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(11)
+    config = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         attn_implementation="eager")
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def hflm(tiny_model, tokenizer):
+    from lm_eval.models.huggingface import HFLM
+
+    return HFLM(pretrained=tiny_model, tokenizer=tokenizer, batch_size=1, max_length=512, device="cpu",
+                add_bos_token=False)
+
+
+def _lm_eval_scores(hflm, context: str, candidates: list) -> list:
+    from lm_eval.api.instance import Instance
+
+    requests = [Instance(request_type="loglikelihood", doc={}, arguments=(context, c), idx=i)
+                for i, c in enumerate(candidates)]
+    return [score for score, _ in hflm.loglikelihood(requests, disable_tqdm=True)]
+
+
+def test_the_three_pinned_tasks_are_specs_read_from_the_installed_yaml(lock):
+    rte, inverse = spec_for(lock, "rte"), spec_for(lock, IS_TASK)
+    doc = {"sentence1": "Mara rowed home.", "sentence2": "Mara was on the water.", "label": 0, "idx": 0}
+    assert rte.context(doc) == "Mara rowed home.\nQuestion: Mara was on the water. True or False?\nAnswer:"
+    assert rte.candidates(doc) == [" True", " False"] and rte.gold(doc, rte.choices(doc)) == 0
+    assert inverse.yaml_files == ("lm_eval/tasks/inverse_scaling/inverse_scaling_redefine_math.yaml",
+                                  "lm_eval/tasks/inverse_scaling/_inverse_scaling_mc_yaml")  # the include is pinned
+    assert (inverse.eval_split, inverse.splits, inverse.metrics) == ("train", ("train",), ("acc", "acc_norm"))
+    assert inverse.fixed_choices is None and inverse.choice_names(2) == ("choice 0", "choice 1")
+
+
+def test_an_empty_target_delimiter_scores_the_classes_as_written(lock):
+    inverse = spec_for(lock, IS_TASK)
+    doc = {"prompt": "Q: What is 4 plus 5?\nA:", "classes": [" 9", " 20"], "answer_index": 0}
+    assert inverse.target_delimiter == ""
+    assert inverse.context(doc) == "Q: What is 4 plus 5?\nA:"
+    assert inverse.candidates(doc) == [" 9", " 20"]  # the leading space is the class's own
+
+
+def test_trailing_whitespace_of_a_context_moves_onto_the_candidate_as_in_lm_eval(tokenizer, tiny_model, hflm):
+    context = "a fine film .\nAnswer: "  # the space would otherwise merge with the candidate's first word
+    for candidate in ("negative", "positive"):
+        pair = encode_pair(tokenizer, context, candidate)
+        assert (list(pair.context_tokens), list(pair.continuation_tokens)) == hflm._encode_pair(context, candidate)
+        assert pair.context_tokens == tuple(tokenizer.encode("a fine film .\nAnswer:"))
+    mine = IndependentScorer(tiny_model, 512).score(0, [encode_pair(tokenizer, context, c) for c in ("negative", "positive")])
+    assert list(mine.candidate_scores) == _lm_eval_scores(hflm, context, ["negative", "positive"])
+
+
+def test_a_three_token_candidate_is_summed_bit_for_bit_as_lm_eval(lock, tokenizer, tiny_model, hflm):
+    inverse = spec_for(lock, IS_TASK)
+    row = Row(0, {"prompt": "Q: What is 40 plus 59?\nA:", "classes": [" 99", " 2360"], "answer_index": 0})
+    question = expected_question(row, inverse, tokenizer, 512)
+    assert [len(ids) for ids in question.candidate_token_ids] == [3, 5]
+    assert question.public_fields()["candidates"][0].startswith("sha256:")  # data text stays out of records
+    mine = IndependentScorer(tiny_model, 512).score(0, question.pairs())
+    assert list(mine.candidate_scores) == _lm_eval_scores(hflm, question.context, list(question.candidates))
+
+
+def test_acc_norm_is_lm_eval_s_on_a_case_where_it_differs_from_acc(lock, tmp_path, monkeypatch):
+    """lm-eval's own ConfigurableTask.process_results on the installed YAML, against ours."""
+    from lm_eval.api.task import ConfigurableTask
+
+    from sst2_audit.official import task_config
+
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    inverse = spec_for(lock, IS_TASK)
+    doc = {"prompt": "Q: What is 12 times 300?\nA:", "classes": [" 3600", " 15"], "answer_index": 0}
+    write_parquet([Row(0, doc)], tmp_path / "train.parquet", IS_COLUMNS)
+    task = ConfigurableTask(config=task_config(inverse, {"train": str(tmp_path / "train.parquet")}))
+    scores, lengths = [-4.0, -3.0], [5, 3]  # acc: -3.0 wins (choice 1); per character -0.8 > -1.0 (choice 0)
+    assert [len(c) for c in inverse.choices(doc)] == lengths
+    assert (predict(scores), predict_norm(scores, lengths)) == (1, 0)
+    assert task.process_results(doc, [(score, False) for score in scores]) == {"acc": 0.0, "acc_norm": 1.0}
+
+
+def test_acc_norm_ties_go_to_the_first_choice_like_numpy_argmax():
+    assert predict_norm([-2.0, -4.0], [1, 2]) == 0
+    with pytest.raises(ValueError, match="acc_norm needs non-empty choices"):
+        predict_norm([-1.0, -2.0], [0, 3])
+
+
+def test_a_task_with_function_hooks_is_refused_with_the_reason():
+    with pytest.raises(InputError, match=r"task hellaswag \(lm_eval/tasks/hellaswag/hellaswag.yaml\) is not supported: "
+                                         r"it uses `!function` hooks \(process_docs\)"):
+        spec_from_yaml("hellaswag", "lm_eval/tasks/hellaswag/hellaswag.yaml", installed_root())
+
+
+def test_a_lock_pinning_a_refused_task_exits_2_naming_it(tmp_path):
+    raw = load_lock_json()
+    raw["evaluator"]["tasks"]["hellaswag"] = "lm_eval/tasks/hellaswag/hellaswag.yaml"
+    raw["evaluator"]["files"]["lm_eval/tasks/hellaswag/hellaswag.yaml"] = "0" * 64
+    raw["profiles"]["embedded"]["task"] = "hellaswag"
+    (tmp_path / "data" / "demo").mkdir(parents=True)
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps(raw))
+    done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--smoke")
+    assert done.returncode == 2
+    assert ("task hellaswag (lm_eval/tasks/hellaswag/hellaswag.yaml) is not supported: it uses `!function` hooks "
+            "(process_docs): code the audit cannot re-derive.") in one_paragraph(done.stderr)
+
+
+def test_task_option_names_the_profile_that_has_the_data():
+    done = run_script("run.py", "--profile", "embedded", "--task", "rte", "--smoke")
+    assert done.returncode == 2
+    assert ("--task rte: profile embedded holds data for task sst2; profiles with data for rte: embedded-rte."
+            in one_paragraph(done.stderr))
+    done = run_script("run.py", "--profile", "embedded", "--task", "hellaswag", "--smoke")
+    assert done.returncode == 2 and "no profile of resources.lock.json has data for hellaswag" in done.stderr
+
+
+def test_list_tasks_says_supported_or_why_not():
+    done = run_script("run.py", "--list-tasks")
+    assert done.returncode == 0, done.stderr
+    lines = dict((line.split("\t")[0], line.split("\t")[2]) for line in done.stdout.splitlines()[1:])
+    assert lines["sst2"] == lines["rte"] == lines[IS_TASK] == "pinned"
+    assert lines["arc_easy"] == "supported"
+    assert lines["hellaswag"].startswith("unsupported: uses `!function` hooks (process_docs)")
+    assert lines["mrpc"] == "unsupported: reports metrics ['f1'] (supported: acc, acc_norm)"
+    assert done.stdout.splitlines()[0].startswith(f"{len(lines)} installed multiple_choice tasks, ")
+
+
+@pytest.mark.parametrize("fixture, profile, metrics", [
+    ("rte_run", "embedded-rte", ["acc"]),
+    ("inverse_scaling_run", "embedded-inverse-scaling", ["acc", "acc_norm"]),
+])
+def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profile, metrics, tmp_path, capsys):
+    from sst2_audit import records
+    from sst2_audit.cli import audit_main
+
+    base = request.getfixturevalue(fixture)
+    cache = request.getfixturevalue("rte_cache" if profile == "embedded-rte" else "inverse_scaling_cache")
+    record = records.read(base / "out" / records.RUN_FILE, records.RunRecord)
+    assert record.metrics == metrics and record.demo and "EMBEDDED DEMO" in record.notice
+    assert record.max_abs_diff == 0.0 and record.identity_checks_passed == 64 == len(record.questions)
+    assert all(q.official_scores == q.independent_scores for q in record.questions)
+    if "acc_norm" in metrics:
+        assert record.official_norm == record.independent_norm
+        assert record.lm_eval_reported["acc_norm"] == record.official_norm.accuracy
+        assert any(q.official_norm_prediction != q.official_prediction for q in record.questions)
+        assert max(max(q.candidate_token_counts) for q in record.questions) >= 3
+    public = "".join(path.read_text() for path in (base / "out").iterdir())
+    for row in json.loads("[" + ",".join((REPO / "data" / "demo" / ("rte/validation.jsonl" if "rte" in profile
+                                          else "inverse_scaling/train.jsonl")).read_text().splitlines()[:64]) + "]"):
+        text = row.get("sentence1") or row["prompt"]
+        assert text not in public  # no data text in the public records
+    code = audit_main(["--out", str(base / "out"), "--cache", str(cache), "--rescore", "4", "--seed", "5",
+                       "--bundle", "--results", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"*** {record.notice} ***" in out
+    code = audit_main(["--bundle-file", str(tmp_path / f"{profile}-test.tar.gz"), "--cache", str(cache)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for level in ("bundle SHA256SUMS", "lock", "claims", "arithmetic", "identity"):
+        assert f"{level}: PASS" in out
+
+
+def test_a_schema_1_bundle_is_read_and_audited_by_today_s_reader(embedded_cache, capsys):
+    from sst2_audit.cli import audit_main
+
+    code = audit_main(["--bundle-file", str(REPO / "tests" / "data" / "v1-embedded-full-reference.tar.gz"),
+                       "--cache", str(embedded_cache)])
+    out = capsys.readouterr().out
+    assert code == 1, out  # it ran in the native numeric mode, not the lock's: the lock level says so
+    assert "bundled lock: run_settings.numeric_mode: expected {'ATEN_CPU_CAPABILITY': 'avx2'" in out
+    assert "arithmetic: PASS (1371 checks)" in out and "identity: PASS (906 checks)" in out
