@@ -1,4 +1,4 @@
-"""Baseline (a): lm-eval simple_evaluate alone on the same 64 dev rows, model and settings.
+"""Baseline (a): lm-eval simple_evaluate alone on the same 64 dev rows, task, model and settings.
 
 No hashing, no identity checks, no independent path: what scoring with lm-eval costs by itself.
 Usage: python benchmarks/lm_eval_alone.py CACHE PROFILE [THREADS] [LOCK]  (default: the lock's threads, our lock)
@@ -24,21 +24,23 @@ import torch  # noqa: E402
 from lm_eval.api.task import ConfigurableTask  # noqa: E402
 from lm_eval.models.huggingface import HFLM  # noqa: E402
 
-from sst2_audit.dataset import read_parquet  # noqa: E402
+from sst2_audit.dataset import columns_of, read_parquet  # noqa: E402
 from sst2_audit.official import task_config  # noqa: E402
 from sst2_audit.split import make_split  # noqa: E402
+from sst2_audit.task_spec import spec_for  # noqa: E402
 
 cache, profile = Path(sys.argv[1]).resolve(), sys.argv[2]
 settings = lock.run_settings
 torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] != "-" else settings["threads"])
-rows = read_parquet(cache / "data" / "validation.parquet")
+spec = spec_for(lock, lock.profile(profile).task)
+rows = read_parquet(cache / "data" / f"{spec.eval_split}.parquet", columns=columns_of(lock.profile(profile).data))
 dev_ids = make_split([r.idx for r in rows], lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"]).dev_ids
-data_files = {s: str(cache / "data" / f"{s}.parquet") for s in ("train", "validation")}
+data_files = {s: str(cache / "data" / f"{s}.parquet") for s in spec.splits}
 lm = HFLM(pretrained=str(cache / "model"), dtype=settings["dtype"], attn_implementation=settings["attention"],
           batch_size=settings["batch_size"], max_length=settings["max_length"], device=settings["device"],
           add_bos_token=False)
-out = lm_eval.simple_evaluate(model=lm, tasks=[ConfigurableTask(config=task_config(lock, data_files))],
-                              num_fewshot=0, samples={"sst2": sorted(dev_ids)}, log_samples=True,
+out = lm_eval.simple_evaluate(model=lm, tasks=[ConfigurableTask(config=task_config(spec, data_files))],
+                              num_fewshot=0, samples={spec.name: sorted(dev_ids)}, log_samples=True,
                               random_seed=settings["seed"], numpy_random_seed=settings["seed"],
                               torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"])
-print("acc", out["results"]["sst2"]["acc,none"])
+print("acc", out["results"][spec.name]["acc,none"])

@@ -21,6 +21,7 @@ RUN_FILE = "run.json"
 FAILURE_FILE = "failure.json"
 PRIVATE_FILE = "private.json"
 ENVIRONMENT_FILE = "environment.json"
+REPORT_FILE = "report.html"
 LM_EVAL_RESULTS_FILE = "lm_eval_results.json"
 LM_EVAL_SAMPLES_FILE = "lm_eval_samples.public.jsonl"
 LM_EVAL_PRIVATE_SAMPLES_FILE = "lm_eval_samples.jsonl"
@@ -64,6 +65,15 @@ class PlatformRecord(typing.TypedDict):
     mode: dict[str, str | None]
     mode_in_effect: bool
     probe_sha256: str
+
+
+class LmEvalNote(typing.TypedDict):
+    """lm_eval_notes.py: a field of lm-eval's results that misleads for a samples= run, and the truth."""
+
+    field: str
+    lm_eval_says: typing.Any
+    truth: typing.Any
+    why: str
 
 
 @dataclass
@@ -142,6 +152,7 @@ class RunRecord:
     official_norm: PathSummary | None  # acc_norm, when the task reports it
     independent_norm: PathSummary | None
     platform: PlatformRecord | None = None  # None only in records upgraded from schema 1
+    lm_eval_notes: list[LmEvalNote] | None = None  # None only in records upgraded from schema 2 or older
     schema_version: int = RECORD_SCHEMA_VERSION
     kind: str = "sst2-audit/run"
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import atomic, records
+from . import atomic, lm_eval_notes, records
 from .agreement import compare_scores, describe
 from .dataset import columns_of, read_parquet
 from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
@@ -54,7 +54,10 @@ def _offline_environment(scratch: Path) -> None:
 
 
 def _fail(options, check: str, message: str, mismatches: list, settings: dict) -> None:
+    from .html_report import render_failure
+
     record = records.FailureRecord(options.run_name, check, message, mismatches, settings)
+    atomic.write_text(options.out / records.REPORT_FILE, render_failure(record))
     records.write(options.out / records.FAILURE_FILE, record)
     raise CheckFailed(f"{message} Failure record: {options.out / records.FAILURE_FILE}")
 
@@ -68,9 +71,14 @@ def _write_jsonl(path: Path, rows: list) -> None:
     atomic.write_text(path, "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows))
 
 
+def strict_copy(results: dict, scrub: dict) -> dict:
+    """lm-eval's results as the public JSON copy holds them (paths replaced)."""
+    return scrub_paths(json.loads(json.dumps(results, default=str)), scrub)
+
+
 def _write_lm_eval_output(options: RunOptions, official, scrub: dict) -> None:
     """lm-eval's own results and logged samples: a public copy without text or paths, a private one whole."""
-    public_results = scrub_paths(json.loads(json.dumps(official.results, default=str)), scrub)
+    public_results = strict_copy(official.results, scrub)
     atomic.write_json(options.out / records.LM_EVAL_RESULTS_FILE, public_results)
     _write_jsonl(options.out / records.LM_EVAL_SAMPLES_FILE, scrub_paths(_public_samples(official.samples), scrub))
     _write_jsonl(options.private / records.LM_EVAL_PRIVATE_SAMPLES_FILE, official.samples)
@@ -256,8 +264,15 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
         for idx in scored_ids
     ])
     records.write(options.private / records.PRIVATE_FILE, private)
+    record.lm_eval_notes = lm_eval_notes.notes(strict_copy(official.results, scrub), record)
+    from .html_report import render
+
+    atomic.write_text(options.private / records.REPORT_FILE,
+                      render(record, lock, spec, {idx: json.dumps(by_idx[idx].as_doc(), ensure_ascii=False)
+                                                  for idx in scored_ids}))
     atomic.write_json(options.out / records.ENVIRONMENT_FILE, scrub_paths(dict(snapshot(), platform=platform), scrub))
     record.timings["total"] = round(time.perf_counter() - start, 3)
     record.peak_rss_bytes = peak_rss_bytes()
+    atomic.write_text(options.out / records.REPORT_FILE, render(record, lock, spec))
     records.write(options.out / records.RUN_FILE, record)  # written last: its presence means complete
     return record

@@ -114,7 +114,7 @@ def test_a_forged_card_is_caught(tmp_path, capsys):
     code, out = audit(capsys, "--bundle-file", tmp_path / "card.tar.gz", "--arithmetic-only")
     assert code == 1, out
     assert "claims: FAIL (1 of" in out
-    assert "CARD.md differs from the card regenerated from the checked records at line 5: expected " in out
+    assert "CARD.md differs from the one regenerated from the checked records at line 5: expected " in out
     assert "accuracy 42/64 = 0.6562" in out and "got \"Run `embedded-full-reference` (full), scored by lm-eval and by " \
            "sst2-audit's independent path; accuracy 63/64 = 0.9844" in out
 

@@ -63,7 +63,11 @@ def bundle_contents(run, cache: Path) -> dict:
     scrub = {str(Path(cache).resolve()): "<cache>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     contents[BUNDLE_MANIFEST] = (json.dumps(scrub_paths(manifest.to_dict(), scrub), indent=2, sort_keys=True) + "\n").encode()
     if run.record is not None:
+        from ..html_report import render
+
         contents[CARD] = card.render(run.record, run.lock).encode()
+        # regenerated from the checked records, as the card: what the audit will compare it with
+        contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec()).encode()
     contents[SUMS] = "".join(f"{hashlib.sha256(body).hexdigest()}  {name}\n"
                              for name, body in sorted(contents.items())).encode()
     return contents

@@ -155,12 +155,29 @@ def check_claims(run: RunFolder) -> LevelResult:
     _versions(result, run, record)
     _task_config(result, lock, spec, record)
     if run.card_text is not None:
-        _card(result, card.render(record, lock), run.card_text)
+        _regenerated(result, "CARD.md", card.render(record, lock), run.card_text)
+    _report(result, run, lock, spec, record)
     return result
 
 
-def _card(result: LevelResult, regenerated: str, bundled: str) -> None:
-    """The bundled CARD.md must be the card regenerated from the checked records, byte for byte."""
+def _report(result: LevelResult, run: RunFolder, lock, spec, record) -> None:
+    """report.html must be the page regenerated from the checked records (runs of schema 3 have one)."""
+    from .. import lm_eval_notes
+    from ..html_report import render
+
+    if record.lm_eval_notes is not None and run.lm_eval_results is not None:
+        result.expect("run", "lm_eval_notes (re-derived from lm-eval's results)",
+                      lm_eval_notes.notes(run.lm_eval_results, record), record.lm_eval_notes)
+    if run.report_text is None:
+        if record.lm_eval_notes is not None:
+            result.fail("report.html is missing; every run of record schema 3 has one")
+        return
+    _regenerated(result, "report.html", render(record, lock, spec), run.report_text)
+
+
+def _regenerated(result: LevelResult, name: str, regenerated: str, bundled: str) -> None:
+    """A page a person reads (CARD.md, report.html) must be the one regenerated from the checked
+    records, byte for byte."""
     if regenerated == bundled:
         result.checks += 1
         return
@@ -170,5 +187,5 @@ def _card(result: LevelResult, regenerated: str, bundled: str) -> None:
     def line(lines):
         return repr(lines[first]) if first < len(lines) else "(end)"
 
-    result.fail(f"CARD.md differs from the card regenerated from the checked records at line {first + 1}: "
+    result.fail(f"{name} differs from the one regenerated from the checked records at line {first + 1}: "
                 f"expected {line(expected)}, got {line(got)}")

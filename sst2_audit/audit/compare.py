@@ -9,9 +9,10 @@ def _differences(label: str, a: dict, b: dict) -> list:
     return [f"{label} {key}: {a.get(key)!r} -> {b.get(key)!r}" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
 
 
-def _name(record, choice: int) -> str:
-    """A choice by the name the run's summary uses for it (its text when the task fixes the choices)."""
-    names = list(record.official.predictions)
+def _name(run, choice: int) -> str:
+    """A choice by its text when the task fixes the choices, else by its number."""
+    spec = run.task_spec()
+    names = spec.choice_names(choice + 1) if spec is not None else ()
     return names[choice] if 0 <= choice < len(names) else f"choice {choice}"
 
 
@@ -39,8 +40,8 @@ def compare(a, b) -> list:
     qb = {q.idx: q for q in rb.questions}
     changed = [idx for idx in qa if idx in qb and qa[idx].official_prediction != qb[idx].official_prediction]
     for idx in changed:
-        lines.append(f"question idx {idx}: prediction {_name(ra, qa[idx].official_prediction)} -> "
-                     f"{_name(rb, qb[idx].official_prediction)} (label {_name(ra, qa[idx].label)})")
+        lines.append(f"question idx {idx}: prediction {_name(a, qa[idx].official_prediction)} -> "
+                     f"{_name(b, qb[idx].official_prediction)} (label {_name(a, qa[idx].label)})")
     moved = sum(1 for idx in qa if idx in qb and qa[idx].official_scores != qb[idx].official_scores)
     verdict = judge({idx: (qa[idx].official_scores, qb[idx].official_scores) for idx in qa if idx in qb},
                     same, predict)

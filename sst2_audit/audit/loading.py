@@ -30,6 +30,7 @@ class RunFolder:
     claimed_lock: Lock | None  # the lock the run folder or bundle carries, if any
     claimed_manifest: dict | None
     card_text: str | None
+    report_text: str | None = None  # report.html, in runs and bundles of record schema 3
 
     def task_spec(self):
         """The task as the audit's lock defines it for the run's profile (never the record's say-so);
@@ -79,6 +80,8 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
     claimed_lock = _optional(path / BUNDLE_LOCK, lambda p: lock_from_bytes(strict_json.read_bytes(p), p))
     manifest = _optional(path / BUNDLE_MANIFEST, strict_json.read)
     card_text = _optional(path / BUNDLE_CARD, lambda p: strict_json.read_bytes(p).decode("utf-8", errors="replace"))
+    report_text = _optional(path / records.REPORT_FILE,
+                            lambda p: strict_json.read_bytes(p).decode("utf-8", errors="replace"))
     if trust_bundle_lock:
         if claimed_lock is None:
             raise InputError(f"{path}: --trust-bundle-lock given, but the run carries no {BUNDLE_LOCK}.")
@@ -86,4 +89,4 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
     else:
         lock, source = load_lock(reviewer_lock), f"the reviewer's lock {reviewer_lock}"
     return RunFolder(path, record, failure, results, samples, environment, lock, source, claimed_lock,
-                     manifest, card_text)
+                     manifest, card_text, report_text)

@@ -1,0 +1,143 @@
+"""report.html: one self-contained page per run (no network, no JavaScript), made from the records.
+
+The public page carries ids, hashes, scores and counts, never text of the data; the private
+variant (written to --private) adds each question's document. The page is a pure function of the
+run record and the lock, so the audit regenerates it and compares it byte for byte.
+"""
+
+import html
+
+from .audit.card import card_fields, card_id
+from .plots import margin_plot
+from .stats import wilson
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;line-height:1.4}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
+th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.demo{background:#fff3cd;border:1px solid #e0b000;padding:.6em 1em;font-weight:bold}
+.fail{background:#fde2e1;border:1px solid #c0392b;padding:.6em 1em}
+.ok{color:#1b7f3b}.bad{color:#c0392b}code{font-size:.92em}
+"""
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(header: list, rows: list, numeric=()) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    numeric_cell = ' class="n"'
+    body = "".join("<tr>" + "".join(f"<td{numeric_cell if i in numeric else ''}>{cell}</td>"
+                                    for i, cell in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+            f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
+
+
+def margin(scores: list, gold: int) -> float:
+    """Gold's score minus the best other candidate's: above 0 the gold answer has the highest score."""
+    others = [s for i, s in enumerate(scores) if i != gold]
+    return scores[gold] - max(others) if others else 0.0
+
+
+def _accuracy_row(name: str, summary) -> list:
+    low, high = wilson(summary.correct, summary.rows)
+    return [_e(name), f"{summary.correct}/{summary.rows}", f"{summary.accuracy:.4f}", f"{summary.stderr:.4f}",
+            f"{low:.4f} – {high:.4f}"]
+
+
+def _confusion(record, names: list) -> str:
+    counts = {(g, p): 0 for g in range(len(names)) for p in range(len(names))}
+    for q in record.questions:
+        counts[(q.label, q.official_prediction)] = counts.get((q.label, q.official_prediction), 0) + 1
+    rows = [[f"<b>{_e(names[g])}</b>"] + [str(counts[(g, p)]) for p in range(len(names))] for g in range(len(names))]
+    return _table(["gold \\ predicted"] + names, rows, numeric=range(1, len(names) + 1))
+
+
+def _checks(record) -> str:
+    candidates = sum(len(q.official_scores) for q in record.questions)
+    rows = [
+        ["cached files re-hashed against the lock before loading", str(len(record.resources))],
+        ["pinned lm-eval files verified (code and the task's YAML)", str(record.evaluator["files_verified"])],
+        ["logged samples whose doc_id, doc hash, prompt hash, target, candidates and token boundary match the row",
+         f"{record.identity_checks_passed}/{len(record.questions)}"],
+        ["candidate scores equal bit for bit on both paths (max abs diff)",
+         f"{sum(q.official_scores == q.independent_scores for q in record.questions)}/{len(record.questions)} "
+         f"questions, {candidates} scores ({record.max_abs_diff!r})"],
+        ["confirmation rows sealed (never scored; their row hashes recorded)", str(len(record.split.confirm))],
+    ]
+    return _table(["check", "count"], [[_e(a), _e(b)] for a, b in rows], numeric=(1,))
+
+
+def _questions(record, names: list, docs: dict | None) -> str:
+    order = sorted(record.questions, key=lambda q: (margin(q.official_scores, q.label), q.idx))
+    header = ["idx", "gold", "prediction", "official scores", "independent scores", "margin", "logged doc_id",
+              "identity"]
+    if docs is not None:
+        header.append("document (private)")
+    rows = []
+    for q in order:
+        right = q.official_prediction == q.label
+        row = [str(q.idx), _e(names[q.label] if q.label < len(names) else q.label),
+               f"<span class=\"{'ok' if right else 'bad'}\">{_e(names[q.official_prediction])}</span>",
+               _e(", ".join(repr(s) for s in q.official_scores)), _e(", ".join(repr(s) for s in q.independent_scores)),
+               f"{margin(q.official_scores, q.label):+.4f}", str(q.logged_doc_id),
+               "ok" if q.logged_doc_id == q.idx and q.official_scores == q.independent_scores else "<b>MISMATCH</b>"]
+        if docs is not None:
+            row.append(_e(docs.get(q.idx, "")))
+        rows.append(row)
+    return _table(header, rows, numeric=(0, 5, 6))
+
+
+def render(record, lock, spec, docs: dict | None = None) -> str:
+    """The run's page; `docs` ({idx: text}) only for the private variant."""
+    from .metrics import choice_names
+
+    fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
+    parts = [f"<h1>{_e(record.task)}: run {_e(record.run_name)} ({_e(record.mode)})</h1>"]
+    if record.demo:
+        parts.append(f"<p class=\"demo\">{_e(record.notice)}</p>")
+    if docs is not None:
+        parts.append("<p class=\"fail\">PRIVATE: this page shows the documents. Never publish it.</p>")
+    parts.append(f"<p>Reproducibility card {_e(card_id(fields))}. Every question scored twice: by lm-eval "
+                 f"{_e(record.evaluator['version'])} <code>simple_evaluate</code> (the official path) and by "
+                 "sst2-audit's independent float32 scorer; both must agree bit for bit.</p>")
+    parts.append("<h2>What was measured, with what</h2>")
+    measured = [[_e(k), f"<code>{_e(v)}</code>"] for k, v in fields.items()]
+    measured += [["settings", f"<code>{_e(', '.join(f'{k}={v!r}' for k, v in sorted(record.settings.items()) if not k.endswith('_note')))}</code>"]]
+    parts.append(_table(["field", "value"], measured))
+    parts.append("<h2>Accuracy (95% Wilson interval)</h2>")
+    rows = [_accuracy_row("official (lm-eval)", record.official), _accuracy_row("independent", record.independent)]
+    if record.official_norm is not None:
+        rows += [_accuracy_row("official acc_norm", record.official_norm),
+                 _accuracy_row("independent acc_norm", record.independent_norm)]
+    parts.append(_table(["path", "correct", "accuracy", "stderr", "95% interval"], rows, numeric=(1, 2, 3)))
+    parts.append("<h2>Confusion matrix (official path, acc)</h2>" + _confusion(record, names))
+    margins = [margin(q.official_scores, q.label) for q in record.questions]
+    correct = [q.official_prediction == q.label for q in record.questions]
+    parts.append("<h2>How close the calls were</h2><p>Margin = gold answer's score minus the best other "
+                 "candidate's (log-likelihood, nats); green = predicted right, red = wrong.</p>")
+    parts.append(margin_plot(margins, correct, f"{record.task}: {sum(correct)}/{len(correct)} right"))
+    parts.append("<h2>Checks</h2>" + _checks(record))
+    if record.lm_eval_notes:
+        parts.append("<h2>lm-eval's own output, read correctly</h2>")
+        parts.append(_table(["field in lm_eval_results.json", "lm-eval says", "true value", "why"],
+                            [[f"<code>{_e(n['field'])}</code>", _e(n["lm_eval_says"]), _e(n["truth"]), _e(n["why"])]
+                             for n in record.lm_eval_notes]))
+    parts.append("<h2>Every question, closest calls first</h2>" + _questions(record, names, docs))
+    return _page(f"sst2-audit report: {record.run_name}", "\n".join(parts))
+
+
+def render_failure(failure) -> str:
+    parts = [f"<h1>Run {_e(failure.run_name)} stopped: {_e(failure.check)} check failed</h1>",
+             f"<p class=\"fail\">{_e(failure.message)}</p>",
+             f"<h2>Mismatches ({len(failure.mismatches)})</h2>"]
+    rows = [[str(m.logged_position), _e(m.claimed_id), _e(", ".join(m.fields)), f"<code>{_e(m.expected)}</code>",
+             f"<code>{_e(m.logged)}</code>"] for m in failure.mismatches[:500]]
+    parts.append(_table(["logged position", "claimed id", "fields", "expected", "logged"], rows, numeric=(0,)))
+    return _page(f"sst2-audit report: {failure.run_name} (failed)", "\n".join(parts))
