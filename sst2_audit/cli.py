@@ -201,12 +201,17 @@ def _audit(argv) -> int:
                         help="audit against the lock the run or bundle carries instead of --lock (said in the report)")
     parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit")
     parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: results/)")
+    parser.add_argument("--report", type=Path, metavar="PATH", help="with --compare: also write the comparison as an HTML page")
     args = parser.parse_args(argv)
     chosen = [bool(args.run), bool(args.bundle_file), bool(args.compare)]
     if sum(chosen) != 1:
         parser.error("give exactly one of --out DIR, --bundle-file FILE, --compare A B")
     if args.bundle and not args.run:
         parser.error("--bundle packs a run folder (--out DIR)")
+    if args.report and not args.compare:
+        parser.error("--report writes the page of a comparison (--compare A B); a run's page is its report.html")
+    if args.report and args.report.exists():
+        raise InputError(f"--report {args.report} already exists; a report is never overwritten.")
     from .lock import load_lock
 
     _numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
@@ -232,8 +237,16 @@ def _open_run(path: Path, args, scratch: Path):
 def _compare(args, scratch: Path) -> int:
     from .audit.compare import compare
 
+    from .audit.compare import render_html
+
     runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
-    print("\n".join(compare(*runs)))
+    result = compare(*runs)
+    print("\n".join(result.lines()))
+    if args.report:
+        from . import atomic
+
+        atomic.write_text(args.report, render_html(result))
+        print(f"report: {args.report}")
     return 0
 
 

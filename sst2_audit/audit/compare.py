@@ -1,12 +1,39 @@
-"""Explain the difference between two runs: settings, resources, and changed predictions."""
+"""Explain the difference between two runs on the same rows: what differs in how they were made
+(settings, pins, platform), which questions flipped each way, whether one is significantly better
+(exact McNemar, paired interval of the accuracy difference), and how far the scores moved."""
+
+from dataclasses import dataclass, field
 
 from ..drift import judge
 from ..numeric import one_line, same_platform
 from ..protocol import predict
+from ..stats import PairedComparison, paired_difference
+
+
+@dataclass
+class Comparison:
+    header: str
+    differences: list = field(default_factory=list)  # (what, A, B)
+    flips_to_wrong: list = field(default_factory=list)  # idx right in A, wrong in B
+    flips_to_right: list = field(default_factory=list)  # idx wrong in A, right in B
+    changed: list = field(default_factory=list)  # (idx, prediction A, prediction B, gold)
+    paired: PairedComparison | None = None
+    summary: list = field(default_factory=list)  # further lines
+
+    def lines(self) -> list:
+        out = [self.header]
+        out += [f"{what}: {a} -> {b}" for what, a, b in self.differences]
+        out += [f"question idx {idx}: prediction {a} -> {b} (label {gold})" for idx, a, b, gold in self.changed]
+        if self.paired is not None:
+            out.append(f"flips: right in A, wrong in B: {len(self.flips_to_wrong)} {self.flips_to_wrong}; "
+                       f"wrong in A, right in B: {len(self.flips_to_right)} {self.flips_to_right}")
+            out.append(self.paired.line())
+        return out + self.summary
 
 
 def _differences(label: str, a: dict, b: dict) -> list:
-    return [f"{label} {key}: {a.get(key)!r} -> {b.get(key)!r}" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+    return [(f"{label} {key}", repr(a.get(key)), repr(b.get(key)))
+            for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
 
 
 def _name(run, choice: int) -> str:
@@ -16,39 +43,82 @@ def _name(run, choice: int) -> str:
     return names[choice] if 0 <= choice < len(names) else f"choice {choice}"
 
 
-def compare(a, b) -> list:
+def compare(a, b) -> Comparison:
     ra, rb = a.record, b.record
     if ra is None or rb is None:
         missing = a if ra is None else b
-        return [f"{missing.path}: no run record (the run stopped on its {missing.failure.check} check); nothing to compare"]
-    lines = [f"A: {ra.run_name} (task {ra.task}, profile {ra.profile}, {ra.mode}); "
-             f"B: {rb.run_name} (task {rb.task}, profile {rb.profile}, {rb.mode})"]
+        return Comparison(f"{missing.path}: no run record (the run stopped on its {missing.failure.check} check); "
+                          "nothing to compare")
+    result = Comparison(f"A: {ra.run_name} (task {ra.task}, profile {ra.profile}, {ra.mode}); "
+                        f"B: {rb.run_name} (task {rb.task}, profile {rb.profile}, {rb.mode})")
     if ra.task != rb.task:
-        lines.append(f"task: {ra.task} -> {rb.task}: different questions; nothing else to compare")
-        return lines
-    lines += _differences("setting", ra.settings, rb.settings)
-    lines += _differences("evaluator", ra.evaluator, rb.evaluator)
-    lines += _differences("resource", {r["path"]: r["sha256"] for r in ra.resources},
-                          {r["path"]: r["sha256"] for r in rb.resources})
+        result.differences.append(("task", ra.task, rb.task))
+        result.summary.append("different tasks: different questions; nothing else to compare")
+        return result
+    result.differences += _differences("setting", ra.settings, rb.settings)
+    result.differences += _differences("evaluator", ra.evaluator, rb.evaluator)
+    result.differences += _differences("resource", {r["path"]: r["sha256"] for r in ra.resources},
+                                       {r["path"]: r["sha256"] for r in rb.resources})
+    result.differences += _differences("version", ra.versions, rb.versions)
     if ra.lock_sha256 != rb.lock_sha256:
-        lines.append(f"lock sha256: {ra.lock_sha256} -> {rb.lock_sha256}")
+        result.differences.append(("lock sha256", ra.lock_sha256, rb.lock_sha256))
     same = same_platform(ra.platform, rb.platform)
     if not same:
-        lines.append(f"numeric platform A: {one_line(ra.platform)}")
-        lines.append(f"numeric platform B: {one_line(rb.platform)}")
-    qa = {q.idx: q for q in ra.questions}
-    qb = {q.idx: q for q in rb.questions}
-    changed = [idx for idx in qa if idx in qb and qa[idx].official_prediction != qb[idx].official_prediction]
-    for idx in changed:
-        lines.append(f"question idx {idx}: prediction {_name(a, qa[idx].official_prediction)} -> "
-                     f"{_name(b, qb[idx].official_prediction)} (label {_name(a, qa[idx].label)})")
-    moved = sum(1 for idx in qa if idx in qb and qa[idx].official_scores != qb[idx].official_scores)
-    verdict = judge({idx: (qa[idx].official_scores, qb[idx].official_scores) for idx in qa if idx in qb},
-                    same, predict)
+        result.differences.append(("numeric platform", one_line(ra.platform), one_line(rb.platform)))
+    qa, qb = {q.idx: q for q in ra.questions}, {q.idx: q for q in rb.questions}
+    common = [idx for idx in qa if idx in qb]
+    for idx in common:
+        if qa[idx].official_prediction != qb[idx].official_prediction:
+            result.changed.append((idx, _name(a, qa[idx].official_prediction), _name(b, qb[idx].official_prediction),
+                                   _name(a, qa[idx].label)))
+    right_a = [qa[idx].official_prediction == qa[idx].label for idx in common]
+    right_b = [qb[idx].official_prediction == qb[idx].label for idx in common]
+    result.flips_to_wrong = [idx for idx, x, y in zip(common, right_a, right_b) if x and not y]
+    result.flips_to_right = [idx for idx, x, y in zip(common, right_a, right_b) if y and not x]
+    labels_differ = [idx for idx in common if qa[idx].label != qb[idx].label]
+    if labels_differ:
+        result.summary.append(f"gold labels differ on {len(labels_differ)} common question(s) {labels_differ[:10]}: "
+                              "not the same data")
+    if common:
+        result.paired = paired_difference(right_a, right_b)
     only_a, only_b = sorted(set(qa) - set(qb)), sorted(set(qb) - set(qa))
     if only_a or only_b:
-        lines.append(f"questions only in A: {only_a}; only in B: {only_b}")
-    lines.append(f"accuracy: {ra.official.accuracy:.4f} -> {rb.official.accuracy:.4f}; "
-                 f"{len(changed)} prediction(s) changed, {moved} question(s) with different scores")
-    lines.append(verdict.line())
-    return lines
+        result.summary.append(f"questions only in A: {only_a}; only in B: {only_b}")
+    moved = sum(1 for idx in common if qa[idx].official_scores != qb[idx].official_scores)
+    result.summary.append(f"accuracy: {ra.official.accuracy:.4f} -> {rb.official.accuracy:.4f}; "
+                          f"{len(result.changed)} prediction(s) changed, {moved} question(s) with different scores")
+    verdict = judge({idx: (qa[idx].official_scores, qb[idx].official_scores) for idx in common}, same, predict)
+    result.summary.append(verdict.line())
+    return result
+
+
+def render_html(result: Comparison) -> str:
+    """The comparison as a page in report.html's style."""
+    from ..html_report import _e, _page, _table
+
+    parts = ["<h1>Paired comparison</h1>", f"<p>{_e(result.header)}</p>"]
+    if result.paired is not None:
+        p = result.paired
+        low, high = p.interval
+        parts.append("<h2>Same questions, two runs</h2>")
+        parts.append(_table(["", "B right", "B wrong"], [["<b>A right</b>", str(p.both_right), str(p.a_only)],
+                                                          ["<b>A wrong</b>", str(p.b_only), str(p.both_wrong)]],
+                            numeric=(1, 2)))
+        parts.append(_table(["measure", "value"], [
+            ["questions compared", str(p.rows)],
+            ["accuracy B - A", f"{p.difference:+.4f}"],
+            ["95% paired interval", f"{low:+.4f} to {high:+.4f}"],
+            ["exact McNemar p-value", f"{p.p_value:.4g}"],
+            ["right in A, wrong in B", _e(result.flips_to_wrong)],
+            ["wrong in A, right in B", _e(result.flips_to_right)],
+        ]))
+    parts.append("<h2>What differs in how they were made</h2>")
+    parts.append(_table(["what", "A", "B"], [[_e(w), f"<code>{_e(x)}</code>", f"<code>{_e(y)}</code>"]
+                                             for w, x, y in result.differences]) if result.differences
+                 else "<p>Nothing: same settings, pins, versions, lock and numeric platform.</p>")
+    if result.changed:
+        parts.append("<h2>Changed predictions</h2>")
+        parts.append(_table(["idx", "A", "B", "gold"], [[str(i), _e(x), _e(y), _e(g)] for i, x, y, g in result.changed],
+                            numeric=(0,)))
+    parts.append("<h2>Scores</h2>" + "".join(f"<p>{_e(line)}</p>" for line in result.summary))
+    return _page("sst2-audit paired comparison", "\n".join(parts))
