@@ -55,15 +55,22 @@ def _common(parser):
 def _with_profile(parser):
     """prepare and run name a profile of the lock; audit takes it from the run record."""
     _common(parser)
-    parser.add_argument("--profile", default="glue-sst2", help="profile of the lock (default: glue-sst2)")
+    parser.add_argument("--profile", help="profile of the lock (default: the one the cache was prepared for; "
+                                           "glue-sst2 for a new cache)")
 
 
 def _lock_and_profile(args) -> tuple:
+    """The profile named, else the one the cache's manifest names, else glue-sst2 (a new cache)."""
     from .lock import load_lock
+    from .manifest import read_manifest
 
     lock = load_lock(args.lock)
     _numeric_mode(lock)
-    return lock, lock.profile(args.profile)
+    name = args.profile
+    if name is None:
+        manifest = read_manifest(args.cache)
+        name = manifest.profile if manifest is not None else "glue-sst2"
+    return lock, lock.profile(name)
 
 
 def _numeric_mode(lock) -> None:
@@ -107,7 +114,7 @@ def prepare_main(argv=None) -> int:
 
 def _run(argv) -> int:
     from . import run_job
-    from .report import run_summary
+    from .report import json_summary, quiet_line, run_summary
 
     parser = _Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.")
     _with_profile(parser)
@@ -118,6 +125,8 @@ def _run(argv) -> int:
     parser.add_argument("--unsorted-ids", action="store_true",
                         help="pass dev ids to lm-eval in hash order: reproduces upstream #4084, the run must fail")
     parser.add_argument("--task", help="the lm-eval task (default: the profile's task; the lock pins which)")
+    parser.add_argument("--quiet", action="store_true", help="no progress; one result line")
+    parser.add_argument("--json", action="store_true", help="no progress; the summary as JSON on stdout")
     parser.add_argument("--list-tasks", action="store_true",
                         help="list the installed multiple_choice tasks, supported or not and why, then exit")
     args = parser.parse_args(argv)
@@ -137,9 +146,17 @@ def _run(argv) -> int:
     if public_dir == private_dir or public_dir in private_dir.parents or private_dir in public_dir.parents:
         raise InputError(f"--out {out} and --private {private} must be different folders, neither inside the other: "
                          "the private records (sentences, prompts) must never sit with the public ones.")
+    from .progress import set_quiet
+
+    set_quiet(args.quiet or args.json)
     record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec,
                                                 smoke=args.smoke, sort_ids=not args.unsorted_ids))
-    print(run_summary(record, out, private))
+    if args.json:
+        import json
+
+        print(json.dumps(json_summary(record, out, private), indent=2))
+    else:
+        print(quiet_line(record) if args.quiet else run_summary(record, out, private))
     return 0
 
 

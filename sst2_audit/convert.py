@@ -64,7 +64,7 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     from .progress import phase
 
     out.mkdir(parents=True, exist_ok=True)
-    with phase("convert GGUF to float32 snapshot (about 25 s)"):
+    with phase("convert GGUF to float32 snapshot (about 25 s)", announce=True):
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
         model.save_pretrained(str(out), safe_serialization=True)
         _write_tokenizer(gguf, out)

@@ -129,6 +129,12 @@ def render(record, lock, spec, docs: dict | None = None) -> str:
         parts.append(_table(["field in lm_eval_results.json", "lm-eval says", "true value", "why"],
                             [[f"<code>{_e(n['field'])}</code>", _e(n["lm_eval_says"]), _e(n["truth"]), _e(n["why"])]
                              for n in record.lm_eval_notes]))
+    if record.third_party_log:
+        parts.append("<h2>Third-party messages kept off the console</h2><p>lm-eval, transformers and datasets "
+                     "wrote these to the run's log (<code>run.log</code> in the private folder; a message may quote "
+                     "a document). All listed by name are expected here.</p>")
+        parts.append(_table(["message", "lines"], [[_e(k), str(v)] for k, v in sorted(record.third_party_log.items())],
+                            numeric=(1,)))
     parts.append("<h2>Every question, closest calls first</h2>" + _questions(record, names, docs))
     return _page(f"sst2-audit report: {record.run_name}", "\n".join(parts))
 

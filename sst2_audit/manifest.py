@@ -88,11 +88,15 @@ def require_matching(manifest: Manifest | None, cache: Path, lock: Lock, profile
             f"Run: python prepare.py --profile {profile.name} --cache {cache}"
         )
     if manifest.profile != profile.name or manifest.pins_sha256 != profile.pins_sha256:
+        fits = lock.profiles.get(manifest.profile)
+        advice = (f"`--profile {manifest.profile}` (or no --profile) would use this cache as it is"
+                  if fits is not None and fits.pins_sha256 == manifest.pins_sha256
+                  else f"no profile of {lock.path.name} matches it")
         raise InputError(
             f"{cache}/{MANIFEST_NAME}: this cache was prepared for profile {manifest.profile!r} "
             f"with pins sha256 {manifest.pins_sha256[:12]}…, expected profile {profile.name!r} "
-            f"as pinned by {lock.path} (pins sha256 {profile.pins_sha256[:12]}…). Use another --cache "
-            "folder, or remove this one and prepare again."
+            f"as pinned by {lock.path} (pins sha256 {profile.pins_sha256[:12]}…). {advice[0].upper() + advice[1:]}; "
+            f"for profile {profile.name!r} use another --cache folder."
         )
     pins = {f"model/{Path(f.path).name}": f.sha256 for f in profile.model.files}  # the cache layout (sources/interface.py)
     for entry in manifest.files:  # a pin edited to null in the manifest must not bypass the lock

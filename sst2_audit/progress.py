@@ -1,18 +1,45 @@
-"""Console progress on stderr, so stdout stays for summaries."""
+"""Console progress on stderr (or the terminal saved by console.captured), so stdout stays for summaries.
+
+Lines are written whole, under a lock: the two scoring paths report from two threads and their
+lines never interleave. --quiet silences them.
+"""
 
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
+_LOCK = threading.Lock()
+_STREAM = None  # None: sys.stderr at the time of writing
+_QUIET = False
+
+
+def set_stream(stream):
+    """Where progress goes from now on; returns the previous stream."""
+    global _STREAM
+    previous, _STREAM = _STREAM, stream
+    return previous
+
+
+def set_quiet(quiet: bool) -> None:
+    global _QUIET
+    _QUIET = quiet
+
 
 def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    if _QUIET:
+        return
+    with _LOCK:
+        stream = _STREAM or sys.stderr
+        stream.write(message + "\n")
+        stream.flush()
 
 
 @contextmanager
-def phase(name: str, timings: dict | None = None, key: str | None = None):
-    """Announce a long step and report (and optionally record) its wall time."""
-    say(f"[{name}] ...")
+def phase(name: str, timings: dict | None = None, key: str | None = None, announce: bool = False):
+    """Time a step and report it when done; a long step (announce=True) is also announced at its start."""
+    if announce:
+        say(f"[{name}] ...")
     start = time.perf_counter()
     yield
     elapsed = time.perf_counter() - start

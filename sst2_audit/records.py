@@ -153,6 +153,7 @@ class RunRecord:
     independent_norm: PathSummary | None
     platform: PlatformRecord | None = None  # None only in records upgraded from schema 1
     lm_eval_notes: list[LmEvalNote] | None = None  # None only in records upgraded from schema 2 or older
+    third_party_log: dict[str, int] | None = None  # console.count_known: warnings kept off the console, by name
     schema_version: int = RECORD_SCHEMA_VERSION
     kind: str = "sst2-audit/run"
 

@@ -1,5 +1,6 @@
 """One scoring run: split, official path, identity, independent path, agreement, records."""
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import atomic, lm_eval_notes, records
+from . import atomic, console, lm_eval_notes, records
 from .agreement import compare_scores, describe
 from .dataset import columns_of, read_parquet
 from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
@@ -50,6 +51,7 @@ def _offline_environment(scratch: Path) -> None:
     os.environ.update({
         "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
         "HF_DATASETS_CACHE": str(scratch / "datasets"), "TOKENIZERS_PARALLELISM": "false",
+        **console.QUIET_ENVIRONMENT,
     })
 
 
@@ -117,17 +119,20 @@ class IndependentWorker(threading.Thread):
         start = time.perf_counter()
         total = len(self.pairs_by_idx)
         say(f"[independent path: own forward passes on {total} rows] ...")
+        started = time.perf_counter()
         try:
             for number, (idx, pairs) in enumerate(self.pairs_by_idx.items(), start=1):
                 if self.stop.is_set():
                     return
                 self.scores[idx] = self.scorer.score(idx, pairs)
-                if number % 16 == 0 or number == total:
+                if number == total // 2:
                     say(f"[independent] {number}/{total} rows")
         except BaseException as error:  # handed to the main thread
             self.error = error
         finally:
             self.elapsed = round(time.perf_counter() - start, 3)
+        if self.error is None and not self.stop.is_set():
+            say(f"[independent path: own forward passes on {total} rows] done in {time.perf_counter() - started:.1f} s")
 
     def finish(self):
         self.join()
@@ -138,12 +143,13 @@ class IndependentWorker(threading.Thread):
 def execute(options: RunOptions) -> records.RunRecord:
     scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-"))  # lm-eval's datasets cache, private to this run
     try:
-        return _execute(options, scratch)
+        with contextlib.ExitStack() as stack:
+            return _execute(options, scratch, stack)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
+def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
     start = time.perf_counter()
     timings = {}
     lock, profile, cache, spec = options.lock, options.profile, Path(options.cache).resolve(), options.spec
@@ -152,6 +158,8 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     atomic.new_directory(options.out, "--out")
     atomic.new_directory(options.private, "--private")
     _offline_environment(scratch)
+    log_path = options.private / console.LOG_FILE
+    stack.enter_context(console.captured(log_path))  # third-party output goes to the private log
     scrub = {str(cache): "<cache>", str(scratch): "<scratch>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     with phase("verify cache and evaluator (hash before load)", timings, "verify"):
         verify_files(cache, manifest)
@@ -193,7 +201,8 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     worker = IndependentWorker(IndependentScorer(model, settings["max_length"]), pairs_by_idx)
     worker.start()
     try:
-        with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official"):
+        with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official",
+                   announce=True):
             official = run_official(model, tokenizer, lock, spec, data_files_of(cache, manifest, spec), scored_ids,
                                     sort_ids=options.sort_ids)
         _write_lm_eval_output(options, official, scrub)
@@ -265,6 +274,7 @@ def _execute(options: RunOptions, scratch: Path) -> records.RunRecord:
     ])
     records.write(options.private / records.PRIVATE_FILE, private)
     record.lm_eval_notes = lm_eval_notes.notes(strict_copy(official.results, scrub), record)
+    record.third_party_log = console.count_known(log_path)
     from .html_report import render
 
     atomic.write_text(options.private / records.REPORT_FILE,

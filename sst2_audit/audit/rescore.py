@@ -62,7 +62,7 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
     here = fingerprint(settings["numeric_mode"], settings["threads"])
     same = same_platform(here, record.platform)
     pairs = {}
-    with phase(f"rescore: {len(chosen)} rows drawn with seed {seed}"):
+    with phase(f"rescore: {len(chosen)} rows drawn with seed {seed}", announce=True):
         for idx in chosen:
             if idx not in questions:
                 result.fail(f"row idx {idx}: a dev row the run scored has no question record")

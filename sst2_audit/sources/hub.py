@@ -43,6 +43,23 @@ def _unreachable(resource, error) -> InputError:
     )
 
 
+PROBE_SECONDS = 5
+
+
+def _probe(resource) -> None:
+    """One request without retries before the hub client's own (which backs off for about 25 s on
+    a refused connection): an unreachable hub fails in seconds with the ways forward."""
+    import requests
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return  # the client's own offline error says it
+    try:
+        requests.head(constants.ENDPOINT, timeout=PROBE_SECONDS, allow_redirects=False)
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as error:
+        raise _unreachable(resource, error) from None
+
+
 def _check_hub_hash(path: Path, etag: str, label: str) -> None:
     if len(etag) == 64:
         actual, kind = sha256_file(path), "LFS sha256"
@@ -62,6 +79,7 @@ def fetch(resource, context: FetchContext) -> list:
     from ..progress import say
 
     repo_id, repo_type, revision = resource.get("repo_id"), resource.get("repo_type"), resource.get("revision")
+    _probe(resource)
     download_dir = context.staging / "hub-download"
     staged_files = []
     for number, locked in enumerate(resource.files, start=1):
