@@ -60,6 +60,7 @@ def full_run(embedded_cache, tmp_path_factory) -> Path:
     done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--out", base / "out",
                       "--private", base / "private", "--run-name", "test-full")
     assert done.returncode == 0, done.stderr[-3000:]
+    (base / "console.txt").write_text(done.stderr + done.stdout)  # what a person saw, for the console tests
     return base
 
 

@@ -1,0 +1,251 @@
+"""report.html, the paired comparison, the statistics and the console, as a person would see them."""
+
+import json
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+
+from conftest import REPO, load_lock_json, one_paragraph, run_script
+from sst2_audit import records
+from sst2_audit.stats import mcnemar_exact, paired_difference, wilson
+
+
+class Tables(HTMLParser):
+    """Every table of a page as lists of cell texts, and whether any script or remote resource is used."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.row, self.cell, self.remote, self.scripts = [], None, None, [], 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.row = []
+            self.tables[-1].append(self.row)
+        elif tag in ("td", "th"):
+            self.cell = []
+        elif tag == "script":
+            self.scripts += 1
+        for key in ("src", "href"):
+            if attrs.get(key, "").startswith(("http:", "https:", "//")):
+                self.remote.append(attrs[key])
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            self.row.append("".join(self.cell).strip())
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def _tables(page: str) -> Tables:
+    parser = Tables()
+    parser.feed(page)
+    return parser
+
+
+def test_report_numbers_are_run_json_s(full_run):
+    record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
+    page = (full_run / "out" / records.REPORT_FILE).read_text()
+    parsed = _tables(page)
+    assert parsed.scripts == 0 and parsed.remote == []  # readable offline, without JavaScript
+    assert page.count("<svg") == 1 and "EMBEDDED DEMO" in page
+    accuracy = next(t for t in parsed.tables if t[0][:3] == ["path", "correct", "accuracy"])
+    low, high = wilson(record.official.correct, record.official.rows)
+    assert accuracy[1] == ["official (lm-eval)", f"{record.official.correct}/64", f"{record.official.accuracy:.4f}",
+                           f"{record.official.stderr:.4f}", f"{low:.4f} – {high:.4f}"]
+    confusion = next(t for t in parsed.tables if t[0][0] == "gold \\ predicted")
+    cells = {(row[0], name): int(value) for row in confusion[1:] for name, value in zip(confusion[0][1:], row[1:])}
+    for gold, gold_name in enumerate(["negative", "positive"]):
+        for predicted, predicted_name in enumerate(["negative", "positive"]):
+            assert cells[(gold_name, predicted_name)] == sum(
+                1 for q in record.questions if q.label == gold and q.official_prediction == predicted)
+    questions = next(t for t in parsed.tables if t[0][0] == "idx")
+    by_idx = {q.idx: q for q in record.questions}
+    assert sorted(int(row[0]) for row in questions[1:]) == sorted(by_idx)
+    margins = [float(row[5]) for row in questions[1:]]
+    assert margins == sorted(margins)  # closest calls first
+    for row in questions[1:]:
+        q = by_idx[int(row[0])]
+        assert row[3] == ", ".join(repr(s) for s in q.official_scores) and row[4] == ", ".join(repr(s) for s in q.independent_scores)
+        assert row[2] == ["negative", "positive"][q.official_prediction] and row[6] == str(q.logged_doc_id)
+        assert float(row[5]) == pytest.approx(q.official_scores[q.label] - q.official_scores[1 - q.label], abs=5e-5)
+    notes = next(t for t in parsed.tables if t[0][0] == "field in lm_eval_results.json")
+    assert notes[1][:3] == ["n-samples.sst2.effective", "264", "64"]
+    private = (full_run / "private" / records.REPORT_FILE).read_text()
+    assert "PRIVATE" in private and "PRIVATE" not in page
+
+
+def test_the_public_report_carries_no_document_text(full_run, embedded_cache):
+    from sst2_audit.dataset import read_parquet
+
+    page = (full_run / "out" / records.REPORT_FILE).read_text()
+    private = (full_run / "private" / records.REPORT_FILE).read_text()
+    rows = {r.idx: r.doc["sentence"] for r in read_parquet(embedded_cache / "data" / "validation.parquet")}
+    record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
+    import html
+
+    for q in record.questions:
+        assert html.escape(rows[q.idx]) not in page
+        assert html.escape(rows[q.idx]) in private
+
+
+def test_a_bundled_report_that_differs_from_the_records_fails_the_audit(full_run, tmp_path, capsys):
+    from test_attacks import audit, members_of, pack
+
+    run = tmp_path / "run"
+    shutil.copytree(full_run / "out", run)
+    code, out = audit(capsys, "--out", run, "--bundle", "--results", tmp_path / "results", "--arithmetic-only")
+    assert code == 0, out
+    bundle = tmp_path / "results" / "test-full.tar.gz"
+    members = members_of(bundle)
+    assert "report.html" in members and "  report.html\n" in members["SHA256SUMS"].decode()
+    members["report.html"] = members["report.html"].replace(b"42/64", b"52/64", 1)
+    pack(tmp_path / "edited.tar.gz", members, top="test-full")
+    code, out = audit(capsys, "--bundle-file", tmp_path / "edited.tar.gz", "--arithmetic-only")
+    assert code == 1
+    assert "report.html differs from the one regenerated from the checked records at line" in out
+
+
+def test_statistics_match_their_closed_forms():
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(1, 1) == 1.0
+    assert mcnemar_exact(0, 5) == 0.0625  # 2 * 0.5 ** 5
+    assert mcnemar_exact(2, 10) == 2 * (1 + 12 + 66) / 4096 == mcnemar_exact(10, 2)
+    low, high = wilson(0, 10)
+    assert low == 0.0 and high == pytest.approx(1.959963984540054 ** 2 / (10 + 1.959963984540054 ** 2), abs=1e-15)
+    low, high = wilson(10, 10)
+    assert high == pytest.approx(1.0, abs=1e-15) and low == pytest.approx(10 / (10 + 1.959963984540054 ** 2), abs=1e-15)
+    paired = paired_difference([1, 1, 0, 0, 1], [1, 0, 1, 1, 1])
+    assert (paired.both_right, paired.a_only, paired.b_only, paired.both_wrong) == (2, 1, 2, 0)
+    assert paired.difference == pytest.approx(0.2) and paired.p_value == 1.0
+
+
+def _tiny_model_lock(tmp_path, embedded_cache):
+    """A reviewer's lock with another model: a tiny random Llama with SmolLM2's tokenizer, on the same data."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from sst2_audit.hashing import sha256_file
+    from sst2_audit.manifest import read_manifest
+
+    model_dir = tmp_path / "tiny-model"
+    torch.manual_seed(3)
+    config = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048)
+    LlamaForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(embedded_cache / "model" / name, model_dir / name)
+    names = sorted(p.name for p in model_dir.iterdir())
+    raw = load_lock_json()
+    manifest = read_manifest(embedded_cache)
+    raw["profiles"] = {"tiny": {
+        "description": "a tiny random model on the embedded demo data (a test of the comparison)", "demo": True,
+        "model": {"source": "local", "path": "tiny-model",
+                  "files": [{"path": n, "sha256": sha256_file(model_dir / n)} for n in names]},
+        "data": {"source": "local", "path": str(embedded_cache / "data"),
+                 "files": [{"path": f"{s}.parquet", "split": s, "sha256": manifest.file(s).sha256}
+                           for s in ("train", "validation")]},
+    }}
+    lock = tmp_path / "tiny.lock.json"
+    lock.write_text(json.dumps(raw))
+    return lock
+
+
+def test_compare_with_another_model_and_lock_names_flips_mcnemar_and_pins(embedded_cache, tmp_path):
+    lock = _tiny_model_lock(tmp_path, embedded_cache)
+    assert run_script("prepare.py", "--lock", lock, "--profile", "tiny", "--cache", tmp_path / "c").returncode == 0
+    done = run_script("run.py", "--lock", lock, "--cache", tmp_path / "c", "--out", tmp_path / "out",
+                      "--private", tmp_path / "private", "--run-name", "tiny")
+    assert done.returncode == 0, done.stderr[-2000:]
+    reference = REPO / "results" / "embedded-full-reference.tar.gz"
+    page = tmp_path / "compare.html"
+    done = run_script("audit.py", "--compare", reference, tmp_path / "out", "--report", page)
+    assert done.returncode == 0, done.stderr
+    a = {q.idx: q for q in _reference_record(tmp_path).questions}
+    b = {q.idx: q for q in records.read(tmp_path / "out" / records.RUN_FILE, records.RunRecord).questions}
+    to_wrong = [i for i in a if a[i].official_prediction == a[i].label and b[i].official_prediction != b[i].label]
+    to_right = [i for i in a if a[i].official_prediction != a[i].label and b[i].official_prediction == b[i].label]
+    assert to_wrong or to_right
+    out = done.stdout
+    assert (f"flips: right in A, wrong in B: {len(to_wrong)} {to_wrong}; "
+            f"wrong in A, right in B: {len(to_right)} {to_right}") in out
+    assert f"exact McNemar p = {mcnemar_exact(len(to_wrong), len(to_right)):.4g}" in out
+    assert "resource model/model.safetensors: " in out and "lock sha256: " in out
+    assert "verdict: different" in out
+    text = page.read_text()
+    assert "exact McNemar p-value" in text and "<script" not in text
+    again = run_script("audit.py", "--compare", reference, tmp_path / "out", "--report", page)
+    assert again.returncode == 2 and "already exists; a report is never overwritten" in again.stderr
+
+
+def _reference_record(tmp_path):
+    import tarfile
+
+    with tarfile.open(REPO / "results" / "embedded-full-reference.tar.gz") as archive:
+        member = next(m for m in archive.getmembers() if m.name.endswith("/run.json"))
+        raw = json.loads(archive.extractfile(member).read())
+    return records.from_dict(records.RunRecord, raw, "reference run.json")
+
+
+KNOWN_NOISE = ("aggregation is not", "higher_is_better is not", "model kwarg is not of type", "already-initialized model",
+               "Overwriting default num_fewshot", "legacy behaviour", "it/s]", "Generating ")
+
+
+def test_the_default_console_of_a_full_run_fits_in_25_lines_without_third_party_warnings(full_run):
+    console = (full_run / "console.txt").read_text()
+    lines = console.splitlines()
+    assert len(lines) <= 25, console
+    assert not [line for line in lines if any(noise in line for noise in KNOWN_NOISE)], console
+    assert "  accuracy              42/64 = 0.6562" in console and "peak RSS" in console and " GB" in console
+    log = (full_run / "private" / "run.log").read_text()
+    assert "aggregation is not" in log  # kept, not lost
+    record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
+    assert record.third_party_log["lm-eval: metric without an aggregation, default mean used"] == 1
+
+
+def test_quiet_and_json_summaries(embedded_cache, tmp_path):
+    done = run_script("run.py", "--cache", embedded_cache, "--smoke", "--quiet", "--out", tmp_path / "q",
+                      "--private", tmp_path / "qp", "--run-name", "q")
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.splitlines() == [done.stdout.strip()] and done.stdout.startswith("q: sst2 ")
+    done = run_script("run.py", "--cache", embedded_cache, "--smoke", "--json", "--out", tmp_path / "j",
+                      "--private", tmp_path / "jp", "--run-name", "j")
+    summary = json.loads(done.stdout)
+    record = records.read(tmp_path / "j" / records.RUN_FILE, records.RunRecord)
+    assert summary["official"]["accuracy"] == record.official.accuracy and summary["rows"] == 2
+    assert summary["profile"] == "embedded"  # taken from the cache's manifest: no --profile given
+
+
+def test_profile_comes_from_the_manifest_and_a_mismatch_names_the_one_that_fits(embedded_cache):
+    done = run_script("prepare.py", "--verify", "--cache", embedded_cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--profile", "glue-sst2", "--cache", embedded_cache, "--smoke")
+    assert done.returncode == 2
+    assert "`--profile embedded` (or no --profile) would use this cache as it is" in one_paragraph(done.stderr)
+
+
+def test_an_unreachable_hub_fails_at_once_with_the_ways_forward(tmp_path):
+    done = run_script("prepare.py", "--profile", "glue-sst2", "--cache", tmp_path / "c",
+                      env={"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "0"})
+    assert done.returncode == 2
+    assert "Retrying" not in done.stderr and len(done.stderr.splitlines()) <= 2, done.stderr
+    assert "(ConnectionError: connection refused). Two ways forward without the hub:" in one_paragraph(done.stderr)
+
+
+def test_the_report_renders_in_headless_chromium(full_run, tmp_path):
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed here (apt-get install chromium); "
+                    "scripts/screenshot_report.py was run by hand")
+    png = tmp_path / "report.png"
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "screenshot_report.py"),
+                           str(full_run / "out" / records.REPORT_FILE), str(png)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
