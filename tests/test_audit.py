@@ -149,9 +149,9 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
         names = sorted(archive.getnames())
         archive.extractall(extracted, filter="data")
     assert names == sorted(f"test-full/{n}" for n in ("CARD.md", "SHA256SUMS", "environment.json", "lm_eval_results.json",
-                                                     "lm_eval_samples.public.jsonl", "manifest.json", "resources.lock.json", "run.json"))
+                                                     "lm_eval_samples.public.jsonl", "manifest.json", "report.html", "resources.lock.json", "run.json"))
     check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=extracted / "test-full", capture_output=True, text=True)
-    assert check.returncode == 0 and check.stdout.count(": OK") == 7
+    assert check.returncode == 0 and check.stdout.count(": OK") == 8
     sentences = [r.doc["sentence"] for r in read_parquet(embedded_cache / "data" / "validation.parquet")]
     for path in (extracted / "test-full").iterdir():
         text = path.read_text()

@@ -96,8 +96,8 @@ def test_download_verify_update_lock_and_offline_reverify(hub, tmp_path, repo_fi
     done = run_script("run.py", "--lock", lock, "--profile", "loopback", "--cache", cache, "--smoke",
                       "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "loopback-smoke")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "max abs diff over 4 candidate scores: 0.0" in done.stdout
-    assert "identity checks passed: 2/2" in done.stdout and "EMBEDDED DEMO" not in done.stdout
+    assert "agreement             4/4 candidate scores bit for bit (max abs diff 0.0)" in done.stdout
+    assert "identity              2/2 logged samples match their rows" in done.stdout and "EMBEDDED DEMO" not in done.stdout
     before = tree_state(cache)
     done = run_script("prepare.py", "--lock", lock, "--profile", "loopback", "--cache", cache,
                       env={"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": hub.endpoint})

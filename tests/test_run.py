@@ -18,8 +18,8 @@ def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):
     assert out.startswith("*** EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; "
                           "not a GLUE SST-2 measurement. ***")
     assert "run smoke: task sst2, profile embedded, smoke mode, 2 dev rows (128 confirmation rows sealed, never scored)" in out
-    assert "max abs diff over 4 candidate scores: 0.0" in out
-    assert "identity checks passed: 2/2 logged samples" in out
+    assert "agreement             4/4 candidate scores bit for bit (max abs diff 0.0)" in out
+    assert "identity              2/2 logged samples match their rows" in out
     record = records.read(tmp_path / "out" / records.RUN_FILE, records.RunRecord)
     assert record.split.scored_ids == record.split.dev_ids[:2]
     assert "[official path: lm-eval simple_evaluate on 2 rows] done" in done.stderr  # progress on long steps

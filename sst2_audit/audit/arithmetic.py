@@ -130,6 +130,9 @@ def check(run: RunFolder) -> LevelResult:
     if record is None:
         result.fail(f"the run stopped on its own {run.failure.check} check: {run.failure.message}")
         return result
+    if not record.questions:
+        result.fail("run.json holds no question records")
+        return result
     spec = run.task_spec()
     if spec is None:
         result.fail(f"profile {record.profile!r} is not in the audit's lock, so its task is unknown")

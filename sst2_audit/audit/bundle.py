@@ -97,7 +97,7 @@ def pack(run, cache: Path, results: Path) -> Path:
 MAX_BUNDLE_BYTES = 8 << 20  # compressed; the reference bundle is about 25 KB
 MAX_UNPACKED_BYTES = 32 << 20  # the whole tar stream after gunzip
 MAX_MEMBER_BYTES = 16 << 20
-MAX_MEMBERS = 16  # a bundle holds at most 9 files and their folder
+MAX_MEMBERS = 16  # a bundle holds 9 files and their folder
 SUMS_LINE = re.compile(f"^([0-9a-f]{{64}})  ({SAFE_NAME})$")
 
 

@@ -154,9 +154,16 @@ def check_claims(run: RunFolder) -> LevelResult:
     _resources(result, run, record, profile)
     _versions(result, run, record)
     _task_config(result, lock, spec, record)
-    if run.card_text is not None:
-        _regenerated(result, "CARD.md", card.render(record, lock), run.card_text)
-    _report(result, run, lock, spec, record)
+    if not result.passed:  # a page is regenerated only from records whose every field checked out
+        result.notes.append("CARD.md and report.html not regenerated: the fields above failed")
+        return result
+    try:
+        if run.card_text is not None:
+            _regenerated(result, "CARD.md", card.render(record, lock), run.card_text)
+        _report(result, run, lock, spec, record)
+    except (ArithmeticError, LookupError, TypeError, ValueError) as error:  # records inconsistent in themselves
+        result.fail(f"CARD.md / report.html cannot be regenerated from these records ({type(error).__name__}: "
+                    f"{str(error)[:120]}); the arithmetic level names what is inconsistent")
     return result
 
 
