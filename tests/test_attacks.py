@@ -57,13 +57,18 @@ def edited(change) -> dict:
 
 
 def regenerate_card(members: dict) -> None:
-    """The submitter regenerates the card from the forged record, so only the rescore can catch the forgery."""
+    """The submitter regenerates the card and the page from the forged record, so only the rescore can catch it."""
     from sst2_audit import records
     from sst2_audit.audit import card
     from sst2_audit.lock import load_lock
 
+    from sst2_audit.html_report import render
+    from sst2_audit.task_spec import spec_for
+
     record = records.from_dict(records.RunRecord, json.loads(members["run.json"]), "run.json")
     members["CARD.md"] = card.render(record, load_lock(LOCK)).encode()
+    if "report.html" in members:  # and the page
+        members["report.html"] = render(record, load_lock(LOCK), spec_for(load_lock(LOCK), record.task)).encode()
 
 
 def test_the_salt_shopping_bundle_is_caught_by_the_reviewers_lock(embedded_cache, tmp_path, capsys):

@@ -210,3 +210,16 @@ def test_a_schema_1_bundle_is_read_and_audited_by_today_s_reader(embedded_cache,
     assert code == 1, out  # it ran in the native numeric mode, not the lock's: the lock level says so
     assert "bundled lock: run_settings.numeric_mode: expected {'ATEN_CPU_CAPABILITY': 'avx2'" in out
     assert "arithmetic: PASS (1371 checks)" in out and "identity: PASS (906 checks)" in out
+
+
+def test_a_bundle_written_before_the_any_task_change_passes_every_level(embedded_cache, capsys):
+    """Record schema 2 and lock schema 2, packed before tasks were data: today's reader and the grown lock."""
+    from sst2_audit.cli import audit_main
+
+    code = audit_main(["--bundle-file", str(REPO / "tests" / "data" / "v2-embedded-full-reference.tar.gz"),
+                       "--cache", str(embedded_cache), "--rescore", "8", "--seed", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for level in ("bundle SHA256SUMS", "lock", "claims", "arithmetic", "identity", "rescore (8 rows, seed 2)"):
+        assert f"{level}: PASS" in out
+    assert "verdict: identical" in out
