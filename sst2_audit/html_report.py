@@ -122,7 +122,7 @@ def render(record, lock, spec, docs: dict | None = None) -> str:
     correct = [q.official_prediction == q.label for q in record.questions]
     parts.append("<h2>How close the calls were</h2><p>Margin = gold answer's score minus the best other "
                  "candidate's (log-likelihood, nats); green = predicted right, red = wrong.</p>")
-    parts.append(margin_plot(margins, correct, f"{record.task}: {sum(correct)}/{len(correct)} right"))
+    parts.append(margin_plot(tuple(margins), tuple(correct), f"{record.task}: {sum(correct)}/{len(correct)} right"))
     parts.append("<h2>Checks</h2>" + _checks(record))
     if record.lm_eval_notes:
         parts.append("<h2>lm-eval's own output, read correctly</h2>")

@@ -5,9 +5,15 @@ report.html and compares it): no date in the metadata, a fixed id salt, text kep
 (no font glyph paths), and the pinned matplotlib with its bundled font.
 """
 
+import functools
 import io
 
 CORRECT, WRONG = "#1b7f3b", "#c0392b"
+
+
+def warm() -> None:
+    """Import matplotlib ahead of time (the independent path's thread does it while lm-eval still runs)."""
+    _figure(1.0, 1.0)[0].close("all")
 
 
 def _figure(width: float, height: float):
@@ -29,7 +35,8 @@ def _svg(plt, figure) -> str:
     return text[text.index("<svg"):]  # inline: no XML declaration or DOCTYPE
 
 
-def margin_plot(margins: list, correct: list, title: str) -> str:
+@functools.lru_cache(maxsize=4)  # the public and the private page show the same plot: drawn once
+def margin_plot(margins: tuple, correct: tuple, title: str) -> str:
     """One point per question, ordered by margin (gold score minus the best other score): above 0
     the gold answer won, green = correct prediction, red = wrong."""
     plt, (figure, axes) = _figure(7.0, 2.6)

@@ -133,6 +133,9 @@ class IndependentWorker(threading.Thread):
             self.elapsed = round(time.perf_counter() - start, 3)
         if self.error is None and not self.stop.is_set():
             say(f"[independent path: own forward passes on {total} rows] done in {time.perf_counter() - started:.1f} s")
+            from .plots import warm
+
+            warm()  # the report's plotting library loads while the official path still runs
 
     def finish(self):
         self.join()

@@ -48,14 +48,17 @@ class TaskSpec:
         return fixed if fixed is not None else tuple(f"choice {k}" for k in range(count))
 
     # --- rendering, as lm-eval's ConfigurableTask does it (SOURCE_MAP steps 9-12) ---
-    def _value(self, setting, doc: dict):
-        if isinstance(setting, str):
-            return doc[setting] if setting in doc else render(setting, doc)
-        return setting
-
     def context(self, doc: dict) -> str:
-        text = self._value(self.doc_to_text, doc)
-        if not isinstance(text, str) or (text.isdigit() and setting_is_template(self.doc_to_text, doc)):
+        setting = self.doc_to_text
+        if isinstance(setting, str) and setting in doc:
+            text = doc[setting]
+        elif isinstance(setting, str):
+            text = render(setting, doc)
+            if text.isdigit():  # lm-eval reads digits as a choice index: a multiple-input task
+                text = int(text)
+        else:
+            text = setting
+        if not isinstance(text, str):
             raise InputError(f"task {self.name}: doc_to_text gave {type(text).__name__} {str(text)[:40]!r}; "
                              "a context must be text (multiple-input tasks are not supported).")
         prefix = render(self.description, doc) if self.description else ""
@@ -97,10 +100,6 @@ class TaskSpec:
             raise InputError(f"task {self.name}: the gold answer {str(target)[:40]!r} is not an index into the "
                              f"{len(choices)} choices.")
         return target
-
-
-def setting_is_template(setting, doc: dict) -> bool:
-    return isinstance(setting, str) and setting not in doc
 
 
 _ENVIRONMENT = None

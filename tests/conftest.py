@@ -120,3 +120,23 @@ def rte_run(rte_cache, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def inverse_scaling_run(inverse_scaling_cache, tmp_path_factory) -> Path:
     return _demo_task_run("embedded-inverse-scaling", inverse_scaling_cache, tmp_path_factory.mktemp("is-run"))
+
+
+def tiny_llama(seed: int):
+    """A tiny random Llama with SmolLM2's vocabulary: a real transformers model, made in the test."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         attn_implementation="eager")
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(embedded_cache):
+    """SmolLM2's tokenizer as the embedded snapshot has it."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(embedded_cache / "model"))

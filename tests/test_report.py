@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import REPO, load_lock_json, one_paragraph, run_script
+from conftest import REPO, load_lock_json, one_paragraph, run_script, tiny_llama
 from sst2_audit import records
 from sst2_audit.stats import mcnemar_exact, paired_difference, wilson
 
@@ -129,17 +129,11 @@ def test_statistics_match_their_closed_forms():
 
 def _tiny_model_lock(tmp_path, embedded_cache):
     """A reviewer's lock with another model: a tiny random Llama with SmolLM2's tokenizer, on the same data."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from sst2_audit.hashing import sha256_file
     from sst2_audit.manifest import read_manifest
 
     model_dir = tmp_path / "tiny-model"
-    torch.manual_seed(3)
-    config = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048)
-    LlamaForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
+    tiny_llama(3).save_pretrained(model_dir, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(embedded_cache / "model" / name, model_dir / name)
     names = sorted(p.name for p in model_dir.iterdir())
@@ -249,3 +243,10 @@ def test_the_report_renders_in_headless_chromium(full_run, tmp_path):
     assert done.returncode == 0, done.stderr
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+@pytest.mark.parametrize("script, option", [("run.py", "--smok"), ("audit.py", "--arith"), ("prepare.py", "--ver")])
+def test_option_prefixes_are_not_silently_accepted(script, option):
+    done = run_script(script, option)
+    assert done.returncode == 2
+    assert f"unrecognized arguments: {option}" in done.stderr

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import LOCK
+from conftest import LOCK, tiny_llama
 from sst2_audit.dataset import Row
 from sst2_audit.errors import CheckFailed, InputError
 from sst2_audit.independent import BoundaryError, IndependentScorer, encode_pair, encode_question
@@ -26,22 +26,8 @@ def sst2_spec():
 
 
 @pytest.fixture(scope="module")
-def tokenizer(embedded_cache):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(embedded_cache / "model"))
-
-
-@pytest.fixture(scope="module")
 def tiny_model():
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(7)
-    config = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         attn_implementation="eager")
-    return LlamaForCausalLM(config).eval()
+    return tiny_llama(7)
 
 
 def test_tie_goes_to_the_first_candidate():

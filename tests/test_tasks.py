@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script
+from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script, tiny_llama
 from sst2_audit.dataset import Row, write_parquet
 from sst2_audit.errors import InputError
 from sst2_audit.evaluator_pin import installed_root
@@ -28,22 +28,8 @@ def lock():
 
 
 @pytest.fixture(scope="module")
-def tokenizer(embedded_cache):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(embedded_cache / "model"))
-
-
-@pytest.fixture(scope="module")
 def tiny_model():
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(11)
-    config = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         attn_implementation="eager")
-    return LlamaForCausalLM(config).eval()
+    return tiny_llama(11)
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +209,24 @@ def test_a_bundle_written_before_the_any_task_change_passes_every_level(embedded
     for level in ("bundle SHA256SUMS", "lock", "claims", "arithmetic", "identity", "rescore (8 rows, seed 2)"):
         assert f"{level}: PASS" in out
     assert "verdict: identical" in out
+
+
+def test_a_multiple_input_template_and_a_blank_context_are_refused(lock, tokenizer):
+    import dataclasses
+
+    from sst2_audit.independent import encode_question
+
+    sst2 = spec_for(lock, "sst2")
+    multiple_input = dataclasses.replace(sst2, doc_to_text="{{label}}")
+    with pytest.raises(InputError, match=r"task sst2: doc_to_text gave int '1'; a context must be text "
+                                         r"\(multiple-input tasks are not supported\)"):
+        multiple_input.context({"sentence": "x", "label": 1, "idx": 0})
+    with pytest.raises(InputError, match=r"context ' \\n' is empty or only whitespace"):
+        encode_question(tokenizer, " \n", [" negative"], 0, 512)
+
+
+def test_a_gold_index_outside_the_choices_is_bad_data(lock):
+    rte = spec_for(lock, "rte")
+    doc = {"sentence1": "a", "sentence2": "b", "label": 2, "idx": 0}
+    with pytest.raises(InputError, match=r"task rte: the gold answer '2' is not an index into the 2 choices"):
+        rte.gold(doc, rte.choices(doc))
