@@ -97,19 +97,21 @@ def test_the_public_report_carries_no_document_text(full_run, embedded_cache):
         assert html.escape(rows[q.idx]) in private
 
 
-def test_a_bundled_report_that_differs_from_the_records_fails_the_audit(full_run, tmp_path, capsys):
+def test_a_bundled_report_that_differs_from_the_records_fails_the_audit(full_run, embedded_cache, tmp_path, capsys):
     from test_attacks import audit, members_of, pack
 
     run = tmp_path / "run"
     shutil.copytree(full_run / "out", run)
-    code, out = audit(capsys, "--out", run, "--bundle", "--results", tmp_path / "results", "--arithmetic-only")
+    code, out = audit(capsys, "--out", run, "--cache", embedded_cache, "--bundle", "--results", tmp_path / "results",
+                      "--arithmetic-only")
     assert code == 0, out
     bundle = tmp_path / "results" / "test-full.tar.gz"
     members = members_of(bundle)
     assert "report.html" in members and "  report.html\n" in members["SHA256SUMS"].decode()
+    assert b"| n-samples.sst2.effective | 264 | 64 | lm-eval counts every document" in members["CARD.md"]
     members["report.html"] = members["report.html"].replace(b"42/64", b"52/64", 1)
     pack(tmp_path / "edited.tar.gz", members, top="test-full")
-    code, out = audit(capsys, "--bundle-file", tmp_path / "edited.tar.gz", "--arithmetic-only")
+    code, out = audit(capsys, "--bundle-file", tmp_path / "edited.tar.gz", "--cache", embedded_cache, "--arithmetic-only")
     assert code == 1
     assert "report.html differs from the one regenerated from the checked records at line" in out
 

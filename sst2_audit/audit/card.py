@@ -89,4 +89,9 @@ def render(record, lock) -> str:
     lines += ["", "The card id is the first 16 hex digits of the sha256 of these fields as canonical JSON; "
               "results_sha256 binds every candidate score, prediction and accuracy and the numeric platform.",
               "Check the bundle with `sha256sum -c SHA256SUMS`, then `python audit.py --bundle-file <bundle>`.", ""]
+    if record.lm_eval_notes:  # runs of record schema 3
+        lines += ["Fields of lm-eval's own output (lm_eval_results.json) that mislead for a `samples=` run:", "",
+                  "| field | lm-eval says | true value | why |", "|---|---|---|---|"]
+        lines += [f"| {n['field']} | {n['lm_eval_says']} | {n['truth']} | {n['why']} |" for n in record.lm_eval_notes]
+        lines.append("")
     return "\n".join(lines)
