@@ -96,6 +96,8 @@ def test_unsorted_ids_reproduce_the_doc_id_bug_and_stop_the_run(embedded_cache, 
     failure = records.read(out / records.FAILURE_FILE, records.FailureRecord)
     assert failure.check == "identity" and failure.run_name == "unsorted"
     assert not (out / records.RUN_FILE).exists()  # no record that looks like a finished run
+    page = (out / records.REPORT_FILE).read_text()  # the failure's page: what a person opens first
+    assert "stopped: identity check failed" in page and "doc.idx" in page and "<script" not in page
     wrong = [m for m in failure.mismatches if m.logged_position >= 0]
     assert len(wrong) >= 32
     for m in wrong:
