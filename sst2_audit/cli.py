@@ -252,9 +252,7 @@ def _open_run(path: Path, args, scratch: Path):
 
 
 def _compare(args, scratch: Path) -> int:
-    from .audit.compare import compare
-
-    from .audit.compare import render_html
+    from .audit.compare import compare, render_html
 
     runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
     result = compare(*runs)

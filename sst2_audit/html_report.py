@@ -22,20 +22,21 @@ th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
 """
 
 
-def _e(value) -> str:
+def escape(value) -> str:
+    """Any value as HTML text (the compare page uses these three helpers too)."""
     return html.escape(str(value), quote=True)
 
 
-def _table(header: list, rows: list, numeric=()) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+def table(header: list, rows: list, numeric=()) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
     numeric_cell = ' class="n"'
     body = "".join("<tr>" + "".join(f"<td{numeric_cell if i in numeric else ''}>{cell}</td>"
                                     for i, cell in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+def page(title: str, body: str) -> str:
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
             f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
 
 
@@ -47,7 +48,7 @@ def margin(scores: list, gold: int) -> float:
 
 def _accuracy_row(name: str, summary) -> list:
     low, high = wilson(summary.correct, summary.rows)
-    return [_e(name), f"{summary.correct}/{summary.rows}", f"{summary.accuracy:.4f}", f"{summary.stderr:.4f}",
+    return [escape(name), f"{summary.correct}/{summary.rows}", f"{summary.accuracy:.4f}", f"{summary.stderr:.4f}",
             f"{low:.4f} – {high:.4f}"]
 
 
@@ -55,8 +56,8 @@ def _confusion(record, names: list) -> str:
     counts = {(g, p): 0 for g in range(len(names)) for p in range(len(names))}
     for q in record.questions:
         counts[(q.label, q.official_prediction)] = counts.get((q.label, q.official_prediction), 0) + 1
-    rows = [[f"<b>{_e(names[g])}</b>"] + [str(counts[(g, p)]) for p in range(len(names))] for g in range(len(names))]
-    return _table(["gold \\ predicted"] + names, rows, numeric=range(1, len(names) + 1))
+    rows = [[f"<b>{escape(names[g])}</b>"] + [str(counts[(g, p)]) for p in range(len(names))] for g in range(len(names))]
+    return table(["gold \\ predicted"] + names, rows, numeric=range(1, len(names) + 1))
 
 
 def _checks(record) -> str:
@@ -71,7 +72,7 @@ def _checks(record) -> str:
          f"questions, {candidates} scores ({record.max_abs_diff!r})"],
         ["confirmation rows sealed (never scored; their row hashes recorded)", str(len(record.split.confirm))],
     ]
-    return _table(["check", "count"], [[_e(a), _e(b)] for a, b in rows], numeric=(1,))
+    return table(["check", "count"], [[escape(a), escape(b)] for a, b in rows], numeric=(1,))
 
 
 def _questions(record, names: list, docs: dict | None) -> str:
@@ -83,15 +84,15 @@ def _questions(record, names: list, docs: dict | None) -> str:
     rows = []
     for q in order:
         right = q.official_prediction == q.label
-        row = [str(q.idx), _e(names[q.label] if q.label < len(names) else q.label),
-               f"<span class=\"{'ok' if right else 'bad'}\">{_e(names[q.official_prediction])}</span>",
-               _e(", ".join(repr(s) for s in q.official_scores)), _e(", ".join(repr(s) for s in q.independent_scores)),
+        row = [str(q.idx), escape(names[q.label] if q.label < len(names) else q.label),
+               f"<span class=\"{'ok' if right else 'bad'}\">{escape(names[q.official_prediction])}</span>",
+               escape(", ".join(repr(s) for s in q.official_scores)), escape(", ".join(repr(s) for s in q.independent_scores)),
                f"{margin(q.official_scores, q.label):+.4f}", str(q.logged_doc_id),
                "ok" if q.logged_doc_id == q.idx and q.official_scores == q.independent_scores else "<b>MISMATCH</b>"]
         if docs is not None:
-            row.append(_e(docs.get(q.idx, "")))
+            row.append(escape(docs.get(q.idx, "")))
         rows.append(row)
-    return _table(header, rows, numeric=(0, 5, 6))
+    return table(header, rows, numeric=(0, 5, 6))
 
 
 def render(record, lock, spec, docs: dict | None = None) -> str:
@@ -99,24 +100,24 @@ def render(record, lock, spec, docs: dict | None = None) -> str:
     from .metrics import choice_names
 
     fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
-    parts = [f"<h1>{_e(record.task)}: run {_e(record.run_name)} ({_e(record.mode)})</h1>"]
+    parts = [f"<h1>{escape(record.task)}: run {escape(record.run_name)} ({escape(record.mode)})</h1>"]
     if record.demo:
-        parts.append(f"<p class=\"demo\">{_e(record.notice)}</p>")
+        parts.append(f"<p class=\"demo\">{escape(record.notice)}</p>")
     if docs is not None:
         parts.append("<p class=\"fail\">PRIVATE: this page shows the documents. Never publish it.</p>")
-    parts.append(f"<p>Reproducibility card {_e(card_id(fields))}. Every question scored twice: by lm-eval "
-                 f"{_e(record.evaluator['version'])} <code>simple_evaluate</code> (the official path) and by "
+    parts.append(f"<p>Reproducibility card {escape(card_id(fields))}. Every question scored twice: by lm-eval "
+                 f"{escape(record.evaluator['version'])} <code>simple_evaluate</code> (the official path) and by "
                  "sst2-audit's independent float32 scorer; both must agree bit for bit.</p>")
     parts.append("<h2>What was measured, with what</h2>")
-    measured = [[_e(k), f"<code>{_e(v)}</code>"] for k, v in fields.items()]
-    measured += [["settings", f"<code>{_e(', '.join(f'{k}={v!r}' for k, v in sorted(record.settings.items()) if not k.endswith('_note')))}</code>"]]
-    parts.append(_table(["field", "value"], measured))
+    measured = [[escape(k), f"<code>{escape(v)}</code>"] for k, v in fields.items()]
+    measured += [["settings", f"<code>{escape(', '.join(f'{k}={v!r}' for k, v in sorted(record.settings.items()) if not k.endswith('_note')))}</code>"]]
+    parts.append(table(["field", "value"], measured))
     parts.append("<h2>Accuracy (95% Wilson interval)</h2>")
     rows = [_accuracy_row("official (lm-eval)", record.official), _accuracy_row("independent", record.independent)]
     if record.official_norm is not None:
         rows += [_accuracy_row("official acc_norm", record.official_norm),
                  _accuracy_row("independent acc_norm", record.independent_norm)]
-    parts.append(_table(["path", "correct", "accuracy", "stderr", "95% interval"], rows, numeric=(1, 2, 3)))
+    parts.append(table(["path", "correct", "accuracy", "stderr", "95% interval"], rows, numeric=(1, 2, 3)))
     parts.append("<h2>Confusion matrix (official path, acc)</h2>" + _confusion(record, names))
     margins = [margin(q.official_scores, q.label) for q in record.questions]
     correct = [q.official_prediction == q.label for q in record.questions]
@@ -126,24 +127,24 @@ def render(record, lock, spec, docs: dict | None = None) -> str:
     parts.append("<h2>Checks</h2>" + _checks(record))
     if record.lm_eval_notes:
         parts.append("<h2>lm-eval's own output, read correctly</h2>")
-        parts.append(_table(["field in lm_eval_results.json", "lm-eval says", "true value", "why"],
-                            [[f"<code>{_e(n['field'])}</code>", _e(n["lm_eval_says"]), _e(n["truth"]), _e(n["why"])]
+        parts.append(table(["field in lm_eval_results.json", "lm-eval says", "true value", "why"],
+                            [[f"<code>{escape(n['field'])}</code>", escape(n["lm_eval_says"]), escape(n["truth"]), escape(n["why"])]
                              for n in record.lm_eval_notes]))
     if record.third_party_log:
         parts.append("<h2>Third-party messages kept off the console</h2><p>lm-eval, transformers and datasets "
                      "wrote these to the run's log (<code>run.log</code> in the private folder; a message may quote "
                      "a document). All listed by name are expected here.</p>")
-        parts.append(_table(["message", "lines"], [[_e(k), str(v)] for k, v in sorted(record.third_party_log.items())],
+        parts.append(table(["message", "lines"], [[escape(k), str(v)] for k, v in sorted(record.third_party_log.items())],
                             numeric=(1,)))
     parts.append("<h2>Every question, closest calls first</h2>" + _questions(record, names, docs))
-    return _page(f"sst2-audit report: {record.run_name}", "\n".join(parts))
+    return page(f"sst2-audit report: {record.run_name}", "\n".join(parts))
 
 
 def render_failure(failure) -> str:
-    parts = [f"<h1>Run {_e(failure.run_name)} stopped: {_e(failure.check)} check failed</h1>",
-             f"<p class=\"fail\">{_e(failure.message)}</p>",
+    parts = [f"<h1>Run {escape(failure.run_name)} stopped: {escape(failure.check)} check failed</h1>",
+             f"<p class=\"fail\">{escape(failure.message)}</p>",
              f"<h2>Mismatches ({len(failure.mismatches)})</h2>"]
-    rows = [[str(m.logged_position), _e(m.claimed_id), _e(", ".join(m.fields)), f"<code>{_e(m.expected)}</code>",
-             f"<code>{_e(m.logged)}</code>"] for m in failure.mismatches[:500]]
-    parts.append(_table(["logged position", "claimed id", "fields", "expected", "logged"], rows, numeric=(0,)))
-    return _page(f"sst2-audit report: {failure.run_name} (failed)", "\n".join(parts))
+    rows = [[str(m.logged_position), escape(m.claimed_id), escape(", ".join(m.fields)), f"<code>{escape(m.expected)}</code>",
+             f"<code>{escape(m.logged)}</code>"] for m in failure.mismatches[:500]]
+    parts.append(table(["logged position", "claimed id", "fields", "expected", "logged"], rows, numeric=(0,)))
+    return page(f"sst2-audit report: {failure.run_name} (failed)", "\n".join(parts))

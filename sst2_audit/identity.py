@@ -23,6 +23,7 @@ def tokens_hash(token_lists) -> str:
 class ExpectedQuestion:
     idx: int
     label: int  # gold choice index
+    doc_idx: int | None  # the document's own idx field, where the data has one (= idx)
     target: object  # doc_to_target as lm-eval logs it
     doc_hash: str
     prompt_hash: str
@@ -57,7 +58,8 @@ def expected_question(row: Row, spec, tokenizer, max_length: int) -> ExpectedQue
     candidates = [spec.target_delimiter + choice for choice in choices]
     pairs = encode_question(tokenizer, context, candidates, row.idx, max_length)
     return ExpectedQuestion(
-        row.idx, spec.gold(row.doc, choices), spec.target(row.doc), doc_hash(row.as_doc()), prompt_hash(context),
+        row.idx, spec.gold(row.doc, choices), row.doc.get("idx"), spec.target(row.doc), doc_hash(row.as_doc()),
+        prompt_hash(context),
         context, tuple(candidates), tuple(public_candidate(spec, c) for c in candidates),
         tuple(len(choice) for choice in choices), pairs[0].context_tokens,
         tuple(p.continuation_tokens for p in pairs),
@@ -75,7 +77,7 @@ def _mismatch(position, claimed_id, expected: dict, actual: dict):
     return Mismatch(position, claimed_id, fields, {k: expected[k] for k in fields}, {k: actual.get(k) for k in fields})
 
 
-def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, docs_by_idx: dict, official_encode) -> list:
+def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, official_encode) -> list:
     """Compare every lm-eval logged sample with the row its doc_id names.
 
     official_encode(context, continuation) -> (context_tokens, continuation_tokens)
@@ -105,8 +107,7 @@ def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, do
             "candidate_tokens_sha256": tokens_hash(continuation for _, continuation in encoded),
         }
         expected = {
-            "doc_id": claimed.idx, "doc.idx": docs_by_idx[claimed.idx].get("idx"),  # None where the data has no idx
-            "doc_hash (of the logged doc)": doc_hash(docs_by_idx[claimed.idx]),
+            "doc_id": claimed.idx, "doc.idx": claimed.doc_idx, "doc_hash (of the logged doc)": claimed.doc_hash,
             "target": claimed.target, "doc_hash": claimed.doc_hash, "prompt_hash": claimed.prompt_hash,
             "context_hashes": [claimed.prompt_hash],
             "candidates_sha256": [sha256_text(candidate) for candidate in claimed.candidates],

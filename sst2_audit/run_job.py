@@ -73,17 +73,14 @@ def _write_jsonl(path: Path, rows: list) -> None:
     atomic.write_text(path, "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows))
 
 
-def strict_copy(results: dict, scrub: dict) -> dict:
-    """lm-eval's results as the public JSON copy holds them (paths replaced)."""
-    return scrub_paths(json.loads(json.dumps(results, default=str)), scrub)
-
-
-def _write_lm_eval_output(options: RunOptions, official, scrub: dict) -> None:
-    """lm-eval's own results and logged samples: a public copy without text or paths, a private one whole."""
-    public_results = strict_copy(official.results, scrub)
+def _write_lm_eval_output(options: RunOptions, official, scrub: dict) -> dict:
+    """lm-eval's own results and logged samples: a public copy without text or paths, a private one whole.
+    Returns the public copy of the results, as the audit will read it."""
+    public_results = scrub_paths(json.loads(json.dumps(official.results, default=str)), scrub)
     atomic.write_json(options.out / records.LM_EVAL_RESULTS_FILE, public_results)
     _write_jsonl(options.out / records.LM_EVAL_SAMPLES_FILE, scrub_paths(_public_samples(official.samples), scrub))
     _write_jsonl(options.private / records.LM_EVAL_PRIVATE_SAMPLES_FILE, official.samples)
+    return public_results
 
 
 def _question_record(spec, expected, sample: dict, official_scores: list, independent_scores) -> records.QuestionRecord:
@@ -119,7 +116,6 @@ class IndependentWorker(threading.Thread):
         start = time.perf_counter()
         total = len(self.pairs_by_idx)
         say(f"[independent path: own forward passes on {total} rows] ...")
-        started = time.perf_counter()
         try:
             for number, (idx, pairs) in enumerate(self.pairs_by_idx.items(), start=1):
                 if self.stop.is_set():
@@ -132,7 +128,7 @@ class IndependentWorker(threading.Thread):
         finally:
             self.elapsed = round(time.perf_counter() - start, 3)
         if self.error is None and not self.stop.is_set():
-            say(f"[independent path: own forward passes on {total} rows] done in {time.perf_counter() - started:.1f} s")
+            say(f"[independent path: own forward passes on {total} rows] done in {self.elapsed:.1f} s")
             from .plots import warm
 
             warm()  # the report's plotting library loads while the official path still runs
@@ -208,11 +204,10 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
                    announce=True):
             official = run_official(model, tokenizer, lock, spec, data_files_of(cache, manifest, spec), scored_ids,
                                     sort_ids=options.sort_ids)
-        _write_lm_eval_output(options, official, scrub)
+        public_results = _write_lm_eval_output(options, official, scrub)
 
         check_start = time.perf_counter()
         mismatches = check_logged_samples(official.samples, scored_ids, expected,
-                                          {idx: by_idx[idx].as_doc() for idx in scored_ids},
                                           lambda c, k: official_encode_pair(official.lm, c, k))
         if mismatches:
             rows_named = sorted(m.claimed_id for m in mismatches if m.claimed_id is not None)
@@ -276,7 +271,7 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
         for idx in scored_ids
     ])
     records.write(options.private / records.PRIVATE_FILE, private)
-    record.lm_eval_notes = lm_eval_notes.notes(strict_copy(official.results, scrub), record)
+    record.lm_eval_notes = lm_eval_notes.notes(public_results, record)
     record.third_party_log = console.count_known(log_path)
     from .html_report import render
 

@@ -202,7 +202,7 @@ def spec_from_yaml(name: str, relative: str, root: Path) -> TaskSpec:
         doc_to_text=config.get("doc_to_text"), doc_to_choice=config["doc_to_choice"],
         doc_to_target=config.get("doc_to_target"),
         target_delimiter=config.get("target_delimiter", TASKCONFIG_DEFAULTS["target_delimiter"]),
-        description=config.get("description") or "", metrics=metrics,
+        description=config.get("description") or TASKCONFIG_DEFAULTS["description"], metrics=metrics,
     )
 
 

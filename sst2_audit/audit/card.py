@@ -33,7 +33,7 @@ def _profile(record, profile) -> str:
 def card_fields(record, lock) -> dict:
     profile = lock.profile(record.profile)
     settings = record.settings
-    fields = {
+    return {
         "task": _task(record.evaluator),
         "task_version": record.task_config.get("effective", {}).get("metadata", {}).get("version"),
         "task_yaml_sha256": record.evaluator["task_yaml_sha256"],
@@ -56,7 +56,6 @@ def card_fields(record, lock) -> dict:
         "numeric_platform": one_line(record.platform),
         "results_sha256": results_digest(record),
     }
-    return fields
 
 
 def results_digest(record) -> str:

@@ -94,31 +94,31 @@ def compare(a, b) -> Comparison:
 
 def render_html(result: Comparison) -> str:
     """The comparison as a page in report.html's style."""
-    from ..html_report import _e, _page, _table
+    from ..html_report import escape, page, table
 
-    parts = ["<h1>Paired comparison</h1>", f"<p>{_e(result.header)}</p>"]
+    parts = ["<h1>Paired comparison</h1>", f"<p>{escape(result.header)}</p>"]
     if result.paired is not None:
         p = result.paired
         low, high = p.interval
         parts.append("<h2>Same questions, two runs</h2>")
-        parts.append(_table(["", "B right", "B wrong"], [["<b>A right</b>", str(p.both_right), str(p.a_only)],
+        parts.append(table(["", "B right", "B wrong"], [["<b>A right</b>", str(p.both_right), str(p.a_only)],
                                                           ["<b>A wrong</b>", str(p.b_only), str(p.both_wrong)]],
                             numeric=(1, 2)))
-        parts.append(_table(["measure", "value"], [
+        parts.append(table(["measure", "value"], [
             ["questions compared", str(p.rows)],
             ["accuracy B - A", f"{p.difference:+.4f}"],
             ["95% paired interval", f"{low:+.4f} to {high:+.4f}"],
             ["exact McNemar p-value", f"{p.p_value:.4g}"],
-            ["right in A, wrong in B", _e(result.flips_to_wrong)],
-            ["wrong in A, right in B", _e(result.flips_to_right)],
+            ["right in A, wrong in B", escape(result.flips_to_wrong)],
+            ["wrong in A, right in B", escape(result.flips_to_right)],
         ]))
     parts.append("<h2>What differs in how they were made</h2>")
-    parts.append(_table(["what", "A", "B"], [[_e(w), f"<code>{_e(x)}</code>", f"<code>{_e(y)}</code>"]
+    parts.append(table(["what", "A", "B"], [[escape(w), f"<code>{escape(x)}</code>", f"<code>{escape(y)}</code>"]
                                              for w, x, y in result.differences]) if result.differences
                  else "<p>Nothing: same settings, pins, versions, lock and numeric platform.</p>")
     if result.changed:
         parts.append("<h2>Changed predictions</h2>")
-        parts.append(_table(["idx", "A", "B", "gold"], [[str(i), _e(x), _e(y), _e(g)] for i, x, y, g in result.changed],
+        parts.append(table(["idx", "A", "B", "gold"], [[str(i), escape(x), escape(y), escape(g)] for i, x, y, g in result.changed],
                             numeric=(0,)))
-    parts.append("<h2>Scores</h2>" + "".join(f"<p>{_e(line)}</p>" for line in result.summary))
-    return _page("sst2-audit paired comparison", "\n".join(parts))
+    parts.append("<h2>Scores</h2>" + "".join(f"<p>{escape(line)}</p>" for line in result.summary))
+    return page("sst2-audit paired comparison", "\n".join(parts))
