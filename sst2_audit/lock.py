@@ -187,8 +187,8 @@ def _upgrade_from_1(raw: dict) -> dict:
 def _upgrade_from_2(raw: dict) -> dict:
     """Version 2 knew one task: evaluator.task with its task_yaml."""
     evaluator = raw.get("evaluator")
-    if isinstance(evaluator, dict) and "tasks" not in evaluator:
-        evaluator = dict(evaluator, tasks={evaluator.get("task"): evaluator.get("task_yaml")})
+    if isinstance(evaluator, dict) and "tasks" not in evaluator and isinstance(evaluator.get("task"), str):
+        evaluator = dict(evaluator, tasks={evaluator["task"]: evaluator.get("task_yaml")})
     return dict(raw, schema_version=3, evaluator=evaluator)
 
 
@@ -230,6 +230,11 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     profiles = {}
     for name, body in _need(raw, "profiles", dict, where).items():
         here = f"{where}: profiles.{name}"
+        if not isinstance(body, dict):
+            raise InputError(f"{here}: expected an object, got {type(body).__name__}.")
+        task = body.get("task", evaluator["task"])
+        if not isinstance(task, str):
+            raise InputError(f"{here}.task: expected a task name, got {type(task).__name__} {str(task)[:40]!r}.")
         profiles[name] = Profile(
             name=name,
             demo=bool(body.get("demo", False)),
@@ -237,7 +242,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
             model=_resource(_need(body, "model", dict, here), "model", f"{here}.model"),
             data=_resource(_need(body, "data", dict, here), "data", f"{here}.data"),
             pins_sha256=sha256_text(canonical_json(body)),
-            task=body.get("task", evaluator["task"]),
+            task=task,
             notice=body.get("notice") if isinstance(body.get("notice"), str) else None,
         )
         columns_of(profiles[name].data)  # validated here, used by prepare, run and audit

@@ -196,3 +196,35 @@ def test_many_tiny_members_are_refused_by_a_limit(tmp_path, capsys, count, messa
     code, out = audit(capsys, "--bundle-file", bundle, "--arithmetic-only")
     # the limit named is the one that stopped reading: headers are read lazily, one at a time
     assert code == 1 and f"{bundle}: refused: {message}." in one_paragraph(out), out
+
+
+def test_fuzz_schema_2_records_and_locks_through_the_upgrade_readers(tmp_path, capsys):
+    """Records and locks written before tasks were data go through the 2 -> 3 upgraders, and today's lock
+    through its reader: mutations end in exit 0, 1 or 2 (records), or an InputError (locks), never a traceback."""
+    from sst2_audit.errors import InputError
+    from sst2_audit.lock import lock_from_bytes
+
+    members = members_of(REPO / "tests" / "data" / "v2-embedded-full-reference.tar.gz")
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("run.json", "lm_eval_results.json", "lm_eval_samples.public.jsonl", "environment.json"):
+        (run / name).write_bytes(members[name])
+    original = json.loads(members["run.json"])
+    lock, current = json.loads(members["resources.lock.json"]), json.loads((REPO / "resources.lock.json").read_text())
+    assert original["schema_version"] == 2 and lock["schema_version"] == 2 and current["schema_version"] == 3
+    rng = random.Random(2)
+    codes, outcomes = {}, {"read": 0, "refused": 0}
+    for number in range(500):
+        (run / "run.json").write_text(json.dumps(_mutate(original, rng)))
+        code = audit_main(["--out", str(run), "--arithmetic-only"])
+        out = capsys.readouterr()
+        assert code in (0, 1, 2) and "Traceback" not in out.err, (number, code, out.err[-2000:])
+        codes[code] = codes.get(code, 0) + 1
+        for raw in (lock, current):  # the schema-2 lock through its upgrader, and today's
+            try:
+                lock_from_bytes(json.dumps(_mutate(raw, rng)).encode(), tmp_path / "lock.json")
+                outcomes["read"] += 1
+            except InputError:
+                outcomes["refused"] += 1
+    assert codes.get(1, 0) > 50 and codes.get(2, 0) > 50, codes
+    assert outcomes["read"] > 50 and outcomes["refused"] > 50, outcomes

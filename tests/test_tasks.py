@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script, tiny_llama
+from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script, tiny_llama, tree_state
 from sst2_audit.dataset import Row, write_parquet
 from sst2_audit.errors import InputError
 from sst2_audit.evaluator_pin import installed_root
@@ -230,3 +230,78 @@ def test_a_gold_index_outside_the_choices_is_bad_data(lock):
     doc = {"sentence1": "a", "sentence2": "b", "label": 2, "idx": 0}
     with pytest.raises(InputError, match=r"task rte: the gold answer '2' is not an index into the 2 choices"):
         rte.gold(doc, rte.choices(doc))
+
+
+def _drop_train(raw):
+    raw["profiles"]["embedded-rte"]["data"]["files"] = [
+        f for f in raw["profiles"]["embedded-rte"]["data"]["files"] if f["split"] != "train"]
+
+
+LOCK_EDITS = {
+    "default task unmapped": (
+        lambda raw: raw["evaluator"]["tasks"].pop("sst2"), "embedded",
+        "evaluator.tasks must map the default task 'sst2' to 'lm_eval/tasks/glue/sst2/default.yaml', got None."),
+    "task YAML unpinned": (
+        lambda raw: raw["evaluator"]["files"].pop("lm_eval/tasks/glue/rte/default.yaml"), "embedded",
+        "evaluator.tasks.rte: its YAML 'lm_eval/tasks/glue/rte/default.yaml' must be pinned in evaluator.files."),
+    "profile task unknown": (
+        lambda raw: raw["profiles"]["embedded-rte"].update(task="nope"), "embedded-rte",
+        "profiles.embedded-rte.task: 'nope' is not one of evaluator.tasks"),
+    "profile task not text": (
+        lambda raw: raw["profiles"]["embedded-rte"].update(task=["rte"]), "embedded-rte",
+        "profiles.embedded-rte.task: expected a task name, got list"),
+    "columns malformed": (
+        lambda raw: raw["profiles"]["embedded-rte"]["data"].update(columns=[["idx", "float"]]), "embedded-rte",
+        "lock: data.columns must be a list of [name, type] with type one of"),
+    "included YAML unpinned": (
+        lambda raw: raw["evaluator"]["files"].pop("lm_eval/tasks/inverse_scaling/_inverse_scaling_mc_yaml"),
+        "embedded-inverse-scaling",
+        "task inverse_scaling_redefine_math reads lm_eval/tasks/inverse_scaling/_inverse_scaling_mc_yaml, which "
+        "evaluator.files does not pin."),
+    "splits not the task's": (
+        _drop_train, "embedded-rte",
+        "profile embedded-rte: its data files are for splits ['validation']; task rte names ['train', 'validation'] "
+        "(it scores 'validation')."),
+}
+
+
+@pytest.mark.parametrize("case", list(LOCK_EDITS))
+def test_a_lock_whose_tasks_do_not_fit_exits_2_and_writes_nothing(case, tmp_path):
+    edit, profile, message = LOCK_EDITS[case]
+    raw = load_lock_json()
+    edit(raw)
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps(raw))
+    for script, args in (("prepare.py", ()), ("run.py", ("--smoke", "--out", tmp_path / "o", "--private", tmp_path / "p"))):
+        done = run_script(script, "--lock", lock, "--profile", profile, "--cache", tmp_path / "c", *args)
+        assert done.returncode == 2, (script, done.stderr)
+        assert message in one_paragraph(done.stderr), (script, done.stderr)
+    assert not any((tmp_path / name).exists() for name in ("c", "o", "p"))
+
+
+def test_a_malformed_demo_line_exits_2_naming_file_and_line(tmp_path):
+    from sst2_audit.hashing import sha256_file
+
+    folder = tmp_path / "data" / "demo" / "rte"
+    folder.mkdir(parents=True)
+    for name in ("train.jsonl", "validation.jsonl"):
+        (folder / name).write_bytes((REPO / "data" / "demo" / "rte" / name).read_bytes())
+    lines = (folder / "validation.jsonl").read_text().splitlines()
+    lines[6] = json.dumps({"sentence2": "swapped", "sentence1": "order", "label": 0, "idx": 6})
+    (folder / "validation.jsonl").write_text("\n".join(lines) + "\n")
+    raw = load_lock_json()
+    for entry in raw["profiles"]["embedded-rte"]["data"]["files"]:  # a reviewer re-pinned the edited file
+        entry["sha256"] = sha256_file(tmp_path / entry["path"])
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps(raw))
+    done = run_script("prepare.py", "--lock", lock, "--profile", "embedded-rte", "--cache", tmp_path / "c")
+    assert done.returncode == 2, done.stderr
+    assert (f"{folder / 'validation.jsonl'}:7: expected the fields ['sentence1', 'sentence2', 'label', 'idx'] in "
+            "this order, got ['sentence2', 'sentence1', 'label', 'idx'].") in one_paragraph(done.stderr)
+    assert tree_state(tmp_path / "c") == {}  # nothing staged is left, nothing entered the cache
+
+
+def test_report_is_only_for_compare_and_never_overwrites(tmp_path):
+    done = run_script("audit.py", "--out", tmp_path, "--report", tmp_path / "page.html")
+    assert done.returncode == 2
+    assert "--report writes the page of a comparison (--compare A B); a run's page is its report.html" in done.stderr
