@@ -26,11 +26,27 @@ def write_bytes(path: Path, data: bytes, *, overwrite: bool = False) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _link_new(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _link_new(tmp: str, path: Path) -> None:
+    """Rename into place only if nothing is there: two writers of one name cannot both succeed
+    (a check then os.replace could let the second silently replace the first)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise InputError(f"{path}: refusing to overwrite an existing file (another process wrote it first).") from None
+    except OSError:  # a file system without hard links: the check above, then a plain rename
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
 
 
 def write_text(path: Path, text: str, *, overwrite: bool = False) -> None:

@@ -22,7 +22,9 @@ def _guarded(body, argv) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"error: {error}", file=sys.stderr)
+        from .sanitize import printable
+
+        print(printable(f"error: {error}"), file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("error: interrupted; nothing half-written was kept.", file=sys.stderr)
@@ -205,15 +207,25 @@ def _rescore_rows(text: str):
 def _audit(argv) -> int:
     import tempfile
 
-    parser = _Parser(prog="audit.py", description="Re-check a finished run offline; pack or check a reviewer bundle.")
+    parser = _Parser(prog="audit.py", description="Re-check a finished run offline; pack or check a reviewer bundle.",
+                     epilog="exit codes: 0 PASS (every level passed, every scored row rescored bit for bit); "
+                            "1 a check failed; 2 bad usage or input; 3 a bug in sst2-audit; 4 no problem found "
+                            "but not everything verified (--structural, --rescore N, --arithmetic-only, drift "
+                            "only, --accept-old-schema, --trust-bundle-lock): the verdict line names what.")
     _common(parser)
     parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
     parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="explain how two runs or bundles differ")
-    parser.add_argument("--arithmetic-only", action="store_true", help="skip the identity level (no cache needed)")
-    parser.add_argument("--rescore", type=_rescore_rows, default=0, metavar="N|all",
-                        help="re-run the independent forward pass for N dev rows drawn at random, or all")
+    parser.add_argument("--arithmetic-only", action="store_true",
+                        help="skip the identity level and the rescore (no cache needed; exit 4: scores not verified)")
+    parser.add_argument("--structural", action="store_true",
+                        help="every level but the rescore: quick, and the verdict says SCORES NOT VERIFIED (exit 4)")
+    parser.add_argument("--rescore", type=_rescore_rows, default=None, metavar="N|all",
+                        help="rescore N dev rows drawn at random instead of all of them (default: all; "
+                             "a sample gives exit 4 and the odds of missing forged rows)")
     parser.add_argument("--seed", type=int, help="seed of the rescore draw (default: drawn fresh and printed)")
+    parser.add_argument("--accept-old-schema", action="store_true",
+                        help="audit records older than the oldest schema accepted by default (exit 4, limits named)")
     parser.add_argument("--trust-bundle-lock", action="store_true",
                         help="audit against the lock the run or bundle carries instead of --lock (said in the report)")
     parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit")
@@ -225,10 +237,18 @@ def _audit(argv) -> int:
         parser.error("give exactly one of --out DIR, --bundle-file FILE, --compare A B")
     if args.bundle and not args.run:
         parser.error("--bundle packs a run folder (--out DIR)")
+    if args.structural and args.rescore is not None:
+        parser.error("--structural rescores nothing; leave out --rescore")
     if args.report and not args.compare:
         parser.error("--report writes the page of a comparison (--compare A B); a run's page is its report.html")
     if args.report and args.report.exists():
         raise InputError(f"--report {args.report} already exists; a report is never overwritten.")
+    if args.bundle_file and not args.bundle_file.is_file():
+        raise InputError(f"--bundle-file {args.bundle_file}: expected a bundle file (.tar.gz), got "
+                         f"{'a folder (audit a run folder with --out)' if args.bundle_file.is_dir() else 'nothing there'}.")
+    if args.run and not args.run.is_dir():
+        raise InputError(f"--out {args.run}: expected a run folder (run.py's --out); a bundle file is audited "
+                         "with --bundle-file.")
     from .lock import load_lock
 
     _numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
@@ -244,75 +264,69 @@ def _open_run(path: Path, args, scratch: Path):
     from .audit.findings import LevelResult
     from .audit.loading import load_run
 
-    if path.is_file() or (path.exists() and not path.is_dir()):
-        folder = bundle.unpack_verified(path, scratch)
+    if path.is_file():
+        folder, checks = bundle.unpack_verified(path, scratch)
         run = load_run(folder, args.lock, args.trust_bundle_lock)
-        return run, LevelResult("bundle SHA256SUMS", checks=1)
+        return run, LevelResult("bundle SHA256SUMS and members", checks=checks)
     return load_run(path, args.lock, args.trust_bundle_lock), None
 
 
 def _compare(args, scratch: Path) -> int:
     from .audit.compare import compare, render_html
+    from .sanitize import printable
 
     runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
     result = compare(*runs)
-    print("\n".join(result.lines()))
+    print(printable("\n".join(result.lines()), keep_newlines=True))
     if args.report:
         from . import atomic
 
         atomic.write_text(args.report, render_html(result))
-        print(f"report: {args.report}")
+        print(f"report: {printable(args.report)}")
     return 0
 
 
 def _audit_one(args, scratch: Path) -> int:
-    from .audit import arithmetic, bundle, claims, identity_level, rescore
-    from .audit.findings import LevelResult
+    from .audit import bundle
+    from .audit.runner import Policy, run_levels
 
     target = args.bundle_file or args.run
     run, sums = _open_run(target, args, scratch)
+    if args.bundle:  # refused before the audit's work, not after it
+        bundle.bundle_path(run.name, args.results)
     rows = len(run.record.questions) if run.record else 0
-    if args.rescore != "all" and args.rescore > rows:
-        raise InputError(f"--rescore {args.rescore}: the run has {rows} scored rows; give at most {rows} or 'all'.")
-    levels = [sums] if sums else []
-    levels += [claims.check_lock(run), claims.check_claims(run), arithmetic.check(run)]
-    if args.arithmetic_only:
-        levels.append(LevelResult("identity", skipped="--arithmetic-only"))
-    else:
-        levels.append(identity_level.check(run, args.cache))
-    if args.rescore:
-        vouched = all(level.passed for level in levels)
-        if not vouched:  # the model sees only ids the earlier levels vouched for
-            levels.append(LevelResult("rescore", skipped="an earlier level did not pass; no row reaches the model"))
-        else:
-            levels.append(rescore.check(run, args.cache, args.rescore, args.seed))
-    _print_levels(target, run, levels)
-    passed = all(level.passed or level.skipped for level in levels) and all(
-        level.passed for level in levels if level.name in ("lock", "claims", "arithmetic"))
+    rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    if rescore not in ("all", 0) and rescore > rows:
+        raise InputError(f"--rescore {rescore}: the run has {rows} scored rows; give at most {rows} or 'all'.")
+    outcome = run_levels(run, args.cache, Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed),
+                         sums)
+    _print_levels(target, run, outcome)
     if args.bundle:
-        if not passed:
+        if outcome.failed:
             raise CheckFailed(f"the audit of {target} failed; no bundle is packed for a run that does not pass.")
         path = bundle.pack(run, args.cache, args.results)
         print(f"bundle: {path}")
-    return 0 if passed else 1
+    return outcome.exit_code
 
 
-def _print_levels(target, run, levels) -> None:
+def _print_levels(target, run, outcome) -> None:
+    """The verdict first and last: what a reviewer reads is what was verified."""
     from .sanitize import printable
 
     record = run.record
-    head = [f"{'WARNING: ' if run.trusts_claimed_lock else ''}audited against {run.lock_source}"]
-    line = f"audit of {target}: run {printable(run.name)}"
+    head = [outcome.verdict(), f"{'WARNING: ' if run.trusts_claimed_lock else ''}audited against {run.lock_source}"]
+    line = f"audit of {target}: run {run.name}"
     if record is not None:
-        line += f", profile {printable(record.profile)}, {len(record.questions)} rows"
+        line += f", profile {record.profile}, {len(record.questions)} rows"
         profile = run.lock.profiles.get(record.profile)
         if profile is not None and profile.demo:  # the lock's profile decides, not the record's flag
             from .protocol import notice_for
 
-            head.insert(1, f"*** {notice_for(profile)} ***")
-    print("\n".join(head + [line]))
-    for level in levels:
-        print(printable("\n".join(level.lines()), keep_newlines=True))
+            head.insert(2, f"*** {notice_for(profile)} ***")
+    lines = head + [line]
+    for level in outcome.levels:
+        lines += level.lines()
+    print(printable("\n".join(lines + [outcome.verdict()]), keep_newlines=True))
 
 
 def audit_main(argv=None) -> int:

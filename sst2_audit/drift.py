@@ -25,7 +25,8 @@ DIFFERENT = "different"
 @dataclass
 class Verdict:
     verdict: str
-    same_platform: bool
+    same_platform: bool  # True: bit for bit required
+    basis: str | None = None  # why bits are (not) required, in words
     compared: int = 0  # candidate scores compared
     differing: int = 0
     max_abs_diff: float = 0.0
@@ -34,8 +35,8 @@ class Verdict:
     flips_beyond_bound: list = field(default_factory=list)
 
     def line(self) -> str:
-        basis = ("same numeric platform: bit for bit required" if self.same_platform
-                 else f"different numeric platform: drift bound {DRIFT_BOUND:g} per score")
+        basis = self.basis or ("same numeric platform: bit for bit required" if self.same_platform
+                               else f"different numeric platform: drift bound {DRIFT_BOUND:g} per score")
         text = (f"scores: {self.differing} of {self.compared} differ, max abs diff {self.max_abs_diff:.3g}"
                 + (f" at {self.where}" if self.where else "")
                 + f"; {len(self.flips)} prediction flip(s)")
@@ -49,9 +50,9 @@ def _margin(scores: list) -> float:
     return ordered[0] - ordered[1] if len(ordered) > 1 else float("inf")
 
 
-def judge(pairs: dict, same_platform: bool, predict) -> Verdict:
-    """pairs: {idx: (scores a, scores b)} of the rows both sides scored."""
-    verdict = Verdict(IDENTICAL, same_platform)
+def judge(pairs: dict, same_platform: bool, predict, basis: str | None = None) -> Verdict:
+    """pairs: {idx: (scores a, scores b)} of the rows both sides scored; same_platform: bits required."""
+    verdict = Verdict(IDENTICAL, same_platform, basis)
     for idx, (scores_a, scores_b) in pairs.items():
         if len(scores_a) != len(scores_b):
             verdict.differing += 1

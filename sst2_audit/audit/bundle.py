@@ -73,15 +73,30 @@ def bundle_contents(run, cache: Path) -> dict:
     return contents
 
 
+MAX_TOP_NAME = 100 - 1 - len("lm_eval_samples.public.jsonl")  # a ustar name field holds 100 bytes
+
+
+def bundle_path(run_name: str, results: Path) -> Path:
+    """Where --bundle writes; refused before any audit work when it cannot be written."""
+    if len(run_name) > MAX_TOP_NAME:
+        raise InputError(f"run name {run_name!r} has {len(run_name)} characters; a bundle's folder name holds at "
+                         f"most {MAX_TOP_NAME} (plain ustar names). Re-run with a shorter --run-name.")
+    target = Path(results) / f"{run_name}.tar.gz"
+    if target.exists():
+        raise InputError(f"{target} already exists; a bundle is never overwritten. Move it away first.")
+    if Path(results).exists() and not Path(results).is_dir():
+        raise InputError(f"--results {results} is not a folder.")
+    return target
+
+
 def pack(run, cache: Path, results: Path) -> Path:
     if not RUN_NAME.match(run.name):  # the name decides where the bundle is written
         raise InputError(f"run name {run.name!r} is not a safe file name (letters, digits, '.', '_', '-'); "
                          "no bundle is written.")
-    target = Path(results) / f"{run.name}.tar.gz"
-    if target.exists():
-        raise InputError(f"{target} already exists; a bundle is never overwritten. Move it away first.")
+    target = bundle_path(run.name, results)
     raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
+    # plain ustar, the one layout every tar reader unpacks alike (ustar.py)
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as archive:
         for name, body in sorted(bundle_contents(run, cache).items()):
             info = tarfile.TarInfo(f"{run.name}/{name}")
             info.size, info.mode, info.mtime = len(body), 0o644, 0  # deterministic: same run, same bytes
@@ -98,6 +113,7 @@ MAX_BUNDLE_BYTES = 8 << 20  # compressed; the reference bundle is about 25 KB
 MAX_UNPACKED_BYTES = 32 << 20  # the whole tar stream after gunzip
 MAX_MEMBER_BYTES = 16 << 20
 MAX_MEMBERS = 16  # a bundle holds 9 files and their folder
+MAX_SUMS_BYTES = MAX_MEMBERS * (64 + 2 + 100 + 1)
 SUMS_LINE = re.compile(f"^([0-9a-f]{{64}})  ({SAFE_NAME})$")
 
 
@@ -124,46 +140,34 @@ def _gunzip(bundle: Path) -> bytes:
 
 def read_members(bundle: Path) -> tuple:
     """(top folder, {name: bytes}) of a bundle, every rule checked from the headers before a byte is used."""
+    from . import ustar
+
     bundle = Path(bundle)
     raw = _gunzip(bundle)
-    try:
-        archive = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
-    except tarfile.TarError as error:
-        raise InputError(f"{bundle}: not a readable tar archive ({error}).") from None
-    members, top = {}, None
-    with archive:
-        count = 0
-        try:
-            for member in archive:
-                count += 1
-                if count > MAX_MEMBERS:
-                    raise CheckFailed(f"{bundle}: refused: more than {MAX_MEMBERS} members (limit).")
-                name = member.name
-                parts = name.split("/")
-                if name.startswith("/") or "\\" in name or ".." in parts or "" in parts or "." in parts:
-                    raise CheckFailed(f"{bundle}: refusing member {name!r}: absolute path, '..' or an unclean name.")
-                if not (member.isreg() or member.isdir()) or member.issparse():
-                    kind = ("link" if (member.issym() or member.islnk())
-                            else "sparse file" if member.issparse() else "device or special file")
-                    raise CheckFailed(f"{bundle}: refusing member {name!r}: a {kind} in a bundle.")
-                if top is None:
-                    top = parts[0]
-                if parts[0] != top:
-                    raise CheckFailed(f"{bundle}: expected one top-level run folder, found {top!r} and {parts[0]!r}.")
-                if member.isdir():
-                    if len(parts) != 1:
-                        raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle has no sub-folders.")
-                    continue
-                if len(parts) != 2:
-                    raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle's files sit in its one folder.")
-                if member.size > MAX_MEMBER_BYTES:
-                    raise CheckFailed(f"{bundle}: refused: member {name!r} is {member.size} bytes (limit {MAX_MEMBER_BYTES}).")
-                if parts[1] in members:
-                    raise CheckFailed(f"{bundle}: refused: member {name!r} appears twice.")
-                members[parts[1]] = archive.extractfile(member).read()
-            end = archive.offset
-        except tarfile.TarError as error:
-            raise InputError(f"{bundle}: not a readable tar archive ({error}).") from None
+    entries, end = ustar.read(raw, str(bundle), MAX_MEMBERS, MAX_MEMBER_BYTES)
+    members, folded, top = {}, {}, None
+    for entry in entries:
+        name = entry.name.removesuffix("/") if entry.is_dir else entry.name
+        parts = name.split("/")
+        if name.startswith("/") or "\\" in name or ".." in parts or "" in parts or "." in parts:
+            raise CheckFailed(f"{bundle}: refusing member {name!r}: absolute path, '..' or an unclean name.")
+        if top is None:
+            top = parts[0]
+        if parts[0] != top:
+            raise CheckFailed(f"{bundle}: expected one top-level run folder, found {top!r} and {parts[0]!r}.")
+        if entry.is_dir:
+            if len(parts) != 1:
+                raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle has no sub-folders.")
+            continue
+        if len(parts) != 2:
+            raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle's files sit in its one folder.")
+        if parts[1] in members:
+            raise CheckFailed(f"{bundle}: refused: member {name!r} appears twice.")
+        if parts[1].casefold() in folded:  # one file on a case-insensitive disk
+            raise CheckFailed(f"{bundle}: refused: members {folded[parts[1].casefold()]!r} and {parts[1]!r} "
+                              "differ only in case.")
+        folded[parts[1].casefold()] = parts[1]
+        members[parts[1]] = entry.data
     if top is None:
         raise CheckFailed(f"{bundle}: refused: an empty archive.")
     if raw[end:].strip(b"\0"):
@@ -175,6 +179,8 @@ def check_sums(members: dict) -> list:
     """SHA256SUMS first: strict lines, plain names, every member listed once and unchanged."""
     if SUMS not in members:
         return [f"{SUMS} is missing from the bundle"]
+    if len(members[SUMS]) > MAX_SUMS_BYTES:  # bounded before it is decoded or split
+        return [f"{SUMS}: {len(members[SUMS])} bytes, more than the {MAX_SUMS_BYTES} a list of {MAX_MEMBERS} members needs"]
     problems, listed = [], {}
     try:
         text = members[SUMS].decode("utf-8")
@@ -199,17 +205,47 @@ def check_sums(members: dict) -> list:
     return problems
 
 
-def unpack_verified(bundle: Path, target: Path) -> Path:
-    """Check a bundle (limits, names, SHA256SUMS) and only then write its files under target.
+# Exactly the members a bundle of each record schema holds: nothing unchecked rides along.
+_OLD_MEMBERS = frozenset({records.RUN_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE,
+                          records.ENVIRONMENT_FILE, BUNDLE_LOCK, BUNDLE_MANIFEST, CARD, SUMS})
+SCHEMA_MEMBERS = {1: _OLD_MEMBERS, 2: _OLD_MEMBERS, 3: _OLD_MEMBERS | {records.REPORT_FILE}}
 
-    Nothing is parsed before SHA256SUMS matched; a bundle that fails is refused (exit 1).
+
+def check_member_set(members: dict, bundle: Path) -> None:
+    """The members must be exactly those of the schema run.json names (read after SHA256SUMS matched)."""
+    from ..strict_json import loads
+
+    if records.RUN_FILE not in members:
+        raise CheckFailed(f"{bundle}: refused: no {records.RUN_FILE}; a bundle packs a passing run "
+                          f"(members: {', '.join(sorted(members))}).")
+    raw = loads(members[records.RUN_FILE], f"{bundle}: {records.RUN_FILE}")
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if type(version) is not int:
+        raise InputError(f"{bundle}: {records.RUN_FILE}: schema_version must be an integer, got {repr(version)[:40]}.")
+    expected = SCHEMA_MEMBERS.get(version)
+    if expected is None:
+        raise InputError(f"{bundle}: {records.RUN_FILE}: schema_version {version!r} is not one this audit reads "
+                         f"({', '.join(map(str, sorted(SCHEMA_MEMBERS)))}).")
+    extra, missing = sorted(set(members) - expected), sorted(expected - set(members))
+    if extra or missing:
+        raise CheckFailed(f"{bundle}: refused: a bundle of record schema {version} holds exactly "
+                          f"{', '.join(sorted(expected))}; " + "; ".join(
+                              ([f"unexpected {', '.join(map(repr, extra))}"] if extra else [])
+                              + ([f"missing {', '.join(missing)}"] if missing else [])) + ".")
+
+
+def unpack_verified(bundle: Path, target: Path) -> tuple:
+    """Check a bundle (limits, names, SHA256SUMS, its exact members) and only then write its files
+    under target. Nothing is parsed before SHA256SUMS matched; a bundle that fails is refused (exit 1).
+    (folder, checks made).
     """
     top, members = read_members(bundle)
     problems = check_sums(members)
     if problems:
         raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
+    check_member_set(members, bundle)
     folder = Path(target) / "bundle"  # the top name is the submitter's; the folder name is ours
     folder.mkdir(parents=True)
     for name, body in members.items():
         (folder / name).write_bytes(body)
-    return folder
+    return folder, len(members) + 1

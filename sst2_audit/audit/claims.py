@@ -18,7 +18,7 @@ from ..protocol import notice_for, settings_record
 from ..sanitize import RUN_NAME
 from ..split import SMOKE_ROWS
 from . import card
-from .findings import LevelResult
+from .findings import LevelResult, same_json
 from .loading import RunFolder
 
 CHECKED_VERSIONS = ("lm_eval", "torch", "transformers", "tokenizers")  # what decides the scores
@@ -27,11 +27,38 @@ CHECKED_VERSIONS = ("lm_eval", "torch", "transformers", "tokenizers")  # what de
 EVALUATOR_KEYS = ("package", "version", "commit", "wheel")  # with the task's files: what the run depended on
 
 
-def check_lock(run: RunFolder) -> LevelResult:
-    """Everything of the run's lock that decides this measurement must equal the reviewer's lock.
+def _lock_differences(mine, theirs, where: str = "") -> list:
+    """Paths where two parsed locks differ, e.g. 'profiles.embedded-rte.notice'."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        out = []
+        for key in sorted(set(mine) | set(theirs)):
+            here = f"{where}.{key}" if where else str(key)
+            if key not in mine or key not in theirs:
+                out.append((here, mine.get(key, "<absent>"), theirs.get(key, "<absent>")))
+            else:
+                out += _lock_differences(mine[key], theirs[key], here)
+        return out
+    return [] if same_json(mine, theirs) else [(where or "(the whole lock)", mine, theirs)]
 
-    A reviewer's lock may have grown since (other profiles, other tasks' YAML pins): those parts
-    are not compared. Without a carried lock, run.json must name the reviewer's lock by sha256.
+
+def _whole_lock(result: LevelResult, lock, claimed) -> None:
+    """The bundled lock must be the reviewer's, every profile, task, pin and note, byte for byte."""
+    if claimed.sha256 == lock.sha256:
+        result.checks += 1
+        return
+    differences = _lock_differences(lock.raw, claimed.raw)
+    for path, mine, theirs in differences[:40]:
+        result.expect("bundled lock", path, mine, theirs)
+    if not differences:  # the same content in other bytes (spacing, key order): still not the reviewer's file
+        result.fail(f"bundled lock: sha256: expected {lock.sha256!r} (the reviewer's lock), got {claimed.sha256!r} "
+                    "(the same fields written differently)")
+
+
+def check_lock(run: RunFolder, accept_old_schema: bool = False) -> LevelResult:
+    """The lock the run carries must be the reviewer's lock, whole. Only a bundle of an older
+    schema accepted explicitly (--accept-old-schema) is compared on what decides its measurement:
+    the split, run settings, evaluator, its task's pins and its profile's pins.
+    Without a carried lock, run.json must name the reviewer's lock by sha256.
     """
     result = LevelResult("lock")
     lock, claimed, record = run.lock, run.claimed_lock, run.record
@@ -43,6 +70,11 @@ def check_lock(run: RunFolder) -> LevelResult:
         result.expect("run", "lock_sha256 (the lock it carries)" if claimed is not None
                       else "lock_sha256 (the reviewer's lock)", expected_sha, record.lock_sha256)
     if claimed is None:
+        if record is None:
+            result.skipped = "neither a run record nor a bundled lock to compare"
+        return result
+    if not (accept_old_schema and claimed.schema_version_read != lock.schema_version_read):
+        _whole_lock(result, lock, claimed)
         return result
     for key in sorted(set(lock.split) | set(claimed.split)):
         result.expect("bundled lock", f"split.{key}", lock.split.get(key), claimed.split.get(key))
@@ -90,6 +122,50 @@ def _resources(result: LevelResult, run: RunFolder, record, profile) -> None:
         for key, expected in (("profile", record.profile), ("pins_sha256", profile.pins_sha256),
                               ("lock_fully_hashed", profile.fully_hashed), ("demo", profile.demo)):
             result.expect("bundled manifest", key, expected, run.claimed_manifest.get(key))
+
+
+ENVIRONMENT_KEYS = ["installed_packages", "machine", "platform", "versions"]
+MACHINE_KEYS = ["logical_cpus", "memory_total_bytes", "platform", "processor"]
+MANIFEST_KEYS = ["demo", "files", "lock_fully_hashed", "pins_sha256", "profile", "schema", "schema_version"]
+RESULTS_KEYS = ["config", "configs", "date", "eot_token_id", "git_hash", "group_subtasks", "higher_is_better",
+                "lm_eval_version", "max_length", "n-samples", "n-shot", "pretty_env_info", "results",
+                "tokenizer_bos_token", "tokenizer_eos_token", "tokenizer_pad_token", "transformers_version",
+                "upper_git_hash", "versions"]
+RESULTS_PER_TASK = ("configs", "group_subtasks", "higher_is_better", "n-samples", "n-shot", "results", "versions")
+
+
+def _exact_fields(result: LevelResult, run: RunFolder, record) -> None:
+    """No field rides along unchecked: every file's keys are exactly those the writer writes."""
+    from ..console import KNOWN_WARNINGS
+
+    if run.environment is not None:
+        result.expect("environment.json", "fields", ENVIRONMENT_KEYS, sorted(run.environment))
+        machine = run.environment.get("machine")
+        result.expect("environment.json", "machine fields", MACHINE_KEYS,
+                      sorted(machine) if isinstance(machine, dict) else machine)
+        packages = run.environment.get("installed_packages")
+        result.expect("environment.json", "installed_packages (a list of 'name==version' texts)", True,
+                      isinstance(packages, list) and all(isinstance(p, str) and len(p) < 200 for p in packages))
+    result.expect("versions", "packages (those sst2-audit records)", sorted(installed_versions()), sorted(record.versions))
+    if run.claimed_manifest is not None:
+        result.expect("bundled manifest", "fields", MANIFEST_KEYS, sorted(run.claimed_manifest))
+    if run.lm_eval_results is not None:
+        result.expect("lm-eval results", "fields", RESULTS_KEYS, sorted(run.lm_eval_results))
+        for section in RESULTS_PER_TASK:
+            value = run.lm_eval_results.get(section)
+            result.expect("lm-eval results", f"{section} (tasks)", [record.task],
+                          sorted(value) if isinstance(value, dict) else value)
+        counts = (run.lm_eval_results.get("n-samples") or {}).get(record.task)
+        rows = run.lock.split["dev_rows"] + run.lock.split["confirm_rows"]
+        result.expect("lm-eval results", f"n-samples.{record.task} (original = effective = the split's rows, "
+                      f"at least {rows})", True, isinstance(counts, dict) and sorted(counts) == ["effective", "original"]
+                      and all(type(v) is int for v in counts.values()) and counts["effective"] == counts["original"]
+                      and rows <= counts["effective"] <= 10 ** 9)
+    if record.third_party_log is not None:  # informational counts, but only of messages that exist, and positive
+        known = {name for name, _ in KNOWN_WARNINGS} | {"other lines"}
+        for name, count in record.third_party_log.items():
+            result.expect("third_party_log", f"{name[:80]!r} (a known message, counted at least once)", True,
+                          name in known and count >= 1)
 
 
 def _versions(result: LevelResult, run: RunFolder, record) -> None:
@@ -153,6 +229,7 @@ def check_claims(run: RunFolder) -> LevelResult:
     result.expect("run", "evaluator", evaluator_record(lock, files_for(lock, spec), spec), record.evaluator)
     _resources(result, run, record, profile)
     _versions(result, run, record)
+    _exact_fields(result, run, record)
     _task_config(result, lock, spec, record)
     if not result.passed:  # a page is regenerated only from records whose every field checked out
         result.notes.append("CARD.md and report.html not regenerated: the fields above failed")

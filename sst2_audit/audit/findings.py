@@ -10,6 +10,8 @@ class LevelResult:
     problems: list = field(default_factory=list)
     skipped: str | None = None
     notes: list = field(default_factory=list)  # shown under the level's status line
+    sampled: list = field(default_factory=list)  # rescore: rows it did not draw, in words (runner.Outcome)
+    drift_only: bool = False  # rescore: equal within the drift bound only
 
     def expect(self, where: str, field_name: str, expected, actual) -> bool:
         """One check; a difference is recorded as 'where: field: expected X, got Y'.
@@ -18,9 +20,9 @@ class LevelResult:
         float bits (-0.0 is not 0.0), inside lists and objects too.
         """
         self.checks += 1
-        if _same(expected, actual):
+        if same_json(expected, actual):
             return True
-        self.problems.append(f"{where}: {field_name}: expected {expected!r}, got {actual!r}")
+        self.problems.append(f"{where}: {field_name}: expected {shown(expected)}, got {shown(actual)}")
         return False
 
     def fail(self, message: str) -> None:
@@ -37,19 +39,28 @@ class LevelResult:
         notes = [f"  {note}" for note in self.notes]
         if not self.problems:
             return [f"{self.name}: PASS ({self.checks} checks)"] + notes
-        shown = [f"  - {p}" for p in self.problems[:limit]]
+        shown = [f"  - {p if len(p) <= 4 * MAX_SHOWN else p[:4 * MAX_SHOWN] + '...'}" for p in self.problems[:limit]]
         more = len(self.problems) - limit
         return [f"{self.name}: FAIL ({len(self.problems)} of {self.checks} checks)"] + notes + shown + (
             [f"  ... and {more} more"] if more > 0 else [])
 
 
-def _same(a, b) -> bool:
+MAX_SHOWN = 240  # characters of one value in a finding: a 15 MB field is named, not printed
+
+
+def shown(value) -> str:
+    text = repr(value) if not isinstance(value, (dict, list)) or len(value) < 64 else (
+        f"<{type(value).__name__} of {len(value)} items>")
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text)} characters)"
+
+
+def same_json(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, float):
         return a.hex() == b.hex()  # bit for bit: tells -0.0 from 0.0 (NaN never reaches here)
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
     return a == b

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import records, strict_json
-from ..errors import InputError
+from ..errors import CheckFailed, InputError
 from ..lock import Lock, load_lock, lock_from_bytes
 
 BUNDLE_LOCK = "resources.lock.json"
@@ -31,6 +31,7 @@ class RunFolder:
     claimed_manifest: dict | None
     card_text: str | None
     report_text: str | None = None  # report.html, in runs and bundles of record schema 3
+    record_schema: int | None = None  # run.json's schema_version as written, before any upgrade
 
     def task_spec(self):
         """The task as the audit's lock defines it for the run's profile (never the record's say-so);
@@ -59,6 +60,29 @@ def _optional(path: Path, reader):
     return reader(path) if path.exists() or path.is_symlink() else None
 
 
+MAX_CANDIDATES = 256  # per question
+MAX_CANDIDATE_TEXT = 4096  # characters of a candidate as recorded
+
+
+def _bounded(record, lock: Lock, samples, where: str) -> None:
+    """Id lists and per-question lists bounded by the reviewer's lock before any per-id work (exit 2)."""
+    dev, confirm = lock.split["dev_rows"], lock.split["confirm_rows"]
+    for field, count, limit in (("split.dev_ids", len(record.split.dev_ids), dev),
+                                ("split.scored_ids", len(record.split.scored_ids), dev),
+                                ("split.confirm", len(record.split.confirm), confirm),
+                                ("questions", len(record.questions), dev),
+                                (records.LM_EVAL_SAMPLES_FILE, len(samples or ()), dev)):
+        if count > 2 * limit + 16:  # slack so that a few extra rows are named by the levels, row by row
+            raise InputError(f"{where}: {field}: {count} entries, far more than the {limit} of the reviewer's lock "
+                             "(split.dev_rows / split.confirm_rows); refused before any per-id work.")
+    for number, question in enumerate(record.questions):
+        sizes = (len(question.candidates), len(question.official_scores), len(question.independent_scores),
+                 len(question.choice_lengths), len(question.candidate_token_counts))
+        if max(sizes) > MAX_CANDIDATES or any(len(c) > MAX_CANDIDATE_TEXT for c in question.candidates):
+            raise InputError(f"{where}: questions[{number}]: more than {MAX_CANDIDATES} candidates or a candidate "
+                             f"longer than {MAX_CANDIDATE_TEXT} characters.")
+
+
 def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -> RunFolder:
     path = Path(path)
     if not path.is_dir():
@@ -66,8 +90,12 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
     run_file, failure_file = path / records.RUN_FILE, path / records.FAILURE_FILE
     if not (run_file.exists() or run_file.is_symlink()) and not (failure_file.exists() or failure_file.is_symlink()):
         raise InputError(f"{path}: holds neither {records.RUN_FILE} nor {records.FAILURE_FILE}; not a finished run.")
-    record = _optional(run_file, lambda p: records.read(p, records.RunRecord))
+    raw_record = _optional(run_file, lambda p: [strict_json.read(p)])  # in a list: the file may hold `null`
+    record = None if raw_record is None else records.from_dict(records.RunRecord, raw_record[0], str(run_file))
     failure = _optional(failure_file, lambda p: records.read(p, records.FailureRecord))
+    if record is not None and failure is not None:  # a passing run never has a failure record
+        raise CheckFailed(f"{path}: holds both {records.RUN_FILE} and {records.FAILURE_FILE}; a run that wrote a "
+                          "failure record stopped before its run record, so one of them was added afterwards.")
     task, metrics = (record.task, record.metrics) if record else (None, ())
     results = _optional(path / records.LM_EVAL_RESULTS_FILE, lambda p: records.check_lm_eval_results(
         strict_json.read(p), task, str(p), metrics) if task else strict_json.read(p))
@@ -79,9 +107,14 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
         raise InputError(f"{path / records.ENVIRONMENT_FILE}: expected a JSON object.")
     claimed_lock = _optional(path / BUNDLE_LOCK, lambda p: lock_from_bytes(strict_json.read_bytes(p), p))
     manifest = _optional(path / BUNDLE_MANIFEST, strict_json.read)
+    if manifest is not None and not isinstance(manifest, dict):
+        raise InputError(f"{path / BUNDLE_MANIFEST}: expected a JSON object, got {type(manifest).__name__}.")
     card_text = _optional(path / BUNDLE_CARD, lambda p: strict_json.read_bytes(p).decode("utf-8", errors="replace"))
     report_text = _optional(path / records.REPORT_FILE,
                             lambda p: strict_json.read_bytes(p).decode("utf-8", errors="replace"))
+    if record is not None:
+        _bounded(record, claimed_lock if trust_bundle_lock and claimed_lock else load_lock(reviewer_lock),
+                 samples, str(run_file))
     if trust_bundle_lock:
         if claimed_lock is None:
             raise InputError(f"{path}: --trust-bundle-lock given, but the run carries no {BUNDLE_LOCK}.")
@@ -89,4 +122,4 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
     else:
         lock, source = load_lock(reviewer_lock), f"the reviewer's lock {reviewer_lock}"
     return RunFolder(path, record, failure, results, samples, environment, lock, source, claimed_lock,
-                     manifest, card_text, report_text)
+                     manifest, card_text, report_text, record_schema=raw_record[0]["schema_version"] if raw_record else None)

@@ -7,11 +7,12 @@ are compared bit for bit on the same numeric platform, within the drift bound ot
 """
 
 import random
+from math import comb
 import secrets
 from pathlib import Path
 
 from ..dataset import columns_of, read_parquet
-from ..drift import DRIFT, IDENTICAL, judge
+from ..drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
 from ..errors import CheckFailed
 from ..independent import IndependentScorer, encode_question
 from ..manifest import read_manifest, require_matching, verify_files
@@ -29,6 +30,16 @@ def draw(dev_ids: list, rows, seed: int) -> list:
     if rows == "all":
         return list(dev_ids)
     return random.Random(seed).sample(list(dev_ids), rows)
+
+
+def sample_odds(rows: int, drawn: int) -> str:
+    """Chance that a draw of `drawn` of `rows` rows finds at least one of k forged rows (hypergeometric)."""
+    parts = []
+    for forged in (1, 2, 5, 10):
+        if forged <= rows:
+            found = 1 - comb(rows - forged, drawn) / comb(rows, drawn)
+            parts.append(f"k={forged}: {found:.1%}")
+    return "chance to draw at least one of k forged rows: " + ", ".join(parts)
 
 
 def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelResult:
@@ -60,7 +71,9 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
         model, tokenizer = load_model(Path(cache) / "model", settings)
     scorer = IndependentScorer(model, settings["max_length"])
     here = fingerprint(settings["numeric_mode"], settings["threads"])
-    same = same_platform(here, record.platform)
+    # The reviewer's side alone decides the bound: in the lock's pinned mode every score must be
+    # equal bit for bit, whatever platform the record claims; the claim is printed, never believed.
+    bits = bool(settings["numeric_mode"]) and here["mode_in_effect"]
     pairs = {}
     with phase(f"rescore: {len(chosen)} rows drawn with seed {seed}", announce=True):
         for idx in chosen:
@@ -70,14 +83,25 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
             doc = by_idx[idx].as_doc()
             encoded = encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx, settings["max_length"])
             pairs[idx] = (list(questions[idx].independent_scores), list(scorer.score(idx, encoded).candidate_scores))
-    verdict = judge(pairs, same, predict)
+    verdict = judge(pairs, bits, predict, basis=(
+        "this machine runs the lock's numeric mode: bit for bit required" if bits else
+        f"this machine cannot run the lock's numeric mode: drift bound {DRIFT_BOUND:g} per score"))
     result.checks += verdict.compared
     result.notes.append(f"rows drawn with seed {seed} (repeat with --seed {seed}): "
                         f"{sorted(chosen) if len(chosen) <= 16 else f'{len(chosen)} rows'}")
     result.notes.append(verdict.line())
-    if not same:
-        result.notes.append(f"run's platform:  {one_line(record.platform)}")
-        result.notes.append(f"this platform:   {one_line(here)}")
+    if not same_platform(here, record.platform):
+        result.notes.append(f"run's platform (claimed):  {one_line(record.platform)}")
+        result.notes.append(f"this platform:             {one_line(here)}")
+    if verdict.verdict == DRIFT:
+        result.drift_only = True
+        result.notes.append(f"scores equal within the drift bound {DRIFT_BOUND:g} only, not bit for bit: this "
+                            "machine cannot run the lock's numeric mode")
+    if len(chosen) < len(scored):
+        result.sampled.append(f"{len(scored) - len(chosen)} of {len(scored)} scored rows not rescored "
+                              f"(--rescore {rows}); " + sample_odds(len(scored), len(chosen)))
+    else:
+        result.notes.append(f"all {len(scored)} scored rows rescored")
     if verdict.verdict not in (IDENTICAL, DRIFT):
         for idx, (claimed, rescored) in pairs.items():
             if claimed != rescored:

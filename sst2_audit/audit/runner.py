@@ -1,0 +1,107 @@
+"""The audit policy as data: which levels run in which order, which gate the model, and the verdict.
+
+The verdict a reviewer reads says exactly what was verified. PASS (exit 0) means every level
+passed and every scored row was rescored bit for bit in the lock's numeric mode on the
+reviewer's own machine. Anything less that found no problem is a verdict with its limits named
+and exit 4: a structural audit (no score rescored), a sample (`--rescore N`), scores that
+matched only within the drift bound (the reviewer's machine cannot run the lock's mode), an
+old record schema accepted explicitly, or the submitter's own lock trusted. A finding is FAIL
+(exit 1).
+"""
+
+from dataclasses import dataclass, field
+
+from ..errors import CheckFailed
+from . import arithmetic, claims, identity_level
+from .findings import LevelResult
+
+EXIT_PASS, EXIT_FAIL, EXIT_LIMITED = 0, 1, 4
+# The oldest record schema the audit accepts without --accept-old-schema, and what older ones cannot prove.
+MIN_RECORD_SCHEMA = 3
+OLD_SCHEMA_LIMITS = {
+    1: "record schema 1: no numeric platform was recorded, the row hashes follow the legacy rule, "
+       "and the bundle has no report.html or lm-eval notes to check",
+    2: "record schema 2: the bundle has no report.html or lm-eval notes to check, and the public token ids "
+       "were replaced by their hash when upgraded",
+}
+
+
+@dataclass
+class Policy:
+    rescore: object = "all"  # "all", a number of rows, or 0 (--structural)
+    identity: bool = True  # False with --arithmetic-only (no cache)
+    accept_old_schema: bool = False
+    seed: int | None = None
+
+
+@dataclass
+class Outcome:
+    levels: list
+    limits: list = field(default_factory=list)  # what this audit did not verify, in words
+    scores_unverified: list = field(default_factory=list)  # rows not rescored (none, a sample)
+    drift_only: bool = False  # rescored, equal within the drift bound but not bit for bit
+
+    @property
+    def failed(self) -> list:
+        return [level.name for level in self.levels if level.skipped is None and not level.passed]
+
+    @property
+    def exit_code(self) -> int:
+        if self.failed:
+            return EXIT_FAIL
+        return EXIT_LIMITED if (self.limits or self.scores_unverified or self.drift_only) else EXIT_PASS
+
+    def verdict(self) -> str:
+        if self.failed:
+            return f"VERDICT: FAIL ({', '.join(self.failed)}); exit 1"
+        if self.exit_code == EXIT_PASS:
+            return "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0"
+        head = ("SCORES NOT VERIFIED" if self.scores_unverified else
+                "SCORES WITHIN DRIFT, NOT BIT FOR BIT" if self.drift_only else "PASS WITH LIMITS")
+        return f"VERDICT: {head}: {'; '.join(self.scores_unverified + self.limits)}; exit 4"
+
+
+def _schema_gate(run, policy: Policy, outcome: Outcome) -> None:
+    version = run.record_schema
+    if version is None or version >= MIN_RECORD_SCHEMA:
+        return
+    if not policy.accept_old_schema:
+        raise CheckFailed(f"{run.path}: record schema {version} is older than {MIN_RECORD_SCHEMA}, the oldest this "
+                          f"audit accepts by default ({OLD_SCHEMA_LIMITS.get(version, 'an unknown old schema')}). "
+                          "Audit it anyway with --accept-old-schema; the verdict then names these limits.")
+    outcome.limits.append(OLD_SCHEMA_LIMITS.get(version, f"record schema {version}"))
+
+
+def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> Outcome:
+    """Levels in order; the model sees rows only after every earlier level vouched for them."""
+    outcome = Outcome([sums] if sums else [])
+    _schema_gate(run, policy, outcome)
+    if run.trusts_claimed_lock:
+        outcome.limits.append("audited against the submitter's own lock (--trust-bundle-lock), not the reviewer's")
+    outcome.levels += [claims.check_lock(run, policy.accept_old_schema), claims.check_claims(run),
+                       arithmetic.check(run)]
+    if policy.identity:
+        outcome.levels.append(identity_level.check(run, cache))
+    else:
+        outcome.levels.append(LevelResult("identity", skipped="--arithmetic-only"))
+        outcome.limits.append("identity not checked (--arithmetic-only)")
+    if run.record is None:
+        outcome.scores_unverified.append("no run record: the run stopped before scoring was recorded")
+        return outcome
+    if not policy.rescore or not policy.identity:
+        outcome.scores_unverified.append(f"none of the {len(run.record.questions)} scored rows was rescored "
+                                         f"({'--arithmetic-only' if not policy.identity else '--structural'})")
+        return outcome
+    if outcome.failed:
+        outcome.levels.append(LevelResult("rescore", skipped="an earlier level did not pass; no row reaches the model"))
+        return outcome
+    from . import rescore  # torch and the model only when a row is rescored
+
+    level = rescore.check(run, cache, policy.rescore, policy.seed)
+    outcome.levels.append(level)
+    outcome.scores_unverified += level.sampled
+    if level.drift_only:
+        outcome.drift_only = True
+        outcome.limits.append("the scores equal the records within the drift bound only: this machine cannot run "
+                              "the lock's numeric mode; a reviewer who needs bits rescores on a CPU with AVX2 and FMA")
+    return outcome
