@@ -266,7 +266,12 @@ def _open_run(path: Path, args, scratch: Path):
 
     if path.is_file():
         folder, checks = bundle.unpack_verified(path, scratch)
-        run = load_run(folder, args.lock, args.trust_bundle_lock)
+        try:
+            run = load_run(folder, args.lock, args.trust_bundle_lock)
+        except AuditError as error:  # name the bundle the reviewer gave, not our scratch folder
+            error.args = (str(error).replace(f"{folder}/", f"{path}: "),)
+            raise
+        run.shown_as = str(path)
         return run, LevelResult("bundle SHA256SUMS and members", checks=checks)
     return load_run(path, args.lock, args.trust_bundle_lock), None
 

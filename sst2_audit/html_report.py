@@ -5,7 +5,8 @@ variant (written to --private) adds each question's document. The page is a pure
 run record and the lock, so the audit regenerates it and compares it byte for byte.
 """
 
-import html
+
+from .sanitize import html_text
 
 from .audit.card import card_fields, card_id
 from .plots import margin_plot
@@ -24,7 +25,7 @@ th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
 
 def escape(value) -> str:
     """Any value as HTML text (the compare page uses these three helpers too)."""
-    return html.escape(str(value), quote=True)
+    return html_text(value)
 
 
 def table(header: list, rows: list, numeric=()) -> str:
@@ -133,7 +134,8 @@ def render(record, lock, spec, docs: dict | None = None) -> str:
     if record.third_party_log:
         parts.append("<h2>Third-party messages kept off the console</h2><p>lm-eval, transformers and datasets "
                      "wrote these to the run's log (<code>run.log</code> in the private folder; a message may quote "
-                     "a document). All listed by name are expected here.</p>")
+                     "a document). All listed by name are expected here. Informational: the counts are the run's "
+                     "own; the audit checks only that each names a known message.</p>")
         parts.append(table(["message", "lines"], [[escape(k), str(v)] for k, v in sorted(record.third_party_log.items())],
                             numeric=(1,)))
     parts.append("<h2>Every question, closest calls first</h2>" + _questions(record, names, docs))

@@ -396,7 +396,7 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",)) -> dict:
     reported = tuple(((("results", task, f"{m},none"), float), (("results", task, f"{m}_stderr,none"), float))
                      for m in metrics)
     for path, hint in (*(entry for pair in reported for entry in pair),
-                       (("configs", task), dict), (("n-shot", task), int), (("config", "random_seed"), int),
+                       (("configs", task), dict), (("n-shot", task), int), (("n-samples", task), dict), (("config", "random_seed"), int),
                        (("lm_eval_version",), str), (("transformers_version",), str)):
         value = raw
         for key in path:

@@ -192,6 +192,11 @@ def test_a_schema_1_bundle_is_read_and_audited_by_today_s_reader(embedded_cache,
 
     code = audit_main(["--bundle-file", str(REPO / "tests" / "data" / "v1-embedded-full-reference.tar.gz"),
                        "--cache", str(embedded_cache)])
+    out = capsys.readouterr()
+    assert code == 1 and "record schema 1 is older than 3, the oldest this audit accepts by default" in out.err, out
+    assert "Audit it anyway with --accept-old-schema" in out.err and "v1-embedded-full-reference.tar.gz" in out.err
+    code = audit_main(["--bundle-file", str(REPO / "tests" / "data" / "v1-embedded-full-reference.tar.gz"),
+                       "--cache", str(embedded_cache), "--accept-old-schema"])
     out = capsys.readouterr().out
     assert code == 1, out  # it ran in the native numeric mode, not the lock's: the lock level says so
     assert "bundled lock: run_settings.numeric_mode: expected {'ATEN_CPU_CAPABILITY': 'avx2'" in out
@@ -203,12 +208,14 @@ def test_a_bundle_written_before_the_any_task_change_passes_every_level(embedded
     from sst2_audit.cli import audit_main
 
     code = audit_main(["--bundle-file", str(REPO / "tests" / "data" / "v2-embedded-full-reference.tar.gz"),
-                       "--cache", str(embedded_cache), "--rescore", "8", "--seed", "2"])
+                       "--cache", str(embedded_cache), "--rescore", "8", "--seed", "2", "--accept-old-schema"])
     out = capsys.readouterr().out
-    assert code == 0, out
-    for level in ("bundle SHA256SUMS", "lock", "claims", "arithmetic", "identity", "rescore (8 rows, seed 2)"):
+    assert code == 4, out  # no problem found, but an old schema's limits are named in the verdict
+    for level in ("bundle SHA256SUMS and members", "lock", "claims", "arithmetic", "identity", "rescore (8 rows, seed 2)"):
         assert f"{level}: PASS" in out
     assert "verdict: identical" in out
+    assert out.splitlines()[0].startswith("VERDICT: SCORES NOT VERIFIED: 56 of 64 scored rows not rescored (--rescore 8)")
+    assert "record schema 2: the bundle has no report.html or lm-eval notes to check" in out.splitlines()[0]
 
 
 def test_a_multiple_input_template_and_a_blank_context_are_refused(lock, tokenizer):

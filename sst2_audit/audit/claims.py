@@ -139,7 +139,8 @@ def _exact_fields(result: LevelResult, run: RunFolder, record) -> None:
     from ..console import KNOWN_WARNINGS
 
     if run.environment is not None:
-        result.expect("environment.json", "fields", ENVIRONMENT_KEYS, sorted(run.environment))
+        keys = ENVIRONMENT_KEYS if (run.record_schema or 0) >= 2 else [k for k in ENVIRONMENT_KEYS if k != "platform"]
+        result.expect("environment.json", "fields", keys, sorted(run.environment))
         machine = run.environment.get("machine")
         result.expect("environment.json", "machine fields", MACHINE_KEYS,
                       sorted(machine) if isinstance(machine, dict) else machine)
@@ -166,6 +167,19 @@ def _exact_fields(result: LevelResult, run: RunFolder, record) -> None:
         for name, count in record.third_party_log.items():
             result.expect("third_party_log", f"{name[:80]!r} (a known message, counted at least once)", True,
                           name in known and count >= 1)
+
+
+def _schema_fields(result: LevelResult, run: RunFolder, record) -> None:
+    """Fields the record's own schema requires cannot be left out to dodge their checks."""
+    version = run.record_schema or 0
+    if version >= 2:
+        result.expect("run", f"platform (required by record schema {version})", True, record.platform is not None)
+    if version >= 3:
+        for name in ("lm_eval_notes", "third_party_log"):
+            result.expect("run", f"{name} (required by record schema {version})", True,
+                          getattr(record, name) is not None)
+        result.expect("run", f"lm-eval's results and samples (required by record schema {version})", True,
+                      run.lm_eval_results is not None and run.lm_eval_samples is not None)
 
 
 def _versions(result: LevelResult, run: RunFolder, record) -> None:
@@ -230,13 +244,16 @@ def check_claims(run: RunFolder) -> LevelResult:
     _resources(result, run, record, profile)
     _versions(result, run, record)
     _exact_fields(result, run, record)
+    _schema_fields(result, run, record)
     _task_config(result, lock, spec, record)
     if not result.passed:  # a page is regenerated only from records whose every field checked out
         result.notes.append("CARD.md and report.html not regenerated: the fields above failed")
         return result
     try:
         if run.card_text is not None:
-            _regenerated(result, "CARD.md", card.render(record, lock), run.card_text)
+            legacy = (run.record_schema or 0) < 3  # cards of schema 1 and 2 were written before cells were escaped
+            _regenerated(result, "CARD.md", card.render(record, lock, str if legacy else card.markdown_cell),
+                         run.card_text)
         _report(result, run, lock, spec, record)
     except (ArithmeticError, LookupError, TypeError, ValueError) as error:  # records inconsistent in themselves
         result.fail(f"CARD.md / report.html cannot be regenerated from these records ({type(error).__name__}: "

@@ -32,6 +32,7 @@ class RunFolder:
     card_text: str | None
     report_text: str | None = None  # report.html, in runs and bundles of record schema 3
     record_schema: int | None = None  # run.json's schema_version as written, before any upgrade
+    shown_as: str | None = None  # what the reviewer named (a bundle file), for messages; else the folder
 
     def task_spec(self):
         """The task as the audit's lock defines it for the run's profile (never the record's say-so);

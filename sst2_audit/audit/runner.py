@@ -20,9 +20,9 @@ EXIT_PASS, EXIT_FAIL, EXIT_LIMITED = 0, 1, 4
 MIN_RECORD_SCHEMA = 3
 OLD_SCHEMA_LIMITS = {
     1: "record schema 1: no numeric platform was recorded, the row hashes follow the legacy rule, "
-       "and the bundle has no report.html or lm-eval notes to check",
-    2: "record schema 2: the bundle has no report.html or lm-eval notes to check, and the public token ids "
-       "were replaced by their hash when upgraded",
+       "the bundle has no report.html or lm-eval notes to check, and its card's cells are not escaped",
+    2: "record schema 2: the bundle has no report.html or lm-eval notes to check, its card's cells are not "
+       "escaped, and the public token ids were replaced by their hash when upgraded",
 }
 
 
@@ -66,7 +66,7 @@ def _schema_gate(run, policy: Policy, outcome: Outcome) -> None:
     if version is None or version >= MIN_RECORD_SCHEMA:
         return
     if not policy.accept_old_schema:
-        raise CheckFailed(f"{run.path}: record schema {version} is older than {MIN_RECORD_SCHEMA}, the oldest this "
+        raise CheckFailed(f"{run.shown_as or run.path}: record schema {version} is older than {MIN_RECORD_SCHEMA}, the oldest this "
                           f"audit accepts by default ({OLD_SCHEMA_LIMITS.get(version, 'an unknown old schema')}). "
                           "Audit it anyway with --accept-old-schema; the verdict then names these limits.")
     outcome.limits.append(OLD_SCHEMA_LIMITS.get(version, f"record schema {version}"))
