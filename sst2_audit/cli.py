@@ -91,7 +91,16 @@ def _prepare(argv) -> int:
     parser.add_argument("--from", dest="import_dir", type=Path, help="import files copied from a connected machine")
     parser.add_argument("--verify", action="store_true", help="only re-hash the cache against manifest and lock")
     parser.add_argument("--update-lock", action="store_true", help="fill the lock's unknown sha256s after a verified download")
+    parser.add_argument("--pin", metavar="PROFILE", help="write a NEW lock (--new-lock) = --lock + this profile, pinning "
+                                                         "--model DIR and --data DIR|FILE for --task")
+    parser.add_argument("--model", type=Path, help="with --pin: a local Hugging Face causal LM folder (safetensors)")
+    parser.add_argument("--data", type=Path, help="with --pin: a folder of <split>.parquet|.jsonl|.csv, or one file")
+    parser.add_argument("--task", help="with --pin: the lm-eval task the data is for (pinned in --lock)")
+    parser.add_argument("--new-lock", type=Path, help="with --pin: where the new lock is written (never overwritten)")
+    parser.add_argument("--notice", help="with --pin: mark the profile as a demo with this notice on every output")
     args = parser.parse_args(argv)
+    if args.pin is not None:
+        return _pin(args, parser)
     lock, profile = _lock_and_profile(args)
     _spec_for_run(lock, profile, None)  # the lock's data must fit the task before anything is fetched
     if args.verify:
@@ -107,6 +116,21 @@ def _prepare(argv) -> int:
     label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
     print(f"{action}: {args.cache} holds {len(manifest.files)} verified files for the {label}; "
           f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
+    return 0
+
+
+def _pin(args, parser) -> int:
+    from .pin import pin
+
+    missing = [option for option, value in (("--model", args.model), ("--data", args.data), ("--task", args.task),
+                                            ("--new-lock", args.new_lock)) if value is None]
+    if missing:
+        parser.error(f"--pin needs {', '.join(missing)}")
+    profile = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice)
+    print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, "
+          f"{len(profile['model']['files'])} model files, splits "
+          f"{', '.join(f['split'] + ' ' + str(f['rows']) + ' rows' for f in profile['data']['files'])}); next: "
+          f"python prepare.py --lock {args.new_lock} --profile {args.pin} --cache <cache>")
     return 0
 
 

@@ -1,0 +1,107 @@
+"""prepare.py --pin: a researcher's own model folder and data become a NEW lock, then prepare, run and audit.
+
+The model is a tiny random Llama built here and saved as sharded safetensors with SmolLM2's tokenizer;
+the data is RTE-shaped sentence pairs written here (JSONL and CSV), never a real benchmark's text.
+"""
+
+import csv
+import json
+import shutil
+
+import pytest
+
+from conftest import LOCK, one_paragraph, run_script, tiny_llama, tree_state
+
+
+def _pairs(count: int) -> list:
+    return [{"sentence1": f"Test premise {n}: the {['red', 'blue', 'green'][n % 3]} kite flew over hill {n}.",
+             "sentence2": f"A kite flew over hill {n if n % 2 else n + 1}.", "label": n % 2, "idx": n}
+            for n in range(count)]
+
+
+@pytest.fixture(scope="module")
+def own_model(embedded_cache, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("own-model")
+    tiny_llama(7).save_pretrained(folder, safe_serialization=True, max_shard_size="4MB")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(embedded_cache / "model" / name, folder / name)
+    assert len(list(folder.glob("*.safetensors"))) > 1  # sharded
+    return folder
+
+
+def _write_jsonl(folder, split, rows):
+    (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
+    data = tmp_path / "my-data"
+    data.mkdir()
+    _write_jsonl(data, "train", _pairs(8))
+    with (data / "validation.csv").open("w", newline="") as handle:  # CSV too: converted once, recorded
+        writer = csv.DictWriter(handle, fieldnames=["sentence1", "sentence2", "label", "idx"])
+        writer.writeheader()
+        writer.writerows(_pairs(200))
+    locks = tmp_path / "locks"
+    new_lock = locks / "mine.lock.json"
+    done = run_script("prepare.py", "--lock", LOCK, "--pin", "mine", "--task", "rte", "--model", own_model,
+                      "--data", data, "--new-lock", new_lock)
+    assert done.returncode == 0, done.stderr
+    assert f"pinned: {new_lock} = resources.lock.json + profile mine (task rte" in done.stdout
+    written = json.loads(new_lock.read_text())
+    base = json.loads(LOCK.read_text())
+    assert {k: v for k, v in written["profiles"].items() if k != "mine"} == base["profiles"]  # no pin changed
+    profile = written["profiles"]["mine"]
+    assert profile["model"]["path"].startswith("../") and not profile["model"]["path"].startswith("/")
+    assert profile["data"]["columns"] == [["sentence1", "string"], ["sentence2", "string"], ["label", "int64"],
+                                          ["idx", "int64"]]
+    assert sorted(profile["data"]["converted_from"]) == ["train", "validation"]
+    assert len([f for f in profile["model"]["files"] if f["path"].endswith(".safetensors")]) > 1
+    cache = tmp_path / "cache"
+    done = run_script("prepare.py", "--lock", new_lock, "--profile", "mine", "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", new_lock, "--profile", "mine", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "mine-smoke")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["max_abs_diff"] == 0.0 and record["task"] == "rte" and record["demo"] is False
+    done = run_script("audit.py", "--lock", new_lock, "--out", tmp_path / "out", "--cache", cache,
+                      "--bundle", "--results", tmp_path / "results")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
+    # pinning again never overwrites
+    before = tree_state(locks)
+    done = run_script("prepare.py", "--lock", LOCK, "--pin", "mine", "--task", "rte", "--model", own_model,
+                      "--data", data, "--new-lock", new_lock)
+    assert done.returncode == 2 and "already exists; a lock is never overwritten" in one_paragraph(done.stderr)
+    assert tree_state(locks) == before
+
+
+@pytest.mark.parametrize("case, message", [
+    ("small", "split 'validation' has 100 rows; task rte scores it and the lock's split rule needs at least 192"),
+    ("missing", "expected exactly one of validation.parquet, validation.jsonl, validation.csv for split 'validation', found 0."),
+    ("mixed", "column 'label' mixes types"),
+    ("pickle", "no *.safetensors weights (found pytorch_model.bin: pickle files are never loaded"),
+    ("task", "--task boolq: "),
+])
+def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case, message):
+    data = tmp_path / "d"
+    data.mkdir()
+    _write_jsonl(data, "train", _pairs(8))
+    rows = _pairs(100 if case == "small" else 200)
+    if case == "mixed":
+        rows[5]["label"] = "yes"
+    if case != "missing":
+        _write_jsonl(data, "validation", rows)
+    model = own_model
+    if case == "pickle":
+        model = tmp_path / "pickled"
+        model.mkdir()
+        for name in ("config.json", "tokenizer_config.json"):
+            shutil.copyfile(own_model / name, model / name)
+        (model / "pytorch_model.bin").write_bytes(b"not loaded")
+    new_lock = tmp_path / "locks" / "x.lock.json"
+    done = run_script("prepare.py", "--pin", "x", "--task", "boolq" if case == "task" else "rte", "--model", model,
+                      "--data", data, "--new-lock", new_lock)
+    assert done.returncode == 2, done.stderr
+    assert message in one_paragraph(done.stderr)
+    assert not new_lock.exists() and not (tmp_path / "locks" / "x-data").exists()
