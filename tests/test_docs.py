@@ -31,3 +31,6 @@ def test_readme_documents_every_cli_option():
 def test_exit_codes_are_documented():
     assert "| 0 | all checks passed |" in README
     assert "| 2 | bad usage or unreadable input |" in README
+    from sst2_audit.audit.runner import EXIT_LIMITED
+
+    assert f"| {EXIT_LIMITED} | audit.py only: no problem found, but not everything verified" in README

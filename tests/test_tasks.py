@@ -175,16 +175,16 @@ def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profi
                                           else "inverse_scaling/train.jsonl")).read_text().splitlines()[:64]) + "]"):
         text = row.get("sentence1") or row["prompt"]
         assert text not in public  # no data text in the public records
-    code = audit_main(["--out", str(base / "out"), "--cache", str(cache), "--rescore", "4", "--seed", "5",
+    code = audit_main(["--out", str(base / "out"), "--cache", str(cache), "--structural",
                        "--bundle", "--results", str(tmp_path)])
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code == 4, out
     assert f"*** {record.notice} ***" in out
     code = audit_main(["--bundle-file", str(tmp_path / f"{profile}-test.tar.gz"), "--cache", str(cache)])
     out = capsys.readouterr().out
-    assert code == 0, out
-    for level in ("bundle SHA256SUMS", "lock", "claims", "arithmetic", "identity"):
-        assert f"{level}: PASS" in out
+    assert code == 0, out  # the default audit: every row rescored bit for bit
+    for level in ("bundle SHA256SUMS and members", "lock", "claims", "arithmetic", "identity", "rescore (all rows"):
+        assert f"{level}" in out and f"{level}: FAIL" not in out
 
 
 def test_a_schema_1_bundle_is_read_and_audited_by_today_s_reader(embedded_cache, capsys):
