@@ -346,3 +346,12 @@ def test_two_bundle_writers_of_one_name_cannot_both_succeed(full_run, embedded_c
     codes = sorted(p.wait() for p in processes)
     assert codes == [2, 4], codes
     assert [p.name for p in results.iterdir()] == ["test-full.tar.gz"]
+
+
+def test_compare_is_bounded_like_the_audit(tmp_path, capsys):
+    def huge_choice(record, members):
+        record["questions"][0]["official_prediction"] = 10 ** 9
+
+    pack(tmp_path / "c.tar.gz", edited(huge_choice))
+    code, out = audit(capsys, "--compare", REFERENCE, tmp_path / "c.tar.gz")
+    assert code == 0 and "prediction" in out and "choice 1000000000" in out, out[-2000:]

@@ -38,7 +38,11 @@ def _differences(label: str, a: dict, b: dict) -> list:
 
 def _name(run, choice: int) -> str:
     """A choice by its text when the task fixes the choices, else by its number."""
+    from .loading import MAX_CANDIDATES
+
     spec = run.task_spec()
+    if not 0 <= choice < MAX_CANDIDATES:  # a claimed prediction never sizes a list
+        return f"choice {choice}"
     names = spec.choice_names(choice + 1) if spec is not None else ()
     return names[choice] if 0 <= choice < len(names) else f"choice {choice}"
 
