@@ -98,6 +98,8 @@ def _prepare(argv) -> int:
     parser.add_argument("--task", help="with --pin: the lm-eval task the data is for (pinned in --lock)")
     parser.add_argument("--new-lock", type=Path, help="with --pin: where the new lock is written (never overwritten)")
     parser.add_argument("--notice", help="with --pin: mark the profile as a demo with this notice on every output")
+    parser.add_argument("--evaluator-wheel", type=Path, help="with --pin of a task the lock does not pin: the pinned "
+                                                             "lm-eval wheel (default: downloaded with pip)")
     args = parser.parse_args(argv)
     if args.pin is not None:
         return _pin(args, parser)
@@ -126,7 +128,8 @@ def _pin(args, parser) -> int:
                                             ("--new-lock", args.new_lock)) if value is None]
     if missing:
         parser.error(f"--pin needs {', '.join(missing)}")
-    profile = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice)
+    profile = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
+                  args.evaluator_wheel)
     print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, "
           f"{len(profile['model']['files'])} model files, splits "
           f"{', '.join(f['split'] + ' ' + str(f['rows']) + ' rows' for f in profile['data']['files'])}); next: "

@@ -14,7 +14,9 @@ from pathlib import Path
 from .errors import InputError
 
 SST2_COLUMNS = (("sentence", "string"), ("label", "int64"), ("idx", "int32"))
-COLUMN_TYPES = ("string", "int64", "int32", "list<string>")
+COLUMN_TYPES = ("string", "int64", "int32", "list<string>")  # what demo files (JSONL, TSV) are written with
+# Nested types as Arrow prints them (pinned by prepare.py --pin from the data itself): compared as text.
+NESTED_TYPE = re.compile(r"^(bool|double|(list|struct)<[A-Za-z0-9_ :,<>]{1,500}>)$")
 
 
 @dataclass(frozen=True)
@@ -33,15 +35,18 @@ def columns_of(resource) -> tuple:
     if raw is None:
         return SST2_COLUMNS
     if not (isinstance(raw, list) and raw and all(
-            isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and c[1] in COLUMN_TYPES for c in raw)):
-        raise InputError(f"lock: data.columns must be a list of [name, type] with type one of {COLUMN_TYPES}, "
-                         f"got {str(raw)[:80]!r}.")
+            isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], str)
+            and (c[1] in COLUMN_TYPES or NESTED_TYPE.match(c[1])) for c in raw)):
+        raise InputError(f"lock: data.columns must be a list of [name, type] with type one of {COLUMN_TYPES} or an "
+                         f"Arrow list/struct type as the data file states it, got {str(raw)[:80]!r}.")
     return tuple((name, kind) for name, kind in raw)
 
 
 def _arrow_type(kind: str):
     import pyarrow as pa
 
+    if kind not in COLUMN_TYPES:
+        raise InputError(f"lock: a demo data file's columns are one of {COLUMN_TYPES}, got {kind!r}.")
     return pa.list_(pa.string()) if kind == "list<string>" else getattr(pa, kind)()
 
 
@@ -104,6 +109,17 @@ def write_parquet(rows: list, path: Path, columns=SST2_COLUMNS) -> None:
     pq.write_table(pa.Table.from_pydict(data, schema=_arrow_schema(columns)), str(path))
 
 
+def _columns(schema) -> list:
+    """(name, type) as the lock states them: Arrow's type text, a top-level list of text as 'list<string>'."""
+    return [(f.name, re.sub(r"^list<\w+: string>$", "list<string>", str(f.type))) for f in schema]
+
+
+def parquet_columns(path: Path) -> list:
+    import pyarrow.parquet as pq
+
+    return _columns(pq.read_schema(str(path)))
+
+
 def read_parquet(path: Path, expected_rows: int | None = None, columns=SST2_COLUMNS) -> list:
     """Rows of a verified parquet file; the columns and, where there is one, idx == position enforced."""
     import pyarrow.parquet as pq
@@ -112,7 +128,7 @@ def read_parquet(path: Path, expected_rows: int | None = None, columns=SST2_COLU
         table = pq.read_table(str(path))
     except Exception as error:  # pyarrow raises several kinds for a damaged file
         raise InputError(f"{path}: not a readable parquet file ({error}).") from None
-    actual = [(f.name, re.sub(r"^list<\w+: string>$", "list<string>", str(f.type))) for f in table.schema]
+    actual = _columns(table.schema)
     if actual != list(columns):
         raise InputError(f"{path}: expected columns {list(columns)}, got {actual}.")
     if expected_rows is not None and table.num_rows != expected_rows:

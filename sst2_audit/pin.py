@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from . import atomic
-from .dataset import COLUMN_TYPES, Row, read_parquet, write_parquet
+from .dataset import parquet_columns, read_parquet
 from .errors import InputError
 from .hashing import sha256_file
 
@@ -42,47 +42,30 @@ def model_files(folder: Path) -> list:
     return [{"path": name, "sha256": sha256_file(folder / name)} for name in chosen]
 
 
-def _arrow_kind(field) -> str | None:
+LEAF_TYPES = ("string", "int64", "int32", "bool", "double")
+
+
+def _supported(kind) -> bool:
+    """Types a document can carry through JSON (doc hashes) and lm-eval's templates: text, numbers,
+    booleans, lists and structs of them (arc's `choices`, hellaswag's `endings`)."""
     import pyarrow as pa
 
-    kind = field.type
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return "string"
-    if pa.types.is_int64(kind) or pa.types.is_int32(kind):
-        return str(kind)
-    if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
-            pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)):
-        return "list<string>"
-    return None
+    if pa.types.is_list(kind):
+        return _supported(kind.value_type)
+    if pa.types.is_struct(kind):
+        return all(_supported(kind.field(i).type) for i in range(kind.num_fields))
+    return str(kind) in LEAF_TYPES
 
 
-def _value_kind(value) -> str | None:
-    if isinstance(value, str):
-        return "string"
-    if type(value) is int:
-        return "int64"
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return "list<string>"
-    return None
-
-
-def _read_table(path: Path) -> tuple:
-    """(columns, docs) of a parquet, JSONL or CSV file; unsupported types name the column."""
+def _read_docs(path: Path) -> list:
+    """The documents of a parquet, JSONL or CSV file, as dicts in column order."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         try:
-            table = pq.read_table(str(path))
+            return pq.read_table(str(path)).to_pylist()
         except Exception as error:  # pyarrow raises several kinds for a damaged file
             raise InputError(f"{path}: not a readable parquet file ({error}).") from None
-        columns = []
-        for field in table.schema:
-            kind = _arrow_kind(field)
-            if kind is None:
-                raise InputError(f"{path}: column {field.name!r} has type {field.type}; the lock's columns are "
-                                 f"one of {COLUMN_TYPES} (nested types such as structs are not supported yet).")
-            columns.append((field.name, kind))
-        return columns, table.to_pylist()
     if path.suffix == ".jsonl":
         docs = []
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -95,28 +78,48 @@ def _read_table(path: Path) -> tuple:
             if not isinstance(doc, dict):
                 raise InputError(f"{path}:{number}: expected a JSON object, got {type(doc).__name__}.")
             docs.append(doc)
-    else:
-        with path.open(encoding="utf-8", newline="") as handle:
-            docs = [dict(row) for row in csv.DictReader(handle)]
-        for doc in docs:  # CSV has no types: a column of integers only is an integer column
-            for name, value in doc.items():
-                if isinstance(value, str) and value.lstrip("-").isdigit() and all(
-                        str(d.get(name, "")).lstrip("-").isdigit() for d in docs):
-                    doc[name] = int(value)
+        return docs
+    with path.open(encoding="utf-8", newline="") as handle:
+        docs = [dict(row) for row in csv.DictReader(handle)]
+    integer = {name for name in (docs[0] if docs else {})  # CSV has no types: a column of integers only is one
+               if all(str(d.get(name, "")).lstrip("-").isdigit() for d in docs)}
+    return [{k: int(v) if k in integer else v for k, v in doc.items()} for doc in docs]
+
+
+def _table(path: Path):
+    """The file's documents as one Arrow table with types inferred from the values (large_string,
+    int32 and the like normalized): refused with the column named where a type is not supported."""
+    import pyarrow as pa
+
+    docs = _read_docs(path)
     if not docs:
         raise InputError(f"{path}: no rows.")
     names = list(docs[0])
-    columns = []
-    for name in names:
-        kinds = {_value_kind(doc.get(name)) for doc in docs}
-        if len(kinds) != 1 or None in kinds:
-            raise InputError(f"{path}: column {name!r} mixes types or holds a value that is not text, an integer "
-                             f"or a list of texts ({sorted(map(str, kinds))}).")
-        columns.append((name, kinds.pop()))
     for number, doc in enumerate(docs, start=1):
         if list(doc) != names:
             raise InputError(f"{path}: row {number} has the fields {list(doc)}, the first row {names}.")
-    return columns, docs
+    try:
+        table = pa.Table.from_pylist(docs)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        column = next((n for n in names if len({type(d[n]).__name__ for d in docs}) > 1), None)
+        raise InputError(f"{path}: " + (f"column {column!r} mixes types" if column else "values of one column differ "
+                         f"in type") + f" ({str(error)[:120]}).") from None
+    for field in table.schema:
+        if not _supported(field.type):
+            raise InputError(f"{path}: column {field.name!r} has type {field.type}; documents may hold text, "
+                             f"integers, floats, booleans, and lists and structs of them.")
+    return table
+
+
+def _renders(spec, doc: dict, origin: Path) -> None:
+    """The task's templates must render on the data (a missing field fails here, not after a model load)."""
+    try:
+        choices = spec.candidates(doc)
+        spec.gold(doc, choices)
+        spec.context(doc)
+    except Exception as error:  # Jinja2's UndefinedError, a KeyError, a bad index: the data is not the task's
+        raise InputError(f"{origin}: task {spec.name}'s templates do not render on its first row "
+                         f"({type(error).__name__}: {str(error)[:160]}); the data's columns are {list(doc)}.") from None
 
 
 def _data_file(data: Path, split: str) -> Path:
@@ -139,21 +142,25 @@ def data_resource(data: Path, spec, lock_raw: dict, target: Path) -> dict:
                          "file per split.")
     split_rule = lock_raw["split"]
     needed = split_rule["dev_rows"] + split_rule["confirm_rows"]
+    import pyarrow.parquet as pq
+
     columns, files, converted = None, [], {}
     for split in sorted(spec.splits):
         origin = _data_file(data, split)
-        found, docs = _read_table(origin)
+        table = _table(origin)
+        if split == spec.eval_split and table.num_rows < needed:
+            raise InputError(f"{origin}: split {split!r} has {table.num_rows} rows; task {spec.name} scores it and "
+                             f"the lock's split rule needs at least {needed} (dev_rows {split_rule['dev_rows']} + "
+                             f"confirm_rows {split_rule['confirm_rows']}).")
+        written = target / f"{split}.parquet"
+        pq.write_table(table, str(written))
+        found = parquet_columns(written)
         if columns is not None and found != columns:
             raise InputError(f"{origin}: columns {found} differ from the other split's {columns}.")
         columns = found
-        if split == spec.eval_split and len(docs) < needed:
-            raise InputError(f"{origin}: split {split!r} has {len(docs)} rows; task {spec.name} scores it and the "
-                             f"lock's split rule needs at least {needed} (dev_rows {split_rule['dev_rows']} + "
-                             f"confirm_rows {split_rule['confirm_rows']}).")
-        written = target / f"{split}.parquet"
-        write_parquet([Row(position, doc) for position, doc in enumerate(docs)], written, columns)
-        read_parquet(written, columns=columns)  # idx, where there is one, must equal the position
-        files.append({"path": written.name, "split": split, "rows": len(docs), "sha256": sha256_file(written)})
+        rows = read_parquet(written, columns=columns)  # idx, where there is one, must equal the position
+        _renders(spec, rows[0].as_doc(), origin)
+        files.append({"path": written.name, "split": split, "rows": table.num_rows, "sha256": sha256_file(written)})
         converted[split] = {"file": origin.name, "sha256": sha256_file(origin)}
     return {"source": "local", "columns": [list(c) for c in columns], "files": files, "converted_from": converted}
 
@@ -163,7 +170,8 @@ def relative(path: Path, lock_path: Path) -> str:
     return os.path.relpath(Path(path).resolve(), Path(lock_path).resolve().parent)
 
 
-def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data: Path, notice: str | None) -> dict:
+def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data: Path, notice: str | None,
+        evaluator_wheel: Path | None = None) -> dict:
     """Write new_lock = base_lock + profile `name`; returns the profile written."""
     from .lock import lock_from_bytes, parse_lock
     from .task_spec import require_data_for, spec_for
@@ -173,9 +181,12 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
     base = lock_from_bytes(Path(base_lock).read_bytes(), base_lock)
     if name in base.profiles:
         raise InputError(f"--pin {name}: {base_lock} already has a profile of that name; choose another.")
-    if task not in base.evaluator["tasks"]:
-        raise InputError(f"--task {task}: {base_lock} does not pin this task's YAML (evaluator.tasks: "
-                         f"{', '.join(sorted(base.evaluator['tasks']))}); pinning a new task's YAML is not built yet.")
+    raw = json.loads(Path(base_lock).read_text(encoding="utf-8"))  # the base as written: no pin rewritten
+    if task not in base.evaluator["tasks"]:  # its YAML pinned from the installed lm-eval, checked against the wheel
+        from .task_pin import pin_task
+
+        pin_task(raw, task, evaluator_wheel)
+        base = parse_lock(raw, Path(base_lock), "")
     spec = spec_for(base, task)
     files = model_files(model)  # cheap checks first: nothing is written before these pass
     target = Path(new_lock).parent / f"{name}-data"
@@ -198,7 +209,6 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
     }
     if notice:
         profile.update(demo=True, notice=notice)
-    raw = json.loads(Path(base_lock).read_text(encoding="utf-8"))  # the base as written: no pin rewritten
     raw["profiles"][name] = profile
     text = json.dumps(raw, indent=2, sort_keys=True) + "\n"
     checked = parse_lock(json.loads(text), Path(new_lock), "")  # the new lock must read before it exists

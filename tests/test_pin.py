@@ -81,7 +81,8 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
     ("missing", "expected exactly one of validation.parquet, validation.jsonl, validation.csv for split 'validation', found 0."),
     ("mixed", "column 'label' mixes types"),
     ("pickle", "no *.safetensors weights (found pytorch_model.bin: pickle files are never loaded"),
-    ("task", "--task boolq: "),
+    ("task", "task hellaswag (lm_eval/tasks/hellaswag/hellaswag.yaml) is not supported: it uses `!function` hooks"),
+    ("fields", "task boolq's templates do not render on its first row ("),
 ])
 def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case, message):
     data = tmp_path / "d"
@@ -100,8 +101,50 @@ def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case
             shutil.copyfile(own_model / name, model / name)
         (model / "pytorch_model.bin").write_bytes(b"not loaded")
     new_lock = tmp_path / "locks" / "x.lock.json"
-    done = run_script("prepare.py", "--pin", "x", "--task", "boolq" if case == "task" else "rte", "--model", model,
+    task = {"task": "hellaswag", "fields": "boolq"}.get(case, "rte")
+    done = run_script("prepare.py", "--pin", "x", "--task", task, "--model", model,
                       "--data", data, "--new-lock", new_lock)
     assert done.returncode == 2, done.stderr
     assert message in one_paragraph(done.stderr)
+    assert case != "fields" or "'passage' is undefined" in done.stderr
     assert not new_lock.exists() and not (tmp_path / "locks" / "x-data").exists()
+
+
+def _arc_questions(count: int) -> list:
+    colours = ["red", "blue", "green", "yellow"]
+    return [{"id": f"Test-{n}", "question": f"Which colour is test ball number {n}?",
+             "choices": {"text": [f"It is {c}." for c in colours], "label": ["A", "B", "C", "D"]},
+             "answerKey": "ABCD"[n % 4]} for n in range(count)]
+
+
+def test_pin_a_task_the_lock_does_not_pin_with_a_struct_column(own_model, tmp_path):
+    """arc_easy: its YAML pinned from the installed lm-eval and checked against the pinned wheel; `choices`
+    is a struct of lists, pinned as the parquet states it; prepare, run, audit pass bit for bit."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "arc"
+    data.mkdir()
+    for split, count in (("train", 8), ("validation", 8), ("test", 200)):  # pandas-like large_string text
+        table = pa.Table.from_pylist(_arc_questions(count))
+        table = table.cast(pa.schema([pa.field("id", pa.large_string())] + list(table.schema)[1:]))
+        pq.write_table(table, str(data / f"{split}.parquet"))
+    new_lock = tmp_path / "arc.lock.json"
+    done = run_script("prepare.py", "--pin", "arc", "--task", "arc_easy", "--model", own_model, "--data", data,
+                      "--new-lock", new_lock)
+    assert done.returncode == 0, done.stderr
+    written = json.loads(new_lock.read_text())
+    assert written["evaluator"]["tasks"]["arc_easy"] == "lm_eval/tasks/arc/arc_easy.yaml"
+    base = json.loads(LOCK.read_text())["evaluator"]["files"]
+    assert {k: v for k, v in written["evaluator"]["files"].items() if k in base} == base  # no pin changed
+    assert ["choices", "struct<text: list<element: string>, label: list<element: string>>"] in written["profiles"]["arc"]["data"]["columns"]
+    assert ["id", "string"] in written["profiles"]["arc"]["data"]["columns"]
+    cache = tmp_path / "cache"
+    assert run_script("prepare.py", "--lock", new_lock, "--profile", "arc", "--cache", cache).returncode == 0
+    done = run_script("run.py", "--lock", new_lock, "--profile", "arc", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "arc-smoke")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["task"] == "arc_easy" and record["metrics"] == ["acc", "acc_norm"] and record["max_abs_diff"] == 0.0
+    done = run_script("audit.py", "--lock", new_lock, "--out", tmp_path / "out", "--cache", cache)
+    assert done.returncode == 0, done.stdout + done.stderr
