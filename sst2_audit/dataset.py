@@ -16,7 +16,7 @@ from .errors import InputError
 SST2_COLUMNS = (("sentence", "string"), ("label", "int64"), ("idx", "int32"))
 COLUMN_TYPES = ("string", "int64", "int32", "list<string>")  # what demo files (JSONL, TSV) are written with
 # Nested types as Arrow prints them (pinned by prepare.py --pin from the data itself): compared as text.
-NESTED_TYPE = re.compile(r"^(bool|double|(list|struct)<[A-Za-z0-9_ :,<>]{1,500}>)$")
+NESTED_TYPE = re.compile(r"^(bool|double|large_string|(large_list|list|struct)<[A-Za-z0-9_ :,<>]{1,500}>)$")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from . import atomic
+from . import atomic, hub_pin
 from .dataset import parquet_columns, read_parquet
 from .errors import InputError
 from .hashing import sha256_file
@@ -24,21 +24,26 @@ PICKLES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 DATA_SUFFIXES = (".parquet", ".jsonl", ".csv")
 
 
-def model_files(folder: Path) -> list:
-    """[{path, sha256}] of a Hugging Face causal LM folder: config, safetensors (sharded too), tokenizer."""
-    if not folder.is_dir():
-        raise InputError(f"--model {folder}: expected a model folder (config.json, *.safetensors, tokenizer files).")
-    names = sorted(p.name for p in folder.iterdir() if p.is_file())
+def model_names(names: list, where: str) -> list:
+    """The files of a Hugging Face causal LM that a run loads: config, safetensors (sharded too), tokenizer."""
+    names = sorted(names)
     weights = [n for n in names if n.endswith(".safetensors") or n == "model.safetensors.index.json"]
     if not any(n.endswith(".safetensors") for n in weights):
         pickled = [n for n in names if n.endswith(PICKLES)]
-        raise InputError(f"--model {folder}: no *.safetensors weights" + (
+        raise InputError(f"--model {where}: no *.safetensors weights" + (
             f" (found {', '.join(pickled)}: pickle files are never loaded; save with safe_serialization=True)"
             if pickled else "") + ".")
     for needed in ("config.json", "tokenizer_config.json"):
         if needed not in names:
-            raise InputError(f"--model {folder}: {needed} is missing; the folder must hold the model and its tokenizer.")
-    chosen = [n for n in names if n in weights or n in TOKENIZER_FILES or n in ("config.json", "generation_config.json")]
+            raise InputError(f"--model {where}: {needed} is missing; the model must come with its tokenizer.")
+    return [n for n in names if n in weights or n in TOKENIZER_FILES or n in ("config.json", "generation_config.json")]
+
+
+def model_files(folder: Path) -> list:
+    """[{path, sha256}] of a local model folder."""
+    if not folder.is_dir():
+        raise InputError(f"--model {folder}: expected a model folder (config.json, *.safetensors, tokenizer files).")
+    chosen = model_names([p.name for p in folder.iterdir() if p.is_file()], str(folder))
     return [{"path": name, "sha256": sha256_file(folder / name)} for name in chosen]
 
 
@@ -165,6 +170,35 @@ def data_resource(data: Path, spec, lock_raw: dict, target: Path) -> dict:
     return {"source": "local", "columns": [list(c) for c in columns], "files": files, "converted_from": converted}
 
 
+def hub_data_resource(data, spec, lock_raw: dict) -> dict:
+    """A dataset repo at a revision: its parquet file per split, pinned as the hub serves it."""
+    commit, fetched = hub_pin.snapshot(data, "dataset", lambda names: [hub_pin.dataset_file(names, split, data)
+                                                                       for split in sorted(spec.splits)], "--data")
+    needed = lock_raw["split"]["dev_rows"] + lock_raw["split"]["confirm_rows"]
+    files, columns = [], None
+    for split, (path, local) in zip(sorted(spec.splits), fetched.items()):
+        found = parquet_columns(local)
+        if columns is not None and found != columns:
+            raise InputError(f"--data {data}: {path} has columns {found}, the other split {columns}.")
+        columns = found
+        rows = read_parquet(local, columns=columns)
+        if split == spec.eval_split and len(rows) < needed:
+            raise InputError(f"--data {data}: {path} (split {split!r}) has {len(rows)} rows; task {spec.name} scores "
+                             f"it and the lock's split rule needs at least {needed}.")
+        _renders(spec, rows[0].as_doc(), Path(path))
+        files.append({"path": path, "split": split, "rows": len(rows), "sha256": sha256_file(local)})
+    return {"source": "hub", "repo_id": hub_pin.parse(data, "--data")[0], "repo_type": "dataset", "revision": commit,
+            "columns": [list(c) for c in columns], "files": files}
+
+
+def _model_entry(model, new_lock: Path) -> dict:
+    if hub_pin.is_hub(model):
+        commit, fetched = hub_pin.snapshot(model, "model", lambda names: model_names(names, str(model)), "--model")
+        return {"source": "hub", "repo_id": hub_pin.parse(model, "--model")[0], "repo_type": "model",
+                "revision": commit, "files": [{"path": n, "sha256": sha256_file(f)} for n, f in fetched.items()]}
+    return {"source": "local", "path": relative(model, new_lock), "files": model_files(model)}
+
+
 def relative(path: Path, lock_path: Path) -> str:
     """A folder as the lock writes it: relative to the lock's own folder (records never show a machine path)."""
     return os.path.relpath(Path(path).resolve(), Path(lock_path).resolve().parent)
@@ -188,23 +222,31 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         pin_task(raw, task, evaluator_wheel)
         base = parse_lock(raw, Path(base_lock), "")
     spec = spec_for(base, task)
-    files = model_files(model)  # cheap checks first: nothing is written before these pass
+    if not hub_pin.is_hub(model):  # a local folder's file list is checked before any data is converted
+        if not model.is_dir():
+            raise InputError(f"--model {model}: expected a model folder (config.json, *.safetensors, tokenizer files).")
+        model_names([p.name for p in model.iterdir() if p.is_file()], str(model))
     target = Path(new_lock).parent / f"{name}-data"
-    if target.exists():
+    if hub_pin.is_hub(data):
+        data_entry = hub_data_resource(data, spec, base.raw)
+    elif target.exists():
         raise InputError(f"{target}: already exists; the converted data of profile {name} is never overwritten.")
-    target.mkdir(parents=True)
+    else:
+        target.mkdir(parents=True)
     try:
-        data_entry = data_resource(data, spec, base.raw, target)
+        if not hub_pin.is_hub(data):
+            data_entry = dict(data_resource(data, spec, base.raw, target), path=relative(target, new_lock))
+        model_entry = _model_entry(model, new_lock)  # the expensive step (a download, hashing weights) last
     except BaseException:
-        for leftover in target.iterdir():
-            leftover.unlink()
-        target.rmdir()
+        if target.is_dir():
+            for leftover in target.iterdir():
+                leftover.unlink()
+            target.rmdir()
         raise
-    data_entry["path"] = relative(target, new_lock)
     profile = {
         "task": task,
-        "description": f"{name}: the model in {model.name} on the data in {data.name}, pinned by prepare.py --pin",
-        "model": {"source": "local", "path": relative(model, new_lock), "files": files},
+        "description": f"{name}: the model {model} on the data {data}, pinned by prepare.py --pin",
+        "model": model_entry,
         "data": data_entry,
     }
     if notice:

@@ -26,6 +26,7 @@ class Repo:
     claimed_etag: dict = field(default_factory=dict)
     # Another commit id the server answers with (a moved branch, a wrong pin).
     answer_commit: str | None = None
+    branches: dict = field(default_factory=dict)  # name -> commit, resolved by the info API (e.g. "main")
 
 
 class HubServer:
@@ -61,8 +62,35 @@ class HubServer:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
+            def _info(self):
+                """GET /api/{models|datasets}/{repo_id}/revision/{revision}: the repo's commit and files."""
+                import json
+                from urllib.parse import unquote
+
+                parts = self.path.split("?")[0].lstrip("/").split("/")
+                kind = {"models": "model", "datasets": "dataset"}.get(parts[1])
+                if kind is None or "revision" not in parts:
+                    return self._error(404, "EntryNotFound")
+                at = parts.index("revision")
+                repo = server.repos.get((kind, "/".join(parts[2:at])))
+                if repo is None:
+                    return self._error(404, "RepoNotFound")
+                asked = unquote("/".join(parts[at + 1:]))
+                commit = repo.revision if asked == repo.revision else repo.branches.get(asked)
+                if commit is None:
+                    return self._error(404, "RevisionNotFound")
+                body = json.dumps({"id": "/".join(parts[2:at]), "sha": commit, "private": False,
+                                   "siblings": [{"rfilename": name} for name in sorted(repo.files)]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def _answer(self, with_body):
                 server.log.append((self.command, self.path))
+                if self.path.startswith("/api/"):
+                    return self._info()
                 route = self._route()
                 if route is None:
                     return self._error(404, "EntryNotFound")

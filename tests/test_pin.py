@@ -148,3 +148,53 @@ def test_pin_a_task_the_lock_does_not_pin_with_a_struct_column(own_model, tmp_pa
     assert record["task"] == "arc_easy" and record["metrics"] == ["acc", "acc_norm"] and record["max_abs_diff"] == 0.0
     done = run_script("audit.py", "--lock", new_lock, "--out", tmp_path / "out", "--cache", cache)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model, tmp_path):
+    """A model repo (sharded safetensors) and a dataset repo (pandas-like parquet) served on loopback;
+    `main` is resolved to its commit through the real huggingface_hub client, every file hashed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hubserver import HubServer, Repo
+
+    model_rev, data_rev = "a" * 40, "b" * 40
+    model = {p.name: p.read_bytes() for p in own_model.iterdir() if p.is_file()}
+    data = {}
+    for split, count in (("train", 8), ("validation", 200)):
+        table = pa.Table.from_pylist(_pairs(count))
+        table = table.cast(pa.schema([pa.field("sentence1", pa.large_string()), pa.field("sentence2", pa.large_string()),
+                                      pa.field("label", pa.int64()), pa.field("idx", pa.int64())]))
+        sink = tmp_path / f"{split}.parquet"
+        pq.write_table(table, str(sink))
+        data[f"data/{split}-00000-of-00001.parquet"] = sink.read_bytes()
+    server = HubServer({
+        ("model", "test-org/own-llama"): Repo(model_rev, model, lfs={n for n in model if n.endswith(".safetensors")},
+                                              branches={"main": model_rev}),
+        ("dataset", "test-org/own-pairs"): Repo(data_rev, data, lfs=set(data), branches={"main": data_rev}),
+    }).start()
+    env = {"HF_ENDPOINT": server.endpoint, "HF_HUB_DISABLE_XET": "1", "HF_HUB_ETAG_TIMEOUT": "5",
+           "HF_HUB_DOWNLOAD_TIMEOUT": "5", "HF_HOME": str(tmp_path / "hf-home")}
+    try:
+        new_lock = tmp_path / "hub.lock.json"
+        done = run_script("prepare.py", "--pin", "hubbed", "--task", "rte", "--model", "hub:test-org/own-llama@main",
+                          "--data", "hub:test-org/own-pairs@main", "--new-lock", new_lock, env=env)
+        assert done.returncode == 0, done.stderr
+        profile = json.loads(new_lock.read_text())["profiles"]["hubbed"]
+        assert profile["model"]["revision"] == model_rev and profile["data"]["revision"] == data_rev
+        assert ["sentence1", "large_string"] in profile["data"]["columns"]
+        assert sorted(f["path"] for f in profile["model"]["files"]) == sorted(model)  # config, shards, index, tokenizer
+        cache = tmp_path / "cache"
+        done = run_script("prepare.py", "--lock", new_lock, "--profile", "hubbed", "--cache", cache, env=env)
+        assert done.returncode == 0, done.stderr
+        done = run_script("prepare.py", "--pin", "other", "--task", "rte", "--model", "hub:test-org/own-llama@nope",
+                          "--data", "hub:test-org/own-pairs@main", "--new-lock", tmp_path / "x.lock.json", env=env)
+        assert done.returncode == 2 and "the hub has no revision 'nope' of test-org/own-llama" in one_paragraph(done.stderr)
+    finally:
+        server.stop()
+    done = run_script("run.py", "--lock", new_lock, "--profile", "hubbed", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "hub-smoke",
+                      env={"HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_script("audit.py", "--lock", new_lock, "--out", tmp_path / "out", "--cache", cache)
+    assert done.returncode == 0, done.stdout + done.stderr
