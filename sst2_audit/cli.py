@@ -104,12 +104,12 @@ def _prepare(argv) -> int:
     if args.pin is not None:
         return _pin(args, parser)
     lock, profile = _lock_and_profile(args)
-    _spec_for_run(lock, profile, None)  # the lock's data must fit the task before anything is fetched
+    spec = _spec_for_run(lock, profile, None)  # the lock's data must fit the task before anything is fetched
     if args.verify:
         manifest = prepare.verify(lock, profile, args.cache)
         print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
         return 0
-    manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir)
+    manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir, spec.eval_split)
     if args.update_lock:
         prepare.update_lock(lock, profile, args.cache, manifest)
         manifest = read_manifest(args.cache)  # rewritten by update_lock; its files were just verified

@@ -18,17 +18,22 @@ from .sources import FetchContext, fetch
 STAGING_PREFIX = ".staging-"
 
 
-def _check_staged(staged, columns) -> ManifestFile:
+def _check_staged(staged, profile, needed: dict) -> ManifestFile:
+    """Hash, and for a data split its columns, rows, and at least the rows the split rule needs."""
     actual = sha256_file(staged.staged)
     pinned = staged.locked.sha256 if staged.locked else None
     if pinned and actual != pinned:
         raise CheckFailed(mismatch(f"{staged.cache_path} ({staged.source}): sha256", pinned, actual,
                                    "Nothing was written to the cache."))
-    if staged.role in ("train", "validation"):
+    if staged.role in {f.split for f in profile.data.files}:
         try:
-            read_parquet(staged.staged, staged.locked.rows if staged.locked else None, columns)
+            rows = read_parquet(staged.staged, staged.locked.rows if staged.locked else None, columns_of(profile.data))
         except InputError as error:
             raise CheckFailed(f"{staged.cache_path}: {error}") from None
+        if len(rows) < needed.get(staged.role, 0):
+            raise InputError(f"{staged.source}: split {staged.role!r} has {len(rows)} rows; the task scores it and "
+                             f"the lock's split rule needs at least {needed[staged.role]} (dev_rows + confirm_rows). "
+                             "Nothing was written to the cache.")
     return ManifestFile(staged.cache_path, staged.role, staged.staged.stat().st_size, actual, staged.source, pinned)
 
 
@@ -42,7 +47,8 @@ def _refuse_foreign_content(cache: Path) -> None:
         )
 
 
-def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = None) -> Manifest:
+def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = None,
+          eval_split: str | None = None) -> Manifest:
     cache = Path(cache)
     _refuse_foreign_content(cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -52,9 +58,14 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
     moved = []
     try:
         context = FetchContext(lock, staging, cache, import_dir)
-        staged = [f for resource in profile.resources for f in fetch(resource, context)]
-        with phase("verify staged files"):
-            entries = tuple(_check_staged(f, columns_of(profile.data)) for f in staged)
+        needed = {eval_split: lock.split["dev_rows"] + lock.split["confirm_rows"]} if eval_split else {}
+        staged, entries = [], []
+        for resource in profile.resources:  # data first: its checks fail before the model is fetched or converted
+            fetched = fetch(resource, context)
+            with phase(f"verify staged {resource.kind} files"):
+                entries += [_check_staged(f, profile, needed) for f in fetched]
+            staged += fetched
+        entries = tuple(entries)
         # Everything matched: only now does anything enter the cache.
         for f in staged:
             target = cache / f.cache_path
@@ -73,11 +84,12 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def prepare(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = None) -> tuple:
-    """Returns (manifest, "built" or "verified")."""
+def prepare(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = None,
+            eval_split: str | None = None) -> tuple:
+    """Returns (manifest, "built" or "verified"); eval_split: the split the task scores (its size is checked)."""
     existing = read_manifest(cache)
     if existing is None:
-        return build(lock, profile, cache, import_dir), "built"
+        return build(lock, profile, cache, import_dir, eval_split), "built"
     require_matching(existing, cache, lock, profile)
     with phase("re-verify cache (offline)"):
         verify_files(cache, existing)

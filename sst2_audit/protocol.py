@@ -24,8 +24,9 @@ def settings_record(run_settings: dict, sort_ids: bool = True) -> dict:
 
 def notice_for(profile) -> str:
     """What every output of a run says about what it measured: the lock's profile decides."""
-    if profile.demo:
-        return profile.notice or DEMO_NOTICE
+    if profile.demo:  # the embedded SST-2 profile's own words, else a notice that names what it is not
+        return profile.notice or (DEMO_NOTICE if profile.task == "sst2" else
+                                  f"DEMO: profile {profile.name}; not a measurement of {profile.task}.")
     return profile.description
 
 

@@ -198,3 +198,32 @@ def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model,
     assert done.returncode == 0, done.stderr[-3000:]
     done = run_script("audit.py", "--lock", new_lock, "--out", tmp_path / "out", "--cache", cache)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_prepare_refuses_a_small_scored_split_before_the_model(own_model, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sst2_audit.hashing import sha256_file
+
+    data = tmp_path / "d"
+    data.mkdir()
+    _write_jsonl(data, "train", _pairs(8))
+    _write_jsonl(data, "validation", _pairs(200))
+    new_lock = tmp_path / "ok.lock.json"
+    done = run_script("prepare.py", "--pin", "ok", "--task", "rte", "--model", own_model, "--data", data,
+                      "--new-lock", new_lock)
+    assert done.returncode == 0, done.stderr
+    small = tmp_path / "ok-data" / "validation.parquet"  # a lock that pins a 100-row scored split
+    pq.write_table(pa.Table.from_pylist(_pairs(100)), str(small))
+    raw = json.loads(new_lock.read_text())
+    entry = next(f for f in raw["profiles"]["ok"]["data"]["files"] if f["split"] == "validation")
+    entry.update(sha256=sha256_file(small), rows=100)
+    (tmp_path / "small.lock.json").write_text(json.dumps(raw))
+    cache = tmp_path / "cache"
+    done = run_script("prepare.py", "--lock", tmp_path / "small.lock.json", "--profile", "ok", "--cache", cache)
+    assert done.returncode == 2, done.stderr
+    assert "split 'validation' has 100 rows; the task scores it and the lock's split rule needs at least 192" in \
+        one_paragraph(done.stderr)
+    assert "model files" not in done.stderr and not (cache / "manifest.json").exists()
+    assert [p.name for p in cache.iterdir()] == []

@@ -268,7 +268,7 @@ LOCK_EDITS = {
     "splits not the task's": (
         _drop_train, "embedded-rte",
         "profile embedded-rte: its data files are for splits ['validation']; task rte names ['train', 'validation'] "
-        "(it scores 'validation')."),
+        "(it scores 'validation'; lm-eval 0.4.9.2 builds every split its YAML names, so each needs a file)."),
 }
 
 
