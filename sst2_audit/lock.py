@@ -154,6 +154,7 @@ def _resource(raw, kind, where):
     return Resource(kind, source, files, options)
 
 
+ATTENTION = ("eager", "sdpa")  # both paths share the one loaded model, so both run the same kernels
 MAX_ROWS = 100_000  # dev and confirmation rows: every per-id loop of run and audit is bounded by these
 
 
@@ -172,8 +173,8 @@ def _check_numbers(split: dict, settings: dict, where: str) -> None:
                              f"{str(value)[:40]!r}.")
     if settings["dtype"] not in DTYPES:
         raise InputError(f"{where}: run_settings.dtype must be one of {DTYPES}, got {settings['dtype']!r}.")
-    if settings["device"] != "cpu" or settings["attention"] != "eager":
-        raise InputError(f"{where}: run_settings.device must be 'cpu' and attention 'eager', got "
+    if settings["device"] != "cpu" or settings["attention"] not in ATTENTION:
+        raise InputError(f"{where}: run_settings.device must be 'cpu' and attention one of {ATTENTION}, got "
                          f"{settings['device']!r} and {settings['attention']!r}.")
     mode = settings["numeric_mode"]
     if not isinstance(mode, dict) or not all(
