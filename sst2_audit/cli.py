@@ -98,6 +98,10 @@ def _prepare(argv) -> int:
     parser.add_argument("--task", help="with --pin: the lm-eval task the data is for (pinned in --lock)")
     parser.add_argument("--new-lock", type=Path, help="with --pin: where the new lock is written (never overwritten)")
     parser.add_argument("--notice", help="with --pin: mark the profile as a demo with this notice on every output")
+    parser.add_argument("--attention", choices=("eager", "sdpa"), help="with --pin: the profile's attention "
+                                                                      "implementation (default: the lock's)")
+    parser.add_argument("--add-bos-token", action="store_true", help="with --pin: the tokenizer adds its BOS token "
+                                                                     "(lm-eval's add_bos_token=True), in both paths")
     parser.add_argument("--evaluator-wheel", type=Path, help="with --pin of a task the lock does not pin: the pinned "
                                                              "lm-eval wheel (default: downloaded with pip)")
     args = parser.parse_args(argv)
@@ -128,8 +132,10 @@ def _pin(args, parser) -> int:
                                             ("--new-lock", args.new_lock)) if value is None]
     if missing:
         parser.error(f"--pin needs {', '.join(missing)}")
+    settings = {**({"attention": args.attention} if args.attention else {}),
+                **({"add_bos_token": True} if args.add_bos_token else {})}
     profile = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
-                  args.evaluator_wheel)
+                  args.evaluator_wheel, settings)
     print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, "
           f"{len(profile['model']['files'])} model files, splits "
           f"{', '.join(f['split'] + ' ' + str(f['rows']) + ' rows' for f in profile['data']['files'])}); next: "

@@ -52,11 +52,11 @@ def public_candidate(spec, candidate: str) -> str:
     return candidate if spec.fixed_choices is not None else "sha256:" + sha256_text(candidate)
 
 
-def expected_question(row: Row, spec, tokenizer, max_length: int) -> ExpectedQuestion:
+def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = False) -> ExpectedQuestion:
     context = spec.context(row.doc)
     choices = spec.choices(row.doc)
     candidates = [spec.target_delimiter + choice for choice in choices]
-    pairs = encode_question(tokenizer, context, candidates, row.idx, max_length)
+    pairs = encode_question(tokenizer, context, candidates, row.idx, max_length, bos)
     return ExpectedQuestion(
         row.idx, spec.gold(row.doc, choices), row.doc.get("idx"), spec.target(row.doc), doc_hash(row.as_doc()),
         prompt_hash(context),

@@ -45,10 +45,18 @@ def move_trailing_whitespace(context: str, continuation: str) -> tuple:
     return kept, context[len(kept):] + continuation
 
 
-def encode_pair(tokenizer, context: str, continuation: str) -> EncodedPair:
+def encode_pair(tokenizer, context: str, continuation: str, bos: bool = False) -> EncodedPair:
+    """bos: the profile's add_bos_token, as lm-eval passes it on (add_special_tokens=add_bos_token):
+    the tokenizer adds its own special tokens; BOS must then open the context, and only then."""
     context, continuation = move_trailing_whitespace(context, continuation)
-    whole = list(tokenizer(context + continuation, add_special_tokens=False)["input_ids"])
-    context_tokens = list(tokenizer(context, add_special_tokens=False)["input_ids"])
+    whole = list(tokenizer(context + continuation, add_special_tokens=bos)["input_ids"])
+    context_tokens = list(tokenizer(context, add_special_tokens=bos)["input_ids"])
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if bos and (bos_id is None or context_tokens[:1] != [bos_id]):
+        raise BoundaryError(f"add_bos_token is pinned, but the tokenizer did not open the context with its BOS token "
+                            f"({bos_id!r}); the first tokens are {context_tokens[:3]}.")
+    if not bos and bos_id is not None and context_tokens[:1] == [bos_id]:
+        raise BoundaryError(f"add_bos_token is not pinned, but the context opens with the BOS token {bos_id}.")
     if whole[: len(context_tokens)] != context_tokens:
         raise BoundaryError(
             f"context/candidate boundary: the context's {len(context_tokens)} tokens are not a prefix "
@@ -68,8 +76,8 @@ def check_length(pair: EncodedPair, max_length: int, idx: int) -> None:
         )
 
 
-def encode_question(tokenizer, context: str, candidates, idx: int, max_length: int) -> list:
-    pairs = [encode_pair(tokenizer, context, candidate) for candidate in candidates]
+def encode_question(tokenizer, context: str, candidates, idx: int, max_length: int, bos: bool = False) -> list:
+    pairs = [encode_pair(tokenizer, context, candidate, bos) for candidate in candidates]
     for pair in pairs:
         check_length(pair, max_length, idx)
     return pairs

@@ -54,7 +54,8 @@ class Profile:
     data: Resource
     pins_sha256: str
     task: str  # the lm-eval task this profile's data is for (the lock's default task when not stated)
-    notice: str | None = None  # a demo profile's own notice (protocol.DEMO_NOTICE when not stated)  # sha256 of this profile's section of the lock: what a cache is bound to
+    notice: str | None = None  # a demo profile's own notice (protocol.DEMO_NOTICE when not stated)
+    settings: dict = field(default_factory=dict)  # run settings this profile's model needs (PROFILE_SETTINGS)
 
     @property
     def resources(self):
@@ -75,6 +76,10 @@ class Lock:
     run_settings: dict
     profiles: dict
     schema_version_read: int = 0  # the schema_version as written, before any upgrade
+
+    def settings_for(self, profile: str) -> dict:
+        """The run settings of a profile: the lock's, with the profile's own (attention, add_bos_token) over them."""
+        return dict(self.run_settings, **self.profile(profile).settings)
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
@@ -154,7 +159,9 @@ def _resource(raw, kind, where):
     return Resource(kind, source, files, options)
 
 
-ATTENTION = ("eager", "sdpa")  # both paths share the one loaded model, so both run the same kernels
+ATTENTION = ("eager", "sdpa")
+# What a profile may set for its own model; everything else is the lock's, for every profile.
+PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lambda v: type(v) is bool}  # both paths share the one loaded model, so both run the same kernels
 MAX_ROWS = 100_000  # dev and confirmation rows: every per-id loop of run and audit is bounded by these
 
 
@@ -176,11 +183,21 @@ def _check_numbers(split: dict, settings: dict, where: str) -> None:
     if settings["device"] != "cpu" or settings["attention"] not in ATTENTION:
         raise InputError(f"{where}: run_settings.device must be 'cpu' and attention one of {ATTENTION}, got "
                          f"{settings['device']!r} and {settings['attention']!r}.")
+    if type(settings.get("add_bos_token", False)) is not bool:
+        raise InputError(f"{where}: run_settings.add_bos_token must be true or false, got {settings['add_bos_token']!r}.")
     mode = settings["numeric_mode"]
     if not isinstance(mode, dict) or not all(
             name in MODE_VARIABLES and isinstance(value, str) and value for name, value in mode.items()):
         raise InputError(f"{where}: run_settings.numeric_mode must map some of {MODE_VARIABLES} to non-empty "
                          f"strings ({{}} = the CPU's native mode), got {mode!r}.")
+
+
+def _profile_settings(raw, where: str) -> dict:
+    if not isinstance(raw, dict) or not all(key in PROFILE_SETTINGS and PROFILE_SETTINGS[key](value)
+                                            for key, value in raw.items()):
+        raise InputError(f"{where}: a profile may set attention ({' or '.join(ATTENTION)}) and add_bos_token "
+                         f"(true or false), got {str(raw)[:80]!r}.")
+    return dict(raw)
 
 
 def _upgrade_from_1(raw: dict) -> dict:
@@ -252,6 +269,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
             pins_sha256=sha256_text(canonical_json(body)),
             task=task,
             notice=body.get("notice") if isinstance(body.get("notice"), str) else None,
+            settings=_profile_settings(body.get("settings", {}), f"{here}.settings"),
         )
         columns_of(profiles[name].data)  # validated here, used by prepare, run and audit
         if profiles[name].task not in tasks:

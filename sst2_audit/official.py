@@ -53,7 +53,7 @@ def config_differences(spec, effective: dict, num_fewshot: int) -> dict:
     return differences
 
 
-def run_official(model, tokenizer, lock, spec, data_files: dict, dev_ids, *, sort_ids: bool = True) -> OfficialOutput:
+def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_ids, *, sort_ids: bool = True) -> OfficialOutput:
     """Score dev_ids through simple_evaluate.
 
     lm-eval 0.4.9.2 pairs the k-th document (in dataset order) with the k-th
@@ -64,14 +64,14 @@ def run_official(model, tokenizer, lock, spec, data_files: dict, dev_ids, *, sor
     from lm_eval.api.task import ConfigurableTask
     from lm_eval.models.huggingface import HFLM
 
-    settings = lock.run_settings
     ids = sorted(dev_ids) if sort_ids else list(dev_ids)
     # A ConfigurableTask object with the task's own name, not include_path: 0.4.9.2's
     # pretty-printer crashes on task YAMLs outside the package.
     task = ConfigurableTask(config=task_config(spec, data_files))
     lm = HFLM(
         pretrained=model, tokenizer=tokenizer, backend="causal", batch_size=settings["batch_size"],
-        max_length=settings["max_length"], device=settings["device"], add_bos_token=False,
+        max_length=settings["max_length"], device=settings["device"],
+        add_bos_token=settings.get("add_bos_token", False),
     )
     output = lm_eval.simple_evaluate(
         model=lm, tasks=[task], num_fewshot=settings["num_fewshot"], samples={task.config.task: ids},

@@ -205,7 +205,7 @@ def relative(path: Path, lock_path: Path) -> str:
 
 
 def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data: Path, notice: str | None,
-        evaluator_wheel: Path | None = None) -> dict:
+        evaluator_wheel: Path | None = None, settings: dict | None = None) -> dict:
     """Write new_lock = base_lock + profile `name`; returns the profile written."""
     from .lock import lock_from_bytes, parse_lock
     from .task_spec import require_data_for, spec_for
@@ -249,6 +249,8 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         "model": model_entry,
         "data": data_entry,
     }
+    if settings:  # the profile's own run settings (attention, add_bos_token): both paths use them
+        profile["settings"] = settings
     if notice:
         profile.update(demo=True, notice=notice)
     raw["profiles"][name] = profile

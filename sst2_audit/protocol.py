@@ -19,7 +19,8 @@ DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantize
 
 def settings_record(run_settings: dict, sort_ids: bool = True) -> dict:
     """run.json's settings: the lock's run settings plus the protocol's fixed choices (run writes, audit checks)."""
-    return dict(run_settings, doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)
+    fixed = {key: value for key, value in PROTOCOL_SETTINGS.items() if key not in run_settings}  # add_bos_token: a profile's
+    return dict(run_settings, doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **fixed)
 
 
 def notice_for(profile) -> str:

@@ -139,6 +139,10 @@ class IndependentWorker(threading.Thread):
             raise self.error
 
 
+def _bos(settings: dict) -> bool:
+    return settings.get("add_bos_token", False)
+
+
 def execute(options: RunOptions) -> records.RunRecord:
     scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-"))  # lm-eval's datasets cache, private to this run
     try:
@@ -152,7 +156,7 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
     start = time.perf_counter()
     timings = {}
     lock, profile, cache, spec = options.lock, options.profile, Path(options.cache).resolve(), options.spec
-    settings = settings_record(lock.run_settings, options.sort_ids)
+    settings = settings_record(lock.settings_for(profile.name), options.sort_ids)
     manifest = require_matching(read_manifest(cache), cache, lock, profile)
     atomic.new_directory(options.out, "--out")
     atomic.new_directory(options.private, "--private")
@@ -191,7 +195,8 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.
         verify_files(cache, manifest, roles=("model",))
     # Pre-flight: every question must fit without truncation before any model call.
-    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"]) for idx in scored_ids}
+    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], _bos(settings))
+                for idx in scored_ids}
     pairs_by_idx = {idx: expected[idx].pairs() for idx in scored_ids}
 
     # The independent path runs in a worker thread beside the official path: torch releases
@@ -202,7 +207,7 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
     try:
         with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official",
                    announce=True):
-            official = run_official(model, tokenizer, lock, spec, data_files_of(cache, manifest, spec), scored_ids,
+            official = run_official(model, tokenizer, settings, spec, data_files_of(cache, manifest, spec), scored_ids,
                                     sort_ids=options.sort_ids)
         public_results = _write_lm_eval_output(options, official, scrub)
 

@@ -256,3 +256,54 @@ def test_a_lock_under_sdpa_attention_is_run_and_audited_as_such(own_model, tmp_p
     lock.write_text(json.dumps(raw))
     done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache)
     assert done.returncode == 2 and "attention one of ('eager', 'sdpa'), got 'cpu' and 'flash_attention_2'" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def bos_model(embedded_cache, tmp_path_factory):
+    """A tiny random OPT (another architecture) whose tokenizer opens every text with its BOS token, as OPT's does."""
+    import torch
+    from tokenizers import processors
+    from transformers import AutoTokenizer, OPTConfig, OPTForCausalLM
+
+    folder = tmp_path_factory.mktemp("bos-model")
+    torch.manual_seed(3)
+    config = OPTConfig(vocab_size=49152, hidden_size=16, num_hidden_layers=1, ffn_dim=32, num_attention_heads=2,
+                       max_position_embeddings=1024, word_embed_proj_dim=16, bos_token_id=1, eos_token_id=2,
+                       pad_token_id=2)
+    OPTForCausalLM(config).save_pretrained(folder, safe_serialization=True, max_shard_size="4MB")
+    tokenizer = AutoTokenizer.from_pretrained(str(embedded_cache / "model"))
+    tokenizer.bos_token = "<|im_start|>"
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|im_start|> $A", pair="<|im_start|> $A $B", special_tokens=[("<|im_start|>", 1)])
+    tokenizer.save_pretrained(folder)
+    assert AutoTokenizer.from_pretrained(str(folder))("a")["input_ids"][0] == 1
+    return folder
+
+
+def test_a_model_that_needs_bos_is_pinned_run_and_audited_with_it(bos_model, tmp_path):
+    data = tmp_path / "d"
+    data.mkdir()
+    _write_jsonl(data, "train", _pairs(8))
+    _write_jsonl(data, "validation", _pairs(200))
+    lock = tmp_path / "bos.lock.json"
+    done = run_script("prepare.py", "--pin", "opt", "--task", "rte", "--model", bos_model, "--data", data,
+                      "--new-lock", lock, "--add-bos-token", "--attention", "sdpa")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(lock.read_text())["profiles"]["opt"]["settings"] == {"add_bos_token": True, "attention": "sdpa"}
+    cache = tmp_path / "cache"
+    assert run_script("prepare.py", "--lock", lock, "--profile", "opt", "--cache", cache).returncode == 0
+    done = run_script("run.py", "--lock", lock, "--profile", "opt", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "opt-smoke")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["settings"]["add_bos_token"] is True and record["settings"]["attention"] == "sdpa"
+    assert record["max_abs_diff"] == 0.0
+    private = json.loads((tmp_path / "private" / "private.json").read_text())
+    assert all(q["context_tokens"][0] == 1 for q in private["questions"])  # BOS opens every context
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    raw = json.loads(lock.read_text())  # the same records under a lock without BOS: identity names the tokens
+    del raw["profiles"]["opt"]["settings"]["add_bos_token"]
+    (tmp_path / "nobos.lock.json").write_text(json.dumps(raw))
+    done = run_script("audit.py", "--lock", tmp_path / "nobos.lock.json", "--out", tmp_path / "out", "--arithmetic-only")
+    assert done.returncode == 1 and "run: settings: expected" in done.stdout

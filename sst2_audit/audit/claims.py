@@ -227,7 +227,7 @@ def check_claims(run: RunFolder) -> LevelResult:
         return result
     profile, spec = lock.profile(record.profile), run.task_spec()
     result.expect("run", "run_name (a safe slug)", True, bool(RUN_NAME.match(record.run_name)))
-    result.expect("run", "settings", settings_record(lock.run_settings), record.settings)
+    result.expect("run", "settings", settings_record(lock.settings_for(record.profile)), record.settings)
     result.expect("run", "demo (the lock's profile)", profile.demo, record.demo)
     result.expect("run", "notice (the lock's profile)", notice_for(profile), record.notice)
     result.expect("run", "lock_fully_hashed (the lock's profile)", profile.fully_hashed, record.lock_fully_hashed)

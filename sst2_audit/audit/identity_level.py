@@ -67,8 +67,9 @@ def check(run: RunFolder, cache: Path) -> LevelResult:
                 result.fail(f"row idx {idx}: a confirmation id appears in {place}; the confirmation set is sealed")
 
     tokenizer = AutoTokenizer.from_pretrained(str(Path(cache) / "model"), local_files_only=True)
-    max_length = lock.run_settings["max_length"]
-    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, max_length)
+    settings = lock.settings_for(record.profile)
+    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"],
+                                       settings.get("add_bos_token", False))
                 for idx in record.split.scored_ids if idx in by_idx and idx not in sealed}
     mismatches = check_question_records(record.questions, expected)
     fields_per_question = len(next(iter(expected.values())).public_fields()) + 1 if expected else 1

@@ -65,7 +65,7 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
     chosen = draw(scored, rows, seed)
     split.require_dev(chosen)  # never a confirmation row, whatever the record says
     questions = {q.idx: q for q in record.questions}
-    settings = lock.run_settings
+    settings = lock.settings_for(record.profile)
     torch.set_num_threads(settings["threads"])
     with phase("rescore: load model"):
         model, tokenizer = load_model(Path(cache) / "model", settings)
@@ -81,7 +81,8 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
                 result.fail(f"row idx {idx}: a dev row the run scored has no question record")
                 continue
             doc = by_idx[idx].as_doc()
-            encoded = encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx, settings["max_length"])
+            encoded = encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx, settings["max_length"],
+                                      settings.get("add_bos_token", False))
             pairs[idx] = (list(questions[idx].independent_scores), list(scorer.score(idx, encoded).candidate_scores))
     verdict = judge(pairs, bits, predict, basis=(
         "this machine runs the lock's numeric mode: bit for bit required" if bits else
