@@ -12,12 +12,20 @@ from pathlib import Path
 from .errors import InputError
 
 
+def _unwritable(path: Path, error: OSError) -> InputError:
+    """The user's environment, not our bug: exit 2 naming the folder."""
+    return InputError(f"{path}: cannot write here ({error.strerror or error}); choose a folder you can write to.")
+
+
 def write_bytes(path: Path, data: bytes, *, overwrite: bool = False) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and not overwrite:
         raise InputError(f"{path}: refusing to overwrite an existing file.")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise _unwritable(path.parent, error) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make shared records unreadable to others
@@ -70,10 +78,15 @@ def temp_path_beside(path: Path) -> Path:
 def new_directory(path: Path, what: str) -> Path:
     """Create a run folder that did not exist: a finished run is never overwritten."""
     path = Path(path)
-    if path.exists() and any(path.iterdir()):
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise InputError(
             f"{what} {path} already exists and is not empty; a finished run is never "
             "overwritten. Choose another folder or move the old one away."
         )
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{what} {path}: cannot create the folder ({error.strerror or error}).") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {path}: the folder is not writable.")
     return path

@@ -270,6 +270,8 @@ def _audit(argv) -> int:
         parser.error("give exactly one of --out DIR, --bundle-file FILE, --compare A B")
     if args.bundle and not args.run:
         parser.error("--bundle packs a run folder (--out DIR)")
+    if args.bundle and args.arithmetic_only:
+        parser.error("--bundle packs only a run whose identity level was checked; leave out --arithmetic-only")
     if args.structural and args.rescore is not None:
         parser.error("--structural rescores nothing; leave out --rescore")
     if args.report and not args.compare:

@@ -61,7 +61,7 @@ def _fail(options, check: str, message: str, mismatches: list, settings: dict) -
     record = records.FailureRecord(options.run_name, check, message, mismatches, settings)
     atomic.write_text(options.out / records.REPORT_FILE, render_failure(record))
     records.write(options.out / records.FAILURE_FILE, record)
-    raise CheckFailed(f"{message} Failure record: {options.out / records.FAILURE_FILE}")
+    raise RunFailed(f"{message} Failure record: {options.out / records.FAILURE_FILE}")
 
 
 def _public_samples(samples: list) -> list:
@@ -143,11 +143,22 @@ def _bos(settings: dict) -> bool:
     return settings.get("add_bos_token", False)
 
 
+class RunFailed(CheckFailed):
+    """A check failed and its failure record was written: the run folder keeps it."""
+
+
 def execute(options: RunOptions) -> records.RunRecord:
     scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-"))  # lm-eval's datasets cache, private to this run
+    fresh = [folder for folder in (options.out, options.private) if not Path(folder).exists()]
     try:
         with contextlib.ExitStack() as stack:
             return _execute(options, scratch, stack)
+    except RunFailed:
+        raise
+    except BaseException:  # an error, Ctrl-C: nothing was recorded, so no folder is left to block the name
+        for folder in fresh:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -103,7 +103,7 @@ def test_a_bundled_report_that_differs_from_the_records_fails_the_audit(full_run
     run = tmp_path / "run"
     shutil.copytree(full_run / "out", run)
     code, out = audit(capsys, "--out", run, "--cache", embedded_cache, "--bundle", "--results", tmp_path / "results",
-                      "--arithmetic-only")
+                      "--structural")
     assert code == 4, out
     bundle = tmp_path / "results" / "test-full.tar.gz"
     members = members_of(bundle)

@@ -55,10 +55,11 @@ def compare(a, b) -> Comparison:
                           "nothing to compare")
     result = Comparison(f"A: {ra.run_name} (task {ra.task}, profile {ra.profile}, {ra.mode}); "
                         f"B: {rb.run_name} (task {rb.task}, profile {rb.profile}, {rb.mode})")
-    if ra.task != rb.task:
-        result.differences.append(("task", ra.task, rb.task))
-        result.summary.append("different tasks: different questions; nothing else to compare")
-        return result
+    if ra.task != rb.task:  # a paired comparison needs the same questions
+        from ..errors import InputError
+
+        raise InputError(f"--compare: A is a run of task {ra.task}, B of task {rb.task}; a paired comparison needs "
+                         "the same questions (runs of one task, over the same rows).")
     result.differences += _differences("setting", ra.settings, rb.settings)
     result.differences += _differences("evaluator", ra.evaluator, rb.evaluator)
     result.differences += _differences("resource", {r["path"]: r["sha256"] for r in ra.resources},

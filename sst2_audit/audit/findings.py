@@ -38,7 +38,7 @@ class LevelResult:
             return [f"{self.name}: SKIPPED ({self.skipped})"]
         notes = [f"  {note}" for note in self.notes]
         if not self.problems:
-            return [f"{self.name}: PASS ({self.checks} checks)"] + notes
+            return [f"{self.name}: PASS ({self.checks} check{'' if self.checks == 1 else 's'})"] + notes
         shown = [f"  - {p if len(p) <= 4 * MAX_SHOWN else p[:4 * MAX_SHOWN] + '...'}" for p in self.problems[:limit]]
         more = len(self.problems) - limit
         return [f"{self.name}: FAIL ({len(self.problems)} of {self.checks} checks)"] + notes + shown + (

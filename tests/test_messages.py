@@ -1,0 +1,57 @@
+"""Messages that tell the truth: the user's environment is exit 2 naming the folder, an interrupted
+run leaves nothing behind that blocks its name, and bad usage is refused before any work."""
+
+import signal
+import subprocess
+import sys
+
+from conftest import REPO, one_paragraph, run_script
+from test_attacks import REFERENCE, audit
+
+
+def test_an_unwritable_out_or_private_folder_is_exit_2_and_leaves_nothing(embedded_cache, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                      "--out", blocker / "out", "--private", tmp_path / "private")
+    assert done.returncode == 2 and f"--out {blocker / 'out'}: cannot create the folder" in one_paragraph(done.stderr)
+    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", blocker / "private")
+    assert done.returncode == 2 and f"--private {blocker / 'private'}: cannot create the folder" in one_paragraph(done.stderr)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()  # no empty --out left
+
+
+def test_ctrl_c_leaves_no_folder_that_blocks_the_run_name(embedded_cache, tmp_path):
+    process = subprocess.Popen([sys.executable, str(REPO / "run.py"), "--profile", "embedded", "--cache",
+                                str(embedded_cache), "--out", str(tmp_path / "out"), "--private",
+                                str(tmp_path / "private")], stderr=subprocess.PIPE, text=True, cwd=REPO)
+    for line in process.stderr:  # interrupt once the model is loading or scoring
+        if line.startswith("[model load]") or "official path" in line:
+            process.send_signal(signal.SIGINT)
+            break
+    rest = process.stderr.read()
+    assert process.wait() == 2 and "interrupted; nothing half-written was kept." in rest
+    assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()
+
+
+def test_compare_of_two_tasks_is_refused(rte_run, capsys):
+    code, out = audit(capsys, "--compare", REFERENCE, rte_run / "out")
+    assert code == 2 and "--compare: A is a run of task sst2, B of task rte; a paired comparison needs the same " \
+                         "questions" in one_paragraph(out)
+
+
+def test_bundle_needs_the_identity_level_and_a_writable_results_folder(full_run, embedded_cache, tmp_path, capsys):
+    code, out = audit(capsys, "--out", full_run / "out", "--arithmetic-only", "--bundle", "--results", tmp_path)
+    assert code == 2 and "--bundle packs only a run whose identity level was checked" in out
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    code, out = audit(capsys, "--out", full_run / "out", "--cache", embedded_cache, "--structural", "--bundle",
+                      "--results", blocker / "results")
+    assert code == 2 and f"{blocker / 'results'}: cannot write here" in one_paragraph(out), out
+
+
+def test_one_check_is_not_checks(capsys):
+    from sst2_audit.audit.findings import LevelResult
+
+    assert LevelResult("x", checks=1).lines() == ["x: PASS (1 check)"]
+    assert LevelResult("x", checks=2).lines() == ["x: PASS (2 checks)"]
