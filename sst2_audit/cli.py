@@ -162,11 +162,15 @@ def _run(argv) -> int:
     parser.add_argument("--task", help="the lm-eval task (default: the profile's task; the lock pins which)")
     parser.add_argument("--quiet", action="store_true", help="no progress; one result line")
     parser.add_argument("--json", action="store_true", help="no progress; the summary as JSON on stdout")
-    parser.add_argument("--list-tasks", action="store_true",
-                        help="list the installed multiple_choice tasks, supported or not and why, then exit")
+    parser.add_argument("--list-tasks", nargs="?", const="*", metavar="PATTERN",
+                        help="list the installed multiple_choice tasks whose name matches PATTERN (a glob, default *): "
+                             "pinned, supported or refused and why, then exit")
+    parser.add_argument("--supported", action="store_true", help="with --list-tasks: only pinned and supported tasks")
     args = parser.parse_args(argv)
-    if args.list_tasks:
+    if args.list_tasks is not None:
         return _list_tasks(args)
+    if args.supported:
+        parser.error("--supported filters --list-tasks")
     lock, profile = _lock_and_profile(args)
     spec = _spec_for_run(lock, profile, args.task)
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke)
@@ -210,17 +214,21 @@ def _spec_for_run(lock, profile, task: str | None):
 
 
 def _list_tasks(args) -> int:
+    """One aligned line a task: name, pinned / supported / refused, and its YAML or the reason."""
     from .lock import load_lock
     from .task_spec import list_installed
 
     pinned = load_lock(args.lock).evaluator.get("tasks", {})
-    found = list_installed()
+    found = list_installed(args.list_tasks)
     supported = [entry for entry in found if entry[2] is None]
-    print(f"{len(found)} installed multiple_choice tasks, {len(supported)} within the audit's protocol "
-          f"(zero-shot, acc / acc_norm, no code hooks); pinned in {args.lock}: {', '.join(sorted(pinned))}")
-    for name, path, reason in sorted(found):
-        state = "pinned" if name in pinned else "supported" if reason is None else f"unsupported: {reason}"
-        print(f"{name}\t{path}\t{state}")
+    shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]
+    print(f"{len(found)} installed multiple_choice tasks match {args.list_tasks!r}, {len(supported)} within the audit's "
+          f"protocol (zero-shot, acc / acc_norm, no code hooks); pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "
+          "a supported task is pinned with prepare.py --pin")
+    width = min(max((len(name) for name, _, _ in shown), default=0), 48)
+    for name, path, reason in shown:
+        state = "pinned" if name in pinned else "supported" if reason is None else "refused"
+        print(f"{name:<{width}}  {state:<9}  {path if reason is None else reason}")
     return 0
 
 

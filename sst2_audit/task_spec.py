@@ -222,11 +222,20 @@ def spec_for(lock, name: str) -> TaskSpec:
     return spec
 
 
-def list_installed() -> list:
-    """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task."""
+def list_installed(pattern: str = "*") -> list:
+    """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
+    whose name matches the glob `pattern` (a YAML names its own task, so a file whose `task:` line
+    cannot match is skipped before lm-eval's loader reads it)."""
+    import fnmatch
+
     root = installed_tasks_root()
     found = []
+    task_line = re.compile(r"^['\"]?task['\"]?:\s*['\"]?([^'\"\s]+)", re.MULTILINE)
     for path in sorted(root.rglob("*.yaml")):
+        if pattern != "*":
+            named = task_line.search(path.read_text(encoding="utf-8", errors="replace"))
+            if named is None or not fnmatch.fnmatchcase(named.group(1), pattern):
+                continue
         try:
             config = load_config(path)
         except Exception:  # a YAML lm-eval itself could not read is not a task we can list
@@ -235,7 +244,8 @@ def list_installed() -> list:
             continue
         if not isinstance(config.get("task"), str):
             continue
-        found.append((config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(config)))
+        if fnmatch.fnmatchcase(config["task"], pattern):
+            found.append((config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(config)))
     return found
 
 

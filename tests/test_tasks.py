@@ -143,12 +143,25 @@ def test_task_option_names_the_profile_that_has_the_data():
 def test_list_tasks_says_supported_or_why_not():
     done = run_script("run.py", "--list-tasks")
     assert done.returncode == 0, done.stderr
-    lines = dict((line.split("\t")[0], line.split("\t")[2]) for line in done.stdout.splitlines()[1:])
-    assert lines["sst2"] == lines["rte"] == lines[IS_TASK] == "pinned"
-    assert lines["arc_easy"] == "supported"
-    assert lines["hellaswag"].startswith("unsupported: uses `!function` hooks (process_docs)")
-    assert lines["mrpc"] == "unsupported: reports metrics ['f1'] (supported: acc, acc_norm)"
-    assert done.stdout.splitlines()[0].startswith(f"{len(lines)} installed multiple_choice tasks, ")
+    # columns are two spaces or more apart; a few task names hold a single space
+    rows = [[part.strip() for part in line.split("  ") if part.strip()] for line in done.stdout.splitlines()[1:]]
+    lines = {row[0]: row[1:] for row in rows}
+    assert lines["sst2"][0] == lines["rte"][0] == lines[IS_TASK][0] == "pinned"
+    assert lines["arc_easy"] == ["supported", "lm_eval/tasks/arc/arc_easy.yaml"]
+    assert lines["hellaswag"][0] == "refused" and lines["hellaswag"][1].startswith("uses `!function` hooks (process_docs)")
+    assert lines["mrpc"] == ["refused", "reports metrics ['f1'] (supported: acc, acc_norm)"]
+    assert done.stdout.splitlines()[0].startswith(f"{len(done.stdout.splitlines()) - 1} installed multiple_choice "
+                                                  "tasks match '*', ")
+    width = min(max(len(name) for name in lines), 48)  # aligned columns: the state starts at one position
+    assert all(line[width + 2:].split()[0] in ("pinned", "supported", "refused")
+               for line, row in zip(done.stdout.splitlines()[1:], rows) if len(row[0]) <= width)
+    done = run_script("run.py", "--list-tasks", "arc_challenge_mt_*", "--supported")
+    names = [line.split()[0] for line in done.stdout.splitlines()[1:]]
+    assert done.returncode == 0 and len(names) > 1 and all(n.startswith("arc_challenge_mt_") for n in names), done.stdout
+    assert all(line.split()[1] == "supported" for line in done.stdout.splitlines()[1:])
+    done = run_script("run.py", "--list-tasks", "mmlu_abstract_algebra")  # a quoted `"task":` key is found too
+    assert done.stdout.splitlines()[1].split()[:2] == ["mmlu_abstract_algebra", "refused"], done.stdout
+    assert len(done.stdout.splitlines()) == 2
 
 
 @pytest.mark.parametrize("fixture, profile, metrics", [
