@@ -39,8 +39,13 @@ def _guarded(body, argv) -> int:
         return InternalError.exit_code
 
 
+EXIT_CODES = ("exit codes: 0 all checks passed; 1 a check failed; 2 bad usage or input (one paragraph naming the "
+              "file or option); 3 a bug in sst2-audit (--debug shows the traceback)")
+
+
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):  # no prefixes: `--smok` is an error, not --smoke
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message):  # bad usage: exit 2 through the same path as every input error
@@ -86,7 +91,11 @@ def _prepare(argv) -> int:
     from . import prepare
     from .manifest import read_manifest
 
-    parser = _Parser(prog="prepare.py", description="Fetch, verify and cache the pinned resources.")
+    parser = _Parser(prog="prepare.py", description="Fetch, verify and cache the pinned resources.", epilog=(
+        "profiles of the shipped lock: embedded (offline demo, SST-2-shaped), embedded-rte, embedded-inverse-scaling, "
+        "glue-sst2 (needs the hub)\n\nexamples:\n  python prepare.py --profile embedded\n"
+        "  python prepare.py --pin mine --task rte --model my-model/ --data my-data/ --new-lock locks/mine.lock.json\n"
+        "  python prepare.py --lock locks/mine.lock.json --profile mine --cache cache-mine\n\n" + EXIT_CODES))
     _with_profile(parser)
     parser.add_argument("--from", dest="import_dir", type=Path, help="import files copied from a connected machine")
     parser.add_argument("--verify", action="store_true", help="only re-hash the cache against manifest and lock")
@@ -151,7 +160,9 @@ def _run(argv) -> int:
     from . import run_job
     from .report import json_summary, quiet_line, run_summary
 
-    parser = _Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.")
+    parser = _Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.", epilog=(
+        "examples:\n  python run.py --profile embedded\n  python run.py --profile embedded --smoke --quiet\n"
+        "  python run.py --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
     _with_profile(parser)
     parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
     parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
@@ -249,7 +260,9 @@ def _audit(argv) -> int:
     import tempfile
 
     parser = _Parser(prog="audit.py", description="Re-check a finished run offline; pack or check a reviewer bundle.",
-                     epilog="exit codes: 0 PASS (every level passed, every scored row rescored bit for bit); "
+                     epilog="examples:\n  python audit.py --bundle-file results/embedded-full-reference.tar.gz\n"
+                            "  python audit.py --out runs/NAME --bundle\n  python audit.py --compare A B --report cmp.html"
+                            "\n\nexit codes: 0 PASS (every level passed, every scored row rescored bit for bit); "
                             "1 a check failed; 2 bad usage or input; 3 a bug in sst2-audit; 4 no problem found "
                             "but not everything verified (--structural, --rescore N, --arithmetic-only, drift "
                             "only, --accept-old-schema, --trust-bundle-lock): the verdict line names what.")
