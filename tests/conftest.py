@@ -9,6 +9,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "resources.lock.json"
 TEST_CACHE = REPO / ".test-cache"
+# The suite's caches share one store (sst2_audit/store.py): the wheel is downloaded and converted once.
+os.environ.setdefault("SST2_AUDIT_STORE", str(TEST_CACHE / "store"))
 
 # Tests that score in this process (rescore) run in the lock's numeric mode, as the entry scripts do;
 # it must be set before any test module imports torch.

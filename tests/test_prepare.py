@@ -235,3 +235,34 @@ def test_local_folder_through_a_variable_is_portable_and_never_published(tmp_pat
     config = next(f for f in manifest.files if f.path == "model/config.json")
     assert config.source == "local file ${MY_MODELS}/model/config.json"
     assert str(embedded_cache) not in (tmp_path / "c" / "manifest.json").read_text()
+
+
+def test_profiles_that_pin_one_model_keep_one_copy_of_it(embedded_cache, rte_cache, inverse_scaling_cache):
+    """The three embedded profiles pin one wheel: converted once, linked into every cache from the store."""
+    import os
+
+    files = [cache / "model" / "model.safetensors" for cache in (embedded_cache, rte_cache, inverse_scaling_cache)]
+    assert len({os.stat(path).st_ino for path in files}) == 1, [os.stat(p).st_ino for p in files]
+
+
+def test_a_damaged_store_is_caught_by_the_lock(embedded_cache, tmp_path):
+    import shutil
+
+    from conftest import load_lock_json
+
+    model = load_lock_json()["profiles"]["embedded"]["model"]
+    key = f"wheel-{model['wheel']['sha256'][:16]}-member-{model['member']['sha256']}"
+    store = tmp_path / "store"
+    (store / key).mkdir(parents=True)
+    for folder in ("model", "downloads"):
+        shutil.copytree(embedded_cache / folder, store / key / folder)  # copies: the cache stays intact
+    (store / key / ".complete").write_text("")
+    weights = store / key / "model" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    done = run_script("prepare.py", "--profile", "embedded", "--cache", tmp_path / "cache",
+                      env={"SST2_AUDIT_STORE": str(store)})
+    assert done.returncode == 1, done.stderr
+    assert "from the shared store" in done.stderr and "model/model.safetensors" in one_paragraph(done.stderr)
+    assert not (tmp_path / "cache" / "manifest.json").exists()

