@@ -102,7 +102,8 @@ def _prepare(argv) -> int:
     parser.add_argument("--update-lock", action="store_true", help="fill the lock's unknown sha256s after a verified download")
     parser.add_argument("--pin", metavar="PROFILE", help="write a NEW lock (--new-lock) = --lock + this profile, pinning "
                                                          "--model DIR and --data DIR|FILE for --task")
-    parser.add_argument("--model", type=Path, help="with --pin: a local Hugging Face causal LM folder (safetensors)")
+    parser.add_argument("--model", type=Path, help="with --pin: a local Hugging Face causal LM folder (safetensors), "
+                                                   "hub:ORG/NAME@REV, or model:NAME to share an entry of the lock's models")
     parser.add_argument("--data", type=Path, help="with --pin: a folder of <split>.parquet|.jsonl|.csv, or one file")
     parser.add_argument("--task", help="with --pin: the lm-eval task the data is for (pinned in --lock)")
     parser.add_argument("--new-lock", type=Path, help="with --pin: where the new lock is written (never overwritten)")
@@ -143,10 +144,10 @@ def _pin(args, parser) -> int:
         parser.error(f"--pin needs {', '.join(missing)}")
     settings = {**({"attention": args.attention} if args.attention else {}),
                 **({"add_bos_token": True} if args.add_bos_token else {})}
-    profile = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
-                  args.evaluator_wheel, settings)
-    print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, "
-          f"{len(profile['model']['files'])} model files, splits "
+    profile, model = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
+                         args.evaluator_wheel, settings)
+    print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, model entry "
+          f"{profile['model']!r} with {len(model['files'])} files, splits "
           f"{', '.join(f['split'] + ' ' + str(f['rows']) + ' rows' for f in profile['data']['files'])}); next: "
           f"python prepare.py --lock {args.new_lock} --profile {args.pin} --cache <cache>")
     return 0

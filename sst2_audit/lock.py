@@ -15,7 +15,9 @@ from .errors import InputError
 from .hashing import canonical_json, sha256_text
 
 LOCK_SCHEMA = "sst2-audit/resources.lock"
-LOCK_SCHEMA_VERSION = 3  # 3: evaluator.tasks and a profile's task; 2: run_settings.numeric_mode (older ones upgraded on read)
+# 4: `models`, model entries that several profiles reference by name; 3: evaluator.tasks and a profile's
+# task; 2: run_settings.numeric_mode (older ones upgraded on read)
+LOCK_SCHEMA_VERSION = 4
 SOURCES = ("hub", "wheel", "demo", "local")
 RUN_SETTING_KEYS = (
     "dtype", "device", "threads", "attention", "seed", "max_length",
@@ -192,6 +194,16 @@ def _check_numbers(split: dict, settings: dict, where: str) -> None:
                          f"strings ({{}} = the CPU's native mode), got {mode!r}.")
 
 
+def _model_of(body: dict, models: dict, here: str) -> tuple:
+    """(the model resource's raw entry, where it is written): inline, or a name in the lock's models."""
+    model = body.get("model")
+    if isinstance(model, str):
+        if model not in models:
+            raise InputError(f"{here}.model: {model!r} is not one of the lock's models ({', '.join(sorted(models)) or 'none'}).")
+        return models[model], f"models.{model}"
+    return _need(body, "model", dict, here), f"{here}.model"
+
+
 def _profile_settings(raw, where: str) -> dict:
     if not isinstance(raw, dict) or not all(key in PROFILE_SETTINGS and PROFILE_SETTINGS[key](value)
                                             for key, value in raw.items()):
@@ -216,7 +228,12 @@ def _upgrade_from_2(raw: dict) -> dict:
     return dict(raw, schema_version=3, evaluator=evaluator)
 
 
-UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2}
+def _upgrade_from_3(raw: dict) -> dict:
+    """Version 3 had each profile's model inline; inline entries stay valid in version 4."""
+    return dict(raw, schema_version=4)
+
+
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
 
 
 def parse_lock(raw, path: Path, digest: str) -> Lock:
@@ -252,11 +269,15 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
         if key not in settings:
             raise InputError(f"{where}: run_settings.{key} is missing.")
     _check_numbers(split, settings, where)
+    models = raw.get("models", {})
+    if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
+        raise InputError(f"{where}: models must map names to model resources, got {str(models)[:80]!r}.")
     profiles = {}
     for name, body in _need(raw, "profiles", dict, where).items():
         here = f"{where}: profiles.{name}"
         if not isinstance(body, dict):
             raise InputError(f"{here}: expected an object, got {type(body).__name__}.")
+        model_body, model_where = _model_of(body, models, here)
         task = body.get("task", evaluator["task"])
         if not isinstance(task, str):
             raise InputError(f"{here}.task: expected a task name, got {type(task).__name__} {str(task)[:40]!r}.")
@@ -264,9 +285,10 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
             name=name,
             demo=bool(body.get("demo", False)),
             description=str(body.get("description", "")),
-            model=_resource(_need(body, "model", dict, here), "model", f"{here}.model"),
+            model=_resource(model_body, "model", model_where),
             data=_resource(_need(body, "data", dict, here), "data", f"{here}.data"),
-            pins_sha256=sha256_text(canonical_json(body)),
+            pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body.get("model") != model_body
+                                                    else body)),  # a named model's pins bind the cache too
             task=task,
             notice=body.get("notice") if isinstance(body.get("notice"), str) else None,
             settings=_profile_settings(body.get("settings", {}), f"{here}.settings"),

@@ -21,6 +21,7 @@ from .hashing import sha256_file
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
                    "tokenizer.model", "added_tokens.json")
 PICKLES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+MODEL_REFERENCE = "model:"  # --model model:NAME shares an entry of the base lock's models
 DATA_SUFFIXES = (".parquet", ".jsonl", ".csv")
 
 
@@ -222,7 +223,15 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         pin_task(raw, task, evaluator_wheel)
         base = parse_lock(raw, Path(base_lock), "")
     spec = spec_for(base, task)
-    if not hub_pin.is_hub(model):  # a local folder's file list is checked before any data is converted
+    models = base.raw.get("models", {})
+    shared = str(model).startswith(MODEL_REFERENCE)
+    if shared and str(model)[len(MODEL_REFERENCE):] not in models:
+        raise InputError(f"--model {model}: {base_lock} has no model entry of that name (models: "
+                         f"{', '.join(sorted(models)) or 'none'}).")
+    if not shared and name in models:
+        raise InputError(f"--pin {name}: {base_lock} already has a model entry {name!r}; choose another profile name "
+                         f"or share it with --model {MODEL_REFERENCE}{name}.")
+    if not shared and not hub_pin.is_hub(model):  # a local folder's file list is checked before any data is converted
         if not model.is_dir():
             raise InputError(f"--model {model}: expected a model folder (config.json, *.safetensors, tokenizer files).")
         model_names([p.name for p in model.iterdir() if p.is_file()], str(model))
@@ -236,7 +245,8 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
     try:
         if not hub_pin.is_hub(data):
             data_entry = dict(data_resource(data, spec, base.raw, target), path=relative(target, new_lock))
-        model_entry = _model_entry(model, new_lock)  # the expensive step (a download, hashing weights) last
+        # the expensive step (a download, hashing weights) last; a shared entry is already pinned
+        model_entry = models[str(model)[len(MODEL_REFERENCE):]] if shared else _model_entry(model, new_lock)
     except BaseException:
         if target.is_dir():
             for leftover in target.iterdir():
@@ -246,7 +256,7 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
     profile = {
         "task": task,
         "description": f"{name}: the model {model} on the data {data}, pinned by prepare.py --pin",
-        "model": model_entry,
+        "model": str(model)[len(MODEL_REFERENCE):] if shared else name,  # an entry of the lock's models
         "data": data_entry,
     }
     if settings:  # the profile's own run settings (attention, add_bos_token): both paths use them
@@ -254,8 +264,10 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
     if notice:
         profile.update(demo=True, notice=notice)
     raw["profiles"][name] = profile
+    raw.setdefault("models", {})[profile["model"]] = model_entry
+    raw["schema_version"] = 4  # models: the entries profiles share (lock schema 4)
     text = json.dumps(raw, indent=2, sort_keys=True) + "\n"
     checked = parse_lock(json.loads(text), Path(new_lock), "")  # the new lock must read before it exists
     require_data_for(spec, checked.profile(name))
     atomic.write_text(new_lock, text)
-    return profile
+    return profile, model_entry

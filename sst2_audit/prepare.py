@@ -66,6 +66,11 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
                 entries += [_check_staged(f, profile, needed) for f in fetched]
             staged += fetched
         entries = tuple(entries)
+        from .store import share
+
+        for entry, f in zip(entries, staged):  # profiles that share a model keep one copy of each file
+            if entry.role == "model":
+                share(f.staged, entry.sha256)
         # Everything matched: only now does anything enter the cache.
         for f in staged:
             target = cache / f.cache_path

@@ -1,5 +1,8 @@
 """A shared store of derived and downloaded files, so profiles that pin the same model keep one copy.
 
+Every verified model file is also kept once by content (`objects/<sha256>`), whatever its source:
+two caches of profiles that share a model entry hold hard links to one file.
+
 The embedded profiles all pin the same wheel and GGUF member: the wheel and its float32 snapshot
 are kept once, under the member's sha256, and every cache hard-links them (a copy where the file
 system cannot link). Nothing from the store is trusted: prepare stages the files and checks each
@@ -60,3 +63,28 @@ def put(key: str, source: Path) -> None:
     except OSError:
         if partial is not None:
             shutil.rmtree(partial, ignore_errors=True)
+
+
+def share(path: Path, sha256: str) -> None:
+    """Make a verified cache file a link to the store's object of that content (best effort).
+
+    An object already there is re-hashed before it replaces anything: the store is never trusted.
+    """
+    from .hashing import sha256_file
+
+    objects = root() / "objects"
+    target = objects / sha256
+    try:
+        objects.mkdir(parents=True, exist_ok=True)
+        if not target.is_file():
+            partial = objects / f".{sha256}.{os.getpid()}"
+            os.link(path, partial)
+            os.replace(partial, target)
+            return
+        if os.stat(target).st_ino == os.stat(path).st_ino or sha256_file(target) != sha256:
+            return  # already one file, or a damaged object that a fresh file must not be replaced by
+        linked = Path(path).with_name(f".{Path(path).name}.shared")
+        os.link(target, linked)
+        os.replace(linked, path)
+    except OSError:  # another file system, a read-only store: the cache keeps its own copy
+        return

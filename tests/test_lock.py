@@ -38,8 +38,8 @@ def test_unknown_profile_is_refused(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read the lock file"),
     ("{not json", "not valid JSON"),
-    (json.dumps({"schema": "sst2-audit/resources.lock", "schema_version": 4}),
-     "expected schema 'sst2-audit/resources.lock' version 3, got 'sst2-audit/resources.lock' version 4"),
+    (json.dumps({"schema": "sst2-audit/resources.lock", "schema_version": 5}),
+     "expected schema 'sst2-audit/resources.lock' version 4, got 'sst2-audit/resources.lock' version 5"),
     ('{"schema": "sst2-audit/resources.lock", "schema": "other"}', "not acceptable JSON (duplicate key 'schema')"),
     (json.dumps(dict(json.loads(LOCK.read_text()), evaluator={
         k: v for k, v in json.loads(LOCK.read_text())["evaluator"].items() if k != "task"})),

@@ -51,11 +51,13 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
     base = json.loads(LOCK.read_text())
     assert {k: v for k, v in written["profiles"].items() if k != "mine"} == base["profiles"]  # no pin changed
     profile = written["profiles"]["mine"]
-    assert profile["model"]["path"].startswith("../") and not profile["model"]["path"].startswith("/")
+    assert written["schema_version"] == 4 and profile["model"] == "mine"  # an entry of the lock's models
+    model_entry = written["models"]["mine"]
+    assert model_entry["path"].startswith("../") and not model_entry["path"].startswith("/")
     assert profile["data"]["columns"] == [["sentence1", "string"], ["sentence2", "string"], ["label", "int64"],
                                           ["idx", "int64"]]
     assert sorted(profile["data"]["converted_from"]) == ["train", "validation"]
-    assert len([f for f in profile["model"]["files"] if f["path"].endswith(".safetensors")]) > 1
+    assert len([f for f in model_entry["files"] if f["path"].endswith(".safetensors")]) > 1
     cache = tmp_path / "cache"
     done = run_script("prepare.py", "--lock", new_lock, "--profile", "mine", "--cache", cache)
     assert done.returncode == 0, done.stderr
@@ -68,6 +70,17 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
                       "--bundle", "--results", tmp_path / "results")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
+    # a second profile shares the model entry: one pin, and one copy of each model file in the caches
+    shared_lock = locks / "shared.lock.json"
+    done = run_script("prepare.py", "--lock", new_lock, "--pin", "second", "--task", "rte", "--model", "model:mine",
+                      "--data", data, "--new-lock", shared_lock)
+    assert done.returncode == 0, done.stderr
+    shared = json.loads(shared_lock.read_text())
+    assert shared["profiles"]["second"]["model"] == "mine" and shared["models"] == written["models"]
+    assert run_script("prepare.py", "--lock", shared_lock, "--profile", "second", "--cache", tmp_path / "cache2").returncode == 0
+    weights = sorted(p.name for p in (cache / "model").glob("*.safetensors"))
+    assert weights and all((cache / "model" / w).stat().st_ino == (tmp_path / "cache2" / "model" / w).stat().st_ino
+                           for w in weights)
     # pinning again never overwrites
     before = tree_state(locks)
     done = run_script("prepare.py", "--lock", LOCK, "--pin", "mine", "--task", "rte", "--model", own_model,
@@ -181,9 +194,10 @@ def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model,
                           "--data", "hub:test-org/own-pairs@main", "--new-lock", new_lock, env=env)
         assert done.returncode == 0, done.stderr
         profile = json.loads(new_lock.read_text())["profiles"]["hubbed"]
-        assert profile["model"]["revision"] == model_rev and profile["data"]["revision"] == data_rev
+        model_entry = json.loads(new_lock.read_text())["models"][profile["model"]]
+        assert model_entry["revision"] == model_rev and profile["data"]["revision"] == data_rev
         assert ["sentence1", "large_string"] in profile["data"]["columns"]
-        assert sorted(f["path"] for f in profile["model"]["files"]) == sorted(model)  # config, shards, index, tokenizer
+        assert sorted(f["path"] for f in model_entry["files"]) == sorted(model)  # config, shards, index, tokenizer
         cache = tmp_path / "cache"
         done = run_script("prepare.py", "--lock", new_lock, "--profile", "hubbed", "--cache", cache, env=env)
         assert done.returncode == 0, done.stderr
