@@ -33,6 +33,28 @@ def _write_jsonl(folder, split, rows):
     (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _prepare_run_audit(lock, profile: str, tmp_path, env: dict | None = None) -> dict:
+    """prepare, a smoke run and the default audit (every row rescored) under `lock`: the run record."""
+    cache = tmp_path / "cache"
+    done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", cache, env=env)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", lock, "--profile", profile, "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", f"{profile}-smoke")
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
+    return json.loads((tmp_path / "out" / "run.json").read_text())
+
+
+def _rte_folder(folder, rows: int = 200):
+    """RTE-shaped JSONL written here: 8 train rows and `rows` validation rows."""
+    folder.mkdir()
+    _write_jsonl(folder, "train", _pairs(8))
+    _write_jsonl(folder, "validation", _pairs(rows))
+    return folder
+
+
 def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
     data = tmp_path / "my-data"
     data.mkdir()
@@ -152,15 +174,8 @@ def test_pin_a_task_the_lock_does_not_pin_with_a_struct_column(own_model, tmp_pa
     assert {k: v for k, v in written["evaluator"]["files"].items() if k in base} == base  # no pin changed
     assert ["choices", "struct<text: list<element: string>, label: list<element: string>>"] in written["profiles"]["arc"]["data"]["columns"]
     assert ["id", "string"] in written["profiles"]["arc"]["data"]["columns"]
-    cache = tmp_path / "cache"
-    assert run_script("prepare.py", "--lock", new_lock, "--profile", "arc", "--cache", cache).returncode == 0
-    done = run_script("run.py", "--lock", new_lock, "--profile", "arc", "--cache", cache, "--smoke",
-                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "arc-smoke")
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    record = _prepare_run_audit(new_lock, "arc", tmp_path)
     assert record["task"] == "arc_easy" and record["metrics"] == ["acc", "acc_norm"] and record["max_abs_diff"] == 0.0
-    done = run_script("audit.py", "--lock", new_lock, "--out", tmp_path / "out", "--cache", cache)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model, tmp_path):
@@ -220,10 +235,7 @@ def test_prepare_refuses_a_small_scored_split_before_the_model(own_model, tmp_pa
 
     from sst2_audit.hashing import sha256_file
 
-    data = tmp_path / "d"
-    data.mkdir()
-    _write_jsonl(data, "train", _pairs(8))
-    _write_jsonl(data, "validation", _pairs(200))
+    data = _rte_folder(tmp_path / "d")
     new_lock = tmp_path / "ok.lock.json"
     done = run_script("prepare.py", "--pin", "ok", "--task", "rte", "--model", own_model, "--data", data,
                       "--new-lock", new_lock)
@@ -246,10 +258,7 @@ def test_prepare_refuses_a_small_scored_split_before_the_model(own_model, tmp_pa
 def test_a_lock_under_sdpa_attention_is_run_and_audited_as_such(own_model, tmp_path):
     """Both paths share one loaded model, so under sdpa they run the same kernels: bit for bit again
     (measured on the embedded profile: 128/128 equal between the paths, 125/128 differ from eager by <= 2.86e-05)."""
-    data = tmp_path / "d"
-    data.mkdir()
-    _write_jsonl(data, "train", _pairs(8))
-    _write_jsonl(data, "validation", _pairs(200))
+    data = _rte_folder(tmp_path / "d")
     pinned = tmp_path / "eager.lock.json"
     assert run_script("prepare.py", "--pin", "mine", "--task", "rte", "--model", own_model, "--data", data,
                       "--new-lock", pinned).returncode == 0
@@ -257,15 +266,9 @@ def test_a_lock_under_sdpa_attention_is_run_and_audited_as_such(own_model, tmp_p
     raw["run_settings"]["attention"] = "sdpa"
     lock = tmp_path / "sdpa.lock.json"
     lock.write_text(json.dumps(raw))
-    cache = tmp_path / "cache"
-    assert run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache).returncode == 0
-    done = run_script("run.py", "--lock", lock, "--profile", "mine", "--cache", cache, "--smoke",
-                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "sdpa-smoke")
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    record = _prepare_run_audit(lock, "mine", tmp_path)
     assert record["settings"]["attention"] == "sdpa" and record["max_abs_diff"] == 0.0
-    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache)
-    assert done.returncode == 0, done.stdout + done.stderr
+    cache = tmp_path / "cache"
     raw["run_settings"]["attention"] = "flash_attention_2"
     lock.write_text(json.dumps(raw))
     done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache)
@@ -295,27 +298,17 @@ def bos_model(embedded_cache, tmp_path_factory):
 
 
 def test_a_model_that_needs_bos_is_pinned_run_and_audited_with_it(bos_model, tmp_path):
-    data = tmp_path / "d"
-    data.mkdir()
-    _write_jsonl(data, "train", _pairs(8))
-    _write_jsonl(data, "validation", _pairs(200))
+    data = _rte_folder(tmp_path / "d")
     lock = tmp_path / "bos.lock.json"
     done = run_script("prepare.py", "--pin", "opt", "--task", "rte", "--model", bos_model, "--data", data,
                       "--new-lock", lock, "--add-bos-token", "--attention", "sdpa")
     assert done.returncode == 0, done.stderr
     assert json.loads(lock.read_text())["profiles"]["opt"]["settings"] == {"add_bos_token": True, "attention": "sdpa"}
-    cache = tmp_path / "cache"
-    assert run_script("prepare.py", "--lock", lock, "--profile", "opt", "--cache", cache).returncode == 0
-    done = run_script("run.py", "--lock", lock, "--profile", "opt", "--cache", cache, "--smoke",
-                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "opt-smoke")
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    record = _prepare_run_audit(lock, "opt", tmp_path)
     assert record["settings"]["add_bos_token"] is True and record["settings"]["attention"] == "sdpa"
     assert record["max_abs_diff"] == 0.0
     private = json.loads((tmp_path / "private" / "private.json").read_text())
     assert all(q["context_tokens"][0] == 1 for q in private["questions"])  # BOS opens every context
-    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache)
-    assert done.returncode == 0, done.stdout + done.stderr
     raw = json.loads(lock.read_text())  # the same records under a lock without BOS: identity names the tokens
     del raw["profiles"]["opt"]["settings"]["add_bos_token"]
     (tmp_path / "nobos.lock.json").write_text(json.dumps(raw))
