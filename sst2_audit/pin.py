@@ -192,11 +192,24 @@ def hub_data_resource(data, spec, lock_raw: dict) -> dict:
             "columns": [list(c) for c in columns], "files": files}
 
 
-def _model_entry(model, new_lock: Path) -> dict:
+def _check_bos(folder: Path, bos: bool, model) -> None:
+    """The tokenizer must open a text with its BOS token exactly when add_bos_token is pinned."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    first = tokenizer("Question", add_special_tokens=bos)["input_ids"][:1]
+    if bos and (tokenizer.bos_token_id is None or first != [tokenizer.bos_token_id]):
+        raise InputError(f"--add-bos-token: the tokenizer of {model} adds no BOS token (bos_token_id "
+                         f"{tokenizer.bos_token_id!r}, first token {first}); leave the option out for this model.")
+
+
+def _model_entry(model, new_lock: Path, bos: bool) -> dict:
     if hub_pin.is_hub(model):
         commit, fetched = hub_pin.snapshot(model, "model", lambda names: model_names(names, str(model)), "--model")
+        _check_bos(fetched["tokenizer_config.json"].parent, bos, model)  # the downloaded snapshot's folder
         return {"source": "hub", "repo_id": hub_pin.parse(model, "--model")[0], "repo_type": "model",
                 "revision": commit, "files": [{"path": n, "sha256": sha256_file(f)} for n, f in fetched.items()]}
+    _check_bos(model, bos, model)
     return {"source": "local", "path": relative(model, new_lock), "files": model_files(model)}
 
 
@@ -246,7 +259,8 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         if not hub_pin.is_hub(data):
             data_entry = dict(data_resource(data, spec, base.raw, target), path=relative(target, new_lock))
         # the expensive step (a download, hashing weights) last; a shared entry is already pinned
-        model_entry = models[str(model)[len(MODEL_REFERENCE):]] if shared else _model_entry(model, new_lock)
+        model_entry = (models[str(model)[len(MODEL_REFERENCE):]] if shared
+                       else _model_entry(model, new_lock, bool((settings or {}).get("add_bos_token"))))
     except BaseException:
         if target.is_dir():
             for leftover in target.iterdir():

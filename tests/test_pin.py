@@ -118,6 +118,7 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
     ("pickle", "no *.safetensors weights (found pytorch_model.bin: pickle files are never loaded"),
     ("task", "task hellaswag (lm_eval/tasks/hellaswag/hellaswag.yaml) is not supported: it uses `!function` hooks"),
     ("fields", "task boolq's templates do not render on its first row ("),
+    ("bos", "--add-bos-token: the tokenizer of "),
 ])
 def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case, message):
     data = tmp_path / "d"
@@ -137,7 +138,8 @@ def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case
         (model / "pytorch_model.bin").write_bytes(b"not loaded")
     new_lock = tmp_path / "locks" / "x.lock.json"
     task = {"task": "hellaswag", "fields": "boolq"}.get(case, "rte")
-    done = run_script("prepare.py", "--pin", "x", "--task", task, "--model", model,
+    extra = ["--add-bos-token"] if case == "bos" else []
+    done = run_script("prepare.py", "--pin", "x", "--task", task, "--model", model, *extra,
                       "--data", data, "--new-lock", new_lock)
     assert done.returncode == 2, done.stderr
     assert message in one_paragraph(done.stderr)
@@ -178,7 +180,7 @@ def test_pin_a_task_the_lock_does_not_pin_with_a_struct_column(own_model, tmp_pa
     assert record["task"] == "arc_easy" and record["metrics"] == ["acc", "acc_norm"] and record["max_abs_diff"] == 0.0
 
 
-def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model, tmp_path):
+def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model, bos_model, tmp_path):
     """A model repo (sharded safetensors) and a dataset repo (pandas-like parquet) served on loopback;
     `main` is resolved to its commit through the real huggingface_hub client, every file hashed."""
     import pyarrow as pa
@@ -200,6 +202,8 @@ def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model,
         ("model", "test-org/own-llama"): Repo(model_rev, model, lfs={n for n in model if n.endswith(".safetensors")},
                                               branches={"main": model_rev}),
         ("dataset", "test-org/own-pairs"): Repo(data_rev, data, lfs=set(data), branches={"main": data_rev}),
+        ("model", "test-org/own-opt"): Repo("c" * 40, {p.name: p.read_bytes() for p in bos_model.iterdir() if p.is_file()},
+                                            branches={"v1": "c" * 40}),
     }).start()
     env = {"HF_ENDPOINT": server.endpoint, "HF_HUB_DISABLE_XET": "1", "HF_HUB_ETAG_TIMEOUT": "5",
            "HF_HUB_DOWNLOAD_TIMEOUT": "5", "HF_HOME": str(tmp_path / "hf-home")}
@@ -216,6 +220,13 @@ def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model,
         cache = tmp_path / "cache"
         done = run_script("prepare.py", "--lock", new_lock, "--profile", "hubbed", "--cache", cache, env=env)
         assert done.returncode == 0, done.stderr
+        # the other architecture, which needs BOS, from the hub at a tag: pinned, prepared, run and audited with it
+        done = run_script("prepare.py", "--pin", "hubopt", "--task", "rte", "--model", "hub:test-org/own-opt@v1",
+                          "--data", "hub:test-org/own-pairs@main", "--new-lock", tmp_path / "opt" / "opt.lock.json",
+                          "--add-bos-token", env=env)
+        assert done.returncode == 0, done.stderr
+        record = _prepare_run_audit(tmp_path / "opt" / "opt.lock.json", "hubopt", tmp_path / "opt", env=env)
+        assert record["settings"]["add_bos_token"] is True and record["max_abs_diff"] == 0.0
         done = run_script("prepare.py", "--pin", "other", "--task", "rte", "--model", "hub:test-org/own-llama@nope",
                           "--data", "hub:test-org/own-pairs@main", "--new-lock", tmp_path / "x.lock.json", env=env)
         assert done.returncode == 2 and "the hub has no revision 'nope' of test-org/own-llama" in one_paragraph(done.stderr)
