@@ -80,8 +80,8 @@ class Lock:
     schema_version_read: int = 0  # the schema_version as written, before any upgrade
 
     def settings_for(self, profile: str) -> dict:
-        """The run settings of a profile: the lock's, with the profile's own (attention, add_bos_token) over them."""
-        return dict(self.run_settings, **self.profile(profile).settings)
+        """The run settings of a profile: the defaults, the lock's, then the profile's own (attention, add_bos_token)."""
+        return {**RUN_SETTING_DEFAULTS, **self.run_settings, **self.profile(profile).settings}
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
@@ -161,9 +161,11 @@ def _resource(raw, kind, where):
     return Resource(kind, source, files, options)
 
 
-ATTENTION = ("eager", "sdpa")
+ATTENTION = ("eager", "sdpa")  # both paths share the one loaded model, so both run the same kernels
 # What a profile may set for its own model; everything else is the lock's, for every profile.
-PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lambda v: type(v) is bool}  # both paths share the one loaded model, so both run the same kernels
+PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lambda v: type(v) is bool}
+# Settings a lock need not state: lm-eval's HFLM default (no BOS), recorded in every run's settings.
+RUN_SETTING_DEFAULTS = {"add_bos_token": False}
 MAX_ROWS = 100_000  # dev and confirmation rows: every per-id loop of run and audit is bounded by these
 
 

@@ -71,7 +71,7 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
     lm = HFLM(
         pretrained=model, tokenizer=tokenizer, backend="causal", batch_size=settings["batch_size"],
         max_length=settings["max_length"], device=settings["device"],
-        add_bos_token=settings.get("add_bos_token", False),
+        add_bos_token=settings["add_bos_token"],
     )
     output = lm_eval.simple_evaluate(
         model=lm, tasks=[task], num_fewshot=settings["num_fewshot"], samples={task.config.task: ids},

@@ -128,6 +128,17 @@ def _renders(spec, doc: dict, origin: Path) -> None:
                          f"({type(error).__name__}: {str(error)[:160]}); the data's columns are {list(doc)}.") from None
 
 
+def _checked_split(spec, parquet: Path, origin, columns) -> tuple:
+    """A split's parquet as pinned: the columns it states (the same as the other splits'), idx equal to the
+    position where there is one, and the task's templates rendering on its first row. (columns, rows)."""
+    found = parquet_columns(parquet)
+    if columns is not None and found != columns:
+        raise InputError(f"{origin}: columns {found} differ from the other split's {columns}.")
+    rows = read_parquet(parquet, columns=found)
+    _renders(spec, rows[0].as_doc(), origin)
+    return found, len(rows)
+
+
 def _data_file(data: Path, split: str) -> Path:
     if data.is_file():
         return data
@@ -160,12 +171,7 @@ def data_resource(data: Path, spec, lock_raw: dict, target: Path) -> dict:
                              f"confirm_rows {split_rule['confirm_rows']}).")
         written = target / f"{split}.parquet"
         pq.write_table(table, str(written))
-        found = parquet_columns(written)
-        if columns is not None and found != columns:
-            raise InputError(f"{origin}: columns {found} differ from the other split's {columns}.")
-        columns = found
-        rows = read_parquet(written, columns=columns)  # idx, where there is one, must equal the position
-        _renders(spec, rows[0].as_doc(), origin)
+        columns, _ = _checked_split(spec, written, origin, columns)
         files.append({"path": written.name, "split": split, "rows": table.num_rows, "sha256": sha256_file(written)})
         converted[split] = {"file": origin.name, "sha256": sha256_file(origin)}
     return {"source": "local", "columns": [list(c) for c in columns], "files": files, "converted_from": converted}
@@ -178,27 +184,25 @@ def hub_data_resource(data, spec, lock_raw: dict) -> dict:
     needed = lock_raw["split"]["dev_rows"] + lock_raw["split"]["confirm_rows"]
     files, columns = [], None
     for split, (path, local) in zip(sorted(spec.splits), fetched.items()):
-        found = parquet_columns(local)
-        if columns is not None and found != columns:
-            raise InputError(f"--data {data}: {path} has columns {found}, the other split {columns}.")
-        columns = found
-        rows = read_parquet(local, columns=columns)
-        if split == spec.eval_split and len(rows) < needed:
-            raise InputError(f"--data {data}: {path} (split {split!r}) has {len(rows)} rows; task {spec.name} scores "
+        columns, rows = _checked_split(spec, local, f"--data {data}: {path}", columns)
+        if split == spec.eval_split and rows < needed:
+            raise InputError(f"--data {data}: {path} (split {split!r}) has {rows} rows; task {spec.name} scores "
                              f"it and the lock's split rule needs at least {needed}.")
-        _renders(spec, rows[0].as_doc(), Path(path))
-        files.append({"path": path, "split": split, "rows": len(rows), "sha256": sha256_file(local)})
+        files.append({"path": path, "split": split, "rows": rows, "sha256": sha256_file(local)})
     return {"source": "hub", "repo_id": hub_pin.parse(data, "--data")[0], "repo_type": "dataset", "revision": commit,
             "columns": [list(c) for c in columns], "files": files}
 
 
 def _check_bos(folder: Path, bos: bool, model) -> None:
-    """The tokenizer must open a text with its BOS token exactly when add_bos_token is pinned."""
+    """With add_bos_token pinned, the tokenizer must open a text with its BOS token (without it, no
+    special token is added at all, so there is nothing to check)."""
+    if not bos:
+        return
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     first = tokenizer("Question", add_special_tokens=bos)["input_ids"][:1]
-    if bos and (tokenizer.bos_token_id is None or first != [tokenizer.bos_token_id]):
+    if tokenizer.bos_token_id is None or first != [tokenizer.bos_token_id]:
         raise InputError(f"--add-bos-token: the tokenizer of {model} adds no BOS token (bos_token_id "
                          f"{tokenizer.bos_token_id!r}, first token {first}); leave the option out for this model.")
 
@@ -213,6 +217,13 @@ def _model_entry(model, new_lock: Path, bos: bool) -> dict:
     return {"source": "local", "path": relative(model, new_lock), "files": model_files(model)}
 
 
+def _written(resource: dict) -> str:
+    """A resource as the lock locates it: its folder relative to the lock, or hub:REPO@COMMIT."""
+    if resource["source"] == "hub":
+        return f"hub:{resource['repo_id']}@{resource['revision']}"
+    return resource["path"]
+
+
 def relative(path: Path, lock_path: Path) -> str:
     """A folder as the lock writes it: relative to the lock's own folder (records never show a machine path)."""
     return os.path.relpath(Path(path).resolve(), Path(lock_path).resolve().parent)
@@ -220,8 +231,8 @@ def relative(path: Path, lock_path: Path) -> str:
 
 def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data: Path, notice: str | None,
         evaluator_wheel: Path | None = None, settings: dict | None = None) -> dict:
-    """Write new_lock = base_lock + profile `name`; returns the profile written."""
-    from .lock import lock_from_bytes, parse_lock
+    """Write new_lock = base_lock + profile `name`; returns (the profile, its model entry)."""
+    from .lock import LOCK_SCHEMA_VERSION, lock_from_bytes, parse_lock
     from .task_spec import require_data_for, spec_for
 
     if new_lock.exists():
@@ -237,14 +248,14 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         base = parse_lock(raw, Path(base_lock), "")
     spec = spec_for(base, task)
     models = base.raw.get("models", {})
-    shared = str(model).startswith(MODEL_REFERENCE)
-    if shared and str(model)[len(MODEL_REFERENCE):] not in models:
+    shared = str(model)[len(MODEL_REFERENCE):] if str(model).startswith(MODEL_REFERENCE) else None
+    if shared is not None and shared not in models:
         raise InputError(f"--model {model}: {base_lock} has no model entry of that name (models: "
                          f"{', '.join(sorted(models)) or 'none'}).")
-    if not shared and name in models:
+    if shared is None and name in models:
         raise InputError(f"--pin {name}: {base_lock} already has a model entry {name!r}; choose another profile name "
                          f"or share it with --model {MODEL_REFERENCE}{name}.")
-    if not shared and not hub_pin.is_hub(model):  # a local folder's file list is checked before any data is converted
+    if shared is None and not hub_pin.is_hub(model):  # a local folder's file list is checked before any data is converted
         if not model.is_dir():
             raise InputError(f"--model {model}: expected a model folder (config.json, *.safetensors, tokenizer files).")
         model_names([p.name for p in model.iterdir() if p.is_file()], str(model))
@@ -259,7 +270,7 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         if not hub_pin.is_hub(data):
             data_entry = dict(data_resource(data, spec, base.raw, target), path=relative(target, new_lock))
         # the expensive step (a download, hashing weights) last; a shared entry is already pinned
-        model_entry = (models[str(model)[len(MODEL_REFERENCE):]] if shared
+        model_entry = (models[shared] if shared is not None
                        else _model_entry(model, new_lock, bool((settings or {}).get("add_bos_token"))))
     except BaseException:
         if target.is_dir():
@@ -269,8 +280,10 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         raise
     profile = {
         "task": task,
-        "description": f"{name}: the model {model} on the data {data}, pinned by prepare.py --pin",
-        "model": str(model)[len(MODEL_REFERENCE):] if shared else name,  # an entry of the lock's models
+        # records carry the description: the folders as the lock writes them, never as given on this machine
+        "description": f"{name}: task {task}, model {_written(model_entry)}, data {_written(data_entry)}, "
+                       "pinned by prepare.py --pin",
+        "model": shared if shared is not None else name,  # an entry of the lock's models
         "data": data_entry,
     }
     if settings:  # the profile's own run settings (attention, add_bos_token): both paths use them
@@ -279,7 +292,7 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         profile.update(demo=True, notice=notice)
     raw["profiles"][name] = profile
     raw.setdefault("models", {})[profile["model"]] = model_entry
-    raw["schema_version"] = 4  # models: the entries profiles share (lock schema 4)
+    raw["schema_version"] = LOCK_SCHEMA_VERSION  # models: the entries profiles share (lock schema 4)
     text = json.dumps(raw, indent=2, sort_keys=True) + "\n"
     checked = parse_lock(json.loads(text), Path(new_lock), "")  # the new lock must read before it exists
     require_data_for(spec, checked.profile(name))

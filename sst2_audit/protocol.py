@@ -12,15 +12,14 @@ import math
 from .hashing import sha256_text
 
 # Fixed choices of the protocol, recorded with the lock's run settings in every run.json.
-PROTOCOL_SETTINGS = {"add_bos_token": False, "apply_chat_template": False, "system_instruction": None,
+PROTOCOL_SETTINGS = {"apply_chat_template": False, "system_instruction": None,
                      "length_normalization": False, "tie_rule": "first candidate"}
 DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
 
 
 def settings_record(run_settings: dict, sort_ids: bool = True) -> dict:
     """run.json's settings: the lock's run settings plus the protocol's fixed choices (run writes, audit checks)."""
-    fixed = {key: value for key, value in PROTOCOL_SETTINGS.items() if key not in run_settings}  # add_bos_token: a profile's
-    return dict(run_settings, doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **fixed)
+    return dict(run_settings, doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)
 
 
 def notice_for(profile) -> str:

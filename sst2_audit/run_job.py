@@ -139,10 +139,6 @@ class IndependentWorker(threading.Thread):
             raise self.error
 
 
-def _bos(settings: dict) -> bool:
-    return settings.get("add_bos_token", False)
-
-
 class RunFailed(CheckFailed):
     """A check failed and its failure record was written: the run folder keeps it."""
 
@@ -206,7 +202,7 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.
         verify_files(cache, manifest, roles=("model",))
     # Pre-flight: every question must fit without truncation before any model call.
-    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], _bos(settings))
+    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"])
                 for idx in scored_ids}
     pairs_by_idx = {idx: expected[idx].pairs() for idx in scored_ids}
 

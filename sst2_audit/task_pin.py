@@ -6,7 +6,6 @@ is the sha256 of that wheel's member.
 """
 
 import hashlib
-import re
 import subprocess
 import sys
 import tempfile
@@ -18,19 +17,12 @@ from .hashing import sha256_file
 
 
 def find_yaml(name: str, root: Path) -> str:
-    """The installed YAML (relative to root) that defines task `name`: a quick text scan, then lm-eval's loader."""
-    from .task_spec import load_config
+    """The installed YAML (relative to root) that defines task `name`."""
+    import glob
 
-    pattern = re.compile(rf"^task:\s*['\"]?{re.escape(name)}['\"]?\s*$", re.MULTILINE)
-    found = []
-    for path in sorted((root / "lm_eval" / "tasks").rglob("*.yaml")):
-        try:
-            if pattern.search(path.read_text(encoding="utf-8", errors="replace")):
-                config = load_config(path)
-                if isinstance(config, dict) and config.get("task") == name:
-                    found.append(str(path.relative_to(root)))
-        except Exception:  # a YAML lm-eval cannot read defines no task here
-            continue
+    from .task_spec import installed_configs
+
+    found = [str(path.relative_to(root)) for path, _ in installed_configs(glob.escape(name))]  # the name, literally
     if len(found) != 1:
         raise InputError(f"--task {name}: {'no installed lm-eval YAML defines it' if not found else 'defined by ' + ', '.join(found)}"
                          "; `run.py --list-tasks` lists the installed tasks.")

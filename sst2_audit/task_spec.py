@@ -222,31 +222,34 @@ def spec_for(lock, name: str) -> TaskSpec:
     return spec
 
 
-def list_installed(pattern: str = "*") -> list:
-    """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
-    whose name matches the glob `pattern` (a YAML names its own task, so a file whose `task:` line
-    cannot match is skipped before lm-eval's loader reads it)."""
+TASK_LINE = re.compile(r"^['\"]?task['\"]?:[ \t]*(.+?)[ \t]*$", re.MULTILINE)  # a YAML's own task name
+
+
+def installed_configs(pattern: str = "*"):
+    """(path, config) of every installed task YAML whose task name matches the glob `pattern` (a YAML
+    names its own task, so a file whose `task:` line cannot match is skipped before lm-eval's loader
+    reads it)."""
     import fnmatch
 
-    root = installed_tasks_root()
-    found = []
-    task_line = re.compile(r"^['\"]?task['\"]?:\s*['\"]?([^'\"\s]+)", re.MULTILINE)
-    for path in sorted(root.rglob("*.yaml")):
+    for path in sorted(installed_tasks_root().rglob("*.yaml")):
         if pattern != "*":
-            named = task_line.search(path.read_text(encoding="utf-8", errors="replace"))
-            if named is None or not fnmatch.fnmatchcase(named.group(1), pattern):
+            named = TASK_LINE.search(path.read_text(encoding="utf-8", errors="replace"))
+            if named is None or not fnmatch.fnmatchcase(named.group(1).strip("'\""), pattern):
                 continue
         try:
             config = load_config(path)
         except Exception:  # a YAML lm-eval itself could not read is not a task we can list
             continue
-        if not isinstance(config, dict) or config.get("output_type") != "multiple_choice":
-            continue
-        if not isinstance(config.get("task"), str):
-            continue
-        if fnmatch.fnmatchcase(config["task"], pattern):
-            found.append((config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(config)))
-    return found
+        if isinstance(config, dict) and isinstance(config.get("task"), str) and fnmatch.fnmatchcase(config["task"], pattern):
+            yield path, config
+
+
+def list_installed(pattern: str = "*") -> list:
+    """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
+    whose name matches the glob `pattern`."""
+    root = installed_tasks_root()
+    return [(config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(config))
+            for path, config in installed_configs(pattern) if config.get("output_type") == "multiple_choice"]
 
 
 def require_data_for(spec: TaskSpec, profile) -> None:

@@ -88,6 +88,8 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert record["max_abs_diff"] == 0.0 and record["task"] == "rte" and record["demo"] is False
+    public = "".join(path.read_text() for path in (tmp_path / "out").iterdir())
+    assert str(tmp_path) not in public and str(own_model) not in public  # the lock's relative folders only
     done = run_script("audit.py", "--lock", new_lock, "--out", tmp_path / "out", "--cache", cache,
                       "--bundle", "--results", tmp_path / "results")
     assert done.returncode == 0, done.stdout + done.stderr

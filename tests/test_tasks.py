@@ -162,6 +162,9 @@ def test_list_tasks_says_supported_or_why_not():
     done = run_script("run.py", "--list-tasks", "mmlu_abstract_algebra")  # a quoted `"task":` key is found too
     assert done.stdout.splitlines()[1].split()[:2] == ["mmlu_abstract_algebra", "refused"], done.stdout
     assert len(done.stdout.splitlines()) == 2
+    done = run_script("run.py", "--list-tasks", "include_base_44_north macedonian_few_shot_en_arts*")  # a name with a space
+    assert [line.split("  ")[0] for line in done.stdout.splitlines()[1:]] == [
+        "include_base_44_north macedonian_few_shot_en_arts_humanities"], done.stdout
 
 
 @pytest.mark.parametrize("fixture, profile, metrics", [

@@ -69,7 +69,7 @@ def check(run: RunFolder, cache: Path) -> LevelResult:
     tokenizer = AutoTokenizer.from_pretrained(str(Path(cache) / "model"), local_files_only=True)
     settings = lock.settings_for(record.profile)
     expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"],
-                                       settings.get("add_bos_token", False))
+                                       settings["add_bos_token"])
                 for idx in record.split.scored_ids if idx in by_idx and idx not in sealed}
     mismatches = check_question_records(record.questions, expected)
     fields_per_question = len(next(iter(expected.values())).public_fields()) + 1 if expected else 1

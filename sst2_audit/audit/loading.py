@@ -113,14 +113,13 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
     card_text = _optional(path / BUNDLE_CARD, lambda p: strict_json.read_bytes(p).decode("utf-8", errors="replace"))
     report_text = _optional(path / records.REPORT_FILE,
                             lambda p: strict_json.read_bytes(p).decode("utf-8", errors="replace"))
-    if record is not None:
-        _bounded(record, claimed_lock if trust_bundle_lock and claimed_lock else load_lock(reviewer_lock),
-                 samples, str(run_file))
     if trust_bundle_lock:
         if claimed_lock is None:
             raise InputError(f"{path}: --trust-bundle-lock given, but the run carries no {BUNDLE_LOCK}.")
         lock, source = claimed_lock, "the bundle's own lock (--trust-bundle-lock: NOT the reviewer's lock)"
     else:
         lock, source = load_lock(reviewer_lock), f"the reviewer's lock {reviewer_lock}"
+    if record is not None:
+        _bounded(record, lock, samples, str(run_file))
     return RunFolder(path, record, failure, results, samples, environment, lock, source, claimed_lock,
                      manifest, card_text, report_text, record_schema=raw_record[0]["schema_version"] if raw_record else None)

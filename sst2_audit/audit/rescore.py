@@ -7,8 +7,8 @@ are compared bit for bit on the same numeric platform, within the drift bound ot
 """
 
 import random
-from math import comb
 import secrets
+from math import comb
 from pathlib import Path
 
 from ..dataset import columns_of, read_parquet
@@ -82,7 +82,7 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
                 continue
             doc = by_idx[idx].as_doc()
             encoded = encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx, settings["max_length"],
-                                      settings.get("add_bos_token", False))
+                                      settings["add_bos_token"])
             pairs[idx] = (list(questions[idx].independent_scores), list(scorer.score(idx, encoded).candidate_scores))
     verdict = judge(pairs, bits, predict, basis=(
         "this machine runs the lock's numeric mode: bit for bit required" if bits else
