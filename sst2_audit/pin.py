@@ -72,21 +72,35 @@ def _read_docs(path: Path) -> list:
             return pq.read_table(str(path)).to_pylist()
         except Exception as error:  # pyarrow raises several kinds for a damaged file
             raise InputError(f"{path}: not a readable parquet file ({error}).") from None
-    if path.suffix == ".jsonl":
-        docs = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(f"{path}:{number}: not a JSON object ({error.msg}).") from None
-            if not isinstance(doc, dict):
-                raise InputError(f"{path}:{number}: expected a JSON object, got {type(doc).__name__}.")
-            docs.append(doc)
-        return docs
+    try:
+        return _read_jsonl(path) if path.suffix == ".jsonl" else _read_csv(path)
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start}).") from None
+    except csv.Error as error:
+        raise InputError(f"{path}: not a readable CSV file ({error}).") from None
+
+
+def _read_jsonl(path: Path) -> list:
+    docs = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(f"{path}:{number}: not a JSON object ({error.msg}).") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{path}:{number}: expected a JSON object, got {type(doc).__name__}.")
+        docs.append(doc)
+    return docs
+
+
+def _read_csv(path: Path) -> list:
     with path.open(encoding="utf-8", newline="") as handle:
         docs = [dict(row) for row in csv.DictReader(handle)]
+    for number, doc in enumerate(docs, start=2):  # line 1 is the header
+        if None in doc or None in doc.values():
+            raise InputError(f"{path}:{number}: the row has {'more' if None in doc else 'fewer'} fields than the header.")
     integer = {name for name in (docs[0] if docs else {})  # CSV has no types: a column of integers only is one
                if all(str(d.get(name, "")).lstrip("-").isdigit() for d in docs)}
     return [{k: int(v) if k in integer else v for k, v in doc.items()} for doc in docs]

@@ -327,3 +327,60 @@ def test_a_model_that_needs_bos_is_pinned_run_and_audited_with_it(bos_model, tmp
     (tmp_path / "nobos.lock.json").write_text(json.dumps(raw))
     done = run_script("audit.py", "--lock", tmp_path / "nobos.lock.json", "--out", tmp_path / "out", "--arithmetic-only")
     assert done.returncode == 1 and "run: settings: expected" in done.stdout
+
+
+def _bad_csv(folder, body: bytes):
+    _rte_folder(folder)
+    (folder / "validation.jsonl").unlink()
+    (folder / "validation.csv").write_bytes(body)
+
+
+@pytest.mark.parametrize("case, args, message", [
+    ("hub form", ["--model", "hub:nonsense"], "--model hub:nonsense: expected hub:ORG/NAME@REVISION"),
+    ("unknown model entry", ["--model", "model:nope"], "has no model entry of that name (models: none)."),
+    ("missing options", ["--model", "x"], "--pin needs --data, --new-lock"),
+    ("not UTF-8", ["--data-body", b"sentence1,sentence2,label,idx\n\xff\xfe,b,0,0\n"], "validation.csv: not UTF-8 text"),
+    ("short row", ["--data-body", b"sentence1,sentence2,label,idx\na,b,0\n"],
+     "validation.csv:2: the row has fewer fields than the header."),
+])
+def test_pin_refuses_malformed_options_and_files_with_exit_2(own_model, tmp_path, case, args, message):
+    data = tmp_path / "d"
+    if args[0] == "--data-body":
+        _bad_csv(data, args[1])
+        args = ["--model", own_model]
+    else:
+        _rte_folder(data)
+    extra = [] if case == "missing options" else ["--data", data, "--new-lock", tmp_path / "x.lock.json"]
+    done = run_script("prepare.py", "--pin", "x", "--task", "rte", *args, *extra)
+    assert done.returncode == 2 and message in one_paragraph(done.stderr), done.stderr
+    assert not (tmp_path / "x.lock.json").exists() and not (tmp_path / "x-data").exists()
+
+
+def test_malformed_lock_models_and_profile_settings_exit_2(tmp_path):
+    from conftest import load_lock_json
+
+    for change, message in (
+            (lambda raw: raw.update(models=[1]), "models must map names to model resources"),
+            (lambda raw: raw["profiles"]["embedded"].update(model="nowhere"),
+             "profiles.embedded.model: 'nowhere' is not one of the lock's models (none)."),
+            (lambda raw: raw["profiles"]["embedded"].update(settings={"attention": "flash"}),
+             "profiles.embedded.settings: a profile may set attention (eager or sdpa) and add_bos_token")):
+        raw = load_lock_json()
+        change(raw)
+        lock = tmp_path / "lock.json"
+        lock.write_text(json.dumps(raw))
+        done = run_script("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", tmp_path / "c")
+        assert done.returncode == 2 and message in one_paragraph(done.stderr), done.stderr
+        assert not (tmp_path / "c").exists()
+    done = run_script("run.py", "--supported")
+    assert done.returncode == 2 and "--supported filters --list-tasks" in done.stderr
+
+
+def test_a_wheel_that_is_not_the_pinned_one_is_refused(own_model, tmp_path):
+    data = _rte_folder(tmp_path / "d")
+    wheel = tmp_path / "lm_eval-0.4.9.2-py3-none-any.whl"
+    wheel.write_bytes(b"not the pinned wheel")
+    done = run_script("prepare.py", "--pin", "arc", "--task", "arc_easy", "--model", own_model, "--data", data,
+                      "--new-lock", tmp_path / "arc.lock.json", "--evaluator-wheel", wheel)
+    assert done.returncode == 1 and "but the lock pins lm_eval-0.4.9.2-py3-none-any.whl as" in one_paragraph(done.stderr)
+    assert not (tmp_path / "arc.lock.json").exists()
