@@ -10,6 +10,7 @@ from .sanitize import html_text
 
 from .audit.card import card_fields, card_id
 from .plots import margin_plot
+from .records import PATHS
 from .stats import wilson
 
 STYLE = """
@@ -56,20 +57,21 @@ def _accuracy_row(name: str, summary) -> list:
 def _confusion(record, names: list) -> str:
     counts = {(g, p): 0 for g in range(len(names)) for p in range(len(names))}
     for q in record.questions:
-        counts[(q.label, q.official_prediction)] = counts.get((q.label, q.official_prediction), 0) + 1
+        predicted = q.predictions["official"][record.metrics[0]]
+        counts[(q.label, predicted)] = counts.get((q.label, predicted), 0) + 1
     rows = [[f"<b>{escape(names[g])}</b>"] + [str(counts[(g, p)]) for p in range(len(names))] for g in range(len(names))]
     return table(["gold \\ predicted"] + names, rows, numeric=range(1, len(names) + 1))
 
 
 def _checks(record) -> str:
-    candidates = sum(len(q.official_scores) for q in record.questions)
+    candidates = sum(len(q.scores["official"]) for q in record.questions)
     rows = [
         ["cached files re-hashed against the lock before loading", str(len(record.resources))],
         ["pinned lm-eval files verified (code and the task's YAML)", str(record.evaluator["files_verified"])],
         ["logged samples whose doc_id, doc hash, prompt hash, target, candidates and token boundary match the row",
          f"{record.identity_checks_passed}/{len(record.questions)}"],
         ["candidate scores equal bit for bit on both paths (max abs diff)",
-         f"{sum(q.official_scores == q.independent_scores for q in record.questions)}/{len(record.questions)} "
+         f"{sum(q.scores['official'] == q.scores['independent'] for q in record.questions)}/{len(record.questions)} "
          f"questions, {candidates} scores ({record.max_abs_diff!r})"],
         ["confirmation rows sealed (never scored; their row hashes recorded)", str(len(record.split.confirm))],
     ]
@@ -77,19 +79,21 @@ def _checks(record) -> str:
 
 
 def _questions(record, names: list, docs: dict | None) -> str:
-    order = sorted(record.questions, key=lambda q: (margin(q.official_scores, q.label), q.idx))
+    order = sorted(record.questions, key=lambda q: (margin(q.scores["official"], q.label), q.idx))
     header = ["idx", "gold", "prediction", "official scores", "independent scores", "margin", "logged doc_id",
               "identity"]
     if docs is not None:
         header.append("document (private)")
     rows = []
     for q in order:
-        right = q.official_prediction == q.label
+        official, independent, predicted = q.scores["official"], q.scores["independent"], \
+            q.predictions["official"][record.metrics[0]]
+        right = predicted == q.label
         row = [str(q.idx), escape(names[q.label] if q.label < len(names) else q.label),
-               f"<span class=\"{'ok' if right else 'bad'}\">{escape(names[q.official_prediction])}</span>",
-               escape(", ".join(repr(s) for s in q.official_scores)), escape(", ".join(repr(s) for s in q.independent_scores)),
-               f"{margin(q.official_scores, q.label):+.4f}", str(q.logged_doc_id),
-               "ok" if q.logged_doc_id == q.idx and q.official_scores == q.independent_scores else "<b>MISMATCH</b>"]
+               f"<span class=\"{'ok' if right else 'bad'}\">{escape(names[predicted])}</span>",
+               escape(", ".join(repr(s) for s in official)), escape(", ".join(repr(s) for s in independent)),
+               f"{margin(official, q.label):+.4f}", str(q.logged_doc_id),
+               "ok" if q.logged_doc_id == q.idx and official == independent else "<b>MISMATCH</b>"]
         if docs is not None:
             row.append(escape(docs.get(q.idx, "")))
         rows.append(row)
@@ -114,14 +118,13 @@ def render(record, lock, spec, docs: dict | None = None) -> str:
     measured += [["settings", f"<code>{escape(', '.join(f'{k}={v!r}' for k, v in sorted(record.settings.items()) if not k.endswith('_note')))}</code>"]]
     parts.append(table(["field", "value"], measured))
     parts.append("<h2>Accuracy (95% Wilson interval)</h2>")
-    rows = [_accuracy_row("official (lm-eval)", record.official), _accuracy_row("independent", record.independent)]
-    if record.official_norm is not None:
-        rows += [_accuracy_row("official acc_norm", record.official_norm),
-                 _accuracy_row("independent acc_norm", record.independent_norm)]
+    rows = [_accuracy_row(f"{path} {metric}" if number else ("official (lm-eval)" if path == "official" else path),
+                          record.summaries[path][metric])
+            for number, metric in enumerate(record.metrics) for path in PATHS]
     parts.append(table(["path", "correct", "accuracy", "stderr", "95% interval"], rows, numeric=(1, 2, 3)))
     parts.append("<h2>Confusion matrix (official path, acc)</h2>" + _confusion(record, names))
-    margins = [margin(q.official_scores, q.label) for q in record.questions]
-    correct = [q.official_prediction == q.label for q in record.questions]
+    margins = [margin(q.scores["official"], q.label) for q in record.questions]
+    correct = [q.predictions["official"][record.metrics[0]] == q.label for q in record.questions]
     parts.append("<h2>How close the calls were</h2><p>Margin = gold answer's score minus the best other "
                  "candidate's (log-likelihood, nats); green = predicted right, red = wrong.</p>")
     parts.append(margin_plot(tuple(margins), tuple(correct), f"{record.task}: {sum(correct)}/{len(correct)} right"))

@@ -1,14 +1,41 @@
-"""Per-path summaries of acc and acc_norm, computed the same way by the run and by the audit."""
+"""The metric registry and per-path summaries, computed the same way by the run and by the audit.
+
+A metric is one entry of METRICS: how a question's prediction follows from its candidate scores.
+Run, arithmetic, card, report and compare iterate the registry in the task's metric order; nothing
+else names a metric.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
 
 from .protocol import accuracy, accuracy_stderr, predict, predict_norm
-from .records import PathSummary
+from .records import PATHS, PathSummary
 
 
-def summarize(predictions: list, labels: list, names: tuple) -> PathSummary:
-    correct = [1.0 if p == l else 0.0 for p, l in zip(predictions, labels)]
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    what: str  # one line for pages: what the prediction is
+    prediction: Callable  # (candidate scores, question record) -> predicted choice index
+
+
+METRICS = {
+    "acc": Metric("acc", "argmax of the log-likelihoods", lambda scores, q: predict(scores)),
+    "acc_norm": Metric("acc_norm", "argmax of log-likelihood / characters of the choice",
+                       lambda scores, q: predict_norm(scores, q.choice_lengths)),
+}
+
+
+def predictions(metrics, scores: list, question) -> dict:
+    """{metric: predicted choice} of one path's scores for one question."""
+    return {name: METRICS[name].prediction(scores, question) for name in metrics}
+
+
+def summarize(predicted: list, labels: list, names: tuple) -> PathSummary:
+    correct = [1.0 if p == l else 0.0 for p, l in zip(predicted, labels)]
     return PathSummary(
         accuracy=accuracy(correct), stderr=accuracy_stderr(correct), correct=int(sum(correct)), rows=len(correct),
-        predictions={name: predictions.count(i) for i, name in enumerate(names)},
+        predictions={name: predicted.count(i) for i, name in enumerate(names)},
     )
 
 
@@ -21,13 +48,13 @@ def label_counts(spec, questions) -> dict:
     return {name: labels.count(i) for i, name in enumerate(choice_names(spec, questions))}
 
 
-def path_summaries(spec, questions, path: str) -> tuple:
-    """(acc summary, acc_norm summary or None) of one path ("official" or "independent"), recomputed
-    from the scores (never from the recorded predictions)."""
+def path_summaries(spec, questions, path: str) -> dict:
+    """{metric: summary} of one path, recomputed from the scores (never from the recorded predictions)."""
     labels, names = [q.label for q in questions], choice_names(spec, questions)
-    scores = [getattr(q, f"{path}_scores") for q in questions]
-    acc = summarize([predict(s) for s in scores], labels, names)
-    if "acc_norm" not in spec.metrics:
-        return acc, None
-    norm = summarize([predict_norm(s, q.choice_lengths) for s, q in zip(scores, questions)], labels, names)
-    return acc, norm
+    return {name: summarize([METRICS[name].prediction(q.scores[path], q) for q in questions], labels, names)
+            for name in spec.metrics}
+
+
+def summaries(spec, questions) -> dict:
+    """{path: {metric: summary}} as run.json records them."""
+    return {path: path_summaries(spec, questions, path) for path in PATHS}

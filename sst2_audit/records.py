@@ -14,9 +14,11 @@ from pathlib import Path
 from . import atomic
 from .errors import InputError
 
+# 4: paths and metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]);
 # 3: any task (task, metrics, acc_norm, token counts and hashes instead of public token ids);
 # 2: run.json gained `platform` (the numeric fingerprint). Older records are read and upgraded.
-RECORD_SCHEMA_VERSION = 3
+RECORD_SCHEMA_VERSION = 4
+PATHS = ("official", "independent")  # the two scorings of every question; the order of every per-path listing
 RUN_FILE = "run.json"
 FAILURE_FILE = "failure.json"
 PRIVATE_FILE = "private.json"
@@ -88,14 +90,9 @@ class QuestionRecord:
     choice_lengths: list[int]  # characters of each choice without the delimiter: acc_norm's divisor
     candidate_token_counts: list[int]
     candidate_tokens_sha256: str  # of the candidates' token ids (canonical JSON); the ids stay private
-    official_scores: list[float]
-    independent_scores: list[float]
-    official_prediction: int
-    independent_prediction: int
-    official_logged_acc: float
-    official_norm_prediction: int | None = None  # argmax of score / choice length, when acc_norm is reported
-    independent_norm_prediction: int | None = None
-    official_logged_acc_norm: float | None = None
+    scores: dict[str, list[float]]  # path -> the candidates' log-likelihoods
+    predictions: dict[str, dict[str, int]]  # path -> metric -> the predicted choice index
+    logged: dict[str, float]  # metric -> the per-document value lm-eval logged (official path)
 
 
 @dataclass
@@ -119,7 +116,7 @@ class SplitRecord:
     rule: str
     dev_ids: list[int]  # hash order; the run scored all of them or, with --smoke, the first two
     scored_ids: list[int]
-    confirm: list  # ConfirmRow
+    confirm: list[ConfirmRow]
     row_hash_rule: str = "sha256(canonical_json(doc))"  # split.ROW_HASH_RULE; older records: the legacy one
 
 
@@ -142,15 +139,12 @@ class RunRecord:
     versions: dict[str, str | None]
     timings: dict[str, float]
     peak_rss_bytes: int
-    official: PathSummary
-    independent: PathSummary
+    summaries: dict[str, dict[str, PathSummary]]  # path -> metric -> summary
     labels: dict[str, int]
     max_abs_diff: float
     identity_checks_passed: int
     lm_eval_reported: dict[str, float]  # acc and acc_stderr as lm-eval reported them
-    questions: list  # QuestionRecord
-    official_norm: PathSummary | None  # acc_norm, when the task reports it
-    independent_norm: PathSummary | None
+    questions: list[QuestionRecord]
     platform: PlatformRecord | None = None  # None only in records upgraded from schema 1
     lm_eval_notes: list[LmEvalNote] | None = None  # None only in records upgraded from schema 2 or older
     third_party_log: dict[str, int] | None = None  # console.count_known: warnings kept off the console, by name
@@ -172,7 +166,7 @@ class FailureRecord:
     run_name: str
     check: str
     message: str
-    mismatches: list
+    mismatches: list[Mismatch]
     settings: dict = field(default_factory=dict)
     schema_version: int = RECORD_SCHEMA_VERSION
     kind: str = "sst2-audit/failure"
@@ -190,22 +184,13 @@ class PrivateQuestion:
 @dataclass
 class PrivateRecord:
     run_name: str
-    questions: list  # PrivateQuestion
+    questions: list[PrivateQuestion]
     schema_version: int = RECORD_SCHEMA_VERSION
     kind: str = "sst2-audit/private"
 
 
 def to_dict(record) -> dict:
     return dataclasses.asdict(record)
-
-
-# List fields whose items are records themselves.
-LIST_ITEMS = {
-    ("RunRecord", "questions"): QuestionRecord,
-    ("SplitRecord", "confirm"): ConfirmRow,
-    ("FailureRecord", "mismatches"): Mismatch,
-    ("PrivateRecord", "questions"): PrivateQuestion,
-}
 
 
 def _type_name(hint) -> str:
@@ -276,15 +261,7 @@ def _convert(kind, value, where):
     extra = sorted(set(value) - {f.name for f in fields})
     if missing or extra:
         raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
-    built = {}
-    for name, item in value.items():
-        inner = LIST_ITEMS.get((kind.__name__, name))
-        if inner is not None:
-            if not isinstance(item, list):
-                raise InputError(f"{where}.{name}: expected a list.")
-            built[name] = [_convert(inner, entry, f"{where}.{name}[{i}]") for i, entry in enumerate(item)]
-        else:
-            built[name] = _convert(hints[name], item, f"{where}.{name}")
+    built = {name: _typed(hints[name], item, f"{where}.{name}") for name, item in value.items()}
     return kind(**built)
 
 
@@ -325,7 +302,34 @@ def _upgrade_from_2(raw: dict) -> dict:
     return upgraded
 
 
-UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2}  # schema_version -> function returning the next version's dict
+def _keyed_question(question: dict, metrics: list) -> dict:
+    """A schema-3 question: official_/independent_ fields become scores[path], predictions[path][metric]."""
+    names = {"acc": "{path}_prediction", "acc_norm": "{path}_norm_prediction"}  # what schema 3 called them
+    old = set(f"{path}_scores" for path in PATHS) | {n.format(path=p) for n in names.values() for p in PATHS} | {
+        "official_logged_acc", "official_logged_acc_norm"}
+    upgraded = {k: v for k, v in question.items() if k not in old}
+    upgraded["scores"] = {path: question.get(f"{path}_scores") for path in PATHS}
+    upgraded["predictions"] = {path: {m: question.get(names.get(m, "").format(path=path)) for m in metrics}
+                               for path in PATHS}
+    upgraded["logged"] = {m: question.get(f"official_logged_{m}") for m in metrics}
+    return upgraded
+
+
+def _upgrade_from_3(raw: dict) -> dict:
+    """Schema 3 named paths and metrics in its fields (official_scores, official_norm, ...): now they are keys."""
+    upgraded = dict(raw, schema_version=4)
+    if raw.get("kind") == "sst2-audit/run":
+        metrics = raw.get("metrics") if isinstance(raw.get("metrics"), list) else []
+        summaries = {path: {m: raw.get(path if m == "acc" else f"{path}_norm") for m in metrics} for path in PATHS}
+        upgraded = {k: v for k, v in upgraded.items() if k not in (*PATHS, *(f"{p}_norm" for p in PATHS))}
+        upgraded["summaries"] = summaries
+        upgraded["questions"] = [_keyed_question(q, metrics) if isinstance(q, dict) else q
+                                 for q in raw.get("questions") or []] if isinstance(raw.get("questions"), list) \
+            else raw.get("questions")
+    return upgraded
+
+
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}  # schema_version -> function returning the next version's dict
 
 
 def from_dict(kind, raw: dict, where: str):
@@ -343,7 +347,36 @@ def from_dict(kind, raw: dict, where: str):
             f"{where}: expected kind {expected_kind!r} schema_version {RECORD_SCHEMA_VERSION}, "
             f"got {raw.get('kind')!r} {raw.get('schema_version')!r}."
         )
-    return _convert(kind, raw, where)
+    record = _convert(kind, raw, where)
+    if isinstance(record, RunRecord):
+        _check_keys(record, where)
+    return record
+
+
+def _check_keys(record: "RunRecord", where: str) -> None:
+    """Every per-path and per-metric map holds exactly the two paths and the record's metrics, so that no
+    later step meets a missing key."""
+    from .metrics import METRICS
+
+    unknown = [m for m in record.metrics if m not in METRICS]
+    if unknown or len(set(record.metrics)) != len(record.metrics) or not record.metrics:
+        raise InputError(f"{where}.metrics: expected distinct metrics of {sorted(METRICS)}, got {record.metrics!r}.")
+    paths, metrics = sorted(PATHS), sorted(record.metrics)
+
+    def need(here, mapping, expected):
+        if sorted(mapping) != expected:
+            raise InputError(f"{where}.{here}: expected keys {expected}, got {sorted(mapping)}.")
+
+    need("summaries", record.summaries, paths)
+    for path in PATHS:
+        need(f"summaries.{path}", record.summaries[path], metrics)
+    for number, question in enumerate(record.questions):
+        here = f"questions[{number}]"
+        need(f"{here}.scores", question.scores, paths)
+        need(f"{here}.predictions", question.predictions, paths)
+        for path in PATHS:
+            need(f"{here}.predictions.{path}", question.predictions[path], metrics)
+        need(f"{here}.logged", question.logged, metrics)
 
 
 def write(path: Path, record) -> None:
@@ -362,24 +395,24 @@ class LmEvalSample:
     doc_id: int
     target: int
     resps: list[list[list]]  # per candidate: [[log-likelihood, is_greedy]]
-    acc: float
     prompt_hash: str
     doc_hash: str
-    acc_norm: float | None = None  # logged when the task reports acc_norm
+    metrics: dict[str, float]  # every logged per-document value of a registered metric (acc, acc_norm)
 
 
-SAMPLE_HINTS = typing.get_type_hints(LmEvalSample)
-OPTIONAL_SAMPLE_FIELDS = ("acc_norm",)
+SAMPLE_HINTS = {name: hint for name, hint in typing.get_type_hints(LmEvalSample).items() if name != "metrics"}
 
 
 def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
+    from .metrics import METRICS
+
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
-    missing = [f.name for f in dataclasses.fields(LmEvalSample) if f.name not in raw and f.name not in OPTIONAL_SAMPLE_FIELDS]
+    missing = [name for name in (*SAMPLE_HINTS, "acc") if name not in raw]
     if missing:
         raise InputError(f"{where}: lm-eval sample lacks fields {missing}.")
-    sample = LmEvalSample(**{name: _typed(hint, raw[name], f"{where}.{name}")
-                             for name, hint in SAMPLE_HINTS.items() if name in raw})
+    sample = LmEvalSample(**{name: _typed(hint, raw[name], f"{where}.{name}") for name, hint in SAMPLE_HINTS.items()},
+                          metrics={name: _typed(float, raw[name], f"{where}.{name}") for name in METRICS if name in raw})
     for number, resp in enumerate(sample.resps):
         here = f"{where}.resps[{number}]"
         if not (len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):

@@ -1,7 +1,7 @@
 """The console summary of a run: a fixed-width table a person reads, or JSON for scripts."""
 
 from .numeric import one_line
-from .records import RunRecord
+from .records import PATHS, RunRecord
 from .stats import wilson
 
 WIDTH = 22  # the label column
@@ -20,21 +20,28 @@ def _row(label: str, *cells) -> str:
     return f"  {label:<{WIDTH}}" + "".join(f"{cell:<30}" for cell in cells).rstrip()
 
 
+def _metric_rows(record: RunRecord) -> list:
+    """Per metric, in the task's order: the headline (first) metric is "accuracy"."""
+    lines = []
+    for number, metric in enumerate(record.metrics):
+        official, independent = (record.summaries[path][metric] for path in PATHS)
+        lines += [_row("accuracy" if number == 0 else metric, _accuracy(official), _accuracy(independent)),
+                  _row("95% interval (Wilson)", _interval(official), _interval(independent))]
+    return lines
+
+
 def run_summary(record: RunRecord, out, private) -> str:
-    candidates = sum(len(q.official_scores) for q in record.questions)
-    equal = sum(a == b for q in record.questions for a, b in zip(q.official_scores, q.independent_scores))
+    candidates = sum(len(q.scores["official"]) for q in record.questions)
+    equal = sum(a == b for q in record.questions for a, b in zip(*(q.scores[path] for path in PATHS)))
+    official = record.summaries["official"][record.metrics[0]]
     lines = [f"*** {record.notice} ***"] if record.demo else []
     lines += [
         f"run {record.run_name}: task {record.task}, profile {record.profile}, {record.mode} mode, "
         f"{len(record.questions)} dev rows ({len(record.split.confirm)} confirmation rows sealed, never scored)",
         _row("", f"official (lm-eval {record.evaluator['version']})", "independent (own float32)"),
-        _row("accuracy", _accuracy(record.official), _accuracy(record.independent)),
-        _row("95% interval (Wilson)", _interval(record.official), _interval(record.independent)),
+        *_metric_rows(record),
     ]
-    if record.official_norm is not None:
-        lines += [_row("acc_norm", _accuracy(record.official_norm), _accuracy(record.independent_norm)),
-                  _row("95% interval (Wilson)", _interval(record.official_norm), _interval(record.independent_norm))]
-    predictions = ", ".join(f"{name} {count}" for name, count in record.official.predictions.items())
+    predictions = ", ".join(f"{name} {count}" for name, count in official.predictions.items())
     labels = ", ".join(f"{name} {count}" for name, count in record.labels.items())
     warnings = sum((record.third_party_log or {}).values())
     lines += [
@@ -51,7 +58,8 @@ def run_summary(record: RunRecord, out, private) -> str:
 
 
 def quiet_line(record: RunRecord) -> str:
-    return (f"{record.run_name}: {record.task} {_accuracy(record.official)} (independent {_accuracy(record.independent)}), "
+    official, independent = (record.summaries[path][record.metrics[0]] for path in PATHS)
+    return (f"{record.run_name}: {record.task} {_accuracy(official)} (independent {_accuracy(independent)}), "
             f"max abs diff {record.max_abs_diff!r}, identity {record.identity_checks_passed}/{len(record.questions)}"
             + (" [DEMO]" if record.demo else ""))
 
@@ -68,9 +76,9 @@ def json_summary(record: RunRecord, out, private) -> dict:
     return {
         "run_name": record.run_name, "task": record.task, "profile": record.profile, "mode": record.mode,
         "demo": record.demo, "notice": record.notice,
-        "official": path_summary(record.official), "independent": path_summary(record.independent),
-        "official_acc_norm": path_summary(record.official_norm),
-        "independent_acc_norm": path_summary(record.independent_norm),
+        # the headline (first) metric per path, then every metric per path
+        **{path: path_summary(record.summaries[path][record.metrics[0]]) for path in PATHS},
+        "metrics": {path: {m: path_summary(s) for m, s in record.summaries[path].items()} for path in PATHS},
         "max_abs_diff": record.max_abs_diff, "identity_checks_passed": record.identity_checks_passed,
         "rows": len(record.questions), "seconds": record.timings.get("total"),
         "peak_rss_gb": round(record.peak_rss_bytes / 1e9, 3), "public": str(out), "private": str(private),

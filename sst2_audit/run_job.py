@@ -21,9 +21,9 @@ from .identity import check_logged_samples, expected_question
 from .lock import Lock, Profile
 from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
-from .metrics import label_counts, path_summaries
+from .metrics import label_counts, predictions, summaries
 from .model import load as load_model
-from .protocol import notice_for, predict, predict_norm, settings_record
+from .protocol import notice_for, settings_record
 from .split import ROW_HASH_RULE, SMOKE_ROWS, make_split, row_hash
 from .task_spec import TaskSpec
 
@@ -83,20 +83,17 @@ def _write_lm_eval_output(options: RunOptions, official, scrub: dict) -> dict:
     return public_results
 
 
-def _question_record(spec, expected, sample: dict, official_scores: list, independent_scores) -> records.QuestionRecord:
-    """One question's public record: identity from the dataset row, scores from both paths."""
-    public, mine = expected.public_fields(), list(independent_scores)
-    norm = "acc_norm" in spec.metrics
-    return records.QuestionRecord(
+def _question_record(spec, expected, sample: dict, scores: dict) -> records.QuestionRecord:
+    """One question's public record: identity from the dataset row, scores from both paths ({path: scores})."""
+    public = expected.public_fields()
+    question = records.QuestionRecord(
         **{key: public[key] for key in ("idx", "label", "doc_hash", "prompt_hash", "context_length", "candidates",
                                         "choice_lengths", "candidate_token_counts", "candidate_tokens_sha256")},
-        logged_doc_id=sample["doc_id"], official_scores=official_scores, independent_scores=mine,
-        official_prediction=predict(official_scores), independent_prediction=predict(mine),
-        official_logged_acc=float(sample["acc"]),
-        official_norm_prediction=predict_norm(official_scores, public["choice_lengths"]) if norm else None,
-        independent_norm_prediction=predict_norm(mine, public["choice_lengths"]) if norm else None,
-        official_logged_acc_norm=float(sample["acc_norm"]) if norm else None,
+        logged_doc_id=sample["doc_id"], scores=scores, predictions={},
+        logged={metric: float(sample[metric]) for metric in spec.metrics},
     )
+    question.predictions = {path: predictions(spec.metrics, scores[path], question) for path in records.PATHS}
+    return question
 
 
 class IndependentWorker(threading.Thread):
@@ -243,13 +240,11 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
         scored_ids, official_scores, {idx: list(independent[idx].candidate_scores) for idx in scored_ids})
     if disagreements:
         _fail(options, "agreement", describe(disagreements, max_abs_diff), disagreements, settings)
-    questions = [_question_record(spec, expected[idx], logged[idx], official_scores[idx],
-                                  independent[idx].candidate_scores) for idx in scored_ids]
+    questions = [_question_record(spec, expected[idx], logged[idx], {
+        "official": official_scores[idx], "independent": list(independent[idx].candidate_scores)}) for idx in scored_ids]
     timings["checks"] = round(timings["checks"] + time.perf_counter() - check_start, 3)
 
     task_result = official.results["results"][official.effective_config["task"]]
-    official_acc, official_norm = path_summaries(spec, questions, "official")
-    independent_acc, independent_norm = path_summaries(spec, questions, "independent")
     record = records.RunRecord(
         run_name=options.run_name, mode="smoke" if options.smoke else "full", profile=profile.name,
         task=spec.name, metrics=list(spec.metrics),
@@ -267,8 +262,7 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
         versions=versions(),
         timings={k: round(v, 3) for k, v in timings.items()},
         peak_rss_bytes=0,
-        official=official_acc, independent=independent_acc,
-        official_norm=official_norm, independent_norm=independent_norm,
+        summaries=summaries(spec, questions),
         labels=label_counts(spec, questions),
         max_abs_diff=max_abs_diff,
         identity_checks_passed=len(official.samples),

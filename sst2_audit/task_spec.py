@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
+from .metrics import METRICS
 
-DEFAULT_TASK = "sst2"
-SUPPORTED_METRICS = ("acc", "acc_norm")
 TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
 DATA_FIELDS = ("dataset_path", "dataset_name", "dataset_kwargs")  # the only fields a run may change
 
@@ -164,9 +163,9 @@ def unsupported_reason(config: dict) -> str | None:
     if config.get("process_results") or config.get("process_docs"):
         return "has its own process_results / process_docs"
     names = [m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}]]
-    other = [n for n in names if n not in SUPPORTED_METRICS]
+    other = [n for n in names if n not in METRICS]
     if other:
-        return f"reports metrics {other} (supported: {', '.join(SUPPORTED_METRICS)})"
+        return f"reports metrics {other} (supported: {', '.join(METRICS)})"
     if config.get("num_fewshot") or config.get("fewshot_config"):
         return "is a few-shot task (zero-shot only for now)"
     if config.get("use_prompt"):

@@ -154,7 +154,7 @@ def test_a_forged_row_at_position_63_is_caught_by_rescore(embedded_cache, tmp_pa
     code, out = audit(capsys, "--bundle-file", tmp_path / "forged.tar.gz", "--cache", embedded_cache)
     assert code == 1, out  # the default audit rescores every row
     assert out.startswith("VERDICT: FAIL (rescore (all rows, seed ")
-    assert f"row idx {forged_idx}: independent_scores (rescored): expected " in out
+    assert f"row idx {forged_idx}: scores.independent (rescored): expected " in out
     dev = [q["idx"] for q in record["questions"]]
     assert draw(dev, 8, 0) != dev[:8]  # not the predictable first rows
     seed = next(s for s in range(1000) if forged_idx in draw(dev, 8, s))
@@ -162,7 +162,7 @@ def test_a_forged_row_at_position_63_is_caught_by_rescore(embedded_cache, tmp_pa
                       "--rescore", "8", "--seed", str(seed))
     assert code == 1, out
     assert f"rescore (8 rows, seed {seed}): FAIL" in out
-    assert f"row idx {forged_idx}: independent_scores (rescored): expected " in out
+    assert f"row idx {forged_idx}: scores.independent (rescored): expected " in out
     assert "verdict: different (this machine runs the lock's numeric mode: bit for bit required)" in out
 
 
@@ -245,7 +245,7 @@ def _signed_zero(record):
 
 @pytest.mark.parametrize("change, message", [
     (_signed_zero, "candidate ' negative' score: independent == official: expected 0.0, got -0.0"),
-    (lambda r: r["questions"][0]["official_scores"].__setitem__(0, -7), ".questions[0].official_scores[0]: expected float, got int"),
+    (lambda r: r["questions"][0]["official_scores"].__setitem__(0, -7), ".questions[0].scores.official[0]: expected float, got int"),
     (lambda r: r.__setitem__("schema_version", True), "schema_version must be an integer, got True"),
     (lambda r: r["questions"][0].__setitem__("idx", "9"), ".questions[0].idx: expected int, got str"),
     (lambda r: r["split"].__setitem__("dev_ids", {}), ".split.dev_ids: expected list, got dict"),

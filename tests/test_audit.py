@@ -65,7 +65,7 @@ def swap_doc_ids(r):
 
 
 def last_bit(r):
-    _q(r, 5)["independent_scores"][0] = math.nextafter(_q(r, 5)["independent_scores"][0], 0.0)
+    _q(r, 5)["scores"]["independent"][0] = math.nextafter(_q(r, 5)["scores"]["independent"][0], 0.0)
 
 
 def flip_label(r):
@@ -82,8 +82,9 @@ def duplicate_row(r):
 
 def swap_candidates(r):
     q = _q(r, 2)
-    for key in ("candidates", "candidate_token_counts", "official_scores", "independent_scores"):
+    for key in ("candidates", "candidate_token_counts"):
         q[key] = q[key][::-1]
+    q["scores"] = {path: scores[::-1] for path, scores in q["scores"].items()}
 
 
 def alter_prompt_hash(r):
@@ -91,7 +92,7 @@ def alter_prompt_hash(r):
 
 
 def edit_accuracy(r):
-    r["official"]["accuracy"] = 0.75
+    r["summaries"]["official"]["acc"]["accuracy"] = 0.75
 
 
 def insert_confirmation_id(r):
@@ -109,7 +110,7 @@ def edit_setting(r):
 
 
 TAMPERINGS = {
-    swap_doc_ids: ("both", lambda r: [f"row idx {_q(r, 0)['idx']}: prompt_hash", f"row idx {_q(r, 0)['idx']} vs lm-eval sample: official_scores"]),
+    swap_doc_ids: ("both", lambda r: [f"row idx {_q(r, 0)['idx']}: prompt_hash", f"row idx {_q(r, 0)['idx']} vs lm-eval sample: scores.official"]),
     last_bit: ("arithmetic", lambda r: [f"row idx {_q(r, 5)['idx']}: candidate ' negative' score: independent == official"]),
     flip_label: ("both", lambda r: [f"row idx {_q(r, 3)['idx']} vs lm-eval sample: label (target)", f"row idx {_q(r, 3)['idx']}: label"]),
     drop_row: ("arithmetic", lambda r: ["scored id has no question record (row dropped)"]),

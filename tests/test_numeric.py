@@ -98,11 +98,11 @@ def test_two_cards_with_different_scores_never_share_an_id(full_run):
     record = records.read(full_run / "out" / "run.json", records.RunRecord)
     lock = load_lock(LOCK)
     first = card_id(card_fields(record, lock))
-    record.questions[63].official_scores[0] += 3e-5  # drift-sized, accuracy and predictions unchanged
-    record.questions[63].independent_scores[0] += 3e-5
+    record.questions[63].scores["official"][0] += 3e-5  # drift-sized, accuracy and predictions unchanged
+    record.questions[63].scores["independent"][0] += 3e-5
     assert card_id(card_fields(record, lock)) != first
-    record.questions[63].official_scores[0] -= 3e-5
-    record.questions[63].independent_scores[0] -= 3e-5
+    record.questions[63].scores["official"][0] -= 3e-5
+    record.questions[63].scores["independent"][0] -= 3e-5
     assert card_id(card_fields(record, lock)) == first
     record.platform = dict(record.platform, cpu_model_name="another CPU")
     assert card_id(card_fields(record, lock)) != first

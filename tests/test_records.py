@@ -46,5 +46,5 @@ def test_reader_names_missing_and_unexpected_fields(tmp_path):
         records.read(path, records.FailureRecord)
     raw["kind"] = "sst2-audit/run"
     path.write_text(json.dumps(raw))
-    with pytest.raises(InputError, match="expected kind 'sst2-audit/failure' schema_version 3, got 'sst2-audit/run' 3"):
+    with pytest.raises(InputError, match=f"expected kind 'sst2-audit/failure' schema_version {records.RECORD_SCHEMA_VERSION}, got 'sst2-audit/run' {records.RECORD_SCHEMA_VERSION}"):
         records.read(path, records.FailureRecord)

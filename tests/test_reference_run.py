@@ -60,8 +60,8 @@ def test_reference_card_states_the_measurement():
 
 def _within_bound(fresh: dict, reference: dict) -> None:
     for new, old in zip(fresh["questions"], reference["questions"]):
-        assert new["idx"] == old["idx"] and new["official_prediction"] == old["official_prediction"]
-        assert max(abs(a - b) for a, b in zip(new["official_scores"], old["official_scores"])) <= DRIFT_BOUND
+        assert new["idx"] == old["idx"] and new["predictions"]["official"]["acc"] == old["official_prediction"]
+        assert max(abs(a - b) for a, b in zip(new["scores"]["official"], old["official_scores"])) <= DRIFT_BOUND
 
 
 def test_a_fresh_run_reproduces_the_reference(full_run):
@@ -71,7 +71,7 @@ def test_a_fresh_run_reproduces_the_reference(full_run):
     # Any CPU with AVX2 + FMA runs the pinned mode: then the mode, not the CPU, decides the bits.
     pinned = fresh["platform"]["mode_in_effect"] and fresh["platform"]["torch_cpu_capability"] == "AVX2"
     if same_platform or pinned:
-        assert [q["official_scores"] for q in fresh["questions"]] == [q["official_scores"] for q in reference["questions"]]
+        assert [q["scores"]["official"] for q in fresh["questions"]] == [q["official_scores"] for q in reference["questions"]]
     else:
         _within_bound(fresh, reference)
     assert [q["prompt_hash"] for q in fresh["questions"]] == [q["prompt_hash"] for q in reference["questions"]]

@@ -58,15 +58,16 @@ def test_report_numbers_are_run_json_s(full_run):
     assert parsed.scripts == 0 and parsed.remote == []  # readable offline, without JavaScript
     assert page.count("<svg") == 1 and "EMBEDDED DEMO" in page
     accuracy = next(t for t in parsed.tables if t[0][:3] == ["path", "correct", "accuracy"])
-    low, high = wilson(record.official.correct, record.official.rows)
-    assert accuracy[1] == ["official (lm-eval)", f"{record.official.correct}/64", f"{record.official.accuracy:.4f}",
-                           f"{record.official.stderr:.4f}", f"{low:.4f} – {high:.4f}"]
+    official = record.summaries["official"]["acc"]
+    low, high = wilson(official.correct, official.rows)
+    assert accuracy[1] == ["official (lm-eval)", f"{official.correct}/64", f"{official.accuracy:.4f}",
+                           f"{official.stderr:.4f}", f"{low:.4f} – {high:.4f}"]
     confusion = next(t for t in parsed.tables if t[0][0] == "gold \\ predicted")
     cells = {(row[0], name): int(value) for row in confusion[1:] for name, value in zip(confusion[0][1:], row[1:])}
     for gold, gold_name in enumerate(["negative", "positive"]):
         for predicted, predicted_name in enumerate(["negative", "positive"]):
             assert cells[(gold_name, predicted_name)] == sum(
-                1 for q in record.questions if q.label == gold and q.official_prediction == predicted)
+                1 for q in record.questions if q.label == gold and q.predictions["official"]["acc"] == predicted)
     questions = next(t for t in parsed.tables if t[0][0] == "idx")
     by_idx = {q.idx: q for q in record.questions}
     assert sorted(int(row[0]) for row in questions[1:]) == sorted(by_idx)
@@ -74,9 +75,10 @@ def test_report_numbers_are_run_json_s(full_run):
     assert margins == sorted(margins)  # closest calls first
     for row in questions[1:]:
         q = by_idx[int(row[0])]
-        assert row[3] == ", ".join(repr(s) for s in q.official_scores) and row[4] == ", ".join(repr(s) for s in q.independent_scores)
-        assert row[2] == ["negative", "positive"][q.official_prediction] and row[6] == str(q.logged_doc_id)
-        assert float(row[5]) == pytest.approx(q.official_scores[q.label] - q.official_scores[1 - q.label], abs=5e-5)
+        official, independent = q.scores["official"], q.scores["independent"]
+        assert row[3] == ", ".join(repr(s) for s in official) and row[4] == ", ".join(repr(s) for s in independent)
+        assert row[2] == ["negative", "positive"][q.predictions["official"]["acc"]] and row[6] == str(q.logged_doc_id)
+        assert float(row[5]) == pytest.approx(official[q.label] - official[1 - q.label], abs=5e-5)
     notes = next(t for t in parsed.tables if t[0][0] == "field in lm_eval_results.json")
     assert notes[1][:3] == ["n-samples.sst2.effective", "264", "64"]
     private = (full_run / "private" / records.REPORT_FILE).read_text()
@@ -166,8 +168,10 @@ def test_compare_with_another_model_and_lock_names_flips_mcnemar_and_pins(embedd
     assert done.returncode == 0, done.stderr
     a = {q.idx: q for q in _reference_record(tmp_path).questions}
     b = {q.idx: q for q in records.read(tmp_path / "out" / records.RUN_FILE, records.RunRecord).questions}
-    to_wrong = [i for i in a if a[i].official_prediction == a[i].label and b[i].official_prediction != b[i].label]
-    to_right = [i for i in a if a[i].official_prediction != a[i].label and b[i].official_prediction == b[i].label]
+    right_a = {i: a[i].predictions["official"]["acc"] == a[i].label for i in a}
+    right_b = {i: b[i].predictions["official"]["acc"] == b[i].label for i in a}
+    to_wrong = [i for i in a if right_a[i] and not right_b[i]]
+    to_right = [i for i in a if right_b[i] and not right_a[i]]
     assert to_wrong or to_right
     out = done.stdout
     assert (f"flips: right in A, wrong in B: {len(to_wrong)} {to_wrong}; "
@@ -215,7 +219,7 @@ def test_quiet_and_json_summaries(embedded_cache, tmp_path):
                       "--private", tmp_path / "jp", "--run-name", "j")
     summary = json.loads(done.stdout)
     record = records.read(tmp_path / "j" / records.RUN_FILE, records.RunRecord)
-    assert summary["official"]["accuracy"] == record.official.accuracy and summary["rows"] == 2
+    assert summary["official"]["accuracy"] == record.summaries["official"]["acc"].accuracy and summary["rows"] == 2
     assert summary["profile"] == "embedded"  # taken from the cache's manifest: no --profile given
 
 

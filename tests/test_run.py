@@ -28,7 +28,7 @@ def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):
 def test_full_run_records(full_run, embedded_cache):
     record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
     assert (record.mode, record.profile, record.demo, record.lock_fully_hashed) == ("full", "embedded", True, True)
-    assert (record.task, record.metrics, record.official_norm, record.independent_norm) == ("sst2", ["acc"], None, None)
+    assert (record.task, record.metrics, list(record.summaries["official"])) == ("sst2", ["acc"], ["acc"])
     assert record.split.row_hash_rule == "sha256(canonical_json(doc))"
     assert len(record.questions) == 64 and record.split.scored_ids == record.split.dev_ids
     assert [q.idx for q in record.questions] == record.split.dev_ids
@@ -36,19 +36,20 @@ def test_full_run_records(full_run, embedded_cache):
     assert not {c.idx for c in record.split.confirm} & set(record.split.scored_ids)
     assert record.max_abs_diff == 0.0
     for q in record.questions:
-        assert q.official_scores == q.independent_scores
+        assert q.scores["official"] == q.scores["independent"]
         assert q.logged_doc_id == q.idx
         assert q.candidates == [" negative", " positive"] and q.candidate_token_counts == [1, 1]
         assert q.candidate_tokens_sha256 == tokens_hash([[3524], [2731]]) and q.choice_lengths == [8, 8]
-        assert q.official_norm_prediction is None and q.official_logged_acc_norm is None
-        assert q.official_logged_acc == float(q.official_prediction == q.label)
-    assert record.official == record.independent
-    assert record.official.rows == 64
-    assert record.official.correct == sum(q.official_prediction == q.label for q in record.questions)
-    assert record.lm_eval_reported["acc"] == record.official.accuracy
-    assert record.lm_eval_reported["acc_stderr"] == record.official.stderr
+        assert list(q.predictions["official"]) == list(q.logged) == ["acc"]
+        assert q.logged["acc"] == float(q.predictions["official"]["acc"] == q.label)
+    official = record.summaries["official"]["acc"]
+    assert official == record.summaries["independent"]["acc"]
+    assert official.rows == 64
+    assert official.correct == sum(q.predictions["official"]["acc"] == q.label for q in record.questions)
+    assert record.lm_eval_reported["acc"] == official.accuracy
+    assert record.lm_eval_reported["acc_stderr"] == official.stderr
     assert record.identity_checks_passed == 64
-    assert sum(record.labels.values()) == 64 and sum(record.official.predictions.values()) == 64
+    assert sum(record.labels.values()) == 64 and sum(official.predictions.values()) == 64
     assert set(record.task_config["differences"]) <= {"dataset_path", "dataset_name", "dataset_kwargs", "num_fewshot"}
     assert record.task_config["effective"]["doc_to_text"] == "{{sentence}}\nQuestion: Is this sentence positive or negative?\nAnswer:"
     assert record.settings["doc_id_order"] == "sorted" and record.settings["num_fewshot"] == 0
@@ -74,7 +75,7 @@ def test_lm_eval_public_output_matches_our_records(full_run):
     by_id = {s["doc_id"]: s for s in samples}
     assert sorted(by_id) == sorted(record.split.scored_ids)
     for q in record.questions:
-        assert [r[0][0] for r in by_id[q.idx]["resps"]] == q.official_scores
+        assert [r[0][0] for r in by_id[q.idx]["resps"]] == q.scores["official"]
         assert by_id[q.idx]["prompt_hash"] == q.prompt_hash and by_id[q.idx]["doc_hash"] == q.doc_hash
 
 

@@ -180,11 +180,11 @@ def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profi
     record = records.read(base / "out" / records.RUN_FILE, records.RunRecord)
     assert record.metrics == metrics and record.demo and "EMBEDDED DEMO" in record.notice
     assert record.max_abs_diff == 0.0 and record.identity_checks_passed == 64 == len(record.questions)
-    assert all(q.official_scores == q.independent_scores for q in record.questions)
+    assert all(q.scores["official"] == q.scores["independent"] for q in record.questions)
     if "acc_norm" in metrics:
-        assert record.official_norm == record.independent_norm
-        assert record.lm_eval_reported["acc_norm"] == record.official_norm.accuracy
-        assert any(q.official_norm_prediction != q.official_prediction for q in record.questions)
+        assert record.summaries["official"]["acc_norm"] == record.summaries["independent"]["acc_norm"]
+        assert record.lm_eval_reported["acc_norm"] == record.summaries["official"]["acc_norm"].accuracy
+        assert any(q.predictions["official"]["acc_norm"] != q.predictions["official"]["acc"] for q in record.questions)
         assert max(max(q.candidate_token_counts) for q in record.questions) >= 3
     public = "".join(path.read_text() for path in (base / "out").iterdir())
     for row in json.loads("[" + ",".join((REPO / "data" / "demo" / ("rte/validation.jsonl" if "rte" in profile

@@ -7,8 +7,8 @@ other field a person reads are checked by the claims level (claims.py).
 """
 
 from ..identity import public_candidate
-from ..metrics import label_counts, path_summaries
-from ..protocol import predict, predict_norm
+from ..metrics import label_counts, path_summaries, predictions
+from ..records import PATHS
 from ..split import SMOKE_ROWS
 from .findings import LevelResult
 from .loading import RunFolder
@@ -46,25 +46,18 @@ def _per_question(result: LevelResult, spec, question) -> bool:
         result.expect(where, "label (a choice index)", True, type(question.label) is int and 0 <= question.label < count),
         result.expect(where, "choice_lengths (count, all > 0)", (count, True),
                       (len(question.choice_lengths), all(n > 0 for n in question.choice_lengths))),
-        *(result.expect(where, f"{path}_scores (count)", count, len(getattr(question, f"{path}_scores")))
-          for path in ("official", "independent")),
+        *(result.expect(where, f"scores.{path} (count)", count, len(question.scores[path])) for path in PATHS),
     ])
     if not shaped:
         return False
-    norm = "acc_norm" in spec.metrics
-    for path in ("official", "independent"):
-        scores = getattr(question, f"{path}_scores")
-        result.expect(where, f"{path}_prediction", predict(scores), getattr(question, f"{path}_prediction"))
-        result.expect(where, f"{path}_norm_prediction", predict_norm(scores, question.choice_lengths) if norm else None,
-                      getattr(question, f"{path}_norm_prediction"))
-    for number, (official, independent) in enumerate(zip(question.official_scores, question.independent_scores)):
+    for path in PATHS:
+        for metric, predicted in predictions(spec.metrics, question.scores[path], question).items():
+            result.expect(where, f"predictions.{path}.{metric}", predicted, question.predictions[path][metric])
+    for number, (official, independent) in enumerate(zip(*(question.scores[path] for path in PATHS))):
         name = repr(question.candidates[number]) if spec.fixed_choices is not None else str(number)  # never data text
         result.expect(where, f"candidate {name} score: independent == official", official, independent)
-    result.expect(where, "official_logged_acc", float(predict(question.official_scores) == question.label),
-                  question.official_logged_acc)
-    result.expect(where, "official_logged_acc_norm",
-                  float(predict_norm(question.official_scores, question.choice_lengths) == question.label)
-                  if norm else None, question.official_logged_acc_norm)
+    for metric, predicted in predictions(spec.metrics, question.scores["official"], question).items():
+        result.expect(where, f"logged.{metric}", float(predicted == question.label), question.logged[metric])
     return True
 
 
@@ -83,10 +76,10 @@ def _against_lm_eval(result: LevelResult, run: RunFolder, spec, record) -> None:
         if sample is None:
             continue
         where = f"row idx {question.idx} vs lm-eval sample"
-        result.expect(where, "official_scores", [r[0][0] for r in sample.resps], question.official_scores)
+        result.expect(where, "scores.official", [r[0][0] for r in sample.resps], question.scores["official"])
         result.expect(where, "label (target)", sample.target, question.label)
-        result.expect(where, "acc", sample.acc, question.official_logged_acc)
-        result.expect(where, "acc_norm", sample.acc_norm, question.official_logged_acc_norm)
+        for metric in spec.metrics:
+            result.expect(where, metric, sample.metrics.get(metric), question.logged[metric])
         result.expect(where, "prompt_hash", sample.prompt_hash, question.prompt_hash)
         result.expect(where, "doc_hash", sample.doc_hash, question.doc_hash)
     reported = run.lm_eval_results.get("results", {}).get(spec.name, {})
@@ -103,23 +96,19 @@ def _against_lm_eval(result: LevelResult, run: RunFolder, spec, record) -> None:
 
 
 def _summaries(result: LevelResult, spec, record) -> None:
-    result.expect("run", "metrics (the task's)", list(spec.metrics), record.metrics)
-    for path in ("official", "independent"):
-        acc, norm = path_summaries(spec, record.questions, path)
-        for metric, recomputed, claimed in (("acc", acc, getattr(record, path)),
-                                            ("acc_norm", norm, getattr(record, f"{path}_norm"))):
-            if recomputed is None or claimed is None:
-                result.expect(f"summary {path} {metric}", "present", recomputed is not None, claimed is not None)
-                continue
+    primary = spec.metrics[0]  # lm-eval's first metric_list entry: the headline number
+    for path in PATHS:
+        for metric, recomputed in path_summaries(spec, record.questions, path).items():
+            claimed = record.summaries[path][metric]
+            label = f"summary {path}" if metric == primary else f"summary {path} {metric}"
             for name in ("accuracy", "stderr", "correct", "rows", "predictions"):
-                result.expect(f"summary {path} {metric}" if metric != "acc" else f"summary {path}", name,
-                              getattr(recomputed, name), getattr(claimed, name))
+                result.expect(label, name, getattr(recomputed, name), getattr(claimed, name))
             if path == "official":
                 result.expect("lm-eval reported", metric, recomputed.accuracy, record.lm_eval_reported.get(metric))
                 result.expect("lm-eval reported", f"{metric}_stderr", recomputed.stderr,
                               record.lm_eval_reported.get(f"{metric}_stderr"))
     result.expect("summary", "labels", label_counts(spec, record.questions), record.labels)
-    diffs = [abs(a - b) for q in record.questions for a, b in zip(q.official_scores, q.independent_scores)]
+    diffs = [abs(a - b) for q in record.questions for a, b in zip(*(q.scores[path] for path in PATHS))]
     result.expect("summary", "max_abs_diff", max(diffs, default=0.0), record.max_abs_diff)
     result.expect("summary", "identity_checks_passed", len(record.questions), record.identity_checks_passed)
 
@@ -137,6 +126,8 @@ def check(run: RunFolder) -> LevelResult:
     if spec is None:
         result.fail(f"profile {record.profile!r} is not in the audit's lock, so its task is unknown")
         return result
+    if not result.expect("run", "metrics (the task's)", list(spec.metrics), record.metrics):
+        return result  # every per-question map is keyed by the record's metrics
     shaped = [_per_question(result, spec, question) for question in _questions(result, record)]
     _against_lm_eval(result, run, spec, record)
     if all(shaped):

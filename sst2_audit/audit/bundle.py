@@ -208,7 +208,8 @@ def check_sums(members: dict) -> list:
 # Exactly the members a bundle of each record schema holds: nothing unchecked rides along.
 _OLD_MEMBERS = frozenset({records.RUN_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE,
                           records.ENVIRONMENT_FILE, BUNDLE_LOCK, BUNDLE_MANIFEST, CARD, SUMS})
-SCHEMA_MEMBERS = {1: _OLD_MEMBERS, 2: _OLD_MEMBERS, 3: _OLD_MEMBERS | {records.REPORT_FILE}}
+SCHEMA_MEMBERS = {1: _OLD_MEMBERS, 2: _OLD_MEMBERS, 3: _OLD_MEMBERS | {records.REPORT_FILE},
+                  4: _OLD_MEMBERS | {records.REPORT_FILE}}
 
 
 def check_member_set(members: dict, bundle: Path) -> None:

@@ -2,6 +2,7 @@
 
 from ..hashing import canonical_json, sha256_text
 from ..numeric import one_line
+from ..records import PATHS
 from ..sanitize import markdown_cell
 
 
@@ -31,6 +32,19 @@ def _profile(record, profile) -> str:
     return f"{record.profile} (EMBEDDED DEMO, not a GLUE SST-2 measurement)"
 
 
+def _headline(record):
+    """The official path's summary of the task's first metric (lm-eval's headline number)."""
+    return record.summaries["official"][record.metrics[0]]
+
+
+def _metric_fields(record) -> dict:
+    fields = {}
+    for number, metric in enumerate(record.metrics):
+        summary, name = record.summaries["official"][metric], "accuracy" if number == 0 else metric
+        fields.update({name: summary.accuracy, f"{name}_stderr": summary.stderr})
+    return fields
+
+
 def card_fields(record, lock) -> dict:
     profile = lock.profile(record.profile)
     settings = record.settings
@@ -46,11 +60,8 @@ def card_fields(record, lock) -> dict:
         "threads": settings["threads"],
         "attention": settings["attention"],
         "seed": settings["seed"],
-        "rows": record.official.rows,
-        "accuracy": record.official.accuracy,
-        "accuracy_stderr": record.official.stderr,
-        **({"acc_norm": record.official_norm.accuracy, "acc_norm_stderr": record.official_norm.stderr}
-           if record.official_norm is not None else {}),
+        "rows": _headline(record).rows,
+        **_metric_fields(record),
         "max_abs_diff": record.max_abs_diff,
         "lock_sha256": record.lock_sha256,
         "lock_fully_hashed": record.lock_fully_hashed,
@@ -62,12 +73,10 @@ def card_fields(record, lock) -> dict:
 def results_digest(record) -> str:
     """Binds the card to every score, prediction and the accuracy, and to the full platform record."""
     return sha256_text(canonical_json({
-        "questions": [[q.idx, q.official_scores, q.independent_scores, q.official_prediction,
-                       q.independent_prediction] + ([q.official_norm_prediction, q.independent_norm_prediction]
-                                                    if record.official_norm is not None else [])
+        "questions": [[q.idx, *(q.scores[path] for path in PATHS),
+                       *(q.predictions[path][metric] for metric in record.metrics for path in PATHS)]
                       for q in record.questions],
-        "accuracy": [record.official.accuracy, record.independent.accuracy] + (
-            [record.official_norm.accuracy, record.independent_norm.accuracy] if record.official_norm is not None else []),
+        "accuracy": [record.summaries[path][metric].accuracy for metric in record.metrics for path in PATHS],
         "platform": record.platform,
     }))
 
@@ -82,9 +91,10 @@ def render(record, lock, cell=markdown_cell) -> str:
     lines = [f"# Reproducibility card {card_id(fields)}", ""]
     if record.demo:
         lines += [f"> {cell(record.notice)}", ""]
+    headline = _headline(record)
     lines += [f"Run `{record.run_name}` ({record.mode}), scored by lm-eval and by sst2-audit's independent path; "
-              f"accuracy {record.official.correct}/{record.official.rows} = {record.official.accuracy:.4f} "
-              f"(stderr {record.official.stderr:.4f}), max abs diff between the paths {record.max_abs_diff!r}.", "",
+              f"accuracy {headline.correct}/{headline.rows} = {headline.accuracy:.4f} "
+              f"(stderr {headline.stderr:.4f}), max abs diff between the paths {record.max_abs_diff!r}.", "",
               "| field | value |", "|---|---|"]
     lines += [f"| {key} | {cell(value)} |" for key, value in fields.items()]
     lines += ["", "The card id is the first 16 hex digits of the sha256 of these fields as canonical JSON; "

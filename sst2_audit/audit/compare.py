@@ -72,12 +72,15 @@ def compare(a, b) -> Comparison:
         result.differences.append(("numeric platform", one_line(ra.platform), one_line(rb.platform)))
     qa, qb = {q.idx: q for q in ra.questions}, {q.idx: q for q in rb.questions}
     common = [idx for idx in qa if idx in qb]
+    if ra.metrics != rb.metrics:
+        raise InputError(f"--compare: A reports metrics {ra.metrics}, B {rb.metrics}; the same task reports the same.")
+    metric = ra.metrics[0]  # the headline metric
+    pa, pb = ({idx: q.predictions["official"][metric] for idx, q in side.items()} for side in (qa, qb))
     for idx in common:
-        if qa[idx].official_prediction != qb[idx].official_prediction:
-            result.changed.append((idx, _name(a, qa[idx].official_prediction), _name(b, qb[idx].official_prediction),
-                                   _name(a, qa[idx].label)))
-    right_a = [qa[idx].official_prediction == qa[idx].label for idx in common]
-    right_b = [qb[idx].official_prediction == qb[idx].label for idx in common]
+        if pa[idx] != pb[idx]:
+            result.changed.append((idx, _name(a, pa[idx]), _name(b, pb[idx]), _name(a, qa[idx].label)))
+    right_a = [pa[idx] == qa[idx].label for idx in common]
+    right_b = [pb[idx] == qb[idx].label for idx in common]
     result.flips_to_wrong = [idx for idx, x, y in zip(common, right_a, right_b) if x and not y]
     result.flips_to_right = [idx for idx, x, y in zip(common, right_a, right_b) if y and not x]
     labels_differ = [idx for idx in common if qa[idx].label != qb[idx].label]
@@ -89,10 +92,11 @@ def compare(a, b) -> Comparison:
     only_a, only_b = sorted(set(qa) - set(qb)), sorted(set(qb) - set(qa))
     if only_a or only_b:
         result.summary.append(f"questions only in A: {only_a}; only in B: {only_b}")
-    moved = sum(1 for idx in common if qa[idx].official_scores != qb[idx].official_scores)
-    result.summary.append(f"accuracy: {ra.official.accuracy:.4f} -> {rb.official.accuracy:.4f}; "
+    moved = sum(1 for idx in common if qa[idx].scores["official"] != qb[idx].scores["official"])
+    result.summary.append(f"accuracy: {ra.summaries['official'][metric].accuracy:.4f} -> "
+                          f"{rb.summaries['official'][metric].accuracy:.4f}; "
                           f"{len(result.changed)} prediction(s) changed, {moved} question(s) with different scores")
-    verdict = judge({idx: (qa[idx].official_scores, qb[idx].official_scores) for idx in common}, same, predict)
+    verdict = judge({idx: (qa[idx].scores["official"], qb[idx].scores["official"]) for idx in common}, same, predict)
     result.summary.append(verdict.line())
     return result
 

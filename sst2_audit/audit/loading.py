@@ -77,7 +77,7 @@ def _bounded(record, lock: Lock, samples, where: str) -> None:
             raise InputError(f"{where}: {field}: {count} entries, far more than the {limit} of the reviewer's lock "
                              "(split.dev_rows / split.confirm_rows); refused before any per-id work.")
     for number, question in enumerate(record.questions):
-        sizes = (len(question.candidates), len(question.official_scores), len(question.independent_scores),
+        sizes = (len(question.candidates), *(len(scores) for scores in question.scores.values()),
                  len(question.choice_lengths), len(question.candidate_token_counts))
         if max(sizes) > MAX_CANDIDATES or any(len(c) > MAX_CANDIDATE_TEXT for c in question.candidates):
             raise InputError(f"{where}: questions[{number}]: more than {MAX_CANDIDATES} candidates or a candidate "

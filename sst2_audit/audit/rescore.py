@@ -83,7 +83,7 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
             doc = by_idx[idx].as_doc()
             encoded = encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx, settings["max_length"],
                                       settings["add_bos_token"])
-            pairs[idx] = (list(questions[idx].independent_scores), list(scorer.score(idx, encoded).candidate_scores))
+            pairs[idx] = (list(questions[idx].scores["independent"]), list(scorer.score(idx, encoded).candidate_scores))
     verdict = judge(pairs, bits, predict, basis=(
         "this machine runs the lock's numeric mode: bit for bit required" if bits else
         f"this machine cannot run the lock's numeric mode: drift bound {DRIFT_BOUND:g} per score"))
@@ -106,6 +106,6 @@ def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelRe
     if verdict.verdict not in (IDENTICAL, DRIFT):
         for idx, (claimed, rescored) in pairs.items():
             if claimed != rescored:
-                result.problems.append(f"row idx {idx}: independent_scores (rescored): expected {rescored!r}, "
+                result.problems.append(f"row idx {idx}: scores.independent (rescored): expected {rescored!r}, "
                                        f"got {claimed!r}")
     return result
