@@ -6,16 +6,20 @@ the card and report.html show them).
 """
 
 
-def notes(lm_eval_results: dict, record) -> list:
-    """[{field, lm_eval_says, truth, why}] from lm-eval's results and our checked record."""
-    task = record.task
-    model_pins = sorted(f"{entry['path']} {entry['sha256'][:12]}" for entry in record.resources
+def notes_for(lm_eval_results: dict, record) -> list:
+    """The notes a run record must hold (the audit re-derives them)."""
+    return notes(lm_eval_results, record.task, record.resources, len(record.questions), record.evaluator["commit"])
+
+
+def notes(lm_eval_results: dict, task: str, resources: list, rows: int, commit: str) -> list:
+    """[{field, lm_eval_says, truth, why}] from lm-eval's results and the run's checked facts."""
+    model_pins = sorted(f"{entry['path']} {entry['sha256'][:12]}" for entry in resources
                         if entry.get("role") == "model" and entry["path"].endswith(".safetensors"))
     found = []
     effective = (lm_eval_results.get("n-samples") or {}).get(task, {}).get("effective")
-    if effective is not None and effective != len(record.questions):
+    if effective is not None and effective != rows:
         found.append({"field": f"n-samples.{task}.effective", "lm_eval_says": effective,
-                      "truth": len(record.questions),
+                      "truth": rows,
                       "why": "lm-eval counts every document of the evaluated split; with samples= it scores only "
                              "the ids it is given (the scored ids are in run.json)"})
     revision = (lm_eval_results.get("config") or {}).get("model_revision")
@@ -26,7 +30,7 @@ def notes(lm_eval_results: dict, record) -> list:
                              "are the cached files run.json's resources pin by sha256"})
     git_hash = lm_eval_results.get("git_hash")
     if git_hash is not None:
-        found.append({"field": "git_hash", "lm_eval_says": git_hash, "truth": record.evaluator["commit"],
+        found.append({"field": "git_hash", "lm_eval_says": git_hash, "truth": commit,
                       "why": "lm-eval records the git commit of the folder it was started from (this audit tool's "
                              "own repository); the evaluator is lm-eval at the pinned commit"})
     return found

@@ -19,6 +19,7 @@ from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
 from .errors import CheckFailed
 from .identity import check_logged_samples, expected_question
 from .lock import Lock, Profile
+from .evaluator_pin import evaluator_record
 from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
 from .metrics import label_counts, predictions, summaries
@@ -156,8 +157,38 @@ def execute(options: RunOptions) -> records.RunRecord:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
-    start = time.perf_counter()
+@dataclass
+class Setup:
+    """Stage 1's output: the verified cache and evaluator, the run's settings and platform."""
+    settings: dict
+    manifest: object
+    scrub: dict  # absolute paths -> placeholders in public records
+    log_path: Path
+    platform: dict
+    evaluator_files: dict
+    timings: dict
+
+
+@dataclass
+class Prompts:
+    """Stage 2's output: the split, the loaded model, every scored question's expected prompt."""
+    split: object
+    scored_ids: list
+    by_idx: dict
+    model: object
+    tokenizer: object
+    expected: dict  # idx -> identity.ExpectedQuestion
+
+
+@dataclass
+class Scores:
+    """Stage 3's output: both paths' scores, the identity check passed."""
+    official: object  # official.OfficialOutput
+    public_results: dict
+    independent: dict  # idx -> the independent path's scores
+
+
+def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
     timings = {}
     lock, profile, cache, spec = options.lock, options.profile, Path(options.cache).resolve(), options.spec
     settings = settings_record(lock.settings_for(profile.name), options.sort_ids)
@@ -170,16 +201,13 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
     scrub = {str(cache): "<cache>", str(scratch): "<scratch>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     with phase("verify cache and evaluator (hash before load)", timings, "verify"):
         verify_files(cache, manifest)
-        from .evaluator_pin import evaluator_record, verify_installed
+        from .evaluator_pin import verify_installed
 
         evaluator_files = verify_installed(lock, spec)
     with phase("imports", timings):
         import torch
         import transformers  # noqa: F401
         import lm_eval  # noqa: F401
-
-        from .independent import IndependentScorer
-        from .official import data_files_of, official_encode_pair, run_official
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
     from .numeric import fingerprint, one_line
@@ -187,36 +215,46 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
     platform = fingerprint(settings["numeric_mode"], settings["threads"])
     if not platform["mode_in_effect"]:  # e.g. a CPU without AVX2: scores are this CPU's own, comparable within the drift bound
         say(f"warning: the lock's numeric mode is not in effect on this CPU: {one_line(platform)}")
+    return Setup(settings, manifest, scrub, log_path, platform, evaluator_files, timings)
 
-    rows = read_parquet(cache / manifest.file(spec.eval_split).path, columns=columns_of(profile.data))
+
+def _prompts(options: RunOptions, setup: Setup) -> Prompts:
+    lock, spec, settings, cache = options.lock, options.spec, setup.settings, Path(options.cache).resolve()
+    rows = read_parquet(cache / setup.manifest.file(spec.eval_split).path, columns=columns_of(options.profile.data))
     split = make_split([row.idx for row in rows], lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
     scored_ids = list(split.dev_ids[:SMOKE_ROWS] if options.smoke else split.dev_ids)
     split.require_dev(scored_ids)
     by_idx = {row.idx: row for row in rows}
-
-    with phase("model load", timings, "model_load"):
+    with phase("model load", setup.timings, "model_load"):
         model, tokenizer = load_model(cache / "model", settings)
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.
-        verify_files(cache, manifest, roles=("model",))
+        verify_files(cache, setup.manifest, roles=("model",))
     # Pre-flight: every question must fit without truncation before any model call.
     expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"])
                 for idx in scored_ids}
-    pairs_by_idx = {idx: expected[idx].pairs() for idx in scored_ids}
+    return Prompts(split, scored_ids, by_idx, model, tokenizer, expected)
 
+
+def _score(options: RunOptions, setup: Setup, prompts: Prompts) -> Scores:
+    """Both paths; the identity check of lm-eval's logged samples before anything else reads them."""
+    from .independent import IndependentScorer
+    from .official import data_files_of, official_encode_pair, run_official
+
+    settings, ids, timings = setup.settings, prompts.scored_ids, setup.timings
     # The independent path runs in a worker thread beside the official path: torch releases
     # the GIL, so its forward passes overlap lm-eval's pure-Python setup. Both read the same
     # frozen weights; neither sees the other's numbers until the agreement check.
-    worker = IndependentWorker(IndependentScorer(model, settings["max_length"]), pairs_by_idx)
+    worker = IndependentWorker(IndependentScorer(prompts.model, settings["max_length"]),
+                               {idx: prompts.expected[idx].pairs() for idx in ids})
     worker.start()
     try:
-        with phase(f"official path: lm-eval simple_evaluate on {len(scored_ids)} rows", timings, "official",
-                   announce=True):
-            official = run_official(model, tokenizer, settings, spec, data_files_of(cache, manifest, spec), scored_ids,
+        with phase(f"official path: lm-eval simple_evaluate on {len(ids)} rows", timings, "official", announce=True):
+            official = run_official(prompts.model, prompts.tokenizer, settings, options.spec,
+                                    data_files_of(Path(options.cache).resolve(), setup.manifest, options.spec), ids,
                                     sort_ids=options.sort_ids)
-        public_results = _write_lm_eval_output(options, official, scrub)
-
+        public_results = _write_lm_eval_output(options, official, setup.scrub)
         check_start = time.perf_counter()
-        mismatches = check_logged_samples(official.samples, scored_ids, expected,
+        mismatches = check_logged_samples(official.samples, ids, prompts.expected,
                                           lambda c, k: official_encode_pair(official.lm, c, k))
         if mismatches:
             rows_named = sorted(m.claimed_id for m in mismatches if m.claimed_id is not None)
@@ -230,38 +268,47 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
         raise
     finally:
         worker.finish()
-    independent = worker.scores
     timings["independent"] = worker.elapsed
+    return Scores(official, public_results, worker.scores)
 
-    check_start = time.perf_counter()
-    logged = {sample["doc_id"]: sample for sample in official.samples}
-    official_scores = {idx: [float(resp[0][0]) for resp in logged[idx]["resps"]] for idx in scored_ids}
+
+def _agreement(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores) -> tuple:
+    """Every candidate score equal on both paths (else the run fails here): (question records, max abs diff)."""
+    check_start, ids = time.perf_counter(), prompts.scored_ids
+    logged = {sample["doc_id"]: sample for sample in scores.official.samples}
+    official_scores = {idx: [float(resp[0][0]) for resp in logged[idx]["resps"]] for idx in ids}
     max_abs_diff, disagreements = compare_scores(
-        scored_ids, official_scores, {idx: list(independent[idx].candidate_scores) for idx in scored_ids})
+        ids, official_scores, {idx: list(scores.independent[idx].candidate_scores) for idx in ids})
     if disagreements:
-        _fail(options, "agreement", describe(disagreements, max_abs_diff), disagreements, settings)
-    questions = [_question_record(spec, expected[idx], logged[idx], {
-        "official": official_scores[idx], "independent": list(independent[idx].candidate_scores)}) for idx in scored_ids]
-    timings["checks"] = round(timings["checks"] + time.perf_counter() - check_start, 3)
+        _fail(options, "agreement", describe(disagreements, max_abs_diff), disagreements, setup.settings)
+    questions = [_question_record(options.spec, prompts.expected[idx], logged[idx], {
+        "official": official_scores[idx], "independent": list(scores.independent[idx].candidate_scores)}) for idx in ids]
+    setup.timings["checks"] = round(setup.timings["checks"] + time.perf_counter() - check_start, 3)
+    return questions, max_abs_diff
 
+
+def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores, agreement: tuple,
+            total: float) -> records.RunRecord:
+    """The run record, built once from the stages' outputs."""
+    lock, profile, spec, official = options.lock, options.profile, options.spec, scores.official
+    questions, max_abs_diff = agreement
     task_result = official.results["results"][official.effective_config["task"]]
-    record = records.RunRecord(
+    resources = [dataclasses.asdict(f) for f in setup.manifest.files]
+    evaluator = evaluator_record(lock, setup.evaluator_files, spec)
+    return records.RunRecord(
         run_name=options.run_name, mode="smoke" if options.smoke else "full", profile=profile.name,
-        task=spec.name, metrics=list(spec.metrics),
-        demo=profile.demo, notice=notice_for(profile),
-        lock_sha256=lock.sha256, lock_fully_hashed=manifest.lock_fully_hashed,
-        resources=[dataclasses.asdict(f) for f in manifest.files],
-        evaluator=evaluator_record(lock, evaluator_files, spec),
-        settings=settings,
+        task=spec.name, metrics=list(spec.metrics), demo=profile.demo, notice=notice_for(profile),
+        lock_sha256=lock.sha256, lock_fully_hashed=setup.manifest.lock_fully_hashed,
+        resources=resources, evaluator=evaluator, settings=setup.settings,
         split=records.SplitRecord(
-            salt=lock.split["salt"], rule=lock.split["rule"], dev_ids=list(split.dev_ids), scored_ids=scored_ids,
-            confirm=[records.ConfirmRow(i, row_hash(by_idx[i].as_doc())) for i in split.confirm_ids],
-            row_hash_rule=ROW_HASH_RULE,
-        ),
-        task_config=scrub_paths({"effective": official.effective_config, "differences": official.config_differences}, scrub),
+            salt=lock.split["salt"], rule=lock.split["rule"], dev_ids=list(prompts.split.dev_ids),
+            scored_ids=prompts.scored_ids, row_hash_rule=ROW_HASH_RULE,
+            confirm=[records.ConfirmRow(i, row_hash(prompts.by_idx[i].as_doc())) for i in prompts.split.confirm_ids]),
+        task_config=scrub_paths({"effective": official.effective_config, "differences": official.config_differences},
+                                setup.scrub),
         versions=versions(),
-        timings={k: round(v, 3) for k, v in timings.items()},
-        peak_rss_bytes=0,
+        timings={**{k: round(v, 3) for k, v in setup.timings.items()}, "total": round(total, 3)},
+        peak_rss_bytes=peak_rss_bytes(),
         summaries=summaries(spec, questions),
         labels=label_counts(spec, questions),
         max_abs_diff=max_abs_diff,
@@ -269,24 +316,37 @@ def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
         lm_eval_reported={key: task_result[f"{key},none"] for metric in spec.metrics
                           for key in (metric, f"{metric}_stderr")},
         questions=questions,
-        platform=platform,
+        platform=setup.platform,
+        lm_eval_notes=lm_eval_notes.notes(scores.public_results, spec.name, resources, len(questions),
+                                          evaluator["commit"]),
+        third_party_log=console.count_known(setup.log_path),
     )
-    private = records.PrivateRecord(options.run_name, [
-        records.PrivateQuestion(idx, by_idx[idx].as_doc(), expected[idx].context, list(expected[idx].context_tokens),
-                                [list(ids) for ids in expected[idx].candidate_token_ids])
-        for idx in scored_ids
-    ])
-    records.write(options.private / records.PRIVATE_FILE, private)
-    record.lm_eval_notes = lm_eval_notes.notes(public_results, record)
-    record.third_party_log = console.count_known(log_path)
+
+
+def _write_records(options: RunOptions, setup: Setup, prompts: Prompts, record: records.RunRecord) -> None:
+    """Private records and page, environment, public page; run.json last: its presence means complete."""
     from .html_report import render
 
-    atomic.write_text(options.private / records.REPORT_FILE,
-                      render(record, lock, spec, {idx: json.dumps(by_idx[idx].as_doc(), ensure_ascii=False)
-                                                  for idx in scored_ids}))
-    atomic.write_json(options.out / records.ENVIRONMENT_FILE, scrub_paths(dict(snapshot(), platform=platform), scrub))
-    record.timings["total"] = round(time.perf_counter() - start, 3)
-    record.peak_rss_bytes = peak_rss_bytes()
-    atomic.write_text(options.out / records.REPORT_FILE, render(record, lock, spec))
-    records.write(options.out / records.RUN_FILE, record)  # written last: its presence means complete
+    ids, by_idx, expected = prompts.scored_ids, prompts.by_idx, prompts.expected
+    private = records.PrivateRecord(options.run_name, [
+        records.PrivateQuestion(idx, by_idx[idx].as_doc(), expected[idx].context, list(expected[idx].context_tokens),
+                                [list(ids) for ids in expected[idx].candidate_token_ids]) for idx in ids])
+    records.write(options.private / records.PRIVATE_FILE, private)
+    docs = {idx: json.dumps(by_idx[idx].as_doc(), ensure_ascii=False) for idx in ids}
+    atomic.write_text(options.private / records.REPORT_FILE, render(record, options.lock, options.spec, docs))
+    atomic.write_json(options.out / records.ENVIRONMENT_FILE,
+                      scrub_paths(dict(snapshot(), platform=setup.platform), setup.scrub))
+    atomic.write_text(options.out / records.REPORT_FILE, render(record, options.lock, options.spec))
+    records.write(options.out / records.RUN_FILE, record)
+
+
+def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
+    """The run's stages in order; each takes the outputs of those before it."""
+    start = time.perf_counter()
+    setup = _setup(options, scratch, stack)
+    prompts = _prompts(options, setup)
+    scores = _score(options, setup, prompts)
+    agreement = _agreement(options, setup, prompts, scores)
+    record = _record(options, setup, prompts, scores, agreement, time.perf_counter() - start)
+    _write_records(options, setup, prompts, record)
     return record

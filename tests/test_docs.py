@@ -20,9 +20,9 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
 
 
 def test_readme_documents_every_cli_option():
-    from sst2_audit import cli
+    from sst2_audit import cmd_audit, cmd_prepare, cmd_run
 
-    for prog, body in (("prepare.py", cli._prepare), ("run.py", cli._run), ("audit.py", cli._audit)):
+    for prog, body in (("prepare.py", cmd_prepare), ("run.py", cmd_run), ("audit.py", cmd_audit)):
         source = __import__("inspect").getsource(body)
         for option in re.findall(r'add_argument\("(--[a-z-]+)"', source):
             assert option in README, f"{prog} {option} is not in the README"

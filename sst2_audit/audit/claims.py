@@ -268,7 +268,7 @@ def _report(result: LevelResult, run: RunFolder, lock, spec, record) -> None:
 
     if record.lm_eval_notes is not None and run.lm_eval_results is not None:
         result.expect("run", "lm_eval_notes (re-derived from lm-eval's results)",
-                      lm_eval_notes.notes(run.lm_eval_results, record), record.lm_eval_notes)
+                      lm_eval_notes.notes_for(run.lm_eval_results, record), record.lm_eval_notes)
     if run.report_text is None:
         if record.lm_eval_notes is not None:
             result.fail("report.html is missing; every run of record schema 3 has one")

@@ -1,0 +1,152 @@
+"""audit.py: re-check a run folder or bundle, pack a bundle, or compare two runs."""
+
+import argparse
+from pathlib import Path
+
+from .cli import Parser, common, numeric_mode
+from .errors import AuditError, CheckFailed, InputError
+
+
+def _rescore_rows(text: str):
+    """--rescore N or all."""
+    if text == "all":
+        return "all"
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of rows or 'all', got {text!r}")
+    return int(text)
+
+
+def main(argv) -> int:
+    import tempfile
+
+    parser = Parser(prog="audit.py", description="Re-check a finished run offline; pack or check a reviewer bundle.",
+                     epilog="examples:\n  python audit.py --bundle-file results/embedded-full-reference.tar.gz\n"
+                            "  python audit.py --out runs/NAME --bundle\n  python audit.py --compare A B --report cmp.html"
+                            "\n\nexit codes: 0 PASS (every level passed, every scored row rescored bit for bit); "
+                            "1 a check failed; 2 bad usage or input; 3 a bug in sst2-audit; 4 no problem found "
+                            "but not everything verified (--structural, --rescore N, --arithmetic-only, drift "
+                            "only, --accept-old-schema, --trust-bundle-lock): the verdict line names what.")
+    common(parser)
+    parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
+    parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="explain how two runs or bundles differ")
+    parser.add_argument("--arithmetic-only", action="store_true",
+                        help="skip the identity level and the rescore (no cache needed; exit 4: scores not verified)")
+    parser.add_argument("--structural", action="store_true",
+                        help="every level but the rescore: quick, and the verdict says SCORES NOT VERIFIED (exit 4)")
+    parser.add_argument("--rescore", type=_rescore_rows, default=None, metavar="N|all",
+                        help="rescore N dev rows drawn at random instead of all of them (default: all; "
+                             "a sample gives exit 4 and the odds of missing forged rows)")
+    parser.add_argument("--seed", type=int, help="seed of the rescore draw (default: drawn fresh and printed)")
+    parser.add_argument("--accept-old-schema", action="store_true",
+                        help="audit records older than the oldest schema accepted by default (exit 4, limits named)")
+    parser.add_argument("--trust-bundle-lock", action="store_true",
+                        help="audit against the lock the run or bundle carries instead of --lock (said in the report)")
+    parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: results/)")
+    parser.add_argument("--report", type=Path, metavar="PATH", help="with --compare: also write the comparison as an HTML page")
+    args = parser.parse_args(argv)
+    chosen = [bool(args.run), bool(args.bundle_file), bool(args.compare)]
+    if sum(chosen) != 1:
+        parser.error("give exactly one of --out DIR, --bundle-file FILE, --compare A B")
+    if args.bundle and not args.run:
+        parser.error("--bundle packs a run folder (--out DIR)")
+    if args.bundle and args.arithmetic_only:
+        parser.error("--bundle packs only a run whose identity level was checked; leave out --arithmetic-only")
+    if args.structural and args.rescore is not None:
+        parser.error("--structural rescores nothing; leave out --rescore")
+    if args.report and not args.compare:
+        parser.error("--report writes the page of a comparison (--compare A B); a run's page is its report.html")
+    if args.report and args.report.exists():
+        raise InputError(f"--report {args.report} already exists; a report is never overwritten.")
+    if args.bundle_file and not args.bundle_file.is_file():
+        raise InputError(f"--bundle-file {args.bundle_file}: expected a bundle file (.tar.gz), got "
+                         f"{'a folder (audit a run folder with --out)' if args.bundle_file.is_dir() else 'nothing there'}.")
+    if args.run and not args.run.is_dir():
+        raise InputError(f"--out {args.run}: expected a run folder (run.py's --out); a bundle file is audited "
+                         "with --bundle-file.")
+    from .lock import load_lock
+
+    numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
+    with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
+        if args.compare:
+            return _compare(args, Path(scratch))
+        return _audit_one(args, Path(scratch))
+
+
+def _open_run(path: Path, args, scratch: Path):
+    """(run, sums level or None). A bundle is unpacked only after its SHA256SUMS matched."""
+    from .audit import bundle
+    from .audit.findings import LevelResult
+    from .audit.loading import load_run
+
+    if path.is_file():
+        folder, checks = bundle.unpack_verified(path, scratch)
+        try:
+            run = load_run(folder, args.lock, args.trust_bundle_lock)
+        except AuditError as error:  # name the bundle the reviewer gave, not our scratch folder
+            error.args = (str(error).replace(f"{folder}/", f"{path}: "),)
+            raise
+        run.shown_as = str(path)
+        return run, LevelResult("bundle SHA256SUMS and members", checks=checks)
+    return load_run(path, args.lock, args.trust_bundle_lock), None
+
+
+def _compare(args, scratch: Path) -> int:
+    from .audit.compare import compare, render_html
+    from .sanitize import printable
+
+    runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
+    result = compare(*runs)
+    print(printable("\n".join(result.lines()), keep_newlines=True))
+    if args.report:
+        from . import atomic
+
+        atomic.write_text(args.report, render_html(result))
+        print(f"report: {printable(args.report)}")
+    return 0
+
+
+def _audit_one(args, scratch: Path) -> int:
+    from .audit import bundle
+    from .audit.runner import Policy, run_levels
+
+    target = args.bundle_file or args.run
+    run, sums = _open_run(target, args, scratch)
+    if args.bundle:  # refused before the audit's work, not after it
+        bundle.bundle_path(run.name, args.results)
+    rows = len(run.record.questions) if run.record else 0
+    rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    if rescore not in ("all", 0) and rescore > rows:
+        raise InputError(f"--rescore {rescore}: the run has {rows} scored rows; give at most {rows} or 'all'.")
+    outcome = run_levels(run, args.cache, Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed),
+                         sums)
+    _print_levels(target, run, outcome)
+    if args.bundle:
+        if outcome.failed:
+            raise CheckFailed(f"the audit of {target} failed; no bundle is packed for a run that does not pass.")
+        path = bundle.pack(run, args.cache, args.results)
+        print(f"bundle: {path}")
+    return outcome.exit_code
+
+
+def _print_levels(target, run, outcome) -> None:
+    """The verdict first and last: what a reviewer reads is what was verified."""
+    from .sanitize import printable
+
+    record = run.record
+    head = [outcome.verdict(), f"{'WARNING: ' if run.trusts_claimed_lock else ''}audited against {run.lock_source}"]
+    line = f"audit of {target}: run {run.name}"
+    if record is not None:
+        line += f", profile {record.profile}, {len(record.questions)} rows"
+        profile = run.lock.profiles.get(record.profile)
+        if profile is not None and profile.demo:  # the lock's profile decides, not the record's flag
+            from .protocol import notice_for
+
+            head.insert(2, f"*** {notice_for(profile)} ***")
+    lines = head + [line]
+    for level in outcome.levels:
+        lines += level.lines()
+    print(printable("\n".join(lines + [outcome.verdict()]), keep_newlines=True))
+
+

@@ -1,0 +1,73 @@
+"""prepare.py: fetch, verify and cache a profile's pinned resources, or pin a new profile (--pin)."""
+
+from pathlib import Path
+
+from .cli import EXIT_CODES, Parser, lock_and_profile, spec_for_run, with_profile
+
+
+def main(argv) -> int:
+    from . import prepare
+    from .manifest import read_manifest
+
+    parser = Parser(prog="prepare.py", description="Fetch, verify and cache the pinned resources.", epilog=(
+        "profiles of the shipped lock: embedded (offline demo, SST-2-shaped), embedded-rte, embedded-inverse-scaling, "
+        "glue-sst2 (needs the hub)\n\nexamples:\n  python prepare.py --profile embedded\n"
+        "  python prepare.py --pin mine --task rte --model my-model/ --data my-data/ --new-lock locks/mine.lock.json\n"
+        "  python prepare.py --lock locks/mine.lock.json --profile mine --cache cache-mine\n\n" + EXIT_CODES))
+    with_profile(parser)
+    parser.add_argument("--from", dest="import_dir", type=Path, help="import files copied from a connected machine")
+    parser.add_argument("--verify", action="store_true", help="only re-hash the cache against manifest and lock")
+    parser.add_argument("--update-lock", action="store_true", help="fill the lock's unknown sha256s after a verified download")
+    parser.add_argument("--pin", metavar="PROFILE", help="write a NEW lock (--new-lock) = --lock + this profile, pinning "
+                                                         "--model DIR and --data DIR|FILE for --task")
+    parser.add_argument("--model", type=Path, help="with --pin: a local Hugging Face causal LM folder (safetensors), "
+                                                   "hub:ORG/NAME@REV, or model:NAME to share an entry of the lock's models")
+    parser.add_argument("--data", type=Path, help="with --pin: a folder of <split>.parquet|.jsonl|.csv, or one file")
+    parser.add_argument("--task", help="with --pin: the lm-eval task the data is for (pinned in --lock)")
+    parser.add_argument("--new-lock", type=Path, help="with --pin: where the new lock is written (never overwritten)")
+    parser.add_argument("--notice", help="with --pin: mark the profile as a demo with this notice on every output")
+    parser.add_argument("--attention", choices=("eager", "sdpa"), help="with --pin: the profile's attention "
+                                                                      "implementation (default: the lock's)")
+    parser.add_argument("--add-bos-token", action="store_true", help="with --pin: the tokenizer adds its BOS token "
+                                                                     "(lm-eval's add_bos_token=True), in both paths")
+    parser.add_argument("--evaluator-wheel", type=Path, help="with --pin of a task the lock does not pin: the pinned "
+                                                             "lm-eval wheel (default: downloaded with pip)")
+    args = parser.parse_args(argv)
+    if args.pin is not None:
+        return _pin(args, parser)
+    lock, profile = lock_and_profile(args)
+    spec = spec_for_run(lock, profile, None)  # the lock's data must fit the task before anything is fetched
+    if args.verify:
+        manifest = prepare.verify(lock, profile, args.cache)
+        print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
+        return 0
+    manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir, spec.eval_split)
+    if args.update_lock:
+        prepare.update_lock(lock, profile, args.cache, manifest)
+        manifest = read_manifest(args.cache)  # rewritten by update_lock; its files were just verified
+    from .protocol import notice_for
+
+    label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
+    print(f"{action}: {args.cache} holds {len(manifest.files)} verified files for the {label}; "
+          f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
+    return 0
+
+
+def _pin(args, parser) -> int:
+    from .pin import pin
+
+    missing = [option for option, value in (("--model", args.model), ("--data", args.data), ("--task", args.task),
+                                            ("--new-lock", args.new_lock)) if value is None]
+    if missing:
+        parser.error(f"--pin needs {', '.join(missing)}")
+    settings = {**({"attention": args.attention} if args.attention else {}),
+                **({"add_bos_token": True} if args.add_bos_token else {})}
+    profile, model = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
+                         args.evaluator_wheel, settings)
+    print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, model entry "
+          f"{profile['model']!r} with {len(model['files'])} files, splits "
+          f"{', '.join(f['split'] + ' ' + str(f['rows']) + ' rows' for f in profile['data']['files'])}); next: "
+          f"python prepare.py --lock {args.new_lock} --profile {args.pin} --cache <cache>")
+    return 0
+
+

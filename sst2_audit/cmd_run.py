@@ -1,0 +1,81 @@
+"""run.py: score the dev rows through lm-eval and the independent path; --list-tasks."""
+
+from pathlib import Path
+
+from .cli import EXIT_CODES, Parser, lock_and_profile, spec_for_run, with_profile
+from .errors import InputError
+
+
+def main(argv) -> int:
+    from . import run_job
+    from .report import json_summary, quiet_line, run_summary
+
+    parser = Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.", epilog=(
+        "examples:\n  python run.py --profile embedded\n  python run.py --profile embedded --smoke --quiet\n"
+        "  python run.py --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
+    with_profile(parser)
+    parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
+    parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
+    parser.add_argument("--private", type=Path, help="private records folder (default: private/<run-name>)")
+    parser.add_argument("--run-name", help="name of the run (default: <profile>-<mode>-<UTC time>)")
+    parser.add_argument("--unsorted-ids", action="store_true",
+                        help="pass dev ids to lm-eval in hash order: reproduces upstream #4084, the run must fail")
+    parser.add_argument("--task", help="the lm-eval task (default: the profile's task; the lock pins which)")
+    parser.add_argument("--quiet", action="store_true", help="no progress; one result line")
+    parser.add_argument("--json", action="store_true", help="no progress; the summary as JSON on stdout")
+    parser.add_argument("--list-tasks", nargs="?", const="*", metavar="PATTERN",
+                        help="list the installed multiple_choice tasks whose name matches PATTERN (a glob, default *): "
+                             "pinned, supported or refused and why, then exit")
+    parser.add_argument("--supported", action="store_true", help="with --list-tasks: only pinned and supported tasks")
+    args = parser.parse_args(argv)
+    if args.list_tasks is not None:
+        return _list_tasks(args)
+    if args.supported:
+        parser.error("--supported filters --list-tasks")
+    lock, profile = lock_and_profile(args)
+    spec = spec_for_run(lock, profile, args.task)
+    name = args.run_name or run_job.default_run_name(profile.name, args.smoke)
+    from .sanitize import RUN_NAME
+
+    if not RUN_NAME.match(name):  # it names folders and the bundle file
+        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 100), "
+                         "starting with a letter or digit.")
+    out = args.out or Path("runs") / name
+    private = args.private or Path("private") / name
+    public_dir, private_dir = out.resolve(), private.resolve()
+    if public_dir == private_dir or public_dir in private_dir.parents or private_dir in public_dir.parents:
+        raise InputError(f"--out {out} and --private {private} must be different folders, neither inside the other: "
+                         "the private records (sentences, prompts) must never sit with the public ones.")
+    from .progress import set_quiet
+
+    set_quiet(args.quiet or args.json)
+    record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec,
+                                                smoke=args.smoke, sort_ids=not args.unsorted_ids))
+    if args.json:
+        import json
+
+        print(json.dumps(json_summary(record, out, private), indent=2))
+    else:
+        print(quiet_line(record) if args.quiet else run_summary(record, out, private))
+    return 0
+
+
+def _list_tasks(args) -> int:
+    """One aligned line a task: name, pinned / supported / refused, and its YAML or the reason."""
+    from .lock import load_lock
+    from .task_spec import list_installed
+
+    pinned = load_lock(args.lock).evaluator.get("tasks", {})
+    found = list_installed(args.list_tasks)
+    supported = [entry for entry in found if entry[2] is None]
+    shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]
+    print(f"{len(found)} installed multiple_choice tasks match {args.list_tasks!r}, {len(supported)} within the audit's "
+          f"protocol (zero-shot, acc / acc_norm, no code hooks); pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "
+          "a supported task is pinned with prepare.py --pin")
+    width = min(max((len(name) for name, _, _ in shown), default=0), 48)
+    for name, path, reason in shown:
+        state = "pinned" if name in pinned else "supported" if reason is None else "refused"
+        print(f"{name:<{width}}  {state:<9}  {path if reason is None else reason}")
+    return 0
+
+
