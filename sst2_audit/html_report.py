@@ -1,155 +1,139 @@
-"""report.html: one self-contained page per run (no network, no JavaScript), made from the records.
+"""report.html: one self-contained page per run (no network, no JavaScript), from templates/report.html.j2.
 
-The public page carries ids, hashes, scores and counts, never text of the data; the private
-variant (written to --private) adds each question's document. The page is a pure function of the
-run record and the lock, so the audit regenerates it and compares it byte for byte.
+The page leads with the answer: what was checked and passed, the accuracy of each path and metric
+with its interval, the plots; then the checks, the pins (rounded for people, exact values on hover
+and in run.json), and every question. The public page carries ids, hashes, scores and counts, never
+text of the data; the private variant (written to --private) adds each question's document as a
+field table. The page is a pure function of the run record and the lock, so the audit regenerates it
+and compares it byte for byte. Runs of record schema 3 keep their own layout (html_report_v3.py).
 """
 
-
-from .sanitize import html_text
+from markupsafe import Markup
 
 from .audit.card import card_fields, card_id
-from .plots import margin_plot
-from .records import PATHS
+from .metrics import METRICS, choice_names
+from .pages import render as render_page
+from .records import PATHS, RECORD_SCHEMA_VERSION
 from .stats import wilson
 
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;line-height:1.4}
-h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
-th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.demo{background:#fff3cd;border:1px solid #e0b000;padding:.6em 1em;font-weight:bold}
-.fail{background:#fde2e1;border:1px solid #c0392b;padding:.6em 1em}
-.ok{color:#1b7f3b}.bad{color:#c0392b}code{font-size:.92em}
-"""
+
+def margin(values: list, gold: int) -> float:
+    """Gold's value minus the best other candidate's: above 0 the gold answer wins."""
+    others = [s for i, s in enumerate(values) if i != gold]
+    return values[gold] - max(others) if others else 0.0
 
 
-def escape(value) -> str:
-    """Any value as HTML text (the compare page uses these three helpers too)."""
-    return html_text(value)
-
-
-def table(header: list, rows: list, numeric=()) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    numeric_cell = ' class="n"'
-    body = "".join("<tr>" + "".join(f"<td{numeric_cell if i in numeric else ''}>{cell}</td>"
-                                    for i, cell in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
-
-
-def margin(scores: list, gold: int) -> float:
-    """Gold's score minus the best other candidate's: above 0 the gold answer has the highest score."""
-    others = [s for i, s in enumerate(scores) if i != gold]
-    return scores[gold] - max(others) if others else 0.0
-
-
-def _accuracy_row(name: str, summary) -> list:
-    low, high = wilson(summary.correct, summary.rows)
-    return [escape(name), f"{summary.correct}/{summary.rows}", f"{summary.accuracy:.4f}", f"{summary.stderr:.4f}",
-            f"{low:.4f} – {high:.4f}"]
-
-
-def _confusion(record, names: list) -> str:
-    counts = {(g, p): 0 for g in range(len(names)) for p in range(len(names))}
-    for q in record.questions:
-        predicted = q.predictions["official"][record.metrics[0]]
-        counts[(q.label, predicted)] = counts.get((q.label, predicted), 0) + 1
-    rows = [[f"<b>{escape(names[g])}</b>"] + [str(counts[(g, p)]) for p in range(len(names))] for g in range(len(names))]
-    return table(["gold \\ predicted"] + names, rows, numeric=range(1, len(names) + 1))
-
-
-def _checks(record) -> str:
-    candidates = sum(len(q.scores["official"]) for q in record.questions)
-    rows = [
-        ["cached files re-hashed against the lock before loading", str(len(record.resources))],
-        ["pinned lm-eval files verified (code and the task's YAML)", str(record.evaluator["files_verified"])],
-        ["logged samples whose doc_id, doc hash, prompt hash, target, candidates and token boundary match the row",
-         f"{record.identity_checks_passed}/{len(record.questions)}"],
-        ["candidate scores equal bit for bit on both paths (max abs diff)",
-         f"{sum(q.scores['official'] == q.scores['independent'] for q in record.questions)}/{len(record.questions)} "
-         f"questions, {candidates} scores ({record.max_abs_diff!r})"],
-        ["confirmation rows sealed (never scored; their row hashes recorded)", str(len(record.split.confirm))],
-    ]
-    return table(["check", "count"], [[escape(a), escape(b)] for a, b in rows], numeric=(1,))
-
-
-def _questions(record, names: list, docs: dict | None) -> str:
-    order = sorted(record.questions, key=lambda q: (margin(q.scores["official"], q.label), q.idx))
-    header = ["idx", "gold", "prediction", "official scores", "independent scores", "margin", "logged doc_id",
-              "identity"]
-    if docs is not None:
-        header.append("document (private)")
+def _accuracy_rows(record) -> list:
     rows = []
-    for q in order:
-        official, independent, predicted = q.scores["official"], q.scores["independent"], \
-            q.predictions["official"][record.metrics[0]]
-        right = predicted == q.label
-        row = [str(q.idx), escape(names[q.label] if q.label < len(names) else q.label),
-               f"<span class=\"{'ok' if right else 'bad'}\">{escape(names[predicted])}</span>",
-               escape(", ".join(repr(s) for s in official)), escape(", ".join(repr(s) for s in independent)),
-               f"{margin(official, q.label):+.4f}", str(q.logged_doc_id),
-               "ok" if q.logged_doc_id == q.idx and official == independent else "<b>MISMATCH</b>"]
-        if docs is not None:
-            row.append(escape(docs.get(q.idx, "")))
-        rows.append(row)
-    return table(header, rows, numeric=(0, 5, 6))
+    for number, metric in enumerate(record.metrics):
+        for path in PATHS:
+            summary = record.summaries[path][metric]
+            low, high = wilson(summary.correct, summary.rows)
+            name = f"{path} {metric}" if number else ("official (lm-eval)" if path == "official" else path)
+            rows.append([name, f"{summary.correct}/{summary.rows}", f"{summary.accuracy:.4f}", f"{summary.stderr:.4f}",
+                         f"{low:.4f} – {high:.4f}"])
+    return rows
 
 
-def render(record, lock, spec, docs: dict | None = None) -> str:
-    """The run's page; `docs` ({idx: text}) only for the private variant."""
-    from .metrics import choice_names
+def _checks(record) -> list:
+    """(check, result, passed): a run page exists only for a run whose every check passed."""
+    n = len(record.questions)
+    candidates = sum(len(q.scores["official"]) for q in record.questions)
+    equal = sum(a == b for q in record.questions for a, b in zip(*(q.scores[p] for p in PATHS)))
+    return [
+        ("cached files re-hashed against the lock before loading", f"{len(record.resources)} files", True),
+        ("pinned lm-eval files verified (code and the task's YAML)", f"{record.evaluator['files_verified']} files", True),
+        ("logged samples match their dataset rows (doc_id, doc hash, prompt hash, target, candidates, token boundary)",
+         f"{record.identity_checks_passed}/{n}", record.identity_checks_passed == n),
+        ("candidate scores equal bit for bit on both paths", f"{equal}/{candidates} (max abs diff {record.max_abs_diff!r})",
+         equal == candidates),
+        ("confirmation rows sealed (never scored; row hashes recorded)", str(len(record.split.confirm)), True),
+    ]
 
+
+def _shown(value) -> tuple:
+    """(what a person reads, the exact value for the hover title or None)."""
+    if isinstance(value, bool):
+        return ("yes" if value else "no"), None
+    if isinstance(value, float):  # a statistic rounded to 4 decimals; a short value (1.0, 0.0) as it is
+        return (repr(value), None) if len(repr(value)) <= 8 else (f"{value:.4f}", repr(value))
+    text = str(value)
+    if len(text) == 64 and all(c in "0123456789abcdef" for c in text):  # a sha256
+        return text[:12] + "…", text
+    return text, None
+
+
+def _pins(fields: dict) -> list:
+    return [(key, *_shown(value)) for key, value in fields.items()]
+
+
+def _settings(settings: dict) -> list:
+    rows = []
+    for key, value in sorted(settings.items()):
+        if key.endswith("_note"):
+            continue
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items()) or "(none: the CPU's native mode)"
+        rows.append((key, *_shown(value)))
+    return rows
+
+
+def _questions(record, names: list, docs: dict | None) -> list:
+    headline = METRICS[record.metrics[0]]
+    rows = []
+    for q in record.questions:
+        official = q.scores["official"]
+        rows.append({
+            "idx": q.idx, "gold": names[q.label] if q.label < len(names) else str(q.label),
+            "predicted": {m: names[q.predictions["official"][m]] for m in record.metrics},
+            "right": {m: q.predictions["official"][m] == q.label for m in record.metrics},
+            "scores": [(names[i] if i < len(names) else str(i), s) for i, s in enumerate(official)],
+            "same": official == q.scores["independent"],
+            "margin": margin(headline.compared(official, q), q.label), "logged_doc_id": q.logged_doc_id,
+            "doc": None if docs is None else list(docs.get(q.idx, {}).items()),
+        })
+    return sorted(rows, key=lambda row: (row["margin"], row["idx"]))
+
+
+def _plots(record) -> list:
+    from .plots import margin_plot
+
+    plots = []
+    for metric in record.metrics:
+        entry = METRICS[metric]
+        margins = tuple(margin(entry.compared(q.scores["official"], q), q.label) for q in record.questions)
+        right = tuple(q.predictions["official"][metric] == q.label for q in record.questions)
+        title = f"{record.task} {metric}: {sum(right)}/{len(right)} right"
+        plots.append((metric, entry.what, Markup(margin_plot(margins, right, title))))
+    return plots
+
+
+def _confusion(record, names: list) -> list:
+    metric = record.metrics[0]
+    counts = [[0] * len(names) for _ in names]
+    for q in record.questions:
+        counts[q.label][q.predictions["official"][metric]] += 1
+    return [(names[gold], row) for gold, row in enumerate(counts)]
+
+
+def render(record, lock, spec, docs: dict | None = None, written_schema: int = RECORD_SCHEMA_VERSION) -> str:
+    """The run's page; `docs` ({idx: document}) only for the private variant. A record read from an
+    older schema gets the page that schema's runs wrote."""
+    if written_schema < 4:
+        from .html_report_v3 import render as render_v3
+        import json
+
+        return render_v3(record, lock, spec, None if docs is None else {
+            idx: json.dumps(doc, ensure_ascii=False) for idx, doc in docs.items()})
     fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
-    parts = [f"<h1>{escape(record.task)}: run {escape(record.run_name)} ({escape(record.mode)})</h1>"]
-    if record.demo:
-        parts.append(f"<p class=\"demo\">{escape(record.notice)}</p>")
-    if docs is not None:
-        parts.append("<p class=\"fail\">PRIVATE: this page shows the documents. Never publish it.</p>")
-    parts.append(f"<p>Reproducibility card {escape(card_id(fields))}. Every question scored twice: by lm-eval "
-                 f"{escape(record.evaluator['version'])} <code>simple_evaluate</code> (the official path) and by "
-                 "sst2-audit's independent float32 scorer; both must agree bit for bit.</p>")
-    parts.append("<h2>What was measured, with what</h2>")
-    measured = [[escape(k), f"<code>{escape(v)}</code>"] for k, v in fields.items()]
-    measured += [["settings", f"<code>{escape(', '.join(f'{k}={v!r}' for k, v in sorted(record.settings.items()) if not k.endswith('_note')))}</code>"]]
-    parts.append(table(["field", "value"], measured))
-    parts.append("<h2>Accuracy (95% Wilson interval)</h2>")
-    rows = [_accuracy_row(f"{path} {metric}" if number else ("official (lm-eval)" if path == "official" else path),
-                          record.summaries[path][metric])
-            for number, metric in enumerate(record.metrics) for path in PATHS]
-    parts.append(table(["path", "correct", "accuracy", "stderr", "95% interval"], rows, numeric=(1, 2, 3)))
-    parts.append("<h2>Confusion matrix (official path, acc)</h2>" + _confusion(record, names))
-    margins = [margin(q.scores["official"], q.label) for q in record.questions]
-    correct = [q.predictions["official"][record.metrics[0]] == q.label for q in record.questions]
-    parts.append("<h2>How close the calls were</h2><p>Margin = gold answer's score minus the best other "
-                 "candidate's (log-likelihood, nats); green = predicted right, red = wrong.</p>")
-    parts.append(margin_plot(tuple(margins), tuple(correct), f"{record.task}: {sum(correct)}/{len(correct)} right"))
-    parts.append("<h2>Checks</h2>" + _checks(record))
-    if record.lm_eval_notes:
-        parts.append("<h2>lm-eval's own output, read correctly</h2>")
-        parts.append(table(["field in lm_eval_results.json", "lm-eval says", "true value", "why"],
-                            [[f"<code>{escape(n['field'])}</code>", escape(n["lm_eval_says"]), escape(n["truth"]), escape(n["why"])]
-                             for n in record.lm_eval_notes]))
-    if record.third_party_log:
-        parts.append("<h2>Third-party messages kept off the console</h2><p>lm-eval, transformers and datasets "
-                     "wrote these to the run's log (<code>run.log</code> in the private folder; a message may quote "
-                     "a document). All listed by name are expected here. Informational: the counts are the run's "
-                     "own; the audit checks only that each names a known message.</p>")
-        parts.append(table(["message", "lines"], [[escape(k), str(v)] for k, v in sorted(record.third_party_log.items())],
-                            numeric=(1,)))
-    parts.append("<h2>Every question, closest calls first</h2>" + _questions(record, names, docs))
-    return page(f"sst2-audit report: {record.run_name}", "\n".join(parts))
+    checks = _checks(record)
+    return render_page(
+        "report.html.j2", record=record, card_id=card_id(fields), private=docs is not None,
+        checks=checks, passed=all(ok for _, _, ok in checks), accuracy=_accuracy_rows(record), plots=_plots(record),
+        pins=_pins(fields), settings=_settings(record.settings), names=names, confusion=_confusion(record, names),
+        questions=_questions(record, names, docs), headline=record.metrics[0],
+    )
 
 
-def render_failure(failure) -> str:
-    parts = [f"<h1>Run {escape(failure.run_name)} stopped: {escape(failure.check)} check failed</h1>",
-             f"<p class=\"fail\">{escape(failure.message)}</p>",
-             f"<h2>Mismatches ({len(failure.mismatches)})</h2>"]
-    rows = [[str(m.logged_position), escape(m.claimed_id), escape(", ".join(m.fields)), f"<code>{escape(m.expected)}</code>",
-             f"<code>{escape(m.logged)}</code>"] for m in failure.mismatches[:500]]
-    parts.append(table(["logged position", "claimed id", "fields", "expected", "logged"], rows, numeric=(0,)))
-    return page(f"sst2-audit report: {failure.run_name} (failed)", "\n".join(parts))
+def render_failure(failure, notice: str | None = None) -> str:
+    return render_page("failure.html.j2", failure=failure, notice=notice, mismatches=failure.mismatches[:500])

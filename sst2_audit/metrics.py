@@ -17,12 +17,18 @@ class Metric:
     name: str
     what: str  # one line for pages: what the prediction is
     prediction: Callable  # (candidate scores, question record) -> predicted choice index
+    compared: Callable  # (candidate scores, question record) -> the values whose argmax is the prediction
+
+
+def _per_character(scores, question) -> list:
+    return [score / float(length) for score, length in zip(scores, question.choice_lengths)]
 
 
 METRICS = {
-    "acc": Metric("acc", "argmax of the log-likelihoods", lambda scores, q: predict(scores)),
-    "acc_norm": Metric("acc_norm", "argmax of log-likelihood / characters of the choice",
-                       lambda scores, q: predict_norm(scores, q.choice_lengths)),
+    "acc": Metric("acc", "argmax of the log-likelihoods (nats)", lambda scores, q: predict(scores),
+                  lambda scores, q: list(scores)),
+    "acc_norm": Metric("acc_norm", "argmax of log-likelihood / characters of the choice (nats per character)",
+                       lambda scores, q: predict_norm(scores, q.choice_lengths), _per_character),
 }
 
 

@@ -60,7 +60,8 @@ def _fail(options, check: str, message: str, mismatches: list, settings: dict) -
     from .html_report import render_failure
 
     record = records.FailureRecord(options.run_name, check, message, mismatches, settings)
-    atomic.write_text(options.out / records.REPORT_FILE, render_failure(record))
+    notice = notice_for(options.profile) if options.profile.demo else None  # the failure page keeps the banner
+    atomic.write_text(options.out / records.REPORT_FILE, render_failure(record, notice))
     records.write(options.out / records.FAILURE_FILE, record)
     raise RunFailed(f"{message} Failure record: {options.out / records.FAILURE_FILE}")
 
@@ -332,7 +333,7 @@ def _write_records(options: RunOptions, setup: Setup, prompts: Prompts, record: 
         records.PrivateQuestion(idx, by_idx[idx].as_doc(), expected[idx].context, list(expected[idx].context_tokens),
                                 [list(ids) for ids in expected[idx].candidate_token_ids]) for idx in ids])
     records.write(options.private / records.PRIVATE_FILE, private)
-    docs = {idx: json.dumps(by_idx[idx].as_doc(), ensure_ascii=False) for idx in ids}
+    docs = {idx: by_idx[idx].as_doc() for idx in ids}
     atomic.write_text(options.private / records.REPORT_FILE, render(record, options.lock, options.spec, docs))
     atomic.write_json(options.out / records.ENVIRONMENT_FILE,
                       scrub_paths(dict(snapshot(), platform=setup.platform), setup.scrub))

@@ -68,7 +68,8 @@ def regenerate_card(members: dict) -> None:
     record = records.from_dict(records.RunRecord, json.loads(members["run.json"]), "run.json")
     members["CARD.md"] = card.render(record, load_lock(LOCK)).encode()
     if "report.html" in members:  # and the page
-        members["report.html"] = render(record, load_lock(LOCK), spec_for(load_lock(LOCK), record.task)).encode()
+        members["report.html"] = render(record, load_lock(LOCK), spec_for(load_lock(LOCK), record.task),
+                                        written_schema=json.loads(members["run.json"])["schema_version"]).encode()
 
 
 def test_the_salt_shopping_bundle_is_caught_by_the_reviewers_lock(embedded_cache, tmp_path, capsys):

@@ -71,14 +71,17 @@ def test_report_numbers_are_run_json_s(full_run):
     questions = next(t for t in parsed.tables if t[0][0] == "idx")
     by_idx = {q.idx: q for q in record.questions}
     assert sorted(int(row[0]) for row in questions[1:]) == sorted(by_idx)
-    margins = [float(row[5]) for row in questions[1:]]
+    assert questions[0] == ["idx", "gold", "predicted (acc)", "scores per candidate", "margin", "both paths",
+                            "logged doc_id"]
+    margins = [float(row[4]) for row in questions[1:]]
     assert margins == sorted(margins)  # closest calls first
     for row in questions[1:]:
         q = by_idx[int(row[0])]
-        official, independent = q.scores["official"], q.scores["independent"]
-        assert row[3] == ", ".join(repr(s) for s in official) and row[4] == ", ".join(repr(s) for s in independent)
+        official = q.scores["official"]
+        assert row[3] == f"negative: {official[0]:.5g} positive: {official[1]:.5g}"  # named, 5 significant digits
         assert row[2] == ["negative", "positive"][q.predictions["official"]["acc"]] and row[6] == str(q.logged_doc_id)
-        assert float(row[5]) == pytest.approx(official[q.label] - official[1 - q.label], abs=5e-5)
+        assert row[5] == "equal"  # bit for bit on the independent path
+        assert float(row[4]) == pytest.approx(official[q.label] - official[1 - q.label], abs=5e-5)
     notes = next(t for t in parsed.tables if t[0][0] == "field in lm_eval_results.json")
     assert notes[1][:3] == ["n-samples.sst2.effective", "264", "64"]
     private = (full_run / "private" / records.REPORT_FILE).read_text()
@@ -239,16 +242,31 @@ def test_an_unreachable_hub_fails_at_once_with_the_ways_forward(tmp_path):
     assert "(ConnectionError: connection refused). Two ways forward without the hub:" in one_paragraph(done.stderr)
 
 
-def test_the_report_renders_in_headless_chromium(full_run, tmp_path):
+def test_every_page_renders_in_headless_chromium_within_1280_px(full_run, tmp_path):
+    """The run's public and private pages, a failure page with long values and the compare page: a full-page
+    screenshot each, and no element passes the right edge of a 1280 px window."""
     if shutil.which("chromium") is None:
-        pytest.skip("Debian's chromium is not installed here (apt-get install chromium); "
-                    "scripts/screenshot_report.py was run by hand")
-    png = tmp_path / "report.png"
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "screenshot_report.py"),
-                           str(full_run / "out" / records.REPORT_FILE), str(png)], capture_output=True, text=True)
+        pytest.skip("Debian's chromium is not installed here (apt-get install chromium; .ci/run installs it)")
+    sys.path.insert(0, str(REPO / "scripts"))
+    from screenshot_report import screenshot
+
+    from sst2_audit.html_report import render_failure
+
+    failure = records.FailureRecord("unsorted", "identity", "identity check failed: " + "x" * 300, [
+        records.Mismatch(0, 17, ["doc_hash", "prompt_hash"], {"doc_hash": "a" * 64, "prompt_hash": "b" * 64},
+                         {"doc_hash": "c" * 64, "prompt_hash": "d" * 64})] * 3)
+    (tmp_path / "failure.html").write_text(render_failure(failure, "DEMO: a notice"))
+    done = run_script("audit.py", "--compare", REPO / "results" / "embedded-full-reference.tar.gz", full_run / "out",
+                      "--report", tmp_path / "compare.html")
     assert done.returncode == 0, done.stderr
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+    pages = [full_run / "out" / records.REPORT_FILE, full_run / "private" / records.REPORT_FILE,
+             tmp_path / "failure.html", tmp_path / "compare.html"]
+    for number, page in enumerate(pages):
+        png = tmp_path / f"{number}.png"
+        size = screenshot(page, png)
+        assert size["window"] == 1280 and size["width"] <= 1280 and size["wide"] == [], (page, size)
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[20:24], "big") == size["height"] > 600
 
 
 @pytest.mark.parametrize("script, option", [("run.py", "--smok"), ("audit.py", "--arith"), ("prepare.py", "--ver")])

@@ -113,7 +113,7 @@ def _summaries(result: LevelResult, spec, record) -> None:
     result.expect("summary", "identity_checks_passed", len(record.questions), record.identity_checks_passed)
 
 
-def check(run: RunFolder) -> LevelResult:
+def check(run: RunFolder, context) -> LevelResult:
     result = LevelResult("arithmetic")
     record = run.record
     if record is None:

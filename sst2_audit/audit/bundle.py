@@ -67,7 +67,7 @@ def bundle_contents(run, cache: Path) -> dict:
 
         contents[CARD] = card.render(run.record, run.lock).encode()
         # regenerated from the checked records, as the card: what the audit will compare it with
-        contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec()).encode()
+        contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec(), written_schema=run.record_schema).encode()
     contents[SUMS] = "".join(f"{hashlib.sha256(body).hexdigest()}  {name}\n"
                              for name, body in sorted(contents.items())).encode()
     return contents

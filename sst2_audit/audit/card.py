@@ -3,7 +3,6 @@
 from ..hashing import canonical_json, sha256_text
 from ..numeric import one_line
 from ..records import PATHS
-from ..sanitize import markdown_cell
 
 
 def _model(profile) -> str:
@@ -85,25 +84,15 @@ def card_id(fields: dict) -> str:
     return sha256_text(canonical_json(fields))[:16]
 
 
-def render(record, lock, cell=markdown_cell) -> str:
-    """The card; `cell=str` only to regenerate cards of record schema 1 and 2, written before cells were escaped."""
+def render(record, lock, legacy: bool = False) -> str:
+    """The card (templates/card.md.j2); `legacy` only to regenerate cards of record schema 1 and 2, written
+    before cells were escaped."""
+    from ..pages import environment
+
+    env = environment()
+    if legacy:
+        env = env.overlay()
+        env.filters["cell"] = str
     fields = card_fields(record, lock)
-    lines = [f"# Reproducibility card {card_id(fields)}", ""]
-    if record.demo:
-        lines += [f"> {cell(record.notice)}", ""]
-    headline = _headline(record)
-    lines += [f"Run `{record.run_name}` ({record.mode}), scored by lm-eval and by sst2-audit's independent path; "
-              f"accuracy {headline.correct}/{headline.rows} = {headline.accuracy:.4f} "
-              f"(stderr {headline.stderr:.4f}), max abs diff between the paths {record.max_abs_diff!r}.", "",
-              "| field | value |", "|---|---|"]
-    lines += [f"| {key} | {cell(value)} |" for key, value in fields.items()]
-    lines += ["", "The card id is the first 16 hex digits of the sha256 of these fields as canonical JSON; "
-              "results_sha256 binds every candidate score, prediction and accuracy and the numeric platform.",
-              "Check the bundle with `sha256sum -c SHA256SUMS`, then `python audit.py --bundle-file <bundle>`.", ""]
-    if record.lm_eval_notes:  # runs of record schema 3
-        lines += ["Fields of lm-eval's own output (lm_eval_results.json) that mislead for a `samples=` run:", "",
-                  "| field | lm-eval says | true value | why |", "|---|---|---|---|"]
-        lines += ["| " + " | ".join(cell(n[key]) for key in ("field", "lm_eval_says", "truth", "why")) + " |"
-                  for n in record.lm_eval_notes]
-        lines.append("")
-    return "\n".join(lines)
+    return env.get_template("card.md.j2").render(record=record, fields=fields, card_id=card_id(fields),
+                                                 headline=_headline(record))

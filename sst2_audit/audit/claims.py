@@ -54,7 +54,7 @@ def _whole_lock(result: LevelResult, lock, claimed) -> None:
                     "(the same fields written differently)")
 
 
-def check_lock(run: RunFolder, accept_old_schema: bool = False) -> LevelResult:
+def check_lock(run: RunFolder, context) -> LevelResult:
     """The lock the run carries must be the reviewer's lock, whole. Only a bundle of an older
     schema accepted explicitly (--accept-old-schema) is compared on what decides its measurement:
     the split, run settings, evaluator, its task's pins and its profile's pins.
@@ -73,7 +73,7 @@ def check_lock(run: RunFolder, accept_old_schema: bool = False) -> LevelResult:
         if record is None:
             result.skipped = "neither a run record nor a bundled lock to compare"
         return result
-    if not (accept_old_schema and claimed.schema_version_read != lock.schema_version_read):
+    if not (context.policy.accept_old_schema and claimed.schema_version_read != lock.schema_version_read):
         _whole_lock(result, lock, claimed)
         return result
     for key in sorted(set(lock.split) | set(claimed.split)):
@@ -219,7 +219,7 @@ def _task_config(result: LevelResult, lock, spec, record) -> None:
     result.expect("task_config", "keys", ["differences", "effective"], sorted(record.task_config))
 
 
-def check_claims(run: RunFolder) -> LevelResult:
+def check_claims(run: RunFolder, context) -> LevelResult:
     result = LevelResult("claims")
     record, lock = run.record, run.lock
     if record is None or record.profile not in lock.profiles:
@@ -252,7 +252,7 @@ def check_claims(run: RunFolder) -> LevelResult:
     try:
         if run.card_text is not None:
             legacy = (run.record_schema or 0) < 3  # cards of schema 1 and 2 were written before cells were escaped
-            _regenerated(result, "CARD.md", card.render(record, lock, str if legacy else card.markdown_cell),
+            _regenerated(result, "CARD.md", card.render(record, lock, legacy),
                          run.card_text)
         _report(result, run, lock, spec, record)
     except (ArithmeticError, LookupError, TypeError, ValueError) as error:  # records inconsistent in themselves
@@ -273,7 +273,7 @@ def _report(result: LevelResult, run: RunFolder, lock, spec, record) -> None:
         if record.lm_eval_notes is not None:
             result.fail("report.html is missing; every run of record schema 3 has one")
         return
-    _regenerated(result, "report.html", render(record, lock, spec), run.report_text)
+    _regenerated(result, "report.html", render(record, lock, spec, written_schema=run.record_schema), run.report_text)
 
 
 def _regenerated(result: LevelResult, name: str, regenerated: str, bundled: str) -> None:

@@ -13,6 +13,7 @@ from ..stats import PairedComparison, paired_difference
 @dataclass
 class Comparison:
     header: str
+    sources: tuple = ()  # (A, B): the bundle files or run folders as the reviewer named them
     differences: list = field(default_factory=list)  # (what, A, B)
     flips_to_wrong: list = field(default_factory=list)  # idx right in A, wrong in B
     flips_to_right: list = field(default_factory=list)  # idx wrong in A, right in B
@@ -21,7 +22,7 @@ class Comparison:
     summary: list = field(default_factory=list)  # further lines
 
     def lines(self) -> list:
-        out = [self.header]
+        out = [f"{side}: {source}" for side, source in zip("AB", self.sources)] + [self.header]
         out += [f"{what}: {a} -> {b}" for what, a, b in self.differences]
         out += [f"question idx {idx}: prediction {a} -> {b} (label {gold})" for idx, a, b, gold in self.changed]
         if self.paired is not None:
@@ -54,7 +55,8 @@ def compare(a, b) -> Comparison:
         return Comparison(f"{missing.path}: no run record (the run stopped on its {missing.failure.check} check); "
                           "nothing to compare")
     result = Comparison(f"A: {ra.run_name} (task {ra.task}, profile {ra.profile}, {ra.mode}); "
-                        f"B: {rb.run_name} (task {rb.task}, profile {rb.profile}, {rb.mode})")
+                        f"B: {rb.run_name} (task {rb.task}, profile {rb.profile}, {rb.mode})",
+                        sources=(str(a.shown_as or a.path), str(b.shown_as or b.path)))
     if ra.task != rb.task:  # a paired comparison needs the same questions
         from ..errors import InputError
 
@@ -70,6 +72,9 @@ def compare(a, b) -> Comparison:
     same = same_platform(ra.platform, rb.platform)
     if not same:
         result.differences.append(("numeric platform", one_line(ra.platform), one_line(rb.platform)))
+    cpus = [(r.platform or {}).get("cpu_model_name") for r in (ra, rb)]
+    if same and cpus[0] != cpus[1]:  # the same numeric key on another CPU: worth knowing, not a numeric difference
+        result.differences.append(("CPU (same numeric platform key)", str(cpus[0]), str(cpus[1])))
     qa, qb = {q.idx: q for q in ra.questions}, {q.idx: q for q in rb.questions}
     common = [idx for idx in qa if idx in qb]
     if ra.metrics != rb.metrics:
@@ -102,32 +107,7 @@ def compare(a, b) -> Comparison:
 
 
 def render_html(result: Comparison) -> str:
-    """The comparison as a page in report.html's style."""
-    from ..html_report import escape, page, table
+    """The comparison as a page (templates/compare.html.j2)."""
+    from ..pages import render
 
-    parts = ["<h1>Paired comparison</h1>", f"<p>{escape(result.header)}</p>"]
-    if result.paired is not None:
-        p = result.paired
-        low, high = p.interval
-        parts.append("<h2>Same questions, two runs</h2>")
-        parts.append(table(["", "B right", "B wrong"], [["<b>A right</b>", str(p.both_right), str(p.a_only)],
-                                                          ["<b>A wrong</b>", str(p.b_only), str(p.both_wrong)]],
-                            numeric=(1, 2)))
-        parts.append(table(["measure", "value"], [
-            ["questions compared", str(p.rows)],
-            ["accuracy B - A", f"{p.difference:+.4f}"],
-            ["95% paired interval", f"{low:+.4f} to {high:+.4f}"],
-            ["exact McNemar p-value", f"{p.p_value:.4g}"],
-            ["right in A, wrong in B", escape(result.flips_to_wrong)],
-            ["wrong in A, right in B", escape(result.flips_to_right)],
-        ]))
-    parts.append("<h2>What differs in how they were made</h2>")
-    parts.append(table(["what", "A", "B"], [[escape(w), f"<code>{escape(x)}</code>", f"<code>{escape(y)}</code>"]
-                                             for w, x, y in result.differences]) if result.differences
-                 else "<p>Nothing: same settings, pins, versions, lock and numeric platform.</p>")
-    if result.changed:
-        parts.append("<h2>Changed predictions</h2>")
-        parts.append(table(["idx", "A", "B", "gold"], [[str(i), escape(x), escape(y), escape(g)] for i, x, y, g in result.changed],
-                            numeric=(0,)))
-    parts.append("<h2>Scores</h2>" + "".join(f"<p>{escape(line)}</p>" for line in result.summary))
-    return page("sst2-audit paired comparison", "\n".join(parts))
+    return render("compare.html.j2", result=result)

@@ -17,11 +17,11 @@ from .findings import LevelResult
 from .loading import RunFolder
 
 
-def check(run: RunFolder, cache: Path) -> LevelResult:
+def check(run: RunFolder, context) -> LevelResult:
     from transformers import AutoTokenizer
 
     result = LevelResult("identity")
-    record, lock = run.record, run.lock
+    record, lock, cache = run.record, run.lock, context.cache
     if record is None:
         result.skipped = "the run has no run record"
         return result

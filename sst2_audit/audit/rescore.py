@@ -42,9 +42,10 @@ def sample_odds(rows: int, drawn: int) -> str:
     return "chance to draw at least one of k forged rows: " + ", ".join(parts)
 
 
-def check(run: RunFolder, cache: Path, rows, seed: int | None = None) -> LevelResult:
+def check(run: RunFolder, context) -> LevelResult:
     import torch
 
+    cache, rows, seed = context.cache, context.policy.rescore, context.policy.seed
     record, lock = run.record, run.lock
     seed = secrets.randbelow(2 ** 32) if seed is None else seed
     result = LevelResult(f"rescore ({rows} rows, seed {seed})")

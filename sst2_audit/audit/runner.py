@@ -34,6 +34,32 @@ class Policy:
     seed: int | None = None
 
 
+@dataclass(frozen=True)
+class Context:
+    """What every level is given besides the run: the reviewer's cache and the policy."""
+    cache: object
+    policy: Policy
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level: check(run, context) -> LevelResult; `skip(policy)` names why it does not run, or None."""
+    name: str
+    check: object
+    skip: object = None
+    limit: str | None = None  # what the verdict names when the level is skipped
+
+
+# The levels before the rescore, in order: cheapest first, and the model sees rows only after all passed.
+LEVELS = (
+    Level("lock", claims.check_lock),
+    Level("claims", claims.check_claims),
+    Level("arithmetic", arithmetic.check),
+    Level("identity", identity_level.check, skip=lambda policy: None if policy.identity else "--arithmetic-only",
+          limit="identity not checked (--arithmetic-only)"),
+)
+
+
 @dataclass
 class Outcome:
     levels: list
@@ -78,13 +104,14 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
     _schema_gate(run, policy, outcome)
     if run.trusts_claimed_lock:
         outcome.limits.append("audited against the submitter's own lock (--trust-bundle-lock), not the reviewer's")
-    outcome.levels += [claims.check_lock(run, policy.accept_old_schema), claims.check_claims(run),
-                       arithmetic.check(run)]
-    if policy.identity:
-        outcome.levels.append(identity_level.check(run, cache))
-    else:
-        outcome.levels.append(LevelResult("identity", skipped="--arithmetic-only"))
-        outcome.limits.append("identity not checked (--arithmetic-only)")
+    context = Context(cache, policy)
+    for level in LEVELS:
+        reason = level.skip(policy) if level.skip else None
+        if reason:
+            outcome.levels.append(LevelResult(level.name, skipped=reason))
+            outcome.limits.append(level.limit)
+        else:
+            outcome.levels.append(level.check(run, context))
     if run.record is None:
         outcome.scores_unverified.append("no run record: the run stopped before scoring was recorded")
         return outcome
@@ -97,7 +124,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
         return outcome
     from . import rescore  # torch and the model only when a row is rescored
 
-    level = rescore.check(run, cache, policy.rescore, policy.seed)
+    level = rescore.check(run, context)
     outcome.levels.append(level)
     outcome.scores_unverified += level.sampled
     if level.drift_only:
