@@ -3,7 +3,7 @@
 import argparse
 from pathlib import Path
 
-from .cli import Parser, common, numeric_mode
+from .command import Parser, common, numeric_mode
 from .errors import AuditError, CheckFailed, InputError
 
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from .cli import EXIT_CODES, Parser, lock_and_profile, spec_for_run, with_profile
+from .command import EXIT_CODES, Parser, lock_and_profile, spec_for_run, with_profile
 from .errors import InputError
 
 

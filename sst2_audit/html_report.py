@@ -10,8 +10,9 @@ and compares it byte for byte. Runs of record schema 3 keep their own layout (ht
 
 from markupsafe import Markup
 
-from .audit.card import card_fields, card_id
-from .metrics import METRICS, choice_names
+from .card import card_fields, card_id
+from .metrics import METRICS
+from .summaries import choice_names
 from .pages import render as render_page
 from .records import PATHS, RECORD_SCHEMA_VERSION
 from .stats import wilson

@@ -11,7 +11,7 @@ run record and the lock, so the audit regenerates it and compares it byte for by
 
 from .sanitize import html_text
 
-from .audit.card import card_fields, card_id
+from .card import card_fields, card_id
 from .plots import margin_plot
 from .records import PATHS
 from .stats import wilson
@@ -105,7 +105,7 @@ def _questions(record, names: list, docs: dict | None) -> str:
 
 def render(record, lock, spec, docs: dict | None = None) -> str:
     """The run's page; `docs` ({idx: text}) only for the private variant."""
-    from .metrics import choice_names
+    from .summaries import choice_names
 
     fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
     parts = [f"<h1>{escape(record.task)}: run {escape(record.run_name)} ({escape(record.mode)})</h1>"]

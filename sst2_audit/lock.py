@@ -238,18 +238,7 @@ def _upgrade_from_3(raw: dict) -> dict:
 UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
 
 
-def parse_lock(raw, path: Path, digest: str) -> Lock:
-    where = str(path)
-    if not isinstance(raw, dict):
-        raise InputError(f"{where}: expected a JSON object at the top level.")
-    written = raw.get("schema_version")
-    while raw.get("schema") == LOCK_SCHEMA and type(raw.get("schema_version")) is int and raw["schema_version"] in UPGRADES:
-        raw = UPGRADES[raw["schema_version"]](raw)
-    if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
-        raise InputError(
-            f"{where}: expected schema {LOCK_SCHEMA!r} version {LOCK_SCHEMA_VERSION}, "
-            f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
-        )
+def _evaluator(raw: dict, where: str) -> dict:
     evaluator = _need(raw, "evaluator", dict, where)
     for key in ("package", "version", "commit", "task", "task_yaml"):
         _need(evaluator, key, str, f"{where}: evaluator")
@@ -262,15 +251,11 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     for name, yaml_path in tasks.items():
         if not isinstance(yaml_path, str) or yaml_path not in evaluator["files"]:
             raise InputError(f"{where}: evaluator.tasks.{name}: its YAML {yaml_path!r} must be pinned in evaluator.files.")
-    split = _need(raw, "split", dict, where)
-    _need(split, "salt", str, f"{where}: split")
-    _need(split, "dev_rows", int, f"{where}: split")
-    _need(split, "confirm_rows", int, f"{where}: split")
-    settings = _need(raw, "run_settings", dict, where)
-    for key in RUN_SETTING_KEYS:
-        if key not in settings:
-            raise InputError(f"{where}: run_settings.{key} is missing.")
-    _check_numbers(split, settings, where)
+    return evaluator
+
+
+def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
+    tasks = evaluator["tasks"]
     models = raw.get("models", {})
     if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
         raise InputError(f"{where}: models must map names to model resources, got {str(models)[:80]!r}.")
@@ -298,6 +283,32 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
         columns_of(profiles[name].data)  # validated here, used by prepare, run and audit
         if profiles[name].task not in tasks:
             raise InputError(f"{here}.task: {profiles[name].task!r} is not one of evaluator.tasks {sorted(tasks)}.")
+    return profiles
+
+
+def parse_lock(raw, path: Path, digest: str) -> Lock:
+    where = str(path)
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a JSON object at the top level.")
+    written = raw.get("schema_version")
+    while raw.get("schema") == LOCK_SCHEMA and type(raw.get("schema_version")) is int and raw["schema_version"] in UPGRADES:
+        raw = UPGRADES[raw["schema_version"]](raw)
+    if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
+        raise InputError(
+            f"{where}: expected schema {LOCK_SCHEMA!r} version {LOCK_SCHEMA_VERSION}, "
+            f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
+        )
+    evaluator = _evaluator(raw, where)
+    split = _need(raw, "split", dict, where)
+    _need(split, "salt", str, f"{where}: split")
+    _need(split, "dev_rows", int, f"{where}: split")
+    _need(split, "confirm_rows", int, f"{where}: split")
+    settings = _need(raw, "run_settings", dict, where)
+    for key in RUN_SETTING_KEYS:
+        if key not in settings:
+            raise InputError(f"{where}: run_settings.{key} is missing.")
+    _check_numbers(split, settings, where)
+    profiles = _profiles(raw, evaluator, where)
     if not profiles:
         raise InputError(f"{where}: no profiles defined.")
     return Lock(Path(path), digest, raw, evaluator, split, settings, profiles, written)

@@ -5,13 +5,11 @@ lm-eval's own loader, see task_spec.py) are changed, so that the task reads the 
 cached parquet; the task keeps its name, prompt, choices, target, metrics and aggregation.
 """
 
-import copy
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CheckFailed
-from .task_spec import DATA_FIELDS
+from .task_config import data_config, differences
 
 
 @dataclass
@@ -23,34 +21,16 @@ class OfficialOutput:
     lm: object  # the HFLM, whose _encode_pair the identity check uses
 
 
-def task_config(spec, data_files: dict) -> dict:
-    config = copy.deepcopy(spec.official)
-    config.update(dataset_path="parquet", dataset_kwargs={"data_files": {k: str(v) for k, v in data_files.items()}})
-    config.pop("dataset_name", None)
-    return config
+task_config = data_config  # the config the official path hands lm-eval (task_config.py)
 
 
 def config_differences(spec, effective: dict, num_fewshot: int) -> dict:
-    """Every field whose effective value is not the official YAML's (or TaskConfig's default)."""
+    """The differences from the official YAML, with TaskConfig's defaults as lm-eval itself declares them
+    (the audit rebuilds the same from the pinned source file without importing lm-eval)."""
     from lm_eval.api.task import TaskConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(TaskConfig) if f.default is not dataclasses.MISSING}
-    official, differences = spec.official, {}
-    for key in sorted(set(official) | set(effective)):
-        reference = official.get(key, defaults.get(key))
-        if effective.get(key) != reference:
-            differences[key] = {"official": reference, "effective": effective.get(key)}
-    allowed = set(DATA_FIELDS) | {"num_fewshot"}
-    forbidden = sorted(set(differences) - allowed)
-    if forbidden:
-        raise CheckFailed(
-            f"the effective {spec.name} task config differs from the official YAML outside the data-loading "
-            f"fields: {', '.join(forbidden)} ({ {k: differences[k] for k in forbidden} })."
-        )
-    if effective.get("num_fewshot") != num_fewshot:
-        raise CheckFailed(f"the effective {spec.name} task config has num_fewshot {effective.get('num_fewshot')!r}; "
-                          f"the lock pins {num_fewshot}.")
-    return differences
+    return differences(spec, effective, num_fewshot, defaults)
 
 
 def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_ids, *, sort_ids: bool = True) -> OfficialOutput:

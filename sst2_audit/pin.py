@@ -243,6 +243,23 @@ def relative(path: Path, lock_path: Path) -> str:
     return os.path.relpath(Path(path).resolve(), Path(lock_path).resolve().parent)
 
 
+def _shared_model(base_lock: Path, models: dict, name: str, model: Path) -> str | None:
+    """The name of the lock's model entry --model shares (model:NAME), else None; a local folder's file
+    list is checked here, before any data is converted."""
+    shared = str(model)[len(MODEL_REFERENCE):] if str(model).startswith(MODEL_REFERENCE) else None
+    if shared is not None and shared not in models:
+        raise InputError(f"--model {model}: {base_lock} has no model entry of that name (models: "
+                         f"{', '.join(sorted(models)) or 'none'}).")
+    if shared is None and name in models:
+        raise InputError(f"--pin {name}: {base_lock} already has a model entry {name!r}; choose another profile name "
+                         f"or share it with --model {MODEL_REFERENCE}{name}.")
+    if shared is None and not hub_pin.is_hub(model):
+        if not model.is_dir():
+            raise InputError(f"--model {model}: expected a model folder (config.json, *.safetensors, tokenizer files).")
+        model_names([p.name for p in model.iterdir() if p.is_file()], str(model))
+    return shared
+
+
 def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data: Path, notice: str | None,
         evaluator_wheel: Path | None = None, settings: dict | None = None) -> dict:
     """Write new_lock = base_lock + profile `name`; returns (the profile, its model entry)."""
@@ -262,17 +279,7 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         base = parse_lock(raw, Path(base_lock), "")
     spec = spec_for(base, task)
     models = base.raw.get("models", {})
-    shared = str(model)[len(MODEL_REFERENCE):] if str(model).startswith(MODEL_REFERENCE) else None
-    if shared is not None and shared not in models:
-        raise InputError(f"--model {model}: {base_lock} has no model entry of that name (models: "
-                         f"{', '.join(sorted(models)) or 'none'}).")
-    if shared is None and name in models:
-        raise InputError(f"--pin {name}: {base_lock} already has a model entry {name!r}; choose another profile name "
-                         f"or share it with --model {MODEL_REFERENCE}{name}.")
-    if shared is None and not hub_pin.is_hub(model):  # a local folder's file list is checked before any data is converted
-        if not model.is_dir():
-            raise InputError(f"--model {model}: expected a model folder (config.json, *.safetensors, tokenizer files).")
-        model_names([p.name for p in model.iterdir() if p.is_file()], str(model))
+    shared = _shared_model(base_lock, models, name, model)
     target = Path(new_lock).parent / f"{name}-data"
     if hub_pin.is_hub(data):
         data_entry = hub_data_resource(data, spec, base.raw)

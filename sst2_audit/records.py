@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import atomic
 from .errors import InputError
+from .metrics import METRICS
 
 # 4: paths and metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]);
 # 3: any task (task, metrics, acc_norm, token counts and hashes instead of public token ids);
@@ -356,8 +357,6 @@ def from_dict(kind, raw: dict, where: str):
 def _check_keys(record: "RunRecord", where: str) -> None:
     """Every per-path and per-metric map holds exactly the two paths and the record's metrics, so that no
     later step meets a missing key."""
-    from .metrics import METRICS
-
     unknown = [m for m in record.metrics if m not in METRICS]
     if unknown or len(set(record.metrics)) != len(record.metrics) or not record.metrics:
         raise InputError(f"{where}.metrics: expected distinct metrics of {sorted(METRICS)}, got {record.metrics!r}.")
@@ -404,8 +403,6 @@ SAMPLE_HINTS = {name: hint for name, hint in typing.get_type_hints(LmEvalSample)
 
 
 def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
-    from .metrics import METRICS
-
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
     missing = [name for name in (*SAMPLE_HINTS, "acc") if name not in raw]

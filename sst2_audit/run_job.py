@@ -14,7 +14,6 @@ from pathlib import Path
 
 from . import atomic, console, lm_eval_notes, records
 from .agreement import compare_scores, describe
-from .dataset import columns_of, read_parquet
 from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
 from .errors import CheckFailed
 from .identity import check_logged_samples, expected_question
@@ -22,10 +21,12 @@ from .lock import Lock, Profile
 from .evaluator_pin import evaluator_record
 from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
-from .metrics import label_counts, predictions, summaries
+from .metrics import predictions
+from .summaries import label_counts, summaries
 from .model import load as load_model
 from .protocol import notice_for, settings_record
-from .split import ROW_HASH_RULE, SMOKE_ROWS, make_split, row_hash
+from .split import ROW_HASH_RULE, row_hash
+from .split_rows import verified_rows
 from .task_spec import TaskSpec
 
 
@@ -220,12 +221,12 @@ def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
 
 
 def _prompts(options: RunOptions, setup: Setup) -> Prompts:
-    lock, spec, settings, cache = options.lock, options.spec, setup.settings, Path(options.cache).resolve()
-    rows = read_parquet(cache / setup.manifest.file(spec.eval_split).path, columns=columns_of(options.profile.data))
-    split = make_split([row.idx for row in rows], lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
-    scored_ids = list(split.dev_ids[:SMOKE_ROWS] if options.smoke else split.dev_ids)
+    spec, settings, cache = options.spec, setup.settings, Path(options.cache).resolve()
+    # every file was verified in _setup: the rows are read, not re-hashed
+    data = verified_rows(options.lock, options.profile, spec, cache, roles=(), manifest=setup.manifest)
+    split, by_idx = data.split, data.by_idx
+    scored_ids = split.scored("smoke" if options.smoke else "full")
     split.require_dev(scored_ids)
-    by_idx = {row.idx: row for row in rows}
     with phase("model load", setup.timings, "model_load"):
         model, tokenizer = load_model(cache / "model", settings)
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.

@@ -48,12 +48,16 @@ class Split:
         if outside:
             raise CheckFailed(f"refusing to score rows {outside}: they are not dev rows of this split.")
 
+    def scored(self, mode: str) -> list:
+        """The ids a run of this mode scores: every dev row, or with --smoke the first SMOKE_ROWS."""
+        return list(self.dev_ids[:SMOKE_ROWS] if mode == "smoke" else self.dev_ids)
 
-def make_split(idx_values, salt: str, dev_rows: int, confirm_rows: int) -> Split:
+
+def make_split(idx_values, salt: str, dev_rows: int, confirm_rows: int, split_name: str = "validation") -> Split:
     ordered = sorted(idx_values, key=lambda idx: (split_key(salt, idx), idx))
     if len(ordered) < dev_rows + confirm_rows:
         raise InputError(
-            f"validation split has {len(ordered)} rows; the split rule needs at least "
+            f"{split_name} split has {len(ordered)} rows; the split rule needs at least "
             f"{dev_rows + confirm_rows} ({dev_rows} dev + {confirm_rows} confirmation)."
         )
     return Split(tuple(ordered[:dev_rows]), tuple(ordered[dev_rows:dev_rows + confirm_rows]))

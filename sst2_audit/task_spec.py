@@ -18,7 +18,6 @@ from .errors import InputError
 from .metrics import METRICS
 
 TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
-DATA_FIELDS = ("dataset_path", "dataset_name", "dataset_kwargs")  # the only fields a run may change
 
 
 @dataclass(frozen=True)

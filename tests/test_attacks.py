@@ -59,7 +59,7 @@ def edited(change) -> dict:
 def regenerate_card(members: dict) -> None:
     """The submitter regenerates the card and the page from the forged record, so only the rescore can catch it."""
     from sst2_audit import records
-    from sst2_audit.audit import card
+    from sst2_audit import card
     from sst2_audit.lock import load_lock
 
     from sst2_audit.html_report import render

@@ -176,7 +176,7 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
     assert card.startswith("# Reproducibility card ")
     assert "| num_fewshot | 0 |" in card and "| task_yaml_sha256 | " in card and "EMBEDDED DEMO" in card
     from sst2_audit import records
-    from sst2_audit.audit.card import card_fields, card_id
+    from sst2_audit.card import card_fields, card_id
     from sst2_audit.lock import load_lock
 
     record = records.read(extracted / "test-full" / "run.json", records.RunRecord)

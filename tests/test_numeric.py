@@ -92,7 +92,7 @@ def test_a_score_beyond_the_bound_or_a_flip_on_a_wide_margin_is_different():
 
 def test_two_cards_with_different_scores_never_share_an_id(full_run):
     from sst2_audit import records
-    from sst2_audit.audit.card import card_fields, card_id
+    from sst2_audit.card import card_fields, card_id
     from sst2_audit.lock import load_lock
 
     record = records.read(full_run / "out" / "run.json", records.RunRecord)

@@ -44,7 +44,7 @@ def test_the_default_audit_rescores_the_reference_as_the_avx2_only_machine_score
 def test_reference_card_states_the_measurement():
     """The card today's code renders from the reference's records: what the audit compares the bundled one with."""
     from sst2_audit import records
-    from sst2_audit.audit.card import render
+    from sst2_audit.card import render
     from sst2_audit.lock import load_lock
 
     record = records.from_dict(records.RunRecord, _reference(), "run.json")

@@ -259,7 +259,7 @@ def test_fuzz_control_characters_and_markup_never_reach_terminal_card_or_page(tm
     and markup; whatever the verdict, the terminal sees no raw control character, and the card and page
     regenerated from records that pass carry none either."""
     from sst2_audit import records
-    from sst2_audit.audit import card
+    from sst2_audit import card
     from sst2_audit.html_report import render
     from sst2_audit.lock import load_lock
     from sst2_audit.task_spec import spec_for

@@ -7,7 +7,8 @@ other field a person reads are checked by the claims level (claims.py).
 """
 
 from ..identity import public_candidate
-from ..metrics import label_counts, path_summaries, predictions
+from ..metrics import predictions
+from ..summaries import label_counts, path_summaries
 from ..records import PATHS
 from ..split import SMOKE_ROWS
 from .findings import LevelResult
@@ -16,7 +17,7 @@ from .loading import RunFolder
 
 def _questions(result: LevelResult, record) -> list:
     split = record.split
-    expected_ids = split.dev_ids[:SMOKE_ROWS] if record.mode == "smoke" else split.dev_ids
+    expected_ids = split.dev_ids[:SMOKE_ROWS] if record.mode == "smoke" else split.dev_ids  # the record's own ids
     result.expect("split", "scored_ids", expected_ids, split.scored_ids)
     seen = {}
     for position, question in enumerate(record.questions):

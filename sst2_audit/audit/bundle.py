@@ -20,7 +20,7 @@ from ..environment import scrub_paths
 from ..errors import CheckFailed, InputError
 from ..sanitize import RUN_NAME, SAFE_NAME
 from ..manifest import MANIFEST_NAME, read_manifest
-from . import card
+from .. import card
 from .loading import BUNDLE_LOCK, BUNDLE_MANIFEST
 
 SUMS = "SHA256SUMS"

@@ -17,7 +17,7 @@ from ..evaluator_pin import evaluator_record
 from ..protocol import notice_for, settings_record
 from ..sanitize import RUN_NAME
 from ..split import SMOKE_ROWS
-from . import card
+from .. import card
 from .findings import LevelResult, same_json
 from .loading import RunFolder
 
@@ -200,18 +200,21 @@ def _versions(result: LevelResult, run: RunFolder, record) -> None:
 
 def _task_config(result: LevelResult, lock, spec, record) -> None:
     """The effective config lm-eval logged, rebuilt from the installed, pinned YAML and the data files."""
-    from lm_eval.api.task import TaskConfig
-
-    from ..official import config_differences, task_config
+    from .. import task_config
 
     data_files = {e["role"]: f"<cache>/{e['path']}" for e in record.resources if e.get("role") in spec.splits}
-    config = task_config(spec, data_files)
+    config = task_config.data_config(spec, data_files)
     config["num_fewshot"] = lock.run_settings["num_fewshot"]
-    effective = TaskConfig(**config).to_dict()
+    try:
+        defaults = task_config.taskconfig_defaults(lock)
+        effective = task_config.effective(config, defaults)
+    except CheckFailed as error:
+        result.fail(f"task_config: {error}")
+        return
     result.expect("task_config", "effective (rebuilt from the installed YAML)", effective,
                   record.task_config.get("effective"))
     try:
-        differences = config_differences(spec, effective, lock.run_settings["num_fewshot"])
+        differences = task_config.differences(spec, effective, lock.run_settings["num_fewshot"], defaults)
     except CheckFailed as error:  # a difference outside data loading is a finding here
         result.fail(f"task_config: {error}")
         return

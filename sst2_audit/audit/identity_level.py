@@ -8,43 +8,33 @@ appears anywhere in the records.
 
 from pathlib import Path
 
-from ..dataset import columns_of, read_parquet
+from .. import warm
 from ..errors import CheckFailed, InputError
 from ..identity import check_question_records, expected_question
-from ..manifest import read_manifest, require_matching, verify_files
-from ..split import make_split, row_hash
+from ..split import row_hash
+from ..split_rows import verified_rows
 from .findings import LevelResult
 from .loading import RunFolder
 
 
-def check(run: RunFolder, context) -> LevelResult:
-    from transformers import AutoTokenizer
-
-    result = LevelResult("identity")
-    record, lock, cache = run.record, run.lock, context.cache
-    if record is None:
-        result.skipped = "the run has no run record"
-        return result
-    spec = run.task_spec()
-    if spec is None:
-        result.skipped = f"profile {record.profile!r} is not in the audit's lock"
-        return result
-    profile = lock.profile(record.profile)
-    manifest = require_matching(read_manifest(cache), Path(cache), lock, profile)
+def _resources(result: LevelResult, run: RunFolder, spec, profile, cache):
+    """The reviewer's cache re-hashed, and the run's resources equal to it: the split rows, or None."""
     try:
-        verify_files(cache, manifest, roles=(*spec.splits, "model"))
+        data = verified_rows(run.lock, profile, spec, cache, roles=(*spec.splits, "model"))
         result.checks += 1
     except CheckFailed as error:
         result.fail(str(error))
-        return result
-    recorded = {entry["path"]: entry["sha256"] for entry in record.resources}
-    for entry in manifest.files:
+        return None
+    recorded = {entry["path"]: entry["sha256"] for entry in run.record.resources}
+    for entry in data.manifest.files:
         if entry.role != "download":
             result.expect(f"resource {entry.path}", "sha256 (run record vs this cache)", entry.sha256, recorded.get(entry.path))
+    return data
 
-    rows = read_parquet(Path(cache) / manifest.file(spec.eval_split).path, columns=columns_of(profile.data))
-    by_idx = {row.idx: row for row in rows}
-    split = make_split(list(by_idx), lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
+
+def _split(result: LevelResult, run: RunFolder, data) -> None:
+    """Dev and confirmation ids re-derived from the reviewer's lock; no confirmation id anywhere."""
+    record, split, by_idx = run.record, data.split, data.by_idx
     result.expect("split", "dev_ids (re-derived from the lock's rule)", list(split.dev_ids), record.split.dev_ids)
     try:
         confirm = [(i, row_hash(by_idx[i].as_doc(), record.split.row_hash_rule)) for i in split.confirm_ids]
@@ -66,11 +56,18 @@ def check(run: RunFolder, context) -> LevelResult:
             if idx in sealed:
                 result.fail(f"row idx {idx}: a confirmation id appears in {place}; the confirmation set is sealed")
 
+
+def _questions(result: LevelResult, run: RunFolder, spec, data, cache) -> None:
+    """Every question's prompt, hashes and token boundary rebuilt from the row and the cached tokenizer."""
+    warm.wait("transformers")
+    from transformers import AutoTokenizer
+
+    record, sealed = run.record, set(data.split.confirm_ids)
     tokenizer = AutoTokenizer.from_pretrained(str(Path(cache) / "model"), local_files_only=True)
-    settings = lock.settings_for(record.profile)
-    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"],
+    settings = run.lock.settings_for(record.profile)
+    expected = {idx: expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
                                        settings["add_bos_token"])
-                for idx in record.split.scored_ids if idx in by_idx and idx not in sealed}
+                for idx in record.split.scored_ids if idx in data.by_idx and idx not in sealed}
     mismatches = check_question_records(record.questions, expected)
     fields_per_question = len(next(iter(expected.values())).public_fields()) + 1 if expected else 1
     result.checks += len(record.questions) * fields_per_question - sum(len(m.fields) for m in mismatches)
@@ -78,4 +75,21 @@ def check(run: RunFolder, context) -> LevelResult:
         for name in mismatch.fields:
             result.fail(f"row idx {mismatch.claimed_id}: {name}: expected {mismatch.expected[name]!r}, "
                         f"got {mismatch.logged[name]!r}")
+
+
+def check(run: RunFolder, context) -> LevelResult:
+    result = LevelResult("identity")
+    record = run.record
+    if record is None:
+        result.skipped = "the run has no run record"
+        return result
+    spec = run.task_spec()
+    if spec is None:
+        result.skipped = f"profile {record.profile!r} is not in the audit's lock"
+        return result
+    data = _resources(result, run, spec, run.lock.profile(record.profile), context.cache)
+    if data is None:
+        return result
+    _split(result, run, data)
+    _questions(result, run, spec, data, context.cache)
     return result

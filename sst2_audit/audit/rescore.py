@@ -11,16 +11,14 @@ import secrets
 from math import comb
 from pathlib import Path
 
-from ..dataset import columns_of, read_parquet
 from ..drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
 from ..errors import CheckFailed
 from ..independent import IndependentScorer, encode_question
-from ..manifest import read_manifest, require_matching, verify_files
 from ..model import load as load_model
 from ..numeric import fingerprint, one_line, same_platform
 from ..progress import phase
 from ..protocol import predict
-from ..split import SMOKE_ROWS, make_split
+from ..split_rows import verified_rows
 from .findings import LevelResult
 from .loading import RunFolder
 
@@ -42,31 +40,12 @@ def sample_odds(rows: int, drawn: int) -> str:
     return "chance to draw at least one of k forged rows: " + ", ".join(parts)
 
 
-def check(run: RunFolder, context) -> LevelResult:
+def _rescored(result: LevelResult, run: RunFolder, spec, data, cache, chosen: list, seed: int) -> tuple:
+    """({idx: (recorded independent scores, rescored)}, this machine's platform, bits required?)."""
     import torch
 
-    cache, rows, seed = context.cache, context.policy.rescore, context.policy.seed
-    record, lock = run.record, run.lock
-    seed = secrets.randbelow(2 ** 32) if seed is None else seed
-    result = LevelResult(f"rescore ({rows} rows, seed {seed})")
-    if record is None:
-        result.skipped = "the run has no run record"
-        return result
-    spec, profile = run.task_spec(), lock.profile(record.profile)
-    manifest = require_matching(read_manifest(cache), Path(cache), lock, profile)
-    try:
-        verify_files(cache, manifest, roles=("model", spec.eval_split))  # hash before load
-    except CheckFailed as error:
-        result.fail(str(error))
-        return result
-    by_idx = {row.idx: row for row in read_parquet(Path(cache) / manifest.file(spec.eval_split).path,
-                                                   columns=columns_of(profile.data))}
-    split = make_split(list(by_idx), lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"])
-    scored = list(split.dev_ids[:SMOKE_ROWS] if record.mode == "smoke" else split.dev_ids)
-    chosen = draw(scored, rows, seed)
-    split.require_dev(chosen)  # never a confirmation row, whatever the record says
-    questions = {q.idx: q for q in record.questions}
-    settings = lock.settings_for(record.profile)
+    record, questions = run.record, {q.idx: q for q in run.record.questions}
+    settings = run.lock.settings_for(record.profile)
     torch.set_num_threads(settings["threads"])
     with phase("rescore: load model"):
         model, tokenizer = load_model(Path(cache) / "model", settings)
@@ -81,16 +60,18 @@ def check(run: RunFolder, context) -> LevelResult:
             if idx not in questions:
                 result.fail(f"row idx {idx}: a dev row the run scored has no question record")
                 continue
-            doc = by_idx[idx].as_doc()
+            doc = data.by_idx[idx].as_doc()
             encoded = encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx, settings["max_length"],
                                       settings["add_bos_token"])
             pairs[idx] = (list(questions[idx].scores["independent"]), list(scorer.score(idx, encoded).candidate_scores))
+    return pairs, here, bits
+
+
+def _judged(result: LevelResult, record, pairs: dict, here: dict, bits: bool) -> None:
     verdict = judge(pairs, bits, predict, basis=(
         "this machine runs the lock's numeric mode: bit for bit required" if bits else
         f"this machine cannot run the lock's numeric mode: drift bound {DRIFT_BOUND:g} per score"))
     result.checks += verdict.compared
-    result.notes.append(f"rows drawn with seed {seed} (repeat with --seed {seed}): "
-                        f"{sorted(chosen) if len(chosen) <= 16 else f'{len(chosen)} rows'}")
     result.notes.append(verdict.line())
     if not same_platform(here, record.platform):
         result.notes.append(f"run's platform (claimed):  {one_line(record.platform)}")
@@ -99,14 +80,37 @@ def check(run: RunFolder, context) -> LevelResult:
         result.drift_only = True
         result.notes.append(f"scores equal within the drift bound {DRIFT_BOUND:g} only, not bit for bit: this "
                             "machine cannot run the lock's numeric mode")
-    if len(chosen) < len(scored):
-        result.sampled.append(f"{len(scored) - len(chosen)} of {len(scored)} scored rows not rescored "
-                              f"(--rescore {rows}); " + sample_odds(len(scored), len(chosen)))
-    else:
-        result.notes.append(f"all {len(scored)} scored rows rescored")
     if verdict.verdict not in (IDENTICAL, DRIFT):
         for idx, (claimed, rescored) in pairs.items():
             if claimed != rescored:
                 result.problems.append(f"row idx {idx}: scores.independent (rescored): expected {rescored!r}, "
                                        f"got {claimed!r}")
+
+
+def check(run: RunFolder, context) -> LevelResult:
+    cache, rows, seed = context.cache, context.policy.rescore, context.policy.seed
+    record = run.record
+    seed = secrets.randbelow(2 ** 32) if seed is None else seed
+    result = LevelResult(f"rescore ({rows} rows, seed {seed})")
+    if record is None:
+        result.skipped = "the run has no run record"
+        return result
+    spec = run.task_spec()
+    try:  # hash before load
+        data = verified_rows(run.lock, run.lock.profile(record.profile), spec, cache, roles=("model", spec.eval_split))
+    except CheckFailed as error:
+        result.fail(str(error))
+        return result
+    scored = data.split.scored(record.mode)
+    chosen = draw(scored, rows, seed)
+    data.split.require_dev(chosen)  # never a confirmation row, whatever the record says
+    pairs, here, bits = _rescored(result, run, spec, data, cache, chosen, seed)
+    result.notes.append(f"rows drawn with seed {seed} (repeat with --seed {seed}): "
+                        f"{sorted(chosen) if len(chosen) <= 16 else f'{len(chosen)} rows'}")
+    _judged(result, record, pairs, here, bits)
+    if len(chosen) < len(scored):
+        result.sampled.append(f"{len(scored) - len(chosen)} of {len(scored)} scored rows not rescored "
+                              f"(--rescore {rows}); " + sample_odds(len(scored), len(chosen)))
+    else:
+        result.notes.append(f"all {len(scored)} scored rows rescored")
     return result

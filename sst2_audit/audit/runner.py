@@ -11,6 +11,7 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 
 from dataclasses import dataclass, field
 
+from .. import warm
 from ..errors import CheckFailed
 from . import arithmetic, claims, identity_level
 from .findings import LevelResult
@@ -105,6 +106,8 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
     if run.trusts_claimed_lock:
         outcome.limits.append("audited against the submitter's own lock (--trust-bundle-lock), not the reviewer's")
     context = Context(cache, policy)
+    if policy.identity:
+        warm.start("transformers")  # the identity level's tokenizer: imported while the levels before it run
     for level in LEVELS:
         reason = level.skip(policy) if level.skip else None
         if reason:

