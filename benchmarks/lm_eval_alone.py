@@ -34,7 +34,7 @@ settings = lock.run_settings
 torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] != "-" else settings["threads"])
 spec = spec_for(lock, lock.profile(profile).task)
 rows = read_parquet(cache / "data" / f"{spec.eval_split}.parquet", columns=columns_of(lock.profile(profile).data))
-dev_ids = make_split([r.idx for r in rows], lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"]).dev_ids
+dev_ids = make_split([r.idx for r in rows], lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows).dev_ids
 data_files = {s: str(cache / "data" / f"{s}.parquet") for s in spec.splits}
 lm = HFLM(pretrained=str(cache / "model"), dtype=settings["dtype"], attn_implementation=settings["attention"],
           batch_size=settings["batch_size"], max_length=settings["max_length"], device=settings["device"],

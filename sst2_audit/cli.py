@@ -25,6 +25,11 @@ def _guarded(body, argv) -> int:
     except KeyboardInterrupt:
         print("error: interrupted; nothing half-written was kept.", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of our output went away (`| head`): not a bug, nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
     except Exception as error:  # noqa: BLE001 - anything else is our bug: exit 3, never a bare traceback
         if debug:
             import traceback

@@ -65,7 +65,7 @@ def _list_tasks(args) -> int:
     from .lock import load_lock
     from .task_spec import list_installed
 
-    pinned = load_lock(args.lock).evaluator.get("tasks", {})
+    pinned = load_lock(args.lock).evaluator.tasks
     found = list_installed(args.list_tasks)
     supported = [entry for entry in found if entry[2] is None]
     shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]

@@ -23,8 +23,6 @@ TOKENIZER_CONFIG = {
     "model_max_length": 8192,
     "clean_up_tokenization_spaces": False,
 }
-# Pinned behaviour of the original tokenizer (facts: candidates are one token each).
-EXPECTED_ENCODINGS = {" negative": [3524], " positive": [2731]}
 SNAPSHOT_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 
@@ -45,10 +43,7 @@ def check_tokenizer(folder: Path) -> None:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    problems = []
-    for text, ids in EXPECTED_ENCODINGS.items():
-        if tokenizer.encode(text) != ids:
-            problems.append(f"encode({text!r}) expected {ids}, got {tokenizer.encode(text)}")
+    problems = []  # the converted files' bytes are then checked against the lock's sha256 pins
     if tokenizer.eos_token != "<|im_end|>":
         problems.append(f"eos expected '<|im_end|>', got {tokenizer.eos_token!r}")
     if tokenizer.encode("a") != tokenizer.encode("a", add_special_tokens=False):

@@ -3,7 +3,8 @@
 A row is a document as lm-eval sees it (a dict in column order) and its position in the split,
 which is lm-eval's doc_id. Where the data has an `idx` column it must equal the position, so a
 logged doc_id also names the dataset's own id. The columns come from the lock's data resource
-(`columns`); a lock that does not state them has SST-2's.
+(`columns`, which every data resource states: lock.py's upgrade from version 3 supplies what that
+version implied).
 """
 
 import json
@@ -13,7 +14,6 @@ from pathlib import Path
 
 from .errors import InputError
 
-SST2_COLUMNS = (("sentence", "string"), ("label", "int64"), ("idx", "int32"))
 COLUMN_TYPES = ("string", "int64", "int32", "list<string>")  # what demo files (JSONL, TSV) are written with
 # Nested types as Arrow prints them (pinned by prepare.py --pin from the data itself): compared as text.
 NESTED_TYPE = re.compile(r"^(bool|double|large_string|(large_list|list|struct)<[A-Za-z0-9_ :,<>]{1,500}>)$")
@@ -32,8 +32,6 @@ class Row:
 def columns_of(resource) -> tuple:
     """The data resource's columns ((name, type), ...), validated."""
     raw = resource.get("columns") if resource is not None else None
-    if raw is None:
-        return SST2_COLUMNS
     if not (isinstance(raw, list) and raw and all(
             isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], str)
             and (c[1] in COLUMN_TYPES or NESTED_TYPE.match(c[1])) for c in raw)):
@@ -64,17 +62,26 @@ def _value_ok(value, kind: str) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def read_demo_tsv(path: Path) -> list:
-    """SST-2's reviewable text form: a header `idx<TAB>label<TAB>sentence`, one row a line."""
+def read_demo_tsv(path: Path, columns) -> list:
+    """A reviewable text form: a header naming the lock's columns (any order), one row a line, tab-separated;
+    text columns as written, integer columns as decimal integers."""
+    kinds = dict(columns)
     lines = Path(path).read_text(encoding="utf-8").splitlines()
-    if not lines or lines[0] != "idx\tlabel\tsentence":
-        raise InputError(f"{path}: expected header 'idx<TAB>label<TAB>sentence', got {lines[:1]!r}.")
+    header = lines[0].split("\t") if lines else []
+    if sorted(header) != sorted(kinds) or any(kinds[name] not in ("string", "int64", "int32") for name in header):
+        raise InputError(f"{path}: expected a header naming the text and integer columns {sorted(kinds)} "
+                         f"(tab-separated), got {lines[:1]!r}.")
     rows = []
     for number, line in enumerate(lines[1:], start=2):
         parts = line.split("\t")
-        if len(parts) != 3 or parts[1] not in ("0", "1") or not parts[0].isdigit() or not parts[2]:
-            raise InputError(f"{path}:{number}: expected 'idx<TAB>0|1<TAB>sentence', got {line!r}.")
-        rows.append(Row(int(parts[0]), {"sentence": parts[2], "label": int(parts[1]), "idx": int(parts[0])}))
+        bad = len(parts) != len(header) or any(
+            not value if kinds[name] == "string" else not re.fullmatch(r"-?[0-9]{1,18}", value)
+            for name, value in zip(header, parts))
+        if bad:
+            raise InputError(f"{path}:{number}: expected {len(header)} tab-separated fields "
+                             f"({', '.join(f'{n} {kinds[n]}' for n in header)}), got {line[:80]!r}.")
+        values = {name: value if kinds[name] == "string" else int(value) for name, value in zip(header, parts)}
+        rows.append(Row(len(rows), {name: values[name] for name, _ in columns}))
     return rows
 
 
@@ -98,10 +105,10 @@ def read_demo_jsonl(path: Path, columns) -> list:
 
 
 def read_demo(path: Path, columns) -> list:
-    return read_demo_tsv(path) if Path(path).suffix == ".tsv" else read_demo_jsonl(path, columns)
+    return read_demo_tsv(path, columns) if Path(path).suffix == ".tsv" else read_demo_jsonl(path, columns)
 
 
-def write_parquet(rows: list, path: Path, columns=SST2_COLUMNS) -> None:
+def write_parquet(rows: list, path: Path, columns) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -120,7 +127,7 @@ def parquet_columns(path: Path) -> list:
     return _columns(pq.read_schema(str(path)))
 
 
-def read_parquet(path: Path, expected_rows: int | None = None, columns=SST2_COLUMNS) -> list:
+def read_parquet(path: Path, columns, expected_rows: int | None = None) -> list:
     """Rows of a verified parquet file; the columns and, where there is one, idx == position enforced."""
     import pyarrow.parquet as pq
 

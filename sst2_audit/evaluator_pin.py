@@ -26,7 +26,7 @@ def _task_config_file(path: str) -> bool:
 def files_for(lock, spec) -> dict:
     """The pins a run of this task depends on: every pinned code file, and the task's own YAML
     files. Other tasks' YAMLs in the lock are not part of this measurement."""
-    return {path: digest for path, digest in lock.evaluator["files"].items()
+    return {path: digest for path, digest in lock.evaluator.files.items()
             if not _task_config_file(path) or path in spec.yaml_files}
 
 
@@ -36,7 +36,7 @@ def evaluator_record(lock, files: dict, spec) -> dict:
     The run passes what verify_installed() hashed; the audit passes the lock's own pins.
     """
     pins = lock.evaluator
-    return {"package": pins["package"], "version": pins["version"], "commit": pins["commit"], "task": spec.name,
+    return {"package": pins.package, "version": pins.version, "commit": pins.commit, "task": spec.name,
             "task_yaml": spec.yaml_path, "task_yaml_sha256": files[spec.yaml_path],
             "task_yaml_files": {path: files[path] for path in spec.yaml_files}, "files_verified": len(files)}
 
@@ -55,7 +55,7 @@ def verify_installed(lock, spec) -> dict:
             problems.append(f"{relative}: expected sha256 {pinned}, got {actual}")
     if problems:
         raise CheckFailed(
-            f"the installed lm-eval under {root} is not the pinned {lock.evaluator['version']} "
-            f"(commit {lock.evaluator['commit'][:12]}): " + "; ".join(problems) + "."
+            f"the installed lm-eval under {root} is not the pinned {lock.evaluator.version} "
+            f"(commit {lock.evaluator.commit[:12]}): " + "; ".join(problems) + "."
         )
     return seen

@@ -13,8 +13,8 @@ def notes_for(lm_eval_results: dict, record) -> list:
 
 def notes(lm_eval_results: dict, task: str, resources: list, rows: int, commit: str) -> list:
     """[{field, lm_eval_says, truth, why}] from lm-eval's results and the run's checked facts."""
-    model_pins = sorted(f"{entry['path']} {entry['sha256'][:12]}" for entry in resources
-                        if entry.get("role") == "model" and entry["path"].endswith(".safetensors"))
+    model_pins = sorted(f"{entry.path} {entry.sha256[:12]}" for entry in resources
+                        if entry.role == "model" and entry.path.endswith(".safetensors"))
     found = []
     effective = (lm_eval_results.get("n-samples") or {}).get(task, {}).get("effective")
     if effective is not None and effective != rows:

@@ -23,6 +23,7 @@ RUN_SETTING_KEYS = (
     "dtype", "device", "threads", "attention", "seed", "max_length",
     "batch_size", "num_fewshot", "numeric_mode",
 )
+EVALUATOR_FIELDS = ("package", "version", "commit", "task", "task_yaml", "files", "tasks")
 DTYPES = ("float32",)  # the protocol scores in float32 on the CPU
 SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -69,12 +70,33 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class SplitRule:
+    """How the evaluated split's rows become dev and sealed confirmation ids (split.py)."""
+    salt: str
+    rule: str  # the rule in words, recorded in every run
+    dev_rows: int
+    confirm_rows: int
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """The pinned lm-eval: version, commit, the files it is verified by, the tasks the lock pins."""
+    package: str
+    version: str
+    commit: str
+    task: str  # the default task (a profile that names none)
+    task_yaml: str
+    files: dict  # path under site-packages -> sha256
+    tasks: dict  # task -> its YAML's path (pinned in files)
+
+
+@dataclass(frozen=True)
 class Lock:
     path: Path
     sha256: str
-    raw: dict
-    evaluator: dict
-    split: dict
+    raw: dict  # the lock as read, after the upgrade chain: compared whole by the audit
+    evaluator: Evaluator
+    split: SplitRule
     run_settings: dict
     profiles: dict
     schema_version_read: int = 0  # the schema_version as written, before any upgrade
@@ -230,9 +252,20 @@ def _upgrade_from_2(raw: dict) -> dict:
     return dict(raw, schema_version=3, evaluator=evaluator)
 
 
+# Version 3's rule for a data resource that states no columns: SST-2's (the only task of versions 1-2).
+SCHEMA_3_COLUMNS = [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]
+
+
 def _upgrade_from_3(raw: dict) -> dict:
-    """Version 3 had each profile's model inline; inline entries stay valid in version 4."""
-    return dict(raw, schema_version=4)
+    """Version 3 had each profile's model inline (still valid in 4) and gave a data resource without
+    `columns` SST-2's; version 4 states every resource's columns. The profiles' pins stay those of the
+    lock as written (parse_lock), so a cache prepared under version 3 still matches."""
+    profiles = raw.get("profiles")
+    if isinstance(profiles, dict):
+        profiles = {name: dict(body, data=dict(body["data"], columns=SCHEMA_3_COLUMNS))
+                    if isinstance(body, dict) and isinstance(body.get("data"), dict) and "columns" not in body["data"]
+                    else body for name, body in profiles.items()}
+    return dict(raw, schema_version=4, profiles=profiles)
 
 
 UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
@@ -254,7 +287,8 @@ def _evaluator(raw: dict, where: str) -> dict:
     return evaluator
 
 
-def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
+def _profiles(raw: dict, evaluator: dict, where: str, written: dict) -> dict:
+    """written: the profiles as the file states them, before any upgrade (their pins)."""
     tasks = evaluator["tasks"]
     models = raw.get("models", {})
     if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
@@ -265,6 +299,7 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
         if not isinstance(body, dict):
             raise InputError(f"{here}: expected an object, got {type(body).__name__}.")
         model_body, model_where = _model_of(body, models, here)
+        as_written = written.get(name) if isinstance(written.get(name), dict) else body
         task = body.get("task", evaluator["task"])
         if not isinstance(task, str):
             raise InputError(f"{here}.task: expected a task name, got {type(task).__name__} {str(task)[:40]!r}.")
@@ -274,8 +309,9 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
             description=str(body.get("description", "")),
             model=_resource(model_body, "model", model_where),
             data=_resource(_need(body, "data", dict, here), "data", f"{here}.data"),
-            pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body.get("model") != model_body
-                                                    else body)),  # a named model's pins bind the cache too
+            pins_sha256=sha256_text(canonical_json(dict(as_written, model=model_body)
+                                                    if as_written.get("model") != model_body
+                                                    else as_written)),  # a named model's pins bind the cache too
             task=task,
             notice=body.get("notice") if isinstance(body.get("notice"), str) else None,
             settings=_profile_settings(body.get("settings", {}), f"{here}.settings"),
@@ -291,6 +327,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object at the top level.")
     written = raw.get("schema_version")
+    written_profiles = raw.get("profiles") if isinstance(raw.get("profiles"), dict) else {}
     while raw.get("schema") == LOCK_SCHEMA and type(raw.get("schema_version")) is int and raw["schema_version"] in UPGRADES:
         raw = UPGRADES[raw["schema_version"]](raw)
     if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
@@ -300,18 +337,19 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
         )
     evaluator = _evaluator(raw, where)
     split = _need(raw, "split", dict, where)
-    _need(split, "salt", str, f"{where}: split")
-    _need(split, "dev_rows", int, f"{where}: split")
-    _need(split, "confirm_rows", int, f"{where}: split")
+    for key, kind in (("salt", str), ("rule", str), ("dev_rows", int), ("confirm_rows", int)):
+        _need(split, key, kind, f"{where}: split")
     settings = _need(raw, "run_settings", dict, where)
     for key in RUN_SETTING_KEYS:
         if key not in settings:
             raise InputError(f"{where}: run_settings.{key} is missing.")
     _check_numbers(split, settings, where)
-    profiles = _profiles(raw, evaluator, where)
+    profiles = _profiles(raw, evaluator, where, written_profiles)
     if not profiles:
         raise InputError(f"{where}: no profiles defined.")
-    return Lock(Path(path), digest, raw, evaluator, split, settings, profiles, written)
+    return Lock(Path(path), digest, raw, Evaluator(**{k: evaluator[k] for k in EVALUATOR_FIELDS}),
+                SplitRule(**{k: split[k] for k in ("salt", "rule", "dev_rows", "confirm_rows")}), settings, profiles,
+                written)
 
 
 def lock_from_bytes(data: bytes, path) -> Lock:

@@ -11,6 +11,7 @@ from . import atomic, strict_json
 from .errors import CheckFailed, InputError
 from .hashing import sha256_file
 from .lock import Lock, Profile
+from .schema import convert
 
 MANIFEST_SCHEMA = "sst2-audit/manifest"
 MANIFEST_SCHEMA_VERSION = 1
@@ -33,7 +34,7 @@ class Manifest:
     demo: bool
     pins_sha256: str  # the profile's section of the lock this cache was prepared for
     lock_fully_hashed: bool
-    files: tuple
+    files: tuple[ManifestFile, ...]
     schema: str = MANIFEST_SCHEMA
     schema_version: int = MANIFEST_SCHEMA_VERSION
 
@@ -44,16 +45,14 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, raw: dict, where: str) -> "Manifest":
+        if not isinstance(raw, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
         if raw.get("schema") != MANIFEST_SCHEMA or raw.get("schema_version") != MANIFEST_SCHEMA_VERSION:
             raise InputError(
                 f"{where}: expected schema {MANIFEST_SCHEMA!r} version {MANIFEST_SCHEMA_VERSION}, "
                 f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
             )
-        try:
-            files = tuple(ManifestFile(**f) for f in raw["files"])
-            return cls(raw["profile"], raw["demo"], raw["pins_sha256"], raw["lock_fully_hashed"], files)
-        except (KeyError, TypeError) as error:
-            raise InputError(f"{where}: malformed manifest ({error}).") from None
+        return convert(cls, raw, where)  # exact fields and types (schema.py)
 
     def file(self, role: str) -> ManifestFile:
         return next(f for f in self.files if f.role == role)

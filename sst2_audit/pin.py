@@ -272,7 +272,7 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
     if name in base.profiles:
         raise InputError(f"--pin {name}: {base_lock} already has a profile of that name; choose another.")
     raw = json.loads(Path(base_lock).read_text(encoding="utf-8"))  # the base as written: no pin rewritten
-    if task not in base.evaluator["tasks"]:  # its YAML pinned from the installed lm-eval, checked against the wheel
+    if task not in base.evaluator.tasks:  # its YAML pinned from the installed lm-eval, checked against the wheel
         from .task_pin import pin_task
 
         pin_task(raw, task, evaluator_wheel)

@@ -27,7 +27,7 @@ def _check_staged(staged, profile, needed: dict) -> ManifestFile:
                                    "Nothing was written to the cache."))
     if staged.role in {f.split for f in profile.data.files}:
         try:
-            rows = read_parquet(staged.staged, staged.locked.rows if staged.locked else None, columns_of(profile.data))
+            rows = read_parquet(staged.staged, columns_of(profile.data), staged.locked.rows if staged.locked else None)
         except InputError as error:
             raise CheckFailed(f"{staged.cache_path}: {error}") from None
         if len(rows) < needed.get(staged.role, 0):
@@ -58,7 +58,7 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
     moved = []
     try:
         context = FetchContext(lock, staging, cache, import_dir)
-        needed = {eval_split: lock.split["dev_rows"] + lock.split["confirm_rows"]} if eval_split else {}
+        needed = {eval_split: lock.split.dev_rows + lock.split.confirm_rows} if eval_split else {}
         staged, entries = [], []
         for resource in profile.resources:  # data first: its checks fail before the model is fetched or converted
             fetched = fetch(resource, context)

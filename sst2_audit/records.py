@@ -5,14 +5,14 @@ never text or token ids of the data; private.json carries those.
 """
 
 import dataclasses
-import math
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import atomic
 from .errors import InputError
+from .manifest import ManifestFile
+from .schema import convert, typed
 from .metrics import METRICS
 
 # 4: paths and metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]);
@@ -28,17 +28,6 @@ REPORT_FILE = "report.html"
 LM_EVAL_RESULTS_FILE = "lm_eval_results.json"
 LM_EVAL_SAMPLES_FILE = "lm_eval_samples.public.jsonl"
 LM_EVAL_PRIVATE_SAMPLES_FILE = "lm_eval_samples.jsonl"
-
-
-class ResourceEntry(typing.TypedDict):
-    """One manifest entry, as run.json and the bundled manifest.json record it."""
-
-    path: str
-    role: str
-    size: int
-    sha256: str
-    source: str
-    locked_sha256: str | None
 
 
 class EvaluatorRecord(typing.TypedDict):
@@ -132,7 +121,7 @@ class RunRecord:
     notice: str
     lock_sha256: str
     lock_fully_hashed: bool
-    resources: list[ResourceEntry]
+    resources: list[ManifestFile]  # the cache's manifest entries the run read
     evaluator: EvaluatorRecord
     settings: dict
     split: SplitRecord
@@ -192,78 +181,6 @@ class PrivateRecord:
 
 def to_dict(record) -> dict:
     return dataclasses.asdict(record)
-
-
-def _type_name(hint) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
-
-
-def _typed(hint, value, where):
-    """Check a plain JSON value against a type hint: exact types, finite floats, no bool for int.
-
-    A TypedDict stays a dict, with exactly its keys; a dataclass is built.
-    """
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _typed(inner[0], value, where)
-    if hint is typing.Any or hint is object:
-        return value
-    if dataclasses.is_dataclass(hint):
-        return _convert(hint, value, where)
-    if typing.is_typeddict(hint):
-        return _object(typing.get_type_hints(hint), value, where)
-    if hint is bool:
-        ok = type(value) is bool
-    elif hint is int:
-        ok = type(value) is int
-    elif hint is float:
-        ok = type(value) is float and math.isfinite(value)
-        if type(value) is float and not ok:
-            raise InputError(f"{where}: expected a finite number, got {value!r}.")
-    elif hint is str:
-        ok = type(value) is str
-    elif hint is list or origin is list:
-        ok = type(value) is list
-        if ok and args:
-            return [_typed(args[0], item, f"{where}[{i}]") for i, item in enumerate(value)]
-    elif hint is dict or origin is dict:
-        ok = type(value) is dict
-        if ok and args:
-            return {key: _typed(args[1], item, f"{where}.{key}") for key, item in value.items()}
-    else:
-        ok = True
-    if not ok:
-        raise InputError(f"{where}: expected {_type_name(hint)}, got {type(value).__name__} {str(value)[:60]!r}.")
-    return value
-
-
-def _object(schema: dict, value, where: str) -> dict:
-    if type(value) is not dict:
-        raise InputError(f"{where}: expected an object, got {type(value).__name__}.")
-    missing, extra = sorted(set(schema) - set(value)), sorted(set(value) - set(schema))
-    if missing or extra:
-        raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
-    return {key: _typed(hint, value[key], f"{where}.{key}") for key, hint in schema.items()}
-
-
-def _convert(kind, value, where):
-    """Build nested dataclasses from plain JSON, checking field names and types exactly."""
-    if not dataclasses.is_dataclass(kind):
-        return _typed(kind, value, where)
-    if not isinstance(value, dict):
-        raise InputError(f"{where}: expected an object, got {type(value).__name__}.")
-    hints = typing.get_type_hints(kind)
-    fields = dataclasses.fields(kind)
-    missing = [f.name for f in fields if f.name not in value
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    extra = sorted(set(value) - {f.name for f in fields})
-    if missing or extra:
-        raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
-    built = {name: _typed(hints[name], item, f"{where}.{name}") for name, item in value.items()}
-    return kind(**built)
 
 
 def _upgrade_from_1(raw: dict) -> dict:
@@ -348,7 +265,7 @@ def from_dict(kind, raw: dict, where: str):
             f"{where}: expected kind {expected_kind!r} schema_version {RECORD_SCHEMA_VERSION}, "
             f"got {raw.get('kind')!r} {raw.get('schema_version')!r}."
         )
-    record = _convert(kind, raw, where)
+    record = convert(kind, raw, where)
     if isinstance(record, RunRecord):
         _check_keys(record, where)
     return record
@@ -408,14 +325,14 @@ def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
     missing = [name for name in (*SAMPLE_HINTS, "acc") if name not in raw]
     if missing:
         raise InputError(f"{where}: lm-eval sample lacks fields {missing}.")
-    sample = LmEvalSample(**{name: _typed(hint, raw[name], f"{where}.{name}") for name, hint in SAMPLE_HINTS.items()},
-                          metrics={name: _typed(float, raw[name], f"{where}.{name}") for name in METRICS if name in raw})
+    sample = LmEvalSample(**{name: typed(hint, raw[name], f"{where}.{name}") for name, hint in SAMPLE_HINTS.items()},
+                          metrics={name: typed(float, raw[name], f"{where}.{name}") for name in METRICS if name in raw})
     for number, resp in enumerate(sample.resps):
         here = f"{where}.resps[{number}]"
         if not (len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):
             raise InputError(f"{here}: expected [[log-likelihood, is_greedy]], got {str(resp)[:60]!r}.")
-        _typed(float, resp[0][0], f"{here}[0][0]")
-        _typed(bool, resp[0][1], f"{here}[0][1]")
+        typed(float, resp[0][0], f"{here}[0][0]")
+        typed(bool, resp[0][1], f"{here}[0][1]")
     return sample
 
 
@@ -433,5 +350,5 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",)) -> dict:
             if not isinstance(value, dict) or key not in value:
                 raise InputError(f"{where}: field {'.'.join(map(str, path))} is missing.")
             value = value[key]
-        _typed(hint, value, f"{where}: {'.'.join(path)}")
+        typed(hint, value, f"{where}: {'.'.join(path)}")
     return raw

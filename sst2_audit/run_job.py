@@ -1,7 +1,6 @@
 """One scoring run: split, official path, identity, independent path, agreement, records."""
 
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -295,7 +294,7 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
     lock, profile, spec, official = options.lock, options.profile, options.spec, scores.official
     questions, max_abs_diff = agreement
     task_result = official.results["results"][official.effective_config["task"]]
-    resources = [dataclasses.asdict(f) for f in setup.manifest.files]
+    resources = list(setup.manifest.files)
     evaluator = evaluator_record(lock, setup.evaluator_files, spec)
     return records.RunRecord(
         run_name=options.run_name, mode="smoke" if options.smoke else "full", profile=profile.name,
@@ -303,7 +302,7 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
         lock_sha256=lock.sha256, lock_fully_hashed=setup.manifest.lock_fully_hashed,
         resources=resources, evaluator=evaluator, settings=setup.settings,
         split=records.SplitRecord(
-            salt=lock.split["salt"], rule=lock.split["rule"], dev_ids=list(prompts.split.dev_ids),
+            salt=lock.split.salt, rule=lock.split.rule, dev_ids=list(prompts.split.dev_ids),
             scored_ids=prompts.scored_ids, row_hash_rule=ROW_HASH_RULE,
             confirm=[records.ConfirmRow(i, row_hash(prompts.by_idx[i].as_doc())) for i in prompts.split.confirm_ids]),
         task_config=scrub_paths({"effective": official.effective_config, "differences": official.config_differences},

@@ -27,6 +27,6 @@ def verified_rows(lock, profile, spec, cache, roles, manifest=None) -> SplitRows
     verify_files(cache, manifest, roles=roles)
     rows = read_parquet(Path(cache) / manifest.file(spec.eval_split).path, columns=columns_of(profile.data))
     by_idx = {row.idx: row for row in rows}
-    split = make_split(list(by_idx), lock.split["salt"], lock.split["dev_rows"], lock.split["confirm_rows"],
+    split = make_split(list(by_idx), lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows,
                        spec.eval_split)
     return SplitRows(manifest, by_idx, split)

@@ -4,7 +4,7 @@ The run's official path hands lm-eval a config whose data-loading fields point a
 parquet; lm-eval logs `TaskConfig(**config).to_dict()`. The audit rebuilds that dict without importing
 lm-eval (lm_eval.api.task pulls torch, transformers and scikit-learn in through `evaluate`: 4.5 s): the
 field names and defaults are read with `ast` from the pinned, hash-checked lm_eval/api/task.py, and
-to_dict's rule (every field in declaration order, None dropped) is applied here (SOURCE_MAP step 4).
+to_dict's rule (every field in declaration order, None dropped) is applied here (SOURCE_MAP step 47).
 """
 
 import ast
@@ -32,7 +32,7 @@ def taskconfig_defaults(lock) -> dict:
     from .evaluator_pin import installed_root
 
     path = installed_root() / TASK_MODULE
-    pinned = lock.evaluator["files"].get(TASK_MODULE)
+    pinned = lock.evaluator.files.get(TASK_MODULE)
     if pinned is None or sha256_file(path) != pinned:
         raise CheckFailed(f"{path}: not the lm-eval file the lock pins ({TASK_MODULE} sha256 {pinned}); the effective "
                           "task config cannot be rebuilt from it.")

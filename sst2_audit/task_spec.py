@@ -208,13 +208,13 @@ def spec_for(lock, name: str) -> TaskSpec:
     """The spec of a task the lock pins (evaluator.tasks names its YAML; every file read must be pinned)."""
     from .evaluator_pin import installed_root
 
-    tasks = lock.evaluator.get("tasks", {})
+    tasks = lock.evaluator.tasks
     if name not in tasks:
         raise InputError(f"{lock.path}: task {name!r} is not pinned (evaluator.tasks has {sorted(tasks)}); "
                          "`run.py --list-tasks` lists the installed tasks and whether they are supported.")
     root = installed_root()
     spec = spec_from_yaml(name, tasks[name], root)
-    unpinned = [f for f in spec.yaml_files if f not in lock.evaluator["files"]]
+    unpinned = [f for f in spec.yaml_files if f not in lock.evaluator.files]
     if unpinned:
         raise InputError(f"{lock.path}: task {name} reads {', '.join(unpinned)}, which evaluator.files does not pin.")
     return spec

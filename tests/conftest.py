@@ -142,3 +142,7 @@ def tokenizer(embedded_cache):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(embedded_cache / "model"))
+
+
+# The embedded profile's data columns, as the lock states them (lock.py's upgrade from version 3).
+EMBEDDED_COLUMNS = (("sentence", "string"), ("label", "int64"), ("idx", "int32"))

@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from conftest import REPO, run_script
+from conftest import EMBEDDED_COLUMNS, REPO, run_script
 from sst2_audit.cli import audit_main
 from sst2_audit.dataset import read_parquet
 from sst2_audit.identity import tokens_hash
@@ -167,7 +167,7 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
                                                      "lm_eval_samples.public.jsonl", "manifest.json", "report.html", "resources.lock.json", "run.json"))
     check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=extracted / "test-full", capture_output=True, text=True)
     assert check.returncode == 0 and check.stdout.count(": OK") == 8
-    sentences = [r.doc["sentence"] for r in read_parquet(embedded_cache / "data" / "validation.parquet")]
+    sentences = [r.doc["sentence"] for r in read_parquet(embedded_cache / "data" / "validation.parquet", EMBEDDED_COLUMNS)]
     for path in (extracted / "test-full").iterdir():
         text = path.read_text()
         assert not [s for s in sentences if s in text], path.name

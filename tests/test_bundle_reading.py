@@ -227,3 +227,24 @@ def test_fuzz_schema_2_records_and_locks_through_the_upgrade_readers(tmp_path, c
                 outcomes["refused"] += 1
     assert codes.get(1, 0) > 50 and codes.get(2, 0) > 50, codes
     assert outcomes["read"] > 50 and outcomes["refused"] > 50, outcomes
+
+
+def test_fuzz_manifests_are_read_or_refused_never_a_traceback(embedded_cache, tmp_path):
+    """The cache manifest through the strict reader and the lock match: every mutation is read (and
+    then matched or refused by the lock) or refused as input, never anything else."""
+    from sst2_audit.errors import CheckFailed, InputError
+    from sst2_audit.lock import load_lock
+    from sst2_audit.manifest import read_manifest, require_matching
+
+    original = json.loads((embedded_cache / "manifest.json").read_text())
+    lock = load_lock(REPO / "resources.lock.json")
+    rng = random.Random(4)
+    outcomes = {"matched": 0, "refused": 0}
+    for number in range(400):
+        (tmp_path / "manifest.json").write_text(json.dumps(_mutate(original, rng)))
+        try:
+            require_matching(read_manifest(tmp_path), tmp_path, lock, lock.profile("embedded"))
+            outcomes["matched"] += 1
+        except (InputError, CheckFailed):
+            outcomes["refused"] += 1
+    assert outcomes["matched"] > 5 and outcomes["refused"] > 300, outcomes

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import load_lock_json, one_paragraph, run_script, tree_state
+from conftest import EMBEDDED_COLUMNS, load_lock_json, one_paragraph, run_script, tree_state
 from hubserver import HubServer, Repo
 from sst2_audit.dataset import read_demo_tsv, write_parquet
 from sst2_audit.hashing import sha256_file
@@ -34,7 +34,8 @@ def repo_files(embedded_cache, tmp_path_factory):
     data = {}
     for split, path in DATA_FILES.items():
         target = folder / f"{split}.parquet"
-        write_parquet(read_demo_tsv(embedded_cache.parent.parent / "data" / "demo" / f"{split}.tsv"), target)
+        rows = read_demo_tsv(embedded_cache.parent.parent / "data" / "demo" / f"{split}.tsv", EMBEDDED_COLUMNS)
+        write_parquet(rows, target, EMBEDDED_COLUMNS)
         data[path] = target.read_bytes()
     return model, data
 

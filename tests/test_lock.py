@@ -9,9 +9,9 @@ from sst2_audit.lock import load_lock
 
 def test_our_lock_pins_the_reference_resources():
     lock = load_lock(LOCK)
-    assert lock.evaluator["version"] == "0.4.9.2"
-    assert lock.evaluator["commit"] == "ad3f4d0cad1cfcdb815f1e795f7947e49ed9f2e9"
-    assert lock.evaluator["files"]["lm_eval/evaluator.py"]
+    assert lock.evaluator.version == "0.4.9.2"
+    assert lock.evaluator.commit == "ad3f4d0cad1cfcdb815f1e795f7947e49ed9f2e9"
+    assert lock.evaluator.files["lm_eval/evaluator.py"]
     glue = lock.profile("glue-sst2")
     assert glue.model.get("revision") == "12fd25f77366fa6b3b4b768ec3050bf629380bac"
     assert glue.data.get("revision") == "bcdcba79d07bc864c1c254ccfcedcce55bcc9a8c"
@@ -21,7 +21,7 @@ def test_our_lock_pins_the_reference_resources():
     assert embedded.fully_hashed is True
     assert embedded.model.get("wheel")["sha256"] == "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
     assert embedded.model.get("member")["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-    assert lock.split == {**lock.split, "dev_rows": 64, "confirm_rows": 128}
+    assert (lock.split.dev_rows, lock.split.confirm_rows) == (64, 128)
     assert {k: v for k, v in lock.run_settings.items() if not k.endswith("_note")} == {
         "dtype": "float32", "device": "cpu", "threads": 1, "attention": "eager",
         "seed": 94, "max_length": 512, "batch_size": 1, "num_fewshot": 0,

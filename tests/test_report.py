@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import REPO, load_lock_json, one_paragraph, run_script, tiny_llama
+from conftest import EMBEDDED_COLUMNS, REPO, load_lock_json, one_paragraph, run_script, tiny_llama
 from sst2_audit import records
 from sst2_audit.stats import mcnemar_exact, paired_difference, wilson
 
@@ -93,7 +93,7 @@ def test_the_public_report_carries_no_document_text(full_run, embedded_cache):
 
     page = (full_run / "out" / records.REPORT_FILE).read_text()
     private = (full_run / "private" / records.REPORT_FILE).read_text()
-    rows = {r.idx: r.doc["sentence"] for r in read_parquet(embedded_cache / "data" / "validation.parquet")}
+    rows = {r.idx: r.doc["sentence"] for r in read_parquet(embedded_cache / "data" / "validation.parquet", EMBEDDED_COLUMNS)}
     record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
     import html
 

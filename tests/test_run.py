@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import one_paragraph, run_script, tree_state
+from conftest import EMBEDDED_COLUMNS, one_paragraph, run_script, tree_state
 from sst2_audit import records
 from sst2_audit.dataset import read_parquet
 from sst2_audit.identity import tokens_hash
@@ -60,7 +60,7 @@ def test_full_run_records(full_run, embedded_cache):
 
 
 def test_public_records_carry_no_review_text(full_run, embedded_cache):
-    sentences = [row.doc["sentence"] for row in read_parquet(embedded_cache / "data" / "validation.parquet")]
+    sentences = [row.doc["sentence"] for row in read_parquet(embedded_cache / "data" / "validation.parquet", EMBEDDED_COLUMNS)]
     for path in (full_run / "out").iterdir():
         text = path.read_text()
         assert not [s for s in sentences if s in text], path.name

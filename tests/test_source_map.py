@@ -16,7 +16,7 @@ FACTS = REPO.parent / "shared" / "facts" / "lm-eval-v0.4.9.2.sha256"
 def test_every_row_is_verified_against_the_installed_evaluator():
     rows, problems = source_map.check(MAP, installed_root())
     assert problems == []
-    assert len(rows) == 47
+    assert len(rows) == 48
     functions = {row.function for row in rows}
     for step in ("doc_to_text", "doc_to_choice", "doc_to_target", "TaskConfig", "ConfigurableTask.__init__",
                  "ConfigurableTask.construct_requests", "Instance", "TemplateLM._encode_pair", "HFLM.tok_encode",
@@ -49,15 +49,15 @@ def test_a_wrong_row_fails_the_check(old, new, problem):
 def test_installed_scoring_path_files_have_the_pinned_sha256():
     lock = load_lock(LOCK)
     hashes = {}
-    for task in lock.evaluator["tasks"]:
+    for task in lock.evaluator.tasks:
         spec = spec_for(lock, task)
         verified = verify_installed(lock, spec)
         assert verified == files_for(lock, spec) and spec.yaml_path in verified
         hashes.update(verified)
     assert len(files_for(lock, spec_for(lock, "sst2"))) == 55  # what an SST-2 run depends on, as before
-    assert hashes == lock.evaluator["files"]  # every pin is some pinned task's
+    assert hashes == lock.evaluator.files  # every pin is some pinned task's
     cited = {row.file for row in source_map.parse(MAP)}
-    assert cited <= set(lock.evaluator["files"]), cited - set(lock.evaluator["files"])
+    assert cited <= set(lock.evaluator.files), cited - set(lock.evaluator.files)
 
 
 @pytest.mark.skipif(not FACTS.exists(), reason="the shared facts folder is not beside this clone")
@@ -67,7 +67,7 @@ def test_lock_pins_equal_the_tagged_commit_files():
         if line and not line.startswith("#"):
             digest, path = line.split()
             pinned[path] = digest
-    files = load_lock(LOCK).evaluator["files"]
+    files = load_lock(LOCK).evaluator.files
     assert {path: files[path] for path in pinned} == pinned
     # The other tasks' YAMLs are not in that list: their pins equal the installed wheel's RECORD.
     record = _wheel_record()

@@ -55,7 +55,7 @@ def bundle_contents(run, cache: Path) -> dict:
     if manifest is None:
         raise InputError(f"{cache}: no {MANIFEST_NAME}; the bundle needs the manifest of the cache the run used (--cache).")
     if run.record is not None:
-        used = {entry["path"]: entry["sha256"] for entry in run.record.resources}
+        used = {entry.path: entry.sha256 for entry in run.record.resources}
         here = {entry.path: entry.sha256 for entry in manifest.files}
         if used != here:
             raise InputError(f"{cache}/{MANIFEST_NAME} does not describe the resources run {run.name} used; "

@@ -9,6 +9,7 @@ notice, mode, run name, resources, evaluator, versions across run.json, environm
 lm-eval's results, the effective task config (rebuilt from the installed YAML), and the card.
 """
 
+import dataclasses
 from pathlib import PurePosixPath
 
 from ..environment import versions as installed_versions
@@ -76,12 +77,13 @@ def check_lock(run: RunFolder, context) -> LevelResult:
     if not (context.policy.accept_old_schema and claimed.schema_version_read != lock.schema_version_read):
         _whole_lock(result, lock, claimed)
         return result
-    for key in sorted(set(lock.split) | set(claimed.split)):
-        result.expect("bundled lock", f"split.{key}", lock.split.get(key), claimed.split.get(key))
+    mine_raw, theirs_raw = lock.raw, claimed.raw  # as read (after each one's upgrade chain)
+    for key in sorted(set(mine_raw["split"]) | set(theirs_raw["split"])):
+        result.expect("bundled lock", f"split.{key}", mine_raw["split"].get(key), theirs_raw["split"].get(key))
     for key in sorted(set(lock.run_settings) | set(claimed.run_settings)):
         result.expect("bundled lock", f"run_settings.{key}", lock.run_settings.get(key), claimed.run_settings.get(key))
     for key in EVALUATOR_KEYS:
-        result.expect("bundled lock", f"evaluator.{key}", lock.evaluator.get(key), claimed.evaluator.get(key))
+        result.expect("bundled lock", f"evaluator.{key}", mine_raw["evaluator"].get(key), theirs_raw["evaluator"].get(key))
     if record is None:
         return result
     spec = run.task_spec()
@@ -90,8 +92,8 @@ def check_lock(run: RunFolder, context) -> LevelResult:
     mine, theirs = files_for(lock, spec), files_for(claimed, spec)
     for path in sorted(set(mine) | set(theirs)):
         result.expect("bundled lock", f"evaluator.files[{path}]", mine.get(path), theirs.get(path))
-    result.expect("bundled lock", f"evaluator.tasks.{spec.name}", lock.evaluator["tasks"].get(spec.name),
-                  claimed.evaluator.get("tasks", {}).get(spec.name))
+    result.expect("bundled lock", f"evaluator.tasks.{spec.name}", lock.evaluator.tasks.get(spec.name),
+                  claimed.evaluator.tasks.get(spec.name))
     theirs_profile = claimed.profiles.get(record.profile)
     result.expect("bundled lock", f"profiles.{record.profile} (pins sha256)", lock.profile(record.profile).pins_sha256,
                   theirs_profile and theirs_profile.pins_sha256)
@@ -100,25 +102,26 @@ def check_lock(run: RunFolder, context) -> LevelResult:
 
 def _resources(result: LevelResult, run: RunFolder, record, profile) -> None:
     lock_pins = {f"model/{PurePosixPath(f.path).name}": f.sha256 for f in profile.model.files}
-    listed = {entry.get("path"): entry for entry in record.resources}
+    listed = {entry.path: entry for entry in record.resources}
     result.expect("resources", "count (unique paths)", len(record.resources), len(listed))
-    model_paths = sorted(p for p, e in listed.items() if e.get("role") == "model")
+    model_paths = sorted(p for p, e in listed.items() if e.role == "model")
     result.expect("resources", "model files (the lock's)", sorted(lock_pins), model_paths)
     for path in model_paths:
         pin = lock_pins.get(path)
-        result.expect(f"resource {path}", "locked_sha256 (the lock's pin)", pin, listed[path].get("locked_sha256"))
+        result.expect(f"resource {path}", "locked_sha256 (the lock's pin)", pin, listed[path].locked_sha256)
         if pin:
-            result.expect(f"resource {path}", "sha256 (the lock's pin)", pin, listed[path].get("sha256"))
-    roles = sorted(e.get("role") for e in record.resources if e.get("role") != "model")
+            result.expect(f"resource {path}", "sha256 (the lock's pin)", pin, listed[path].sha256)
+    roles = sorted(e.role for e in record.resources if e.role != "model")
     wheel = profile.model.get("wheel")
     result.expect("resources", "other roles", sorted([f.split for f in profile.data.files] + (["download"] if wheel else [])),
                   roles)
     for entry in record.resources:
-        if entry.get("role") == "download" and wheel:
-            result.expect(f"resource {entry.get('path')}", "sha256 (the lock's wheel)", wheel["sha256"], entry.get("sha256"))
+        if entry.role == "download" and wheel:
+            result.expect(f"resource {entry.path}", "sha256 (the lock's wheel)", wheel["sha256"], entry.sha256)
     if run.claimed_manifest is not None:
         manifest_files = run.claimed_manifest.get("files") if isinstance(run.claimed_manifest, dict) else None
-        result.expect("bundled manifest", "files (equal to run.json's resources)", record.resources, manifest_files)
+        result.expect("bundled manifest", "files (equal to run.json's resources)",
+                      [dataclasses.asdict(entry) for entry in record.resources], manifest_files)
         for key, expected in (("profile", record.profile), ("pins_sha256", profile.pins_sha256),
                               ("lock_fully_hashed", profile.fully_hashed), ("demo", profile.demo)):
             result.expect("bundled manifest", key, expected, run.claimed_manifest.get(key))
@@ -157,7 +160,7 @@ def _exact_fields(result: LevelResult, run: RunFolder, record) -> None:
             result.expect("lm-eval results", f"{section} (tasks)", [record.task],
                           sorted(value) if isinstance(value, dict) else value)
         counts = (run.lm_eval_results.get("n-samples") or {}).get(record.task)
-        rows = run.lock.split["dev_rows"] + run.lock.split["confirm_rows"]
+        rows = run.lock.split.dev_rows + run.lock.split.confirm_rows
         result.expect("lm-eval results", f"n-samples.{record.task} (original = effective = the split's rows, "
                       f"at least {rows})", True, isinstance(counts, dict) and sorted(counts) == ["effective", "original"]
                       and all(type(v) is int for v in counts.values()) and counts["effective"] == counts["original"]
@@ -184,7 +187,7 @@ def _schema_fields(result: LevelResult, run: RunFolder, record) -> None:
 
 def _versions(result: LevelResult, run: RunFolder, record) -> None:
     here = installed_versions()
-    result.expect("versions", "lm_eval (the lock's evaluator pin)", run.lock.evaluator["version"],
+    result.expect("versions", "lm_eval (the lock's evaluator pin)", run.lock.evaluator.version,
                   record.versions.get("lm_eval"))
     for name in CHECKED_VERSIONS:
         result.expect("versions", f"{name} (installed here)", here.get(name), record.versions.get(name))
@@ -202,7 +205,7 @@ def _task_config(result: LevelResult, lock, spec, record) -> None:
     """The effective config lm-eval logged, rebuilt from the installed, pinned YAML and the data files."""
     from .. import task_config
 
-    data_files = {e["role"]: f"<cache>/{e['path']}" for e in record.resources if e.get("role") in spec.splits}
+    data_files = {e.role: f"<cache>/{e.path}" for e in record.resources if e.role in spec.splits}
     config = task_config.data_config(spec, data_files)
     config["num_fewshot"] = lock.run_settings["num_fewshot"]
     try:
@@ -237,9 +240,9 @@ def check_claims(run: RunFolder, context) -> LevelResult:
     dev = record.split.dev_ids
     mode = {tuple(dev): "full", tuple(dev[:SMOKE_ROWS]): "smoke"}.get(tuple(record.split.scored_ids))
     result.expect("run", "mode (from the scored ids)", mode, record.mode)
-    result.expect("split", "salt (the lock's)", lock.split["salt"], record.split.salt)
-    result.expect("split", "rule (the lock's)", lock.split["rule"], record.split.rule)
-    result.expect("split", "confirmation rows (the lock's count)", lock.split["confirm_rows"], len(record.split.confirm))
+    result.expect("split", "salt (the lock's)", lock.split.salt, record.split.salt)
+    result.expect("split", "rule (the lock's)", lock.split.rule, record.split.rule)
+    result.expect("split", "confirmation rows (the lock's count)", lock.split.confirm_rows, len(record.split.confirm))
     result.expect("run", "task (the lock's profile)", spec.name, record.task)
     from ..evaluator_pin import files_for
 

@@ -64,8 +64,8 @@ def compare(a, b) -> Comparison:
                          "the same questions (runs of one task, over the same rows).")
     result.differences += _differences("setting", ra.settings, rb.settings)
     result.differences += _differences("evaluator", ra.evaluator, rb.evaluator)
-    result.differences += _differences("resource", {r["path"]: r["sha256"] for r in ra.resources},
-                                       {r["path"]: r["sha256"] for r in rb.resources})
+    result.differences += _differences("resource", {r.path: r.sha256 for r in ra.resources},
+                                       {r.path: r.sha256 for r in rb.resources})
     result.differences += _differences("version", ra.versions, rb.versions)
     if ra.lock_sha256 != rb.lock_sha256:
         result.differences.append(("lock sha256", ra.lock_sha256, rb.lock_sha256))
