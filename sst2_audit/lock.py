@@ -252,19 +252,25 @@ def _upgrade_from_2(raw: dict) -> dict:
     return dict(raw, schema_version=3, evaluator=evaluator)
 
 
-# Version 3's rule for a data resource that states no columns: SST-2's (the only task of versions 1-2).
+# Version 3's rule for an SST-2 profile's data that states no columns: SST-2's (the only task of versions 1-2).
 SCHEMA_3_COLUMNS = [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]
 
 
 def _upgrade_from_3(raw: dict) -> dict:
-    """Version 3 had each profile's model inline (still valid in 4) and gave a data resource without
-    `columns` SST-2's; version 4 states every resource's columns. The profiles' pins stay those of the
-    lock as written (parse_lock), so a cache prepared under version 3 still matches."""
-    profiles = raw.get("profiles")
+    """Version 3 had each profile's model inline (still valid in 4) and gave an sst2 profile's data
+    without `columns` SST-2's (any other task's data had to state them); version 4 states every
+    resource's columns. The profiles' pins stay those of the lock as written (parse_lock), so a cache
+    prepared under version 3 still matches."""
+    profiles, evaluator = raw.get("profiles"), raw.get("evaluator")
+    default_task = evaluator.get("task") if isinstance(evaluator, dict) else None
+
+    def implied(body) -> bool:
+        return (isinstance(body, dict) and isinstance(body.get("data"), dict) and "columns" not in body["data"]
+                and body.get("task", default_task) == "sst2")
+
     if isinstance(profiles, dict):
-        profiles = {name: dict(body, data=dict(body["data"], columns=SCHEMA_3_COLUMNS))
-                    if isinstance(body, dict) and isinstance(body.get("data"), dict) and "columns" not in body["data"]
-                    else body for name, body in profiles.items()}
+        profiles = {name: dict(body, data=dict(body["data"], columns=SCHEMA_3_COLUMNS)) if implied(body) else body
+                    for name, body in profiles.items()}
     return dict(raw, schema_version=4, profiles=profiles)
 
 

@@ -252,9 +252,6 @@ def list_installed(pattern: str = "*") -> list:
 
 def require_data_for(spec: TaskSpec, profile) -> None:
     """A profile's data files must be exactly the splits the task config names."""
-    if profile.data.get("columns") is None and spec.name != "sst2":  # SST-2's columns only for SST-2's data
-        raise InputError(f"profile {profile.name}: data.columns is missing: task {spec.name}'s data must state its "
-                         "columns ([name, type] pairs; prepare.py --pin writes them from the data).")
     have = sorted(f.split for f in profile.data.files)
     if have != sorted(spec.splits):
         raise InputError(f"profile {profile.name}: its data files are for splits {have}; task {spec.name} names "
