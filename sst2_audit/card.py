@@ -89,10 +89,7 @@ def render(record, lock, legacy: bool = False) -> str:
     before cells were escaped."""
     from .pages import environment
 
-    env = environment()
-    if legacy:
-        env = env.overlay()
-        env.filters["cell"] = str
+    env = environment(html=False, plain_cells=legacy)
     fields = card_fields(record, lock)
     return env.get_template("card.md.j2").render(record=record, fields=fields, card_id=card_id(fields),
                                                  headline=_headline(record))

@@ -252,26 +252,20 @@ def _upgrade_from_2(raw: dict) -> dict:
     return dict(raw, schema_version=3, evaluator=evaluator)
 
 
-# Version 3's rule for an SST-2 profile's data that states no columns: SST-2's (the only task of versions 1-2).
-SCHEMA_3_COLUMNS = [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]
-
-
 def _upgrade_from_3(raw: dict) -> dict:
-    """Version 3 had each profile's model inline (still valid in 4) and gave an sst2 profile's data
-    without `columns` SST-2's (any other task's data had to state them); version 4 states every
-    resource's columns. The profiles' pins stay those of the lock as written (parse_lock), so a cache
-    prepared under version 3 still matches."""
-    profiles, evaluator = raw.get("profiles"), raw.get("evaluator")
-    default_task = evaluator.get("task") if isinstance(evaluator, dict) else None
+    """Version 3 had each profile's model inline; inline entries stay valid in version 4."""
+    return dict(raw, schema_version=4)
 
-    def implied(body) -> bool:
-        return (isinstance(body, dict) and isinstance(body.get("data"), dict) and "columns" not in body["data"]
-                and body.get("task", default_task) == "sst2")
 
-    if isinstance(profiles, dict):
-        profiles = {name: dict(body, data=dict(body["data"], columns=SCHEMA_3_COLUMNS)) if implied(body) else body
-                    for name, body in profiles.items()}
-    return dict(raw, schema_version=4, profiles=profiles)
+# The lock's one task-specific rule: a profile of task sst2 whose data states no columns has SST-2's
+# (the only task of lock versions 1-2, and how the shipped lock's SST-2 profiles are written). Every
+# other task's data states its columns.
+IMPLIED_COLUMNS = {"sst2": [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]}
+
+
+def _data_body(body: dict, task: str, here: str) -> dict:
+    data = _need(body, "data", dict, here)
+    return dict(data, columns=IMPLIED_COLUMNS[task]) if "columns" not in data and task in IMPLIED_COLUMNS else data
 
 
 UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
@@ -293,8 +287,7 @@ def _evaluator(raw: dict, where: str) -> dict:
     return evaluator
 
 
-def _profiles(raw: dict, evaluator: dict, where: str, written: dict) -> dict:
-    """written: the profiles as the file states them, before any upgrade (their pins)."""
+def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
     tasks = evaluator["tasks"]
     models = raw.get("models", {})
     if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
@@ -305,7 +298,6 @@ def _profiles(raw: dict, evaluator: dict, where: str, written: dict) -> dict:
         if not isinstance(body, dict):
             raise InputError(f"{here}: expected an object, got {type(body).__name__}.")
         model_body, model_where = _model_of(body, models, here)
-        as_written = written.get(name) if isinstance(written.get(name), dict) else body
         task = body.get("task", evaluator["task"])
         if not isinstance(task, str):
             raise InputError(f"{here}.task: expected a task name, got {type(task).__name__} {str(task)[:40]!r}.")
@@ -314,15 +306,15 @@ def _profiles(raw: dict, evaluator: dict, where: str, written: dict) -> dict:
             demo=bool(body.get("demo", False)),
             description=str(body.get("description", "")),
             model=_resource(model_body, "model", model_where),
-            data=_resource(_need(body, "data", dict, here), "data", f"{here}.data"),
-            pins_sha256=sha256_text(canonical_json(dict(as_written, model=model_body)
-                                                    if as_written.get("model") != model_body
-                                                    else as_written)),  # a named model's pins bind the cache too
+            data=_resource(_data_body(body, task, here), "data", f"{here}.data"),
+            pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body.get("model") != model_body
+                                                    else body)),  # a named model's pins bind the cache too
             task=task,
             notice=body.get("notice") if isinstance(body.get("notice"), str) else None,
             settings=_profile_settings(body.get("settings", {}), f"{here}.settings"),
         )
-        columns_of(profiles[name].data)  # validated here, used by prepare, run and audit
+        if profiles[name].data.get("columns") is not None:  # validated here; missing ones refused where used
+            columns_of(profiles[name].data)
         if profiles[name].task not in tasks:
             raise InputError(f"{here}.task: {profiles[name].task!r} is not one of evaluator.tasks {sorted(tasks)}.")
     return profiles
@@ -333,7 +325,6 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object at the top level.")
     written = raw.get("schema_version")
-    written_profiles = raw.get("profiles") if isinstance(raw.get("profiles"), dict) else {}
     while raw.get("schema") == LOCK_SCHEMA and type(raw.get("schema_version")) is int and raw["schema_version"] in UPGRADES:
         raw = UPGRADES[raw["schema_version"]](raw)
     if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
@@ -350,7 +341,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
         if key not in settings:
             raise InputError(f"{where}: run_settings.{key} is missing.")
     _check_numbers(split, settings, where)
-    profiles = _profiles(raw, evaluator, where, written_profiles)
+    profiles = _profiles(raw, evaluator, where)
     if not profiles:
         raise InputError(f"{where}: no profiles defined.")
     return Lock(Path(path), digest, raw, Evaluator(**{k: evaluator[k] for k in EVALUATOR_FIELDS}),

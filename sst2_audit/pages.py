@@ -35,9 +35,10 @@ def _html_value(value):
     return value if isinstance(value, Markup) else html_text(value)
 
 
-@functools.lru_cache(maxsize=2)
-def environment(html: bool = False):
-    """One environment per medium: `html=True` escapes every printed value with html_text."""
+@functools.lru_cache(maxsize=3)
+def environment(html: bool = False, plain_cells: bool = False):
+    """One environment per medium: `html=True` escapes every printed value with html_text;
+    `plain_cells` only to regenerate cards of record schema 1 and 2, written before cells were escaped."""
     import jinja2
 
     env = jinja2.Environment(
@@ -49,6 +50,8 @@ def environment(html: bool = False):
         "cell": markdown_cell, "text": html_text, "printable": printable, "pyrepr": repr,
         "sig": _significant, "short": _short, "slug": _slug,
     })
+    if plain_cells:
+        env.filters["cell"] = str
     env.globals["zip"] = zip
     return env
 

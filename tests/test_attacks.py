@@ -90,7 +90,7 @@ def test_the_salt_shopping_bundle_is_caught_by_the_reviewers_lock(embedded_cache
     assert "lock: FAIL" in out
     assert "bundled lock: split.salt: expected 'sst2-audit/split/v1', got 'a salt chosen for a better score'" in out
     assert "bundled lock: split.confirm_rows: expected 128, got 0" in out
-    assert "rescore: SKIPPED (an earlier level did not pass; no row reaches the model)" in out
+    assert "rescore: SKIPPED (an earlier level did not pass; the record's scores were not compared)" in out
     code, out = audit(capsys, "--bundle-file", tmp_path / "shopped.tar.gz", "--cache", embedded_cache,
                       "--trust-bundle-lock", "--arithmetic-only")
     assert code == 4, out
@@ -179,7 +179,7 @@ def test_rescore_rows_are_bounded_and_come_from_the_reviewers_dev_set(embedded_c
     code, out = audit(capsys, "--bundle-file", tmp_path / "sealed.tar.gz", "--cache", embedded_cache, "--rescore", "all")
     assert code == 1
     assert "a confirmation id appears in questions; the confirmation set is sealed" in out
-    assert "rescore: SKIPPED (an earlier level did not pass; no row reaches the model)" in out
+    assert "rescore: SKIPPED (an earlier level did not pass; the record's scores were not compared)" in out
 
 
 @pytest.mark.parametrize("field, value, message", [

@@ -2,15 +2,19 @@
 
 The rows are drawn at random (a seed the reviewer gives, or one drawn fresh and printed)
 from the dev set re-derived from the reviewer's lock and cache, never from ids the run
-record names; the runner calls this level only after the identity level passed. Scores
+record names. Scoring them needs no claim, so it starts beside the earlier levels (Prefetch);
+the record's scores are compared with them only after those levels passed (check). Scores
 are compared bit for bit on the same numeric platform, within the drift bound otherwise.
 """
 
 import random
 import secrets
+import threading
+from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
 
+from .. import warm
 from ..drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
 from ..errors import CheckFailed
 from ..independent import IndependentScorer, encode_question
@@ -40,31 +44,75 @@ def sample_odds(rows: int, drawn: int) -> str:
     return "chance to draw at least one of k forged rows: " + ", ".join(parts)
 
 
-def _rescored(result: LevelResult, run: RunFolder, spec, data, cache, chosen: list, seed: int) -> tuple:
-    """({idx: (recorded independent scores, rescored)}, this machine's platform, bits required?)."""
+@dataclass
+class Rescoring:
+    """The rescore's work that needs no claim but the run's profile and mode: the reviewer's files
+    verified, the model loaded, and the drawn rows of the reviewer's own dev set scored."""
+    seed: int
+    scored: list = field(default_factory=list)  # the dev ids the mode scores, from the reviewer's lock and data
+    chosen: list = field(default_factory=list)
+    rescored: dict = field(default_factory=dict)  # idx -> this machine's independent scores
+    here: dict | None = None  # this machine's numeric platform
+    bits: bool = False  # bit for bit required (the lock's pinned mode is in effect here)
+    error: BaseException | None = None
+
+
+def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event) -> None:
     import torch
 
-    record, questions = run.record, {q.idx: q for q in run.record.questions}
+    record, spec, cache, rows = run.record, run.task_spec(), context.cache, context.policy.rescore
+    data = verified_rows(run.lock, run.lock.profile(record.profile), spec, cache, roles=("model", spec.eval_split))
+    rescoring.scored = data.split.scored(record.mode)
+    rescoring.chosen = draw(rescoring.scored, rows, rescoring.seed)
+    data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
     settings = run.lock.settings_for(record.profile)
     torch.set_num_threads(settings["threads"])
     with phase("rescore: load model"):
         model, tokenizer = load_model(Path(cache) / "model", settings)
     scorer = IndependentScorer(model, settings["max_length"])
-    here = fingerprint(settings["numeric_mode"], settings["threads"])
+    rescoring.here = fingerprint(settings["numeric_mode"], settings["threads"])
     # The reviewer's side alone decides the bound: in the lock's pinned mode every score must be
     # equal bit for bit, whatever platform the record claims; the claim is printed, never believed.
-    bits = bool(settings["numeric_mode"]) and here["mode_in_effect"]
-    pairs = {}
-    with phase(f"rescore: {len(chosen)} rows drawn with seed {seed}", announce=True):
-        for idx in chosen:
-            if idx not in questions:
-                result.fail(f"row idx {idx}: a dev row the run scored has no question record")
-                continue
+    rescoring.bits = bool(settings["numeric_mode"]) and rescoring.here["mode_in_effect"]
+    with phase(f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}", announce=True):
+        for idx in rescoring.chosen:
+            if stop.is_set():
+                return
             doc = data.by_idx[idx].as_doc()
             encoded = encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx, settings["max_length"],
                                       settings["add_bos_token"])
-            pairs[idx] = (list(questions[idx].scores["independent"]), list(scorer.score(idx, encoded).candidate_scores))
-    return pairs, here, bits
+            rescoring.rescored[idx] = list(scorer.score(idx, encoded).candidate_scores)
+
+
+class Prefetch(threading.Thread):
+    """Starts the rescore's record-free work while the earlier levels run (torch releases the GIL, so the
+    forward passes use the other core); its scores meet the record only in check(), after the gate."""
+
+    def __init__(self, run: RunFolder, context):
+        super().__init__(name="rescore", daemon=True)
+        self.run_folder, self.context, self.stop = run, context, threading.Event()
+        seed = context.policy.seed
+        self.rescoring = Rescoring(secrets.randbelow(2 ** 32) if seed is None else seed)
+
+    def run(self):
+        warm.wait("transformers")  # one import of transformers at a time
+        try:
+            _score(self.run_folder, self.context, self.rescoring, self.stop)
+        except BaseException as error:  # noqa: BLE001 - handed to check()
+            self.rescoring.error = error
+
+    def result(self) -> Rescoring:
+        self.join()
+        return self.rescoring
+
+
+def start(run: RunFolder, context) -> Prefetch | None:
+    """The prefetch of a run whose profile the reviewer's lock defines, else None."""
+    if run.record is None or run.task_spec() is None:
+        return None
+    prefetch = Prefetch(run, context)
+    prefetch.start()
+    return prefetch
 
 
 def _judged(result: LevelResult, record, pairs: dict, here: dict, bits: bool) -> None:
@@ -87,27 +135,30 @@ def _judged(result: LevelResult, record, pairs: dict, here: dict, bits: bool) ->
                                        f"got {claimed!r}")
 
 
-def check(run: RunFolder, context) -> LevelResult:
-    cache, rows, seed = context.cache, context.policy.rescore, context.policy.seed
-    record = run.record
-    seed = secrets.randbelow(2 ** 32) if seed is None else seed
-    result = LevelResult(f"rescore ({rows} rows, seed {seed})")
+def check(run: RunFolder, context, prefetch: Prefetch | None = None) -> LevelResult:
+    rows, record = context.policy.rescore, run.record
+    prefetch = prefetch or start(run, context)
+    rescoring = prefetch.result() if prefetch is not None else Rescoring(0)
+    result = LevelResult(f"rescore ({rows} rows, seed {rescoring.seed})")
     if record is None:
         result.skipped = "the run has no run record"
         return result
-    spec = run.task_spec()
-    try:  # hash before load
-        data = verified_rows(run.lock, run.lock.profile(record.profile), spec, cache, roles=("model", spec.eval_split))
-    except CheckFailed as error:
-        result.fail(str(error))
+    if isinstance(rescoring.error, CheckFailed):
+        result.fail(str(rescoring.error))
         return result
-    scored = data.split.scored(record.mode)
-    chosen = draw(scored, rows, seed)
-    data.split.require_dev(chosen)  # never a confirmation row, whatever the record says
-    pairs, here, bits = _rescored(result, run, spec, data, cache, chosen, seed)
-    result.notes.append(f"rows drawn with seed {seed} (repeat with --seed {seed}): "
+    if rescoring.error is not None:
+        raise rescoring.error
+    questions = {q.idx: q for q in record.questions}
+    pairs = {}
+    for idx in rescoring.chosen:
+        if idx not in questions:
+            result.fail(f"row idx {idx}: a dev row the run scored has no question record")
+            continue
+        pairs[idx] = (list(questions[idx].scores["independent"]), rescoring.rescored[idx])
+    chosen, scored = rescoring.chosen, rescoring.scored
+    result.notes.append(f"rows drawn with seed {rescoring.seed} (repeat with --seed {rescoring.seed}): "
                         f"{sorted(chosen) if len(chosen) <= 16 else f'{len(chosen)} rows'}")
-    _judged(result, record, pairs, here, bits)
+    _judged(result, record, pairs, rescoring.here, rescoring.bits)
     if len(chosen) < len(scored):
         result.sampled.append(f"{len(scored) - len(chosen)} of {len(scored)} scored rows not rescored "
                               f"(--rescore {rows}); " + sample_odds(len(scored), len(chosen)))

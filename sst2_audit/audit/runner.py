@@ -100,14 +100,20 @@ def _schema_gate(run, policy: Policy, outcome: Outcome) -> None:
 
 
 def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> Outcome:
-    """Levels in order; the model sees rows only after every earlier level vouched for them."""
+    """Levels in order. The rescore's record-free work (the reviewer's own rows through the model) starts
+    at once beside them; the record's scores meet it only after every earlier level passed."""
     outcome = Outcome([sums] if sums else [])
     _schema_gate(run, policy, outcome)
     if run.trusts_claimed_lock:
         outcome.limits.append("audited against the submitter's own lock (--trust-bundle-lock), not the reviewer's")
     context = Context(cache, policy)
+    prefetch = None
     if policy.identity:
         warm.start("transformers")  # the identity level's tokenizer: imported while the levels before it run
+        if policy.rescore:
+            from . import rescore
+
+            prefetch = rescore.start(run, context)
     for level in LEVELS:
         reason = level.skip(policy) if level.skip else None
         if reason:
@@ -123,11 +129,14 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
                                          f"({'--arithmetic-only' if not policy.identity else '--structural'})")
         return outcome
     if outcome.failed:
-        outcome.levels.append(LevelResult("rescore", skipped="an earlier level did not pass; no row reaches the model"))
+        if prefetch is not None:
+            prefetch.stop.set()
+        outcome.levels.append(LevelResult("rescore", skipped="an earlier level did not pass; the record's scores "
+                                                             "were not compared"))
         return outcome
-    from . import rescore  # torch and the model only when a row is rescored
+    from . import rescore
 
-    level = rescore.check(run, context)
+    level = rescore.check(run, context, prefetch)
     outcome.levels.append(level)
     outcome.scores_unverified += level.sampled
     if level.drift_only:

@@ -1,0 +1,63 @@
+"""The floor of a command: the least any tool must do to give its answer, as one process.
+
+    python benchmarks/floor.py WHAT CACHE [PROFILE]
+      structural  Python, transformers' tokenizer, the cached data and model files hashed
+      passes N    Python, the imports the forward passes need (torch, transformers), the model loaded, and
+                  one forward pass per candidate of the first N dev rows (the independent path's work)
+      smoke       what a 2-row run through lm-eval must do at least: `passes 2` done twice (two paths)
+                  plus importing lm_eval
+
+No checks, no records, no lm-eval: what is left when every audit step is free. The lock's numeric
+mode is set before torch is imported, as the commands do.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sst2_audit.lock import load_lock  # noqa: E402
+from sst2_audit.numeric import activate  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+what, cache = sys.argv[1], Path(sys.argv[2 if sys.argv[1] != "passes" else 3]).resolve()
+rows_wanted, rounds = (int(sys.argv[2]), 1) if what == "passes" else (2, 2)
+profile_name = sys.argv[4] if what == "passes" and len(sys.argv) > 4 else "embedded"
+lock = load_lock(REPO / "resources.lock.json")
+activate(lock.run_settings["numeric_mode"])
+
+from sst2_audit.hashing import sha256_file  # noqa: E402
+from sst2_audit.manifest import read_manifest  # noqa: E402
+
+manifest = read_manifest(cache)
+if what == "structural":
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(str(cache / "model"), local_files_only=True)
+    for entry in manifest.files:
+        if entry.role != "download":
+            sha256_file(cache / entry.path)
+elif what in ("passes", "smoke"):
+    import torch
+
+    if what == "smoke":
+        import lm_eval  # noqa: F401
+
+    from sst2_audit.independent import IndependentScorer, encode_question
+    from sst2_audit.model import load
+    from sst2_audit.split_rows import verified_rows
+    from sst2_audit.task_spec import spec_for
+
+    profile = lock.profile(profile_name)
+    settings = lock.settings_for(profile_name)
+    torch.set_num_threads(settings["threads"])
+    spec = spec_for(lock, profile.task)
+    data = verified_rows(lock, profile, spec, cache, roles=(), manifest=manifest)
+    model, tokenizer = load(cache / "model", settings)
+    scorer = IndependentScorer(model, settings["max_length"])
+    for idx in [i for i in data.split.dev_ids[:rows_wanted] for _ in range(rounds)]:
+        doc = data.by_idx[idx].as_doc()
+        scorer.score(idx, encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx,
+                                          settings["max_length"], settings["add_bos_token"]))
+else:
+    sys.exit(f"unknown floor {what!r}")
