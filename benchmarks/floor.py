@@ -1,7 +1,7 @@
 """The floor of a command: the least any tool must do to give its answer, as one process.
 
     python benchmarks/floor.py WHAT CACHE [PROFILE]
-      structural  Python, transformers' tokenizer, the cached data and model files hashed
+      structural  Python, transformers' tokenizer class (imported directly), the cached data and model files hashed
       passes N    Python, the imports the forward passes need (torch, transformers), the model loaded, and
                   one forward pass per candidate of the first N dev rows (the independent path's work)
       smoke       what a 2-row run through lm-eval must do at least: `passes 2` done twice (two paths)
@@ -31,9 +31,9 @@ from sst2_audit.manifest import read_manifest  # noqa: E402
 
 manifest = read_manifest(cache)
 if what == "structural":
-    from transformers import AutoTokenizer
+    from sst2_audit.model import load_tokenizer
 
-    AutoTokenizer.from_pretrained(str(cache / "model"), local_files_only=True)
+    load_tokenizer(cache / "model")
     for entry in manifest.files:
         if entry.role != "download":
             sha256_file(cache / entry.path)

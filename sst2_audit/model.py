@@ -1,14 +1,35 @@
 """Loading the verified model snapshot with the pinned settings (callers hash it first)."""
 
+import json
 from pathlib import Path
+
+
+def load_tokenizer(model_dir: Path):
+    """The tokenizer class AutoTokenizer would pick (tokenizer_config.json's `tokenizer_class`, its fast
+    variant first), imported directly: AutoTokenizer's module pulls in transformers' model registry and
+    generation code (scikit-learn among it, about 2 s) that a tokenizer does not need. A config that
+    names no class goes through AutoTokenizer."""
+    import transformers
+
+    try:
+        named = json.loads((Path(model_dir) / "tokenizer_config.json").read_text(encoding="utf-8")).get("tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        named = None
+    klass = None
+    if isinstance(named, str) and named.isidentifier():
+        fast = named if named.endswith("Fast") else named + "Fast"
+        klass = getattr(transformers, fast, None) or getattr(transformers, named, None)
+    if klass is None:
+        from transformers import AutoTokenizer as klass
+    return klass.from_pretrained(str(model_dir), local_files_only=True)
 
 
 def load(model_dir: Path, settings: dict) -> tuple:
     """(model, tokenizer): local files only, safetensors only, the lock's dtype and attention."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    tokenizer = load_tokenizer(model_dir)
     model = AutoModelForCausalLM.from_pretrained(
         str(model_dir), dtype=getattr(torch, settings["dtype"]), attn_implementation=settings["attention"],
         local_files_only=True, use_safetensors=True,

@@ -17,6 +17,9 @@ def warm() -> None:
 
 
 def _figure(width: float, height: float):
+    from . import warm
+
+    warm.wait("plots")  # a set-up started early (audit.runner) finishes first
     import matplotlib
 
     matplotlib.use("Agg", force=True)

@@ -1,8 +1,9 @@
-"""Imports started early in a background thread, waited for where they are needed.
+"""Work started early in a background thread (an import, a library's set-up), waited for where it is needed.
 
 An import reads files and runs C extension code while the main thread hashes files and parses
 records; the step that needs the module waits for its thread first (a module that replaces itself in
-sys.modules, as transformers' lazy module does, must not be imported twice at once).
+sys.modules, as transformers' lazy module does, or one being imported by another thread at the same
+time, must not be imported twice at once).
 """
 
 import importlib
@@ -11,20 +12,22 @@ import threading
 _THREADS = {}
 
 
-def start(module: str) -> None:
-    if module not in _THREADS:
-        _THREADS[module] = threading.Thread(target=_import, args=(module,), name=f"import {module}", daemon=True)
-        _THREADS[module].start()
+def start(key: str, work=None) -> None:
+    """Run `work()` (default: import the module named `key`) in a thread, once per process."""
+    if key not in _THREADS:
+        _THREADS[key] = threading.Thread(target=_quietly, args=(work or (lambda: importlib.import_module(key)),),
+                                         name=f"warm {key}", daemon=True)
+        _THREADS[key].start()
 
 
-def _import(module: str) -> None:
+def _quietly(work) -> None:
     try:
-        importlib.import_module(module)
-    except BaseException:  # noqa: BLE001 - the step that needs it imports it again and reports the error
+        work()
+    except BaseException:  # noqa: BLE001 - the step that needs it does the work again and reports the error
         pass
 
 
-def wait(module: str) -> None:
-    thread = _THREADS.get(module)
-    if thread is not None:
+def wait(key: str) -> None:
+    thread = _THREADS.get(key)
+    if thread is not None and thread is not threading.current_thread():
         thread.join()

@@ -11,6 +11,7 @@ from pathlib import Path
 from .. import warm
 from ..errors import CheckFailed, InputError
 from ..identity import check_question_records, expected_question
+from ..model import load_tokenizer
 from ..split import row_hash
 from ..split_rows import verified_rows
 from .findings import LevelResult
@@ -60,10 +61,8 @@ def _split(result: LevelResult, run: RunFolder, data) -> None:
 def _questions(result: LevelResult, run: RunFolder, spec, data, cache) -> None:
     """Every question's prompt, hashes and token boundary rebuilt from the row and the cached tokenizer."""
     warm.wait("transformers")
-    from transformers import AutoTokenizer
-
     record, sealed = run.record, set(data.split.confirm_ids)
-    tokenizer = AutoTokenizer.from_pretrained(str(Path(cache) / "model"), local_files_only=True)
+    tokenizer = load_tokenizer(Path(cache) / "model")
     settings = run.lock.settings_for(record.profile)
     expected = {idx: expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
                                        settings["add_bos_token"])
