@@ -6,8 +6,15 @@ from .command import EXIT_CODES, Parser, lock_and_profile, spec_for_run, with_pr
 
 
 def main(argv) -> int:
+    import os
+
     from . import prepare
+    from .console import QUIET_ENVIRONMENT
     from .manifest import read_manifest
+
+    # our own progress lines only: no third-party progress bars or notices (the GGUF converter's bar,
+    # transformers' tokenizer notice); their errors still reach the terminal
+    os.environ.update(QUIET_ENVIRONMENT)
 
     parser = Parser(prog="prepare.py", description="Fetch, verify and cache the pinned resources.", epilog=(
         "profiles of the shipped lock: embedded (offline demo, SST-2-shaped), embedded-rte, embedded-inverse-scaling, "

@@ -20,6 +20,14 @@ def _row(label: str, *cells) -> str:
     return f"  {label:<{WIDTH}}" + "".join(f"{cell:<30}" for cell in cells).rstrip()
 
 
+def _wrapped(label: str, text: str, width: int = 96) -> list:
+    """A long value on several lines, broken between words, continued under the value column."""
+    import textwrap
+
+    lines = textwrap.wrap(text, width) or [""]
+    return [_row(label, lines[0])] + [_row("", line) for line in lines[1:]]
+
+
 def _metric_rows(record: RunRecord) -> list:
     """Per metric, in the task's order: the headline (first) metric is "accuracy"."""
     lines = []
@@ -50,7 +58,7 @@ def run_summary(record: RunRecord, out, private) -> str:
         _row("predictions / labels", f"{predictions} / {labels}"),
         _row("time", f"{record.timings['total']:.1f} s (both paths concurrently)"),
         _row("peak RSS", f"{record.peak_rss_bytes / 1e9:.2f} GB"),
-        _row("numeric platform", one_line(record.platform)[:110]),
+        *_wrapped("numeric platform", one_line(record.platform)),
         _row("public records", f"{out} (report.html)"),
         _row("private records", f"{private} (documents, prompts, token ids; run.log: {warnings} third-party lines)"),
     ]

