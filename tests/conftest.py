@@ -48,6 +48,19 @@ def load_lock_json() -> dict:
     return json.loads(LOCK.read_text())
 
 
+# Tests that share an expensive session fixture run in one worker (pytest -n 2 --dist loadgroup), so
+# each fixture is built once, not once per worker.
+SHARED_FIXTURE_GROUPS = {"full_run": "full-run", "run_copy": "full-run", "rte_run": "demo-runs",
+                         "inverse_scaling_run": "demo-runs"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        group = next((SHARED_FIXTURE_GROUPS[name] for name in item.fixturenames if name in SHARED_FIXTURE_GROUPS), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @contextlib.contextmanager
 def _exclusive(name: str):
     """One prepare of a shared cache at a time: the suite runs in two worker processes (pytest -n 2)."""
