@@ -165,8 +165,8 @@ def unsupported_reason(config: dict) -> str | None:
     other = [n for n in names if n not in METRICS]
     if other:
         return f"reports metrics {other} (supported: {', '.join(METRICS)})"
-    if config.get("num_fewshot") or config.get("fewshot_config"):
-        return "is a few-shot task (zero-shot only for now)"
+    if config.get("num_fewshot"):  # a fewshot_config alone (MMLU's first_n from dev) draws nothing at 0 shots
+        return f"is a {config['num_fewshot']}-shot task (zero-shot only for now)"
     if config.get("use_prompt"):
         return "uses a promptsource prompt"
     if isinstance(config.get("doc_to_text"), int):
