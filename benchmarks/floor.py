@@ -41,7 +41,7 @@ elif what in ("passes", "smoke"):
     import torch
 
     if what == "smoke":
-        import lm_eval  # noqa: F401
+        import lm_eval  # noqa: F401 - what a run through lm-eval must import
 
     from sst2_audit.independent import IndependentScorer, encode_question
     from sst2_audit.model import load

@@ -11,7 +11,6 @@ import random
 import subprocess
 import sys
 import tarfile
-import time
 
 import pytest
 

@@ -5,7 +5,6 @@ submitter re-packs the reference bundle with a matching SHA256SUMS (test_attacks
 """
 
 import hashlib
-import io
 import json
 import random
 import shutil
@@ -15,7 +14,7 @@ import tarfile
 
 import pytest
 
-from conftest import LOCK, REPO, run_script
+from conftest import LOCK, REPO
 from test_attacks import REFERENCE, TOP, audit, edited, members_of, pack, regenerate_card
 
 
@@ -152,7 +151,7 @@ def test_a_schema_3_bundle_cannot_drop_what_its_schema_requires(tmp_path, capsys
         del members[dropped]
         pack(tmp_path / "dropped.tar.gz", members)
         code, out = audit(capsys, "--bundle-file", tmp_path / "dropped.tar.gz", "--arithmetic-only")
-        assert code == 1 and f"refused: a bundle of record schema 3 holds exactly " in out and \
+        assert code == 1 and "refused: a bundle of record schema 3 holds exactly " in out and \
             f"missing {dropped}" in out, out
 
 
