@@ -112,7 +112,12 @@ def _audit_one(args, scratch: Path) -> int:
     from .audit.runner import Policy, run_levels
 
     target = args.bundle_file or args.run
-    run, sums = _open_run(target, args, scratch)
+    try:
+        run, sums = _open_run(target, args, scratch)
+    except CheckFailed:  # the bundle level failed: no record was read; the reason follows on stderr
+        print("VERDICT: FAIL (bundle SHA256SUMS and members): the bundle was refused before any record was read; "
+              "exit 1")
+        raise
     if args.bundle:  # refused before the audit's work, not after it
         bundle.bundle_path(run.name, args.results)
     rows = len(run.record.questions) if run.record else 0

@@ -30,7 +30,9 @@ def test_a_2mb_gzip_bomb_is_refused_fast_and_small(tmp_path):
              "print(code, time.perf_counter() - t, hwm)"
              % (str(REPO), str(bomb)))
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
-    code, seconds, peak = done.stdout.split()
+    verdict, measured = done.stdout.splitlines()
+    assert verdict.startswith("VERDICT: FAIL (bundle SHA256SUMS and members): the bundle was refused"), done.stdout
+    code, seconds, peak = measured.split()
     # what stopped the input is the limit named below, not the clock: no wall-clock bound here
     assert code == "1" and int(peak) < 200e6, done.stdout
     assert f"{bomb}: refused: unpacks to more than 33554432 bytes (limit)." in one_paragraph(done.stderr)
