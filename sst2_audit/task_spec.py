@@ -47,6 +47,12 @@ class TaskSpec:
 
     # --- rendering, as lm-eval's ConfigurableTask does it (SOURCE_MAP steps 9-12) ---
     def context(self, doc: dict) -> str:
+        """The zero-shot context: the description, then doc_to_text."""
+        prefix = render(self.description, doc) if self.description else ""
+        return prefix + self.text(doc)
+
+    def text(self, doc: dict) -> str:
+        """doc_to_text alone (a few-shot context puts the shots between the description and this)."""
         setting = self.doc_to_text
         if isinstance(setting, str) and setting in doc:
             text = doc[setting]
@@ -59,8 +65,7 @@ class TaskSpec:
         if not isinstance(text, str):
             raise InputError(f"task {self.name}: doc_to_text gave {type(text).__name__} {str(text)[:40]!r}; "
                              "a context must be text (multiple-input tasks are not supported).")
-        prefix = render(self.description, doc) if self.description else ""
-        return prefix + text
+        return text
 
     def choices(self, doc: dict) -> list:
         setting = self.doc_to_choice

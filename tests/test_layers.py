@@ -17,7 +17,7 @@ LAYERS = [
                            "lm_eval_notes"}),
     ("scoring and resources", {"independent", "identity", "official", "model", "convert", "hub_pin", "task_pin",
                                "source_map", "sources", "sources.interface", "sources.demo", "sources.hub",
-                               "sources.local", "sources.wheel"}),
+                               "sources.local", "sources.wheel", "fewshot"}),
     ("pages", {"pages", "card", "html_report", "html_report_v3", "report"}),
     ("jobs", {"prepare", "pin", "run_job", "audit", "audit.arithmetic", "audit.bundle", "audit.claims",
               "audit.compare", "audit.findings", "audit.identity_level", "audit.loading", "audit.rescore",

@@ -1,0 +1,93 @@
+"""Few-shot contexts as lm-eval 0.4.9.2 builds them, re-derived without importing lm_eval.
+
+Groundwork for few-shot audits (issue 18): not yet used by run or audit. What lm-eval does:
+- The shots come from `fewshot_split`, else the training split, else the validation split
+  (ConfigurableTask.fewshot_docs, Task.fewshot_docs).
+- ONE `random.Random(fewshot_random_seed)` per task object is shared by every document and consumed
+  in the order the requests are built (ContextSampler.sample: `rnd.sample(docs, n)`), so a question's
+  shots depend on which questions were built before it.
+- The `default` sampler draws `num_fewshot + 1` docs only when `fewshot_split == test_split` (compared
+  as they are: two unset names are equal, so sst2 draws 6 docs for 5 shots), else `num_fewshot`; it then drops every drawn doc equal (dict `!=`) to the evaluated one and keeps the
+  first `num_fewshot`. A task that evaluates its validation split and takes shots from it therefore
+  gets `num_fewshot - 1` shots whenever the evaluated doc is drawn. `first_n` takes `docs[:n]`.
+- A shot is doc_to_text + target_delimiter + the target (a choice's text for multiple_choice) +
+  fewshot_delimiter; the context is description + the shots + doc_to_text (fewshot_context, get_context).
+`random.sample` picks by position, so drawing from `range(len(docs))` picks the same positions as
+drawing from the docs themselves.
+"""
+
+import random
+from dataclasses import dataclass
+
+from .errors import InputError
+
+SAMPLERS = ("default", "first_n")
+FEWSHOT_DELIMITER = "\n\n"  # TaskConfig's default
+
+
+@dataclass(frozen=True)
+class ShotRule:
+    split: str  # the split the shots come from
+    sampler: str  # "default" or "first_n"
+    extra_draw: bool  # lm-eval draws one more when fewshot_split == test_split
+    delimiter: str  # fewshot_delimiter, after every shot
+
+
+def rule_for(spec) -> ShotRule:
+    """The task's few-shot rule from its official config; what this re-derivation does not cover is refused."""
+    config = spec.official
+    fewshot = config.get("fewshot_config") or {}
+    sampler = fewshot.get("sampler", "default")
+    if sampler not in SAMPLERS:
+        raise InputError(f"task {spec.name}: few-shot sampler {sampler!r} is not re-derived (only {SAMPLERS}).")
+    overrides = sorted(set(fewshot) & {"doc_to_text", "doc_to_target", "doc_to_choice", "samples"})
+    if overrides:
+        raise InputError(f"task {spec.name}: fewshot_config overrides {overrides}; not re-derived yet.")
+    split = config.get("fewshot_split") or config.get("training_split") or config.get("validation_split")
+    if split is None:
+        raise InputError(f"task {spec.name}: no split to take shots from.")
+    # lm-eval compares the two names as they are: None == None, so a task naming neither (sst2: shots
+    # from train, validation evaluated) also draws one extra doc, and consumes the generator for it
+    return ShotRule(split, sampler, config.get("fewshot_split") == config.get("test_split"),
+                    config.get("fewshot_delimiter", FEWSHOT_DELIMITER))
+
+
+def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluated: list) -> dict:
+    """{idx: positions of its shots in shot_docs} for `evaluated` [(idx, doc)] in the order lm-eval builds
+    their requests, with one generator for them all, as lm-eval shares one per task."""
+    generator, shots = random.Random(seed), {}
+    count = num_fewshot + 1 if rule.extra_draw else num_fewshot
+    for idx, doc in evaluated:
+        if num_fewshot == 0:  # fewshot_context does not call the sampler: nothing is drawn
+            shots[idx] = []
+            continue
+        if rule.sampler == "first_n":
+            if count > len(shot_docs):
+                raise InputError(f"first_n needs {count} shots, the {rule.split} split has {len(shot_docs)}.")
+            drawn = list(range(count))
+        else:
+            drawn = generator.sample(range(len(shot_docs)), count)
+        shots[idx] = [position for position in drawn if shot_docs[position] != doc][:num_fewshot]
+    return shots
+
+
+def shot_text(spec, doc: dict, delimiter: str) -> str:
+    """One labelled example: its text, the target delimiter, its answer as text, the few-shot delimiter."""
+    target = spec.target(doc)
+    if target == "":
+        return spec.text(doc)
+    if isinstance(target, list):
+        answer = str(target[0])
+    elif isinstance(target, str):
+        answer = target
+    else:
+        answer = str(spec.choices(doc)[target])
+    return spec.text(doc) + spec.target_delimiter + answer + delimiter
+
+
+def context(spec, doc: dict, shots: list, delimiter: str) -> str:
+    """description + every shot + the question's own text (fewshot_context without a chat template)."""
+    from .task_spec import render
+
+    prefix = render(spec.description, doc) if spec.description else ""
+    return prefix + "".join(shot_text(spec, shot, delimiter) for shot in shots) + spec.text(doc)

@@ -1,0 +1,75 @@
+"""Few-shot contexts re-derived (sst2_audit/fewshot.py) against lm-eval's own ConfigurableTask and sampler,
+on the embedded demo data: the same shots, in the same draw order, the same context string."""
+
+import dataclasses
+
+import pytest
+
+from conftest import EMBEDDED_COLUMNS, LOCK
+from sst2_audit import fewshot
+from sst2_audit.dataset import read_parquet
+from sst2_audit.lock import load_lock
+from sst2_audit.task_config import data_config
+from sst2_audit.task_spec import spec_for
+
+
+@pytest.fixture()
+def sst2_parts(embedded_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    spec = spec_for(load_lock(LOCK), "sst2")
+    files = {split: str(embedded_cache / "data" / f"{split}.parquet") for split in spec.splits}
+    docs = {split: [row.as_doc() for row in read_parquet(path, EMBEDDED_COLUMNS)] for split, path in files.items()}
+    return spec, files, docs
+
+
+def _lm_eval_contexts(spec, files, docs: list, shots: int, seed: int) -> list:
+    from lm_eval.api.task import ConfigurableTask
+
+    task = ConfigurableTask(config=data_config(spec, files))
+    task.set_fewshot_seed(seed)  # what simple_evaluate does with fewshot_random_seed
+    return [task.fewshot_context(doc, shots) for doc in docs]
+
+
+def test_five_shot_contexts_equal_lm_eval_s_in_its_draw_order(sst2_parts):
+    spec, files, docs = sst2_parts
+    evaluated = docs["validation"][:12]
+    rule = fewshot.rule_for(spec)
+    # sst2 names neither fewshot_split nor test_split: lm-eval's `None == None` draws 6 docs for 5 shots
+    assert (rule.split, rule.sampler, rule.extra_draw, rule.delimiter) == ("train", "default", True, "\n\n")
+    drawn = fewshot.draws(rule, 5, 1234, docs["train"], list(enumerate(evaluated)))
+    ours = [fewshot.context(spec, doc, [docs["train"][p] for p in drawn[i]], rule.delimiter)
+            for i, doc in enumerate(evaluated)]
+    assert ours == _lm_eval_contexts(spec, files, evaluated, 5, 1234)
+    assert all(len(positions) == 5 for positions in drawn.values())
+    assert ours[0].endswith(spec.text(evaluated[0])) and ours[0].count("\nAnswer: ") == 5
+    # one generator for all documents: the same question gets other shots when built in another order
+    backwards = fewshot.draws(rule, 5, 1234, docs["train"], list(reversed(list(enumerate(evaluated)))))
+    assert backwards[0] != drawn[0]
+
+
+def test_shots_from_the_evaluated_split_can_be_one_short(sst2_parts):
+    """lm-eval draws one extra doc only when fewshot_split == test_split; sst2 evaluates its
+    validation split (no test_split), so shots taken from validation lose one whenever the
+    evaluated doc itself is drawn: measured here, and lm-eval's strings agree."""
+    spec, files, docs = sst2_parts
+    same = dataclasses.replace(spec, official=dict(spec.official, fewshot_split="validation"))
+    evaluated = docs["validation"][:64]
+    rule = fewshot.rule_for(same)
+    assert (rule.split, rule.extra_draw) == ("validation", False)
+    drawn = fewshot.draws(rule, 5, 7, docs["validation"], list(enumerate(evaluated)))
+    short = sorted(i for i, positions in drawn.items() if len(positions) < 5)
+    assert short and all(len(drawn[i]) == 4 for i in short)  # the evaluated doc drawn and dropped
+    ours = [fewshot.context(same, doc, [docs["validation"][p] for p in drawn[i]], rule.delimiter)
+            for i, doc in enumerate(evaluated)]
+    assert ours == _lm_eval_contexts(same, files, evaluated, 5, 7)
+
+
+def test_first_n_takes_the_first_docs_and_an_unknown_sampler_is_refused(sst2_parts):
+    spec, _, docs = sst2_parts
+    first = dataclasses.replace(spec, official=dict(spec.official, fewshot_config={"sampler": "first_n"}))
+    drawn = fewshot.draws(fewshot.rule_for(first), 3, 0, docs["train"], [(0, docs["validation"][0])])
+    assert drawn == {0: [0, 1, 2]}
+    balanced = dataclasses.replace(spec, official=dict(spec.official, fewshot_config={"sampler": "balanced"}))
+    with pytest.raises(fewshot.InputError, match="few-shot sampler 'balanced' is not re-derived"):
+        fewshot.rule_for(balanced)
