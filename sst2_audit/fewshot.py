@@ -1,8 +1,9 @@
 """Few-shot contexts as lm-eval 0.4.9.2 builds them, re-derived without importing lm_eval.
 
-Groundwork for few-shot audits (issue 18): not yet used by run or audit. What lm-eval does:
-- The shots come from `fewshot_split`, else the training split, else the validation split
-  (ConfigurableTask.fewshot_docs, Task.fewshot_docs).
+Used by run (the independent path's contexts), the identity level and the rescore when a profile
+pins `num_fewshot` above 0. What lm-eval does:
+- The shots come from `fewshot_split`, else the training split, else the validation split, else the
+  test split, the evaluated one (ConfigurableTask.fewshot_docs, Task.fewshot_docs: inverse_scaling).
 - ONE `random.Random(fewshot_random_seed)` per task object is shared by every document and consumed
   in the order the requests are built (ContextSampler.sample: `rnd.sample(docs, n)`), so a question's
   shots depend on which questions were built before it.
@@ -43,7 +44,9 @@ def rule_for(spec) -> ShotRule:
     overrides = sorted(set(fewshot) & {"doc_to_text", "doc_to_target", "doc_to_choice", "samples"})
     if overrides:
         raise InputError(f"task {spec.name}: fewshot_config overrides {overrides}; not re-derived yet.")
-    split = config.get("fewshot_split") or config.get("training_split") or config.get("validation_split")
+    # fewshot_docs: the fewshot split, else training, else validation, else (with a warning) the test split
+    split = (config.get("fewshot_split") or config.get("training_split") or config.get("validation_split")
+             or config.get("test_split"))
     if split is None:
         raise InputError(f"task {spec.name}: no split to take shots from.")
     # lm-eval compares the two names as they are: None == None, so a task naming neither (sst2: shots
@@ -91,3 +94,33 @@ def context(spec, doc: dict, shots: list, delimiter: str) -> str:
 
     prefix = render(spec.description, doc) if spec.description else ""
     return prefix + "".join(shot_text(spec, shot, delimiter) for shot in shots) + spec.text(doc)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every scored question's shots: positions in the shot split, drawn as lm-eval draws them."""
+    rule: ShotRule
+    num_fewshot: int
+    docs: tuple  # the shot split's documents, in dataset order
+    positions: dict  # idx -> positions of its shots
+
+    def context(self, spec, idx: int, doc: dict) -> str:
+        return context(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
+
+
+def plan(spec, num_fewshot: int, seed: int, shot_rows: list, scored_rows: list) -> Plan:
+    """lm-eval builds the requests of the scored documents in dataset order (Task.doc_iterator over
+    `samples`), one shared generator for them all: a smoke run's question can get other shots than the
+    same question in a full run."""
+    rule = rule_for(spec)
+    docs = tuple(row.as_doc() for row in shot_rows)
+    evaluated = [(row.idx, row.as_doc()) for row in sorted(scored_rows, key=lambda row: row.idx)]
+    return Plan(rule, num_fewshot, docs, draws(rule, num_fewshot, seed, list(docs), evaluated))
+
+
+def sealed_shots(plan_: Plan, spec, confirm_ids) -> list:
+    """Sealed confirmation rows that the plan would show as shots (only when shots come from the evaluated split)."""
+    if plan_.rule.split != spec.eval_split:
+        return []
+    sealed = set(confirm_ids)
+    return sorted({p for positions in plan_.positions.values() for p in positions if p in sealed})

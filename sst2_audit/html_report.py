@@ -91,6 +91,7 @@ def _questions(record, names: list, docs: dict | None) -> list:
             "scores": [(names[i] if i < len(names) else str(i), s) for i, s in enumerate(official)],
             "same": official == q.scores["independent"],
             "margin": margin(headline.compared(official, q), q.label), "logged_doc_id": q.logged_doc_id,
+            "shots": len(q.shots),
             "doc": None if docs is None else list(docs.get(q.idx, {}).items()),
         })
     return sorted(rows, key=lambda row: (row["margin"], row["idx"]))
@@ -133,6 +134,7 @@ def render(record, lock, spec, docs: dict | None = None, written_schema: int = R
         checks=checks, passed=all(ok for _, _, ok in checks), accuracy=_accuracy_rows(record), plots=_plots(record),
         pins=_pins(fields), settings=_settings(record.settings), names=names, confusion=_confusion(record, names),
         questions=_questions(record, names, docs), headline=record.metrics[0],
+        shots=record.settings.get("num_fewshot", 0),
     )
 
 

@@ -33,6 +33,7 @@ class ExpectedQuestion:
     choice_lengths: tuple
     context_tokens: tuple
     candidate_token_ids: tuple
+    shots: tuple = ()  # positions of its shots in the shot split (few-shot), in context order
 
     def pairs(self) -> list:
         """The encoded (context, candidate) pairs the independent path scores."""
@@ -45,6 +46,7 @@ class ExpectedQuestion:
             "context_length": len(self.context_tokens),
             "candidate_token_counts": [len(ids) for ids in self.candidate_token_ids],
             "candidate_tokens_sha256": tokens_hash(self.candidate_token_ids),
+            "shots": list(self.shots),
         }
 
 
@@ -52,8 +54,10 @@ def public_candidate(spec, candidate: str) -> str:
     return candidate if spec.fixed_choices is not None else "sha256:" + sha256_text(candidate)
 
 
-def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = False) -> ExpectedQuestion:
-    context = spec.context(row.doc)
+def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = False,
+                      shots=None) -> ExpectedQuestion:
+    """shots: a fewshot.Plan when the profile pins num_fewshot > 0, else None (zero-shot)."""
+    context = shots.context(spec, row.idx, row.doc) if shots is not None else spec.context(row.doc)
     choices = spec.choices(row.doc)
     candidates = [spec.target_delimiter + choice for choice in choices]
     pairs = encode_question(tokenizer, context, candidates, row.idx, max_length, bos)
@@ -62,7 +66,7 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
         prompt_hash(context),
         context, tuple(candidates), tuple(public_candidate(spec, c) for c in candidates),
         tuple(len(choice) for choice in choices), pairs[0].context_tokens,
-        tuple(p.continuation_tokens for p in pairs),
+        tuple(p.continuation_tokens for p in pairs), tuple(shots.positions[row.idx]) if shots is not None else (),
     )
 
 

@@ -80,6 +80,7 @@ class QuestionRecord:
     choice_lengths: list[int]  # characters of each choice without the delimiter: acc_norm's divisor
     candidate_token_counts: list[int]
     candidate_tokens_sha256: str  # of the candidates' token ids (canonical JSON); the ids stay private
+    shots: list[int]  # positions of its few-shot examples in the shot split, in context order; [] at zero shots
     scores: dict[str, list[float]]  # path -> the candidates' log-likelihoods
     predictions: dict[str, dict[str, int]]  # path -> metric -> the predicted choice index
     logged: dict[str, float]  # metric -> the per-document value lm-eval logged (official path)
@@ -230,6 +231,7 @@ def _keyed_question(question: dict, metrics: list) -> dict:
     upgraded["predictions"] = {path: {m: question.get(names.get(m, "").format(path=path)) for m in metrics}
                                for path in PATHS}
     upgraded["logged"] = {m: question.get(f"official_logged_{m}") for m in metrics}
+    upgraded["shots"] = []  # schema 3 scored zero-shot only
     return upgraded
 
 

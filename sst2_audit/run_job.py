@@ -25,7 +25,7 @@ from .summaries import label_counts, summaries
 from .model import load as load_model
 from .protocol import notice_for, settings_record
 from .split import ROW_HASH_RULE, row_hash
-from .split_rows import verified_rows
+from .split_rows import shot_plan, verified_rows
 from .task_spec import TaskSpec
 
 
@@ -90,7 +90,8 @@ def _question_record(spec, expected, sample: dict, scores: dict) -> records.Ques
     public = expected.public_fields()
     question = records.QuestionRecord(
         **{key: public[key] for key in ("idx", "label", "doc_hash", "prompt_hash", "context_length", "candidates",
-                                        "choice_lengths", "candidate_token_counts", "candidate_tokens_sha256")},
+                                        "choice_lengths", "candidate_token_counts", "candidate_tokens_sha256",
+                                        "shots")},
         logged_doc_id=sample["doc_id"], scores=scores, predictions={},
         logged={metric: float(sample[metric]) for metric in spec.metrics},
     )
@@ -226,13 +227,14 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
     split, by_idx = data.split, data.by_idx
     scored_ids = split.scored("smoke" if options.smoke else "full")
     split.require_dev(scored_ids)
+    shots = shot_plan(options.lock, options.profile, spec, cache, setup.manifest, data, scored_ids)
     with phase("model load", setup.timings, "model_load"):
         model, tokenizer = load_model(cache / "model", settings)
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.
         verify_files(cache, setup.manifest, roles=("model",))
     # Pre-flight: every question must fit without truncation before any model call.
-    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"])
-                for idx in scored_ids}
+    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"],
+                                       shots) for idx in scored_ids}
     return Prompts(split, scored_ids, by_idx, model, tokenizer, expected)
 
 

@@ -30,3 +30,27 @@ def verified_rows(lock, profile, spec, cache, roles, manifest=None) -> SplitRows
     split = make_split(list(by_idx), lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows,
                        spec.eval_split)
     return SplitRows(manifest, by_idx, split)
+
+
+def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids: list):
+    """The few-shot plan of a profile that pins num_fewshot > 0, else None. Its shot split's file was
+    verified with the rest of the cache; a plan that would show a sealed confirmation row as a shot is
+    refused here, before any model call."""
+    from . import fewshot
+    from .errors import InputError
+
+    settings = lock.settings_for(profile.name)
+    if settings["num_fewshot"] == 0:
+        return None
+    rule = fewshot.rule_for(spec)
+    shot_rows = (list(data.by_idx.values()) if rule.split == spec.eval_split else
+                 read_parquet(Path(cache) / manifest.file(rule.split).path, columns=columns_of(profile.data)))
+    plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], shot_rows,
+                        [data.by_idx[idx] for idx in scored_ids])
+    sealed = fewshot.sealed_shots(plan, spec, data.split.confirm_ids)
+    if sealed:
+        raise InputError(f"profile {profile.name}: {settings['num_fewshot']} shots drawn from the evaluated split "
+                         f"{spec.eval_split!r} would show the sealed confirmation rows {sealed[:20]} as shots (with "
+                         "their answers); the confirmation set is never shown to a model. Pin fewer shots or a task "
+                         "whose shots come from another split.")
+    return plan

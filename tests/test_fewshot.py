@@ -2,10 +2,11 @@
 on the embedded demo data: the same shots, in the same draw order, the same context string."""
 
 import dataclasses
+import json
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, LOCK
+from conftest import EMBEDDED_COLUMNS, LOCK, one_paragraph, run_script
 from sst2_audit import fewshot
 from sst2_audit.dataset import read_parquet
 from sst2_audit.lock import load_lock
@@ -73,3 +74,57 @@ def test_first_n_takes_the_first_docs_and_an_unknown_sampler_is_refused(sst2_par
     balanced = dataclasses.replace(spec, official=dict(spec.official, fewshot_config={"sampler": "balanced"}))
     with pytest.raises(fewshot.InputError, match="few-shot sampler 'balanced' is not re-derived"):
         fewshot.rule_for(balanced)
+
+
+def _fewshot_lock(tmp_path, profile: str, shots: int):
+    """A copy of the shipped lock whose profile pins `shots`, beside a copy of the demo data it names."""
+    import shutil
+
+    from conftest import REPO, load_lock_json
+
+    shutil.copytree(REPO / "data" / "demo", tmp_path / "data" / "demo")
+    raw = load_lock_json()
+    raw["profiles"][profile]["settings"] = {"num_fewshot": shots}
+    lock = tmp_path / f"{profile}-{shots}shot.lock.json"
+    lock.write_text(json.dumps(raw))
+    return lock
+
+
+def test_a_five_shot_sst2_run_is_scored_identically_and_its_shots_are_re_derived_by_the_audit(tmp_path):
+    lock = _fewshot_lock(tmp_path, "embedded", 5)
+    cache = tmp_path / "cache"
+    done = run_script("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "five")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["settings"]["num_fewshot"] == 5 and record["max_abs_diff"] == 0.0
+    assert [len(q["shots"]) for q in record["questions"]] == [5, 5]
+    results = json.loads((tmp_path / "out" / "lm_eval_results.json").read_text())
+    assert results["n-shot"]["sst2"] == 5 and results["configs"]["sst2"]["num_fewshot"] == 5
+    private = json.loads((tmp_path / "private" / "private.json").read_text())
+    assert all(q["context"].count("\nAnswer: ") == 5 for q in private["questions"])  # five answered examples
+    assert "<th>shots (of 5)</th>" in (tmp_path / "out" / "report.html").read_text()
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS")
+    edited = dict(record, questions=[dict(record["questions"][0], shots=record["questions"][0]["shots"][::-1]),
+                                     record["questions"][1]])
+    (tmp_path / "out" / "run.json").write_text(json.dumps(edited))
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache, "--structural")
+    assert done.returncode == 1 and f"row idx {record['questions'][0]['idx']}: shots: expected " in done.stdout
+
+
+def test_shots_drawn_from_the_evaluated_split_never_show_a_sealed_row(tmp_path):
+    """inverse_scaling scores its test split and, naming no other, takes its shots from it too."""
+    lock = _fewshot_lock(tmp_path, "embedded-inverse-scaling", 25)
+    cache = tmp_path / "cache"
+    done = run_script("prepare.py", "--lock", lock, "--profile", "embedded-inverse-scaling", "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", lock, "--profile", "embedded-inverse-scaling", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private")
+    assert done.returncode == 2, done.stderr
+    assert ("25 shots drawn from the evaluated split 'train' would show the sealed confirmation rows ["
+            in one_paragraph(done.stderr))
+    assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()

@@ -207,7 +207,8 @@ def _task_config(result: LevelResult, lock, spec, record) -> None:
 
     data_files = {e.role: f"<cache>/{e.path}" for e in record.resources if e.role in spec.splits}
     config = task_config.data_config(spec, data_files)
-    config["num_fewshot"] = lock.run_settings["num_fewshot"]
+    num_fewshot = lock.settings_for(record.profile)["num_fewshot"]
+    config["num_fewshot"] = num_fewshot
     try:
         defaults = task_config.taskconfig_defaults(lock)
         effective = task_config.effective(config, defaults)
@@ -217,7 +218,7 @@ def _task_config(result: LevelResult, lock, spec, record) -> None:
     result.expect("task_config", "effective (rebuilt from the installed YAML)", effective,
                   record.task_config.get("effective"))
     try:
-        differences = task_config.differences(spec, effective, lock.run_settings["num_fewshot"], defaults)
+        differences = task_config.differences(spec, effective, num_fewshot, defaults)
     except CheckFailed as error:  # a difference outside data loading is a finding here
         result.fail(f"task_config: {error}")
         return

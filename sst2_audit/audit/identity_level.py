@@ -13,7 +13,7 @@ from ..errors import CheckFailed, InputError
 from ..identity import check_question_records, expected_question
 from ..model import load_tokenizer
 from ..split import row_hash
-from ..split_rows import verified_rows
+from ..split_rows import shot_plan, verified_rows
 from .findings import LevelResult
 from .loading import RunFolder
 
@@ -64,9 +64,13 @@ def _questions(result: LevelResult, run: RunFolder, spec, data, cache) -> None:
     record, sealed = run.record, set(data.split.confirm_ids)
     tokenizer = load_tokenizer(Path(cache) / "model")
     settings = run.lock.settings_for(record.profile)
+    # the shots re-derived from the reviewer's lock and data, for the ids the reviewer's split scores
+    shots = shot_plan(run.lock, run.lock.profile(record.profile), spec, cache, data.manifest, data,
+                      data.split.scored(record.mode))
     expected = {idx: expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
-                                       settings["add_bos_token"])
-                for idx in record.split.scored_ids if idx in data.by_idx and idx not in sealed}
+                                       settings["add_bos_token"], shots)
+                for idx in record.split.scored_ids if idx in data.by_idx and idx not in sealed
+                and (shots is None or idx in shots.positions)}  # an id the reviewer does not score: named below
     mismatches = check_question_records(record.questions, expected)
     fields_per_question = len(next(iter(expected.values())).public_fields()) + 1 if expected else 1
     result.checks += len(record.questions) * fields_per_question - sum(len(m.fields) for m in mismatches)

@@ -10,6 +10,7 @@ are compared bit for bit on the same numeric platform, within the drift bound ot
 import random
 import secrets
 import threading
+import time
 from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
@@ -20,9 +21,9 @@ from ..errors import CheckFailed
 from ..independent import IndependentScorer, encode_question
 from ..model import load as load_model
 from ..numeric import fingerprint, one_line, same_platform
-from ..progress import phase
+from ..progress import phase, say
 from ..protocol import predict
-from ..split_rows import verified_rows
+from ..split_rows import shot_plan, verified_rows
 from .findings import LevelResult
 from .loading import RunFolder
 
@@ -61,12 +62,16 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     import torch
 
     record, spec, cache, rows = run.record, run.task_spec(), context.cache, context.policy.rescore
-    data = verified_rows(run.lock, run.lock.profile(record.profile), spec, cache, roles=("model", spec.eval_split))
+    profile = run.lock.profile(record.profile)
+    data = verified_rows(run.lock, profile, spec, cache, roles=("model", *spec.splits))
     rescoring.scored = data.split.scored(record.mode)
+    shots = shot_plan(run.lock, profile, spec, cache, data.manifest, data, rescoring.scored)
     rescoring.chosen = draw(rescoring.scored, rows, rescoring.seed)
     data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
     settings = run.lock.settings_for(record.profile)
     torch.set_num_threads(settings["threads"])
+    if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
+        return
     with phase("rescore: load model"):
         model, tokenizer = load_model(Path(cache) / "model", settings)
     scorer = IndependentScorer(model, settings["max_length"])
@@ -74,14 +79,19 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     # The reviewer's side alone decides the bound: in the lock's pinned mode every score must be
     # equal bit for bit, whatever platform the record claims; the claim is printed, never believed.
     rescoring.bits = bool(settings["numeric_mode"]) and rescoring.here["mode_in_effect"]
-    with phase(f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}", announce=True):
-        for idx in rescoring.chosen:
-            if stop.is_set():
-                return
-            doc = data.by_idx[idx].as_doc()
-            encoded = encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx, settings["max_length"],
-                                      settings["add_bos_token"])
-            rescoring.rescored[idx] = list(scorer.score(idx, encoded).candidate_scores)
+    if stop.is_set():
+        return
+    name, start = f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}", time.perf_counter()
+    say(f"[{name}] ...")
+    for idx in rescoring.chosen:
+        if stop.is_set():  # the record's scores will not be compared: stop quietly
+            return
+        doc = data.by_idx[idx].as_doc()
+        context = shots.context(spec, idx, doc) if shots is not None else spec.context(doc)
+        encoded = encode_question(tokenizer, context, spec.candidates(doc), idx, settings["max_length"],
+                                  settings["add_bos_token"])
+        rescoring.rescored[idx] = list(scorer.score(idx, encoded).candidate_scores)
+    say(f"[{name}] done in {time.perf_counter() - start:.1f} s")
 
 
 class Prefetch(threading.Thread):
