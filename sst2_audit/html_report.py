@@ -36,7 +36,20 @@ def _accuracy_rows(record) -> list:
     return rows
 
 
-def _checks(record) -> list:
+def _shots_seen(record, spec) -> list:
+    """Scored questions shown (with their answers) as another question's shot: only when the shots come
+    from the evaluated split. Informational: lm-eval's own rule, counted so a reader can weigh it."""
+    from .fewshot import rule_for
+
+    if not record.settings.get("num_fewshot") or rule_for(spec).split != spec.eval_split:
+        return []
+    scored = {q.idx for q in record.questions}
+    shown = sorted({p for q in record.questions for p in q.shots if p in scored and p != q.idx})
+    return [("scored questions also shown as another question's shot (shots from the evaluated split)",
+             f"{len(shown)} of {len(scored)}", True)]
+
+
+def _checks(record, spec) -> list:
     """(check, result, passed): a run page exists only for a run whose every check passed."""
     n = len(record.questions)
     candidates = sum(len(q.scores["official"]) for q in record.questions)
@@ -48,7 +61,9 @@ def _checks(record) -> list:
          f"{record.identity_checks_passed}/{n}", record.identity_checks_passed == n),
         ("candidate scores equal bit for bit on both paths", f"{equal}/{candidates} (max abs diff {record.max_abs_diff!r})",
          equal == candidates),
-        ("confirmation rows sealed (never scored; row hashes recorded)", str(len(record.split.confirm)), True),
+        ("confirmation rows sealed (never scored nor shown as a shot; row hashes recorded)",
+         str(len(record.split.confirm)), True),
+        *_shots_seen(record, spec),
     ]
 
 
@@ -128,7 +143,7 @@ def render(record, lock, spec, docs: dict | None = None, written_schema: int = R
         return render_v3(record, lock, spec, None if docs is None else {
             idx: json.dumps(doc, ensure_ascii=False) for idx, doc in docs.items()})
     fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
-    checks = _checks(record)
+    checks = _checks(record, spec)
     return render_page(
         "report.html.j2", record=record, card_id=card_id(fields), private=docs is not None,
         checks=checks, passed=all(ok for _, _, ok in checks), accuracy=_accuracy_rows(record), plots=_plots(record),

@@ -128,3 +128,28 @@ def test_shots_drawn_from_the_evaluated_split_never_show_a_sealed_row(tmp_path):
     assert ("25 shots drawn from the evaluated split 'train' would show the sealed confirmation rows ["
             in one_paragraph(done.stderr))
     assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()
+
+
+def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
+    from types import SimpleNamespace
+
+    from conftest import load_lock_json
+    from sst2_audit.errors import InputError
+    from sst2_audit.html_report import _shots_seen
+
+    raw = load_lock_json()
+    raw["profiles"]["embedded"]["settings"] = {"num_fewshot": 25, "max_length": 2048}
+    (tmp_path / "l.json").write_text(json.dumps(raw))
+    settings = load_lock(tmp_path / "l.json").settings_for("embedded")
+    assert (settings["num_fewshot"], settings["max_length"]) == (25, 2048)
+    raw["profiles"]["embedded"]["settings"] = {"max_length": 1}
+    (tmp_path / "l.json").write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=r"num_fewshot \(0..1024\) and max_length \(2..1048576\), got"):
+        load_lock(tmp_path / "l.json")
+    lock = load_lock(LOCK)
+    inverse, sst2 = spec_for(lock, "inverse_scaling_redefine_math"), spec_for(lock, "sst2")
+    record = SimpleNamespace(settings={"num_fewshot": 2}, questions=[
+        SimpleNamespace(idx=3, shots=[7, 9]), SimpleNamespace(idx=7, shots=[3, 11]), SimpleNamespace(idx=9, shots=[1, 2])])
+    assert _shots_seen(record, inverse) == [
+        ("scored questions also shown as another question's shot (shots from the evaluated split)", "3 of 3", True)]
+    assert _shots_seen(record, sst2) == []  # sst2's shots come from its train split

@@ -21,7 +21,7 @@ from ..errors import CheckFailed
 from ..independent import IndependentScorer, encode_question
 from ..model import load as load_model
 from ..numeric import fingerprint, one_line, same_platform
-from ..progress import phase, say
+from ..progress import say
 from ..protocol import predict
 from ..split_rows import shot_plan, verified_rows
 from .findings import LevelResult
@@ -72,8 +72,11 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     torch.set_num_threads(settings["threads"])
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
         return
-    with phase("rescore: load model"):
-        model, tokenizer = load_model(Path(cache) / "model", settings)
+    start = time.perf_counter()
+    model, tokenizer = load_model(Path(cache) / "model", settings)
+    if stop.is_set():  # the levels failed meanwhile: nothing more is said or scored
+        return
+    say(f"[rescore: load model] done in {time.perf_counter() - start:.1f} s")
     scorer = IndependentScorer(model, settings["max_length"])
     rescoring.here = fingerprint(settings["numeric_mode"], settings["threads"])
     # The reviewer's side alone decides the bound: in the lock's pinned mode every score must be
