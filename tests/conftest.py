@@ -174,3 +174,23 @@ def tokenizer(embedded_cache):
 
 # The embedded profile's data columns, as the lock states them (lock.py's upgrade from version 3).
 EMBEDDED_COLUMNS = (("sentence", "string"), ("label", "int64"), ("idx", "int32"))
+
+
+def prepare_cache(lock, profile: str, folder: Path, env: dict | None = None) -> Path:
+    """`folder`/cache prepared for `profile` of `lock` (the store makes it quick)."""
+    cache = Path(folder) / "cache"
+    done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", cache, env=env)
+    assert done.returncode == 0, done.stderr
+    return cache
+
+
+def prepare_run_audit(lock, profile: str, tmp_path, env: dict | None = None) -> dict:
+    """prepare, a smoke run and the default audit (every row rescored) under `lock`: the run record."""
+    cache = prepare_cache(lock, profile, tmp_path, env)
+    done = run_script("run.py", "--lock", lock, "--profile", profile, "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", f"{profile}-smoke")
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
+    return json.loads((tmp_path / "out" / "run.json").read_text())

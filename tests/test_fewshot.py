@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, LOCK, one_paragraph, run_script
+from conftest import EMBEDDED_COLUMNS, LOCK, one_paragraph, prepare_cache, prepare_run_audit, run_script
 from sst2_audit import fewshot
 from sst2_audit.dataset import read_parquet
 from sst2_audit.lock import load_lock
@@ -92,13 +92,8 @@ def _fewshot_lock(tmp_path, profile: str, shots: int):
 
 def test_a_five_shot_sst2_run_is_scored_identically_and_its_shots_are_re_derived_by_the_audit(tmp_path):
     lock = _fewshot_lock(tmp_path, "embedded", 5)
+    record = prepare_run_audit(lock, "embedded", tmp_path)  # both paths bit for bit, the default audit PASS
     cache = tmp_path / "cache"
-    done = run_script("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", cache)
-    assert done.returncode == 0, done.stderr
-    done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--cache", cache, "--smoke",
-                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "five")
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert record["settings"]["num_fewshot"] == 5 and record["max_abs_diff"] == 0.0
     assert [len(q["shots"]) for q in record["questions"]] == [5, 5]
     results = json.loads((tmp_path / "out" / "lm_eval_results.json").read_text())
@@ -106,9 +101,6 @@ def test_a_five_shot_sst2_run_is_scored_identically_and_its_shots_are_re_derived
     private = json.loads((tmp_path / "private" / "private.json").read_text())
     assert all(q["context"].count("\nAnswer: ") == 5 for q in private["questions"])  # five answered examples
     assert "<th>shots (of 5)</th>" in (tmp_path / "out" / "report.html").read_text()
-    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.startswith("VERDICT: PASS")
     edited = dict(record, questions=[dict(record["questions"][0], shots=record["questions"][0]["shots"][::-1]),
                                      record["questions"][1]])
     (tmp_path / "out" / "run.json").write_text(json.dumps(edited))
@@ -119,9 +111,7 @@ def test_a_five_shot_sst2_run_is_scored_identically_and_its_shots_are_re_derived
 def test_shots_drawn_from_the_evaluated_split_never_show_a_sealed_row(tmp_path):
     """inverse_scaling scores its test split and, naming no other, takes its shots from it too."""
     lock = _fewshot_lock(tmp_path, "embedded-inverse-scaling", 25)
-    cache = tmp_path / "cache"
-    done = run_script("prepare.py", "--lock", lock, "--profile", "embedded-inverse-scaling", "--cache", cache)
-    assert done.returncode == 0, done.stderr
+    cache = prepare_cache(lock, "embedded-inverse-scaling", tmp_path)
     done = run_script("run.py", "--lock", lock, "--profile", "embedded-inverse-scaling", "--cache", cache, "--smoke",
                       "--out", tmp_path / "out", "--private", tmp_path / "private")
     assert done.returncode == 2, done.stderr

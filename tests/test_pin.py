@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from conftest import LOCK, one_paragraph, run_script, tiny_llama, tree_state
+from conftest import LOCK, one_paragraph, prepare_run_audit, run_script, tiny_llama, tree_state
 
 
 def _pairs(count: int) -> list:
@@ -31,20 +31,6 @@ def own_model(embedded_cache, tmp_path_factory):
 
 def _write_jsonl(folder, split, rows):
     (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def _prepare_run_audit(lock, profile: str, tmp_path, env: dict | None = None) -> dict:
-    """prepare, a smoke run and the default audit (every row rescored) under `lock`: the run record."""
-    cache = tmp_path / "cache"
-    done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", cache, env=env)
-    assert done.returncode == 0, done.stderr
-    done = run_script("run.py", "--lock", lock, "--profile", profile, "--cache", cache, "--smoke",
-                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", f"{profile}-smoke")
-    assert done.returncode == 0, done.stderr[-3000:]
-    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
-    return json.loads((tmp_path / "out" / "run.json").read_text())
 
 
 def _rte_folder(folder, rows: int = 200):
@@ -178,7 +164,7 @@ def test_pin_a_task_the_lock_does_not_pin_with_a_struct_column(own_model, tmp_pa
     assert {k: v for k, v in written["evaluator"]["files"].items() if k in base} == base  # no pin changed
     assert ["choices", "struct<text: list<element: string>, label: list<element: string>>"] in written["profiles"]["arc"]["data"]["columns"]
     assert ["id", "string"] in written["profiles"]["arc"]["data"]["columns"]
-    record = _prepare_run_audit(new_lock, "arc", tmp_path)
+    record = prepare_run_audit(new_lock, "arc", tmp_path)
     assert record["task"] == "arc_easy" and record["metrics"] == ["acc", "acc_norm"] and record["max_abs_diff"] == 0.0
 
 
@@ -227,7 +213,7 @@ def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model,
                           "--data", "hub:test-org/own-pairs@main", "--new-lock", tmp_path / "opt" / "opt.lock.json",
                           "--add-bos-token", env=env)
         assert done.returncode == 0, done.stderr
-        record = _prepare_run_audit(tmp_path / "opt" / "opt.lock.json", "hubopt", tmp_path / "opt", env=env)
+        record = prepare_run_audit(tmp_path / "opt" / "opt.lock.json", "hubopt", tmp_path / "opt", env=env)
         assert record["settings"]["add_bos_token"] is True and record["max_abs_diff"] == 0.0
         done = run_script("prepare.py", "--pin", "other", "--task", "rte", "--model", "hub:test-org/own-llama@nope",
                           "--data", "hub:test-org/own-pairs@main", "--new-lock", tmp_path / "x.lock.json", env=env)
@@ -279,7 +265,7 @@ def test_a_lock_under_sdpa_attention_is_run_and_audited_as_such(own_model, tmp_p
     raw["run_settings"]["attention"] = "sdpa"
     lock = tmp_path / "sdpa.lock.json"
     lock.write_text(json.dumps(raw))
-    record = _prepare_run_audit(lock, "mine", tmp_path)
+    record = prepare_run_audit(lock, "mine", tmp_path)
     assert record["settings"]["attention"] == "sdpa" and record["max_abs_diff"] == 0.0
     cache = tmp_path / "cache"
     raw["run_settings"]["attention"] = "flash_attention_2"
@@ -317,7 +303,7 @@ def test_a_model_that_needs_bos_is_pinned_run_and_audited_with_it(bos_model, tmp
                       "--new-lock", lock, "--add-bos-token", "--attention", "sdpa")
     assert done.returncode == 0, done.stderr
     assert json.loads(lock.read_text())["profiles"]["opt"]["settings"] == {"add_bos_token": True, "attention": "sdpa"}
-    record = _prepare_run_audit(lock, "opt", tmp_path)
+    record = prepare_run_audit(lock, "opt", tmp_path)
     assert record["settings"]["add_bos_token"] is True and record["settings"]["attention"] == "sdpa"
     assert record["max_abs_diff"] == 0.0
     private = json.loads((tmp_path / "private" / "private.json").read_text())
