@@ -55,6 +55,7 @@ def card_fields(record, lock) -> dict:
         "model": _model(profile),
         "profile": _profile(record, profile),
         "num_fewshot": settings["num_fewshot"],
+        **({"shots_may_show_sealed_rows": True} if settings.get("shots_may_show_sealed_rows") else {}),
         "dtype": settings["dtype"],
         "threads": settings["threads"],
         "attention": settings["attention"],

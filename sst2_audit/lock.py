@@ -187,7 +187,10 @@ ATTENTION = ("eager", "sdpa")  # both paths share the one loaded model, so both 
 # What a profile may set for its own model; everything else is the lock's, for every profile.
 PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lambda v: type(v) is bool,
                     "num_fewshot": lambda v: type(v) is int and 0 <= v <= 1024,
-                    "max_length": lambda v: type(v) is int and 2 <= v <= 1 << 20}  # long few-shot contexts
+                    "max_length": lambda v: type(v) is int and 2 <= v <= 1 << 20,  # long few-shot contexts
+                    # shots drawn from the evaluated split may show sealed confirmation rows: allowed only
+                    # when the lock says so, recorded in every run's settings and shown on the card
+                    "shots_may_show_sealed_rows": lambda v: v is True}
 # Settings a lock need not state: lm-eval's HFLM default (no BOS), recorded in every run's settings.
 RUN_SETTING_DEFAULTS = {"add_bos_token": False}
 MAX_ROWS = 100_000  # dev and confirmation rows: every per-id loop of run and audit is bounded by these
@@ -234,7 +237,8 @@ def _profile_settings(raw, where: str) -> dict:
     if not isinstance(raw, dict) or not all(key in PROFILE_SETTINGS and PROFILE_SETTINGS[key](value)
                                             for key, value in raw.items()):
         raise InputError(f"{where}: a profile may set attention ({' or '.join(ATTENTION)}), add_bos_token "
-                         f"(true or false), num_fewshot (0..1024) and max_length (2..1048576), got {str(raw)[:80]!r}.")
+                         f"(true or false), num_fewshot (0..1024), max_length (2..1048576) and shots_may_show_sealed_rows "
+                         f"(true), got {str(raw)[:80]!r}.")
     return dict(raw)
 
 

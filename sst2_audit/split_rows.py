@@ -48,9 +48,10 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
     plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], shot_rows,
                         [data.by_idx[idx] for idx in scored_ids])
     sealed = fewshot.sealed_shots(plan, spec, data.split.confirm_ids)
-    if sealed:
+    if sealed and not settings.get("shots_may_show_sealed_rows"):
         raise InputError(f"profile {profile.name}: {settings['num_fewshot']} shots drawn from the evaluated split "
                          f"{spec.eval_split!r} would show the sealed confirmation rows {sealed[:20]} as shots (with "
-                         "their answers); the confirmation set is never shown to a model. Pin fewer shots or a task "
-                         "whose shots come from another split.")
+                         "their answers); the confirmation set is never shown to a model. Pin a task whose shots "
+                         "come from another split, or allow it explicitly with the profile setting "
+                         "shots_may_show_sealed_rows: true (recorded and shown on the card).")
     return plan

@@ -76,7 +76,7 @@ def test_first_n_takes_the_first_docs_and_an_unknown_sampler_is_refused(sst2_par
         fewshot.rule_for(balanced)
 
 
-def _fewshot_lock(tmp_path, profile: str, shots: int):
+def _fewshot_lock(tmp_path, profile: str, shots: int, **more):
     """A copy of the shipped lock whose profile pins `shots`, beside a copy of the demo data it names."""
     import shutil
 
@@ -84,7 +84,7 @@ def _fewshot_lock(tmp_path, profile: str, shots: int):
 
     shutil.copytree(REPO / "data" / "demo", tmp_path / "data" / "demo")
     raw = load_lock_json()
-    raw["profiles"][profile]["settings"] = {"num_fewshot": shots}
+    raw["profiles"][profile]["settings"] = {"num_fewshot": shots, **more}
     lock = tmp_path / f"{profile}-{shots}shot.lock.json"
     lock.write_text(json.dumps(raw))
     return lock
@@ -118,6 +118,16 @@ def test_shots_drawn_from_the_evaluated_split_never_show_a_sealed_row(tmp_path):
     assert ("25 shots drawn from the evaluated split 'train' would show the sealed confirmation rows ["
             in one_paragraph(done.stderr))
     assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()
+    assert "allow it explicitly with the profile setting shots_may_show_sealed_rows: true" in one_paragraph(done.stderr)
+
+
+def test_sealed_rows_as_shots_only_when_the_lock_allows_it_and_then_on_record(tmp_path):
+    lock = _fewshot_lock(tmp_path, "embedded-inverse-scaling", 3, shots_may_show_sealed_rows=True)
+    record = prepare_run_audit(lock, "embedded-inverse-scaling", tmp_path)  # scored and audited bit for bit
+    assert record["settings"]["shots_may_show_sealed_rows"] is True and record["settings"]["num_fewshot"] == 3
+    assert [len(q["shots"]) for q in record["questions"]] in ([3, 3], [2, 3], [3, 2], [2, 2])
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "shots_may_show_sealed_rows" in page and "scored questions also shown as another question" in page
 
 
 def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
@@ -134,7 +144,7 @@ def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
     assert (settings["num_fewshot"], settings["max_length"]) == (25, 2048)
     raw["profiles"]["embedded"]["settings"] = {"max_length": 1}
     (tmp_path / "l.json").write_text(json.dumps(raw))
-    with pytest.raises(InputError, match=r"num_fewshot \(0..1024\) and max_length \(2..1048576\), got"):
+    with pytest.raises(InputError, match=r"max_length \(2..1048576\) and shots_may_show_sealed_rows \(true\), got"):
         load_lock(tmp_path / "l.json")
     lock = load_lock(LOCK)
     inverse, sst2 = spec_for(lock, "inverse_scaling_redefine_math"), spec_for(lock, "sst2")

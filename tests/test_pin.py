@@ -351,7 +351,7 @@ def test_malformed_lock_models_and_profile_settings_exit_2(tmp_path):
              "profiles.embedded.model: 'nowhere' is not one of the lock's models (none)."),
             (lambda raw: raw["profiles"]["embedded"].update(settings={"attention": "flash"}),
              "profiles.embedded.settings: a profile may set attention (eager or sdpa), add_bos_token (true or false), "
-             "num_fewshot (0..1024) and max_length")):
+             "num_fewshot (0..1024), max_length")):
         raw = load_lock_json()
         change(raw)
         lock = tmp_path / "lock.json"
