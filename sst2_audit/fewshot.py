@@ -90,22 +90,24 @@ def shot_text(spec, doc: dict, delimiter: str) -> str:
 
 def context(spec, doc: dict, shots: list, delimiter: str) -> str:
     """description + every shot + the question's own text (fewshot_context without a chat template)."""
-    from .task_spec import render
-
-    prefix = render(spec.description, doc) if spec.description else ""
-    return prefix + "".join(shot_text(spec, shot, delimiter) for shot in shots) + spec.text(doc)
+    return spec.prefix(doc) + "".join(shot_text(spec, shot, delimiter) for shot in shots) + spec.text(doc)
 
 
 @dataclass(frozen=True)
 class Plan:
     """Every scored question's shots: positions in the shot split, drawn as lm-eval draws them."""
     rule: ShotRule
-    num_fewshot: int
     docs: tuple  # the shot split's documents, in dataset order
     positions: dict  # idx -> positions of its shots
 
     def context(self, spec, idx: int, doc: dict) -> str:
         return context(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
+
+    def sealed(self, spec, confirm_ids) -> list:
+        """Sealed confirmation rows it would show as shots (only when shots come from the evaluated split)."""
+        if self.rule.split != spec.eval_split:
+            return []
+        return sorted({p for positions in self.positions.values() for p in positions} & set(confirm_ids))
 
 
 def plan(spec, num_fewshot: int, seed: int, shot_rows: list, scored_rows: list) -> Plan:
@@ -115,12 +117,4 @@ def plan(spec, num_fewshot: int, seed: int, shot_rows: list, scored_rows: list) 
     rule = rule_for(spec)
     docs = tuple(row.as_doc() for row in shot_rows)
     evaluated = [(row.idx, row.as_doc()) for row in sorted(scored_rows, key=lambda row: row.idx)]
-    return Plan(rule, num_fewshot, docs, draws(rule, num_fewshot, seed, list(docs), evaluated))
-
-
-def sealed_shots(plan_: Plan, spec, confirm_ids) -> list:
-    """Sealed confirmation rows that the plan would show as shots (only when shots come from the evaluated split)."""
-    if plan_.rule.split != spec.eval_split:
-        return []
-    sealed = set(confirm_ids)
-    return sorted({p for positions in plan_.positions.values() for p in positions if p in sealed})
+    return Plan(rule, docs, draws(rule, num_fewshot, seed, list(docs), evaluated))

@@ -136,12 +136,10 @@ def _confusion(record, names: list) -> list:
 def render(record, lock, spec, docs: dict | None = None, written_schema: int = RECORD_SCHEMA_VERSION) -> str:
     """The run's page; `docs` ({idx: document}) only for the private variant. A record read from an
     older schema gets the page that schema's runs wrote."""
-    if written_schema < 4:
+    if written_schema < 4:  # only the public page is regenerated (claims, bundle); runs write schema 4
         from .html_report_v3 import render as render_v3
-        import json
 
-        return render_v3(record, lock, spec, None if docs is None else {
-            idx: json.dumps(doc, ensure_ascii=False) for idx, doc in docs.items()})
+        return render_v3(record, lock, spec)
     fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
     checks = _checks(record, spec)
     return render_page(

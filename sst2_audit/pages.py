@@ -9,7 +9,7 @@ records, so the audit can regenerate it and compare bytes.
 import functools
 from pathlib import Path
 
-from .sanitize import RUN_NAME, html_text, markdown_cell, printable
+from .sanitize import RUN_NAME, html_text, markdown_cell
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -47,7 +47,7 @@ def environment(html: bool = False, plain_cells: bool = False):
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     )
     env.filters.update({
-        "cell": markdown_cell, "text": html_text, "printable": printable, "pyrepr": repr,
+        "cell": markdown_cell, "pyrepr": repr,
         "sig": _significant, "short": _short, "slug": _slug,
     })
     if plain_cells:

@@ -212,9 +212,9 @@ def _check_bos(folder: Path, bos: bool, model) -> None:
     special token is added at all, so there is nothing to check)."""
     if not bos:
         return
-    from transformers import AutoTokenizer
+    from .model import load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    tokenizer = load_tokenizer(folder)  # the class run, identity and rescore load
     first = tokenizer("Question", add_special_tokens=bos)["input_ids"][:1]
     if tokenizer.bos_token_id is None or first != [tokenizer.bos_token_id]:
         raise InputError(f"--add-bos-token: the tokenizer of {model} adds no BOS token (bos_token_id "

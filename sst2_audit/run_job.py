@@ -333,7 +333,7 @@ def _write_records(options: RunOptions, setup: Setup, prompts: Prompts, record: 
     ids, by_idx, expected = prompts.scored_ids, prompts.by_idx, prompts.expected
     private = records.PrivateRecord(options.run_name, [
         records.PrivateQuestion(idx, by_idx[idx].as_doc(), expected[idx].context, list(expected[idx].context_tokens),
-                                [list(ids) for ids in expected[idx].candidate_token_ids]) for idx in ids])
+                                [list(tokens) for tokens in expected[idx].candidate_token_ids]) for idx in ids])
     records.write(options.private / records.PRIVATE_FILE, private)
     docs = {idx: by_idx[idx].as_doc() for idx in ids}
     atomic.write_text(options.private / records.REPORT_FILE, render(record, options.lock, options.spec, docs))

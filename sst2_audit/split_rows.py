@@ -47,7 +47,7 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
                  read_parquet(Path(cache) / manifest.file(rule.split).path, columns=columns_of(profile.data)))
     plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], shot_rows,
                         [data.by_idx[idx] for idx in scored_ids])
-    sealed = fewshot.sealed_shots(plan, spec, data.split.confirm_ids)
+    sealed = plan.sealed(spec, data.split.confirm_ids)
     if sealed and not settings.get("shots_may_show_sealed_rows"):
         raise InputError(f"profile {profile.name}: {settings['num_fewshot']} shots drawn from the evaluated split "
                          f"{spec.eval_split!r} would show the sealed confirmation rows {sealed[:20]} as shots (with "

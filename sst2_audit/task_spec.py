@@ -48,8 +48,11 @@ class TaskSpec:
     # --- rendering, as lm-eval's ConfigurableTask does it (SOURCE_MAP steps 9-12) ---
     def context(self, doc: dict) -> str:
         """The zero-shot context: the description, then doc_to_text."""
-        prefix = render(self.description, doc) if self.description else ""
-        return prefix + self.text(doc)
+        return self.prefix(doc) + self.text(doc)
+
+    def prefix(self, doc: dict) -> str:
+        """The task's description rendered for this document ("" when it has none)."""
+        return render(self.description, doc) if self.description else ""
 
     def text(self, doc: dict) -> str:
         """doc_to_text alone (a few-shot context puts the shots between the description and this)."""

@@ -82,8 +82,6 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     # The reviewer's side alone decides the bound: in the lock's pinned mode every score must be
     # equal bit for bit, whatever platform the record claims; the claim is printed, never believed.
     rescoring.bits = bool(settings["numeric_mode"]) and rescoring.here["mode_in_effect"]
-    if stop.is_set():
-        return
     name, start = f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}", time.perf_counter()
     say(f"[{name}] ...")
     for idx in rescoring.chosen:

@@ -121,11 +121,10 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
     context = Context(cache, policy)
     prefetch = None
     _warm_libraries(policy)
-    if policy.identity:
-        if policy.rescore:
-            from . import rescore
+    if policy.identity and policy.rescore:
+        from . import rescore
 
-            prefetch = rescore.start(run, context)
+        prefetch = rescore.start(run, context)
     for level in LEVELS:
         reason = level.skip(policy) if level.skip else None
         if reason:
