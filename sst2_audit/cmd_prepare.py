@@ -37,6 +37,13 @@ def main(argv) -> int:
                                                                       "implementation (default: the lock's)")
     parser.add_argument("--add-bos-token", action="store_true", help="with --pin: the tokenizer adds its BOS token "
                                                                      "(lm-eval's add_bos_token=True), in both paths")
+    parser.add_argument("--num-fewshot", type=int, metavar="N", help="with --pin: the profile's few-shot count "
+                                                                    "(default: the lock's, 0)")
+    parser.add_argument("--max-length", type=int, metavar="N", help="with --pin: the profile's longest input in "
+                                                                   "tokens (long few-shot contexts; nothing is truncated)")
+    parser.add_argument("--shots-may-show-sealed-rows", action="store_true",
+                        help="with --pin: allow shots drawn from the evaluated split to show sealed confirmation rows "
+                             "(recorded and shown on the card)")
     parser.add_argument("--evaluator-wheel", type=Path, help="with --pin of a task the lock does not pin: the pinned "
                                                              "lm-eval wheel (default: downloaded with pip)")
     args = parser.parse_args(argv)
@@ -67,8 +74,11 @@ def _pin(args, parser) -> int:
                                             ("--new-lock", args.new_lock)) if value is None]
     if missing:
         parser.error(f"--pin needs {', '.join(missing)}")
-    settings = {**({"attention": args.attention} if args.attention else {}),
-                **({"add_bos_token": True} if args.add_bos_token else {})}
+    # only what is given: the lock's reader validates each value before the new lock is written
+    given = {"attention": args.attention, "add_bos_token": args.add_bos_token or None,
+             "num_fewshot": args.num_fewshot, "max_length": args.max_length,
+             "shots_may_show_sealed_rows": args.shots_may_show_sealed_rows or None}
+    settings = {key: value for key, value in given.items() if value is not None}
     profile, model = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
                          args.evaluator_wheel, settings)
     print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, model entry "

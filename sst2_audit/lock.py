@@ -233,7 +233,7 @@ def _model_of(body: dict, models: dict, here: str) -> tuple:
     return _need(body, "model", dict, here), f"{here}.model"
 
 
-def _profile_settings(raw, where: str) -> dict:
+def profile_settings(raw, where: str) -> dict:
     if not isinstance(raw, dict) or not all(key in PROFILE_SETTINGS and PROFILE_SETTINGS[key](value)
                                             for key, value in raw.items()):
         raise InputError(f"{where}: a profile may set attention ({' or '.join(ATTENTION)}), add_bos_token "
@@ -317,7 +317,7 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
                                                     else body)),  # a named model's pins bind the cache too
             task=task,
             notice=body.get("notice") if isinstance(body.get("notice"), str) else None,
-            settings=_profile_settings(body.get("settings", {}), f"{here}.settings"),
+            settings=profile_settings(body.get("settings", {}), f"{here}.settings"),
         )
         if profiles[name].data.get("columns") is not None:  # validated here; missing ones refused where used
             columns_of(profiles[name].data)

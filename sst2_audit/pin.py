@@ -263,9 +263,10 @@ def _shared_model(base_lock: Path, models: dict, name: str, model: Path) -> str 
 def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data: Path, notice: str | None,
         evaluator_wheel: Path | None = None, settings: dict | None = None) -> dict:
     """Write new_lock = base_lock + profile `name`; returns (the profile, its model entry)."""
-    from .lock import LOCK_SCHEMA_VERSION, lock_from_bytes, parse_lock
+    from .lock import LOCK_SCHEMA_VERSION, lock_from_bytes, parse_lock, profile_settings
     from .task_spec import require_data_for, spec_for
 
+    profile_settings(settings or {}, f"--pin {name}: the profile's settings")  # before any data is converted
     if new_lock.exists():
         raise InputError(f"--new-lock {new_lock} already exists; a lock is never overwritten (pins never change).")
     base = lock_from_bytes(Path(base_lock).read_bytes(), base_lock)

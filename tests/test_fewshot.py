@@ -153,3 +153,10 @@ def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
     assert _shots_seen(record, inverse) == [
         ("scored questions also shown as another question's shot (shots from the evaluated split)", "3 of 3", True)]
     assert _shots_seen(record, sst2) == []  # sst2's shots come from its train split
+
+
+def test_fewshot_config_overrides_are_refused_with_the_reason():
+    spec = spec_for(load_lock(LOCK), "sst2")
+    override = dataclasses.replace(spec, official=dict(spec.official, fewshot_config={"doc_to_target": "label"}))
+    with pytest.raises(fewshot.InputError, match=r"task sst2: fewshot_config overrides \['doc_to_target'\]"):
+        fewshot.rule_for(override)

@@ -1,6 +1,7 @@
 """Messages that tell the truth: the user's environment is exit 2 naming the folder, an interrupted
 run leaves nothing behind that blocks its name, and bad usage is refused before any work."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -55,3 +56,34 @@ def test_one_check_is_not_checks(capsys):
 
     assert LevelResult("x", checks=1).lines() == ["x: PASS (1 check)"]
     assert LevelResult("x", checks=2).lines() == ["x: PASS (2 checks)"]
+
+
+def test_output_piped_into_a_reader_that_stops_is_not_called_our_bug():
+    """`audit.py ... | head -1`: the reader goes away while the audit still writes (SIGPIPE ignored, as
+    under many shells' job control and in Python's own default), which is no bug: exit 1, no message."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written
+    process = subprocess.Popen([sys.executable, str(REPO / "audit.py"), "--bundle-file", str(REFERENCE),
+                                "--arithmetic-only"], stdout=write, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    os.close(write)
+    _, err = process.communicate()
+    assert process.returncode == 1 and err == "", err
+
+
+def test_a_data_resource_without_columns_is_refused_before_any_model_file(tmp_path):
+    """Only an sst2 profile's data may leave its columns out (lock.IMPLIED_COLUMNS): another task's is
+    refused when it is prepared, naming the field, and no cache is left."""
+    import json
+    import shutil
+
+    from conftest import load_lock_json
+
+    shutil.copytree(REPO / "data" / "demo", tmp_path / "data" / "demo")
+    raw = load_lock_json()
+    raw["profiles"]["embedded-rte"]["data"].pop("columns")
+    (tmp_path / "lock.json").write_text(json.dumps(raw))
+    done = run_script("prepare.py", "--lock", tmp_path / "lock.json", "--profile", "embedded-rte",
+                      "--cache", tmp_path / "c")
+    assert done.returncode == 2, done.stderr
+    assert "lock: data.columns is missing: a data resource states its columns" in one_paragraph(done.stderr)
+    assert not (tmp_path / "c" / "manifest.json").exists() and not (tmp_path / "c" / "model").exists()

@@ -82,14 +82,18 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
     assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
     # a second profile shares the model entry: one pin, and one copy of each model file in the caches
     shared_lock = locks / "shared.lock.json"
+    # ... and is pinned at 3 shots (from the train split) with its own max_length, through the pin command alone
     done = run_script("prepare.py", "--lock", new_lock, "--pin", "second", "--task", "rte", "--model", "model:mine",
-                      "--data", data, "--new-lock", shared_lock)
+                      "--data", data, "--new-lock", shared_lock, "--num-fewshot", "3", "--max-length", "1024")
     assert done.returncode == 0, done.stderr
     shared = json.loads(shared_lock.read_text())
     assert shared["profiles"]["second"]["model"] == "mine" and shared["models"] == written["models"]
-    assert run_script("prepare.py", "--lock", shared_lock, "--profile", "second", "--cache", tmp_path / "cache2").returncode == 0
+    assert shared["profiles"]["second"]["settings"] == {"num_fewshot": 3, "max_length": 1024}
+    second = prepare_run_audit(shared_lock, "second", tmp_path / "second")  # bit for bit, the default audit PASS
+    assert second["settings"]["num_fewshot"] == 3 and [len(q["shots"]) for q in second["questions"]] == [3, 3]
     weights = sorted(p.name for p in (cache / "model").glob("*.safetensors"))
-    assert weights and all((cache / "model" / w).stat().st_ino == (tmp_path / "cache2" / "model" / w).stat().st_ino
+    cache2 = tmp_path / "second" / "cache"
+    assert weights and all((cache / "model" / w).stat().st_ino == (cache2 / "model" / w).stat().st_ino
                            for w in weights)
     # pinning again never overwrites
     before = tree_state(locks)
@@ -107,6 +111,9 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
     ("task", "task hellaswag (lm_eval/tasks/hellaswag/hellaswag.yaml) is not supported: it uses `!function` hooks"),
     ("fields", "task boolq's templates do not render on its first row ("),
     ("bos", "--add-bos-token: the tokenizer of "),
+    ("shots", "--pin x: the profile's settings: a profile may set attention (eager or sdpa), add_bos_token (true or "
+              "false), num_fewshot (0..1024), max_length (2..1048576) and shots_may_show_sealed_rows (true), got "
+              "\"{'num_fewshot': -1}\"."),
 ])
 def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case, message):
     data = tmp_path / "d"
@@ -126,7 +133,7 @@ def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case
         (model / "pytorch_model.bin").write_bytes(b"not loaded")
     new_lock = tmp_path / "locks" / "x.lock.json"
     task = {"task": "hellaswag", "fields": "boolq"}.get(case, "rte")
-    extra = ["--add-bos-token"] if case == "bos" else []
+    extra = {"bos": ["--add-bos-token"], "shots": ["--num-fewshot", "-1"]}.get(case, [])
     done = run_script("prepare.py", "--pin", "x", "--task", task, "--model", model, *extra,
                       "--data", data, "--new-lock", new_lock)
     assert done.returncode == 2, done.stderr
