@@ -49,9 +49,9 @@ elif what in ("passes", "smoke"):
     from sst2_audit.task_spec import spec_for
 
     profile = lock.profile(profile_name)
-    settings = lock.settings_for(profile_name)
-    torch.set_num_threads(settings["threads"])
     spec = spec_for(lock, profile.task)
+    settings = lock.settings_for(profile_name, spec)
+    torch.set_num_threads(settings["threads"])
     data = verified_rows(lock, profile, spec, cache, roles=(), manifest=manifest)
     model, tokenizer = load(cache / "model", settings)
     scorer = IndependentScorer(model, settings["max_length"])

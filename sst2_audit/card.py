@@ -44,6 +44,22 @@ def _metric_fields(record) -> dict:
     return fields
 
 
+def _shot_fields(record) -> dict:
+    """Where a few-shot run's shots came from, and what they showed; nothing at zero shots (cards keep their bytes)."""
+    from .fewshot import shown_as_shots
+
+    settings = record.settings
+    if not settings.get("num_fewshot"):
+        return {}
+    fields = {"fewshot_split": settings.get("fewshot_split"), "fewshot_sampler": settings.get("fewshot_sampler"),
+              "questions_with_fewer_shots": sum(len(q.shots) < settings["num_fewshot"] for q in record.questions)}
+    if settings.get("shots_may_show_sealed_rows"):
+        fields["shots_may_show_sealed_rows"] = True
+    if settings.get("shots_from_evaluated_split"):
+        fields["scored_questions_shown_as_shots"] = len(shown_as_shots(record.questions))
+    return fields
+
+
 def card_fields(record, lock) -> dict:
     profile = lock.profile(record.profile)
     settings = record.settings
@@ -55,7 +71,7 @@ def card_fields(record, lock) -> dict:
         "model": _model(profile),
         "profile": _profile(record, profile),
         "num_fewshot": settings["num_fewshot"],
-        **({"shots_may_show_sealed_rows": True} if settings.get("shots_may_show_sealed_rows") else {}),
+        **_shot_fields(record),
         "dtype": settings["dtype"],
         "threads": settings["threads"],
         "attention": settings["attention"],

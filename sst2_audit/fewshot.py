@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from .errors import InputError
 
-SAMPLERS = ("default", "first_n")
 FEWSHOT_DELIMITER = "\n\n"  # TaskConfig's default
 
 
@@ -36,14 +35,13 @@ class ShotRule:
 
 def rule_for(spec) -> ShotRule:
     """The task's few-shot rule from its official config; what this re-derivation does not cover is refused."""
+    from .task_spec import fewshot_reason
+
     config = spec.official
-    fewshot = config.get("fewshot_config") or {}
-    sampler = fewshot.get("sampler", "default")
-    if sampler not in SAMPLERS:
-        raise InputError(f"task {spec.name}: few-shot sampler {sampler!r} is not re-derived (only {SAMPLERS}).")
-    overrides = sorted(set(fewshot) & {"doc_to_text", "doc_to_target", "doc_to_choice", "samples"})
-    if overrides:
-        raise InputError(f"task {spec.name}: fewshot_config overrides {overrides}; not re-derived yet.")
+    reason = fewshot_reason(config)
+    if reason:
+        raise InputError(f"task {spec.name}: it {reason}.")
+    sampler = (config.get("fewshot_config") or {}).get("sampler", "default")
     # fewshot_docs: the fewshot split, else training, else validation, else (with a warning) the test split
     split = (config.get("fewshot_split") or config.get("training_split") or config.get("validation_split")
              or config.get("test_split"))
@@ -99,9 +97,16 @@ class Plan:
     rule: ShotRule
     docs: tuple  # the shot split's documents, in dataset order
     positions: dict  # idx -> positions of its shots
+    evaluated: dict  # idx -> the scored document
 
     def context(self, spec, idx: int, doc: dict) -> str:
         return context(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
+
+    def own_question(self, spec) -> list:
+        """Scored ids shown their own question as a shot: a shot whose doc_to_text equals the question's (a
+        duplicate row; lm-eval drops only a dict-equal doc). Its answer would be in its own prompt."""
+        return sorted(idx for idx, positions in self.positions.items() for doc in [self.evaluated[idx]]
+                      if any(spec.text(self.docs[p]) == spec.text(doc) for p in positions))
 
     def sealed(self, spec, confirm_ids) -> list:
         """Sealed confirmation rows it would show as shots (only when shots come from the evaluated split)."""
@@ -117,4 +122,21 @@ def plan(spec, num_fewshot: int, seed: int, shot_rows: list, scored_rows: list) 
     rule = rule_for(spec)
     docs = tuple(row.as_doc() for row in shot_rows)
     evaluated = [(row.idx, row.as_doc()) for row in sorted(scored_rows, key=lambda row: row.idx)]
-    return Plan(rule, docs, draws(rule, num_fewshot, seed, list(docs), evaluated))
+    return Plan(rule, docs, draws(rule, num_fewshot, seed, list(docs), evaluated), dict(evaluated))
+
+
+def recorded(spec, num_fewshot: int) -> dict:
+    """What run.json's settings say about the shots (written by run, checked by the claims level): the
+    split they come from and the sampler; nothing at zero shots, so zero-shot records keep their bytes."""
+    if num_fewshot == 0:
+        return {}
+    rule = rule_for(spec)
+    return {"fewshot_split": rule.split, "fewshot_sampler": rule.sampler,
+            "shots_from_evaluated_split": rule.split == spec.eval_split}
+
+
+def shown_as_shots(questions) -> list:
+    """Scored ids shown (with their answers) as another question's shot, from the records' shot positions;
+    meaningful only when the shots come from the evaluated split (positions are then its ids)."""
+    scored = {q.idx for q in questions}
+    return sorted({p for q in questions for p in q.shots if p in scored and p != q.idx})

@@ -36,17 +36,15 @@ def _accuracy_rows(record) -> list:
     return rows
 
 
-def _shots_seen(record, spec) -> list:
+def _shots_seen(record) -> list:
     """Scored questions shown (with their answers) as another question's shot: only when the shots come
     from the evaluated split. Informational: lm-eval's own rule, counted so a reader can weigh it."""
-    from .fewshot import rule_for
+    from .fewshot import shown_as_shots
 
-    if not record.settings.get("num_fewshot") or rule_for(spec).split != spec.eval_split:
+    if not record.settings.get("shots_from_evaluated_split"):
         return []
-    scored = {q.idx for q in record.questions}
-    shown = sorted({p for q in record.questions for p in q.shots if p in scored and p != q.idx})
     return [("scored questions also shown as another question's shot (shots from the evaluated split)",
-             f"{len(shown)} of {len(scored)}", True)]
+             f"{len(shown_as_shots(record.questions))} of {len(record.questions)}", True)]
 
 
 def _checks(record, spec) -> list:
@@ -63,7 +61,7 @@ def _checks(record, spec) -> list:
          equal == candidates),
         ("confirmation rows sealed (never scored nor shown as a shot; row hashes recorded)",
          str(len(record.split.confirm)), True),
-        *_shots_seen(record, spec),
+        *_shots_seen(record),
     ]
 
 

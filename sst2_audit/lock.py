@@ -101,9 +101,11 @@ class Lock:
     profiles: dict
     schema_version_read: int = 0  # the schema_version as written, before any upgrade
 
-    def settings_for(self, profile: str) -> dict:
-        """The run settings of a profile: the defaults, the lock's, then the profile's own (attention, add_bos_token)."""
-        return {**RUN_SETTING_DEFAULTS, **self.run_settings, **self.profile(profile).settings}
+    def settings_for(self, profile: str, spec) -> dict:
+        """The run settings of a profile: the defaults, the lock's, the task YAML's own `num_fewshot`
+        (MMLU-style YAMLs state 5, say), then the profile's own (attention, add_bos_token, num_fewshot...)."""
+        from_yaml = {} if spec.num_fewshot is None else {"num_fewshot": spec.num_fewshot}
+        return {**RUN_SETTING_DEFAULTS, **self.run_settings, **from_yaml, **self.profile(profile).settings}
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:

@@ -17,9 +17,13 @@ PROTOCOL_SETTINGS = {"apply_chat_template": False, "system_instruction": None,
 DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
 
 
-def settings_record(run_settings: dict, sort_ids: bool = True) -> dict:
-    """run.json's settings: the lock's run settings plus the protocol's fixed choices (run writes, audit checks)."""
-    return dict(run_settings, doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)
+def settings_record(run_settings: dict, spec, sort_ids: bool = True) -> dict:
+    """run.json's settings: the lock's run settings, where the shots come from (a few-shot profile), and
+    the protocol's fixed choices (run writes, audit checks)."""
+    from .fewshot import recorded
+
+    return dict(run_settings, **recorded(spec, run_settings["num_fewshot"]),
+                doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)
 
 
 def notice_for(profile) -> str:

@@ -193,7 +193,7 @@ class Scores:
 def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
     timings = {}
     lock, profile, cache, spec = options.lock, options.profile, Path(options.cache).resolve(), options.spec
-    settings = settings_record(lock.settings_for(profile.name), options.sort_ids)
+    settings = settings_record(lock.settings_for(profile.name, spec), spec, options.sort_ids)
     manifest = require_matching(read_manifest(cache), cache, lock, profile)
     atomic.new_directory(options.out, "--out")
     atomic.new_directory(options.private, "--private")
@@ -228,6 +228,12 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
     scored_ids = split.scored("smoke" if options.smoke else "full")
     split.require_dev(scored_ids)
     shots = shot_plan(options.lock, options.profile, spec, cache, setup.manifest, data, scored_ids)
+    own = shots.own_question(spec) if shots else []
+    if own:  # before any model call: a prompt holding its own question and answer measures nothing
+        _fail(options, "shots", f"{len(own)} scored question(s) would be shown their own question and answer as a "
+              f"shot (a duplicate row in the {shots.rule.split!r} split): ids {own[:20]}.",
+              [records.Mismatch(-1, idx, ["shots"], {"shots": "no shot with the question's own text"},
+                                {"shots": shots.positions[idx]}) for idx in own], setup.settings)
     with phase("model load", setup.timings, "model_load"):
         model, tokenizer = load_model(cache / "model", settings)
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.

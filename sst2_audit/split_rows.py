@@ -39,7 +39,7 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
     from . import fewshot
     from .errors import InputError
 
-    settings = lock.settings_for(profile.name)
+    settings = lock.settings_for(profile.name, spec)
     if settings["num_fewshot"] == 0:
         return None
     rule = fewshot.rule_for(spec)

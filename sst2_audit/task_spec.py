@@ -27,13 +27,14 @@ class TaskSpec:
     yaml_files: tuple  # every YAML file the loader read (the task's own first, then its includes)
     official: dict  # the merged official config, as lm-eval's loader returns it
     eval_split: str  # the split lm-eval scores: test_split if named, else validation_split
-    splits: tuple  # every split the config names: the data files a run needs
+    splits: tuple  # every split the config names (fewshot_split too): the data files a run needs
     doc_to_text: object
     doc_to_choice: object
     doc_to_target: object
     target_delimiter: str
     description: str
     metrics: tuple  # from metric_list, in its order
+    num_fewshot: int | None = None  # the YAML's own shot count (a profile's default), None when unstated
 
     @property
     def fixed_choices(self) -> tuple | None:
@@ -173,8 +174,9 @@ def unsupported_reason(config: dict) -> str | None:
     other = [n for n in names if n not in METRICS]
     if other:
         return f"reports metrics {other} (supported: {', '.join(METRICS)})"
-    if config.get("num_fewshot"):  # a fewshot_config alone (MMLU's first_n from dev) draws nothing at 0 shots
-        return f"is a {config['num_fewshot']}-shot task (zero-shot only for now)"
+    fewshot = fewshot_reason(config)
+    if fewshot:
+        return fewshot
     if config.get("use_prompt"):
         return "uses a promptsource prompt"
     if isinstance(config.get("doc_to_text"), int):
@@ -185,6 +187,27 @@ def unsupported_reason(config: dict) -> str | None:
         return "applies filters"
     if not (config.get("test_split") or config.get("validation_split")):
         return "names neither a test nor a validation split"
+    return None
+
+
+SAMPLERS = ("default", "first_n")  # the few-shot samplers fewshot.py re-derives
+
+
+def fewshot_reason(config: dict) -> str | None:
+    """Why this config's few-shot prompts cannot be re-derived, or None. Checked for every config, not only
+    few-shot ones: a profile may pin shots for any task (a `fewshot_config` alone draws nothing at 0 shots)."""
+    fewshot = config.get("fewshot_config") or {}
+    if not isinstance(fewshot, dict):
+        return f"has a fewshot_config that is not a mapping ({str(fewshot)[:40]!r})"
+    sampler = fewshot.get("sampler", "default")
+    if sampler not in SAMPLERS:
+        return f"draws shots with the sampler {sampler!r} (re-derived: {', '.join(SAMPLERS)})"
+    overrides = sorted(set(fewshot) & {"doc_to_text", "doc_to_target", "doc_to_choice", "samples", "process_docs"})
+    if overrides:
+        return f"overrides {', '.join(overrides)} for its shots (fewshot_config), which is not re-derived"
+    shots = config.get("num_fewshot")
+    if shots is not None and not (type(shots) is int and 0 <= shots <= 1024):
+        return f"states num_fewshot {str(shots)[:20]!r}, not an integer within 0..1024"
     return None
 
 
@@ -199,8 +222,9 @@ def spec_from_yaml(name: str, relative: str, root: Path) -> TaskSpec:
     if config.get("task") != name:
         raise InputError(f"task {name}: {relative} defines task {config.get('task')!r}, not {name!r}.")
     files = tuple(str(p.resolve().relative_to(root.resolve())) for p in yaml_files(path))
+    # every split lm-eval reads: its loader builds each one named, and shots come from fewshot_split (MMLU's dev)
     splits = tuple(dict.fromkeys(s for s in (config.get("training_split"), config.get("validation_split"),
-                                             config.get("test_split")) if s))
+                                             config.get("test_split"), config.get("fewshot_split")) if s))
     metrics = tuple(m["metric"] if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}])
     return TaskSpec(
         name=name, yaml_path=relative, yaml_files=files, official=config,
@@ -209,6 +233,7 @@ def spec_from_yaml(name: str, relative: str, root: Path) -> TaskSpec:
         doc_to_target=config.get("doc_to_target"),
         target_delimiter=config.get("target_delimiter", TASKCONFIG_DEFAULTS["target_delimiter"]),
         description=config.get("description") or TASKCONFIG_DEFAULTS["description"], metrics=metrics,
+        num_fewshot=config.get("num_fewshot"),
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "resources.lock.json"
+DEMOS = REPO / "demos.lock.json"  # the few-shot demo profiles (scripts/make_demo_lock.py)
 TEST_CACHE = REPO / ".test-cache"
 # The suite's caches share one store (sst2_audit/store.py): the wheel is downloaded and converted once.
 os.environ.setdefault("SST2_AUDIT_STORE", str(TEST_CACHE / "store"))

