@@ -26,6 +26,18 @@ MMLU_COLUMNS = [["question", "string"], ["subject", "string"], ["choices", "list
 DEMO = "EMBEDDED DEMO: {what} written for sst2-audit and a de-quantized Q4_1 model; not a measurement of {task}."
 
 
+HELLASWAG_COLUMNS = [["ind", "int64"], ["activity_label", "string"], ["ctx_a", "string"], ["ctx_b", "string"],
+                     ["ctx", "string"], ["endings", "list<string>"], ["source_id", "string"], ["split", "string"],
+                     ["split_type", "string"], ["label", "string"]]
+
+
+def _demo_data(folder: str, splits: tuple, columns: list) -> dict:
+    return {"source": "demo", "columns": columns, "files": [
+        {"path": f"data/demo/{folder}/{split}.jsonl", "split": split,
+         "rows": len((REPO / "data" / "demo" / folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()),
+         "sha256": _sha(REPO / "data" / "demo" / folder / f"{split}.jsonl")} for split in splits]}
+
+
 def _mmlu_data(subject: str) -> dict:
     folder = REPO / "data" / "demo" / "mmlu" / subject
     return {"source": "demo", "columns": MMLU_COLUMNS, "files": [
@@ -65,6 +77,12 @@ def demo_lock(shipped: dict) -> dict:
             DEMO.format(what="questions (3 shots from the evaluated split itself, sealed rows allowed as shots)",
                         task="inverse-scaling (redefine-math)"),
             "redefined-operator questions written for sst2-audit, 3 shots drawn from the evaluated split itself"),
+        "embedded-hellaswag-10shot": _profile(
+            "hellaswag", _demo_data("hellaswag", ("train", "validation"), HELLASWAG_COLUMNS),
+            {"num_fewshot": 10, "max_length": 2048},
+            DEMO.format(what="everyday-activity contexts and endings in HellaSwag's schema (10 shots from train; "
+                             "its process_docs hook runs as pinned shared code)", task="HellaSwag"),
+            "everyday-activity contexts written for sst2-audit in HellaSwag's schema, 10 shots from its train split"),
     }
     raw["schema_version"] = LOCK_SCHEMA_VERSION
     return raw

@@ -70,6 +70,9 @@ def card_fields(record, lock) -> dict:
         "evaluator": f"lm-eval {record.evaluator['version']} (commit {record.evaluator['commit']})",
         "model": _model(profile),
         "profile": _profile(record, profile),
+        **({"shared_pinned_code": "; ".join(f"{c['step']}: {c['file']}::{c['function']} (sha256 {c['sha256']})"
+                                            for c in record.evaluator["shared_code"])}
+           if record.evaluator.get("shared_code") else {}),  # steps both paths ran as the task's own code
         "num_fewshot": settings["num_fewshot"],
         **_shot_fields(record),
         "dtype": settings["dtype"],

@@ -20,14 +20,15 @@ TASKS_FOLDER = "lm_eval/tasks/"
 
 
 def _task_config_file(path: str) -> bool:
-    return path.startswith(TASKS_FOLDER) and not path.endswith(".py")
+    """A task's own file: a YAML, or a hook file in a task's folder (lm_eval/tasks/__init__.py is lm-eval's code)."""
+    return path.startswith(TASKS_FOLDER) and (not path.endswith(".py") or path.count("/") >= 3)
 
 
 def files_for(lock, spec) -> dict:
     """The pins a run of this task depends on: every pinned code file, and the task's own YAML
     files. Other tasks' YAMLs in the lock are not part of this measurement."""
     return {path: digest for path, digest in lock.evaluator.files.items()
-            if not _task_config_file(path) or path in spec.yaml_files}
+            if not _task_config_file(path) or path in spec.yaml_files + spec.code_files}
 
 
 def evaluator_record(lock, files: dict, spec) -> dict:
@@ -38,7 +39,10 @@ def evaluator_record(lock, files: dict, spec) -> dict:
     pins = lock.evaluator
     return {"package": pins.package, "version": pins.version, "commit": pins.commit, "task": spec.name,
             "task_yaml": spec.yaml_path, "task_yaml_sha256": files[spec.yaml_path],
-            "task_yaml_files": {path: files[path] for path in spec.yaml_files}, "files_verified": len(files)}
+            "task_yaml_files": {path: files[path] for path in spec.yaml_files}, "files_verified": len(files),
+            # hooks: code both paths ran, shared rather than re-derived (only a task with hooks has the key)
+            **({"shared_code": [{"step": hook.key, "file": hook.path, "function": hook.function,
+                                 "sha256": files[hook.path]} for hook in spec.hooks]} if spec.hooks else {})}
 
 
 def verify_installed(lock, spec) -> dict:

@@ -62,6 +62,9 @@ def _checks(record, spec) -> list:
         ("confirmation rows sealed (never scored nor shown as a shot; row hashes recorded)",
          str(len(record.split.confirm)), True),
         *_shots_seen(record),
+        *[(f"shared pinned code, not re-derived: {code['step']} ran {code['file']}::{code['function']} on both paths "
+           "(its sha256 checked against the lock)", code["sha256"][:12], True)
+          for code in record.evaluator.get("shared_code", [])],
     ]
 
 

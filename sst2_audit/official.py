@@ -60,6 +60,10 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
         torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
     )
     samples = output.pop("samples")[task.config.task]
+    if spec.hooks:  # a partial's logged str() holds a memory address (hooks.stable)
+        from .hooks import stable
+
+        output["configs"] = stable(output["configs"])
     effective = output["configs"][task.config.task]
     differences = config_differences(spec, effective, settings["num_fewshot"])
     return OfficialOutput(output, samples, effective, differences, lm)

@@ -148,7 +148,7 @@ def _checked_split(spec, parquet: Path, origin, columns) -> tuple:
     found = parquet_columns(parquet)
     if columns is not None and found != columns:
         raise InputError(f"{origin}: columns {found} differ from the other split's {columns}.")
-    rows = read_parquet(parquet, columns=found)
+    rows = spec.processed(read_parquet(parquet, columns=found), parquet)
     _renders(spec, rows[0].as_doc(), origin)
     return found, len(rows)
 

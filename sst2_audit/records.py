@@ -30,6 +30,14 @@ LM_EVAL_SAMPLES_FILE = "lm_eval_samples.public.jsonl"
 LM_EVAL_PRIVATE_SAMPLES_FILE = "lm_eval_samples.jsonl"
 
 
+class SharedCode(typing.TypedDict):
+    """A task code hook both paths ran (hooks.py): shared pinned code, not an independent re-derivation."""
+    step: str  # the config field: process_docs, doc_to_text, doc_to_choice, doc_to_target
+    file: str  # relative to the folder holding the lm_eval package
+    function: str
+    sha256: str
+
+
 class EvaluatorRecord(typing.TypedDict):
     package: str
     version: str
@@ -39,6 +47,7 @@ class EvaluatorRecord(typing.TypedDict):
     task_yaml_sha256: str
     task_yaml_files: dict[str, str]  # every YAML the task's loader read -> sha256
     files_verified: int
+    shared_code: typing.NotRequired[list[SharedCode]]  # only a task with `!function` hooks
 
 
 class PlatformRecord(typing.TypedDict):

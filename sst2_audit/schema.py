@@ -40,7 +40,7 @@ def typed(hint, value, where):
     if dataclasses.is_dataclass(hint):
         return convert(hint, value, where)
     if typing.is_typeddict(hint):
-        return _object(typing.get_type_hints(hint), value, where)
+        return _object(typing.get_type_hints(hint), value, where, hint.__required_keys__)
     if hint is bool:
         ok = type(value) is bool
     elif hint is int:
@@ -70,13 +70,14 @@ def typed(hint, value, where):
     return value
 
 
-def _object(schema: dict, value, where: str) -> dict:
+def _object(schema: dict, value, where: str, required) -> dict:
+    """A TypedDict's object: its required keys present (a NotRequired key may be absent), nothing else."""
     if type(value) is not dict:
         raise InputError(f"{where}: expected an object, got {type(value).__name__}.")
-    missing, extra = sorted(set(schema) - set(value)), sorted(set(value) - set(schema))
+    missing, extra = sorted(set(required) - set(value)), sorted(set(value) - set(schema))
     if missing or extra:
         raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
-    return {key: typed(hint, value[key], f"{where}.{key}") for key, hint in schema.items()}
+    return {key: typed(hint, value[key], f"{where}.{key}") for key, hint in schema.items() if key in value}
 
 
 def convert(kind, value, where):

@@ -25,7 +25,8 @@ def verified_rows(lock, profile, spec, cache, roles, manifest=None) -> SplitRows
     """Raises CheckFailed when a file of `roles` differs from the manifest."""
     manifest = manifest or matching_manifest(lock, profile, cache)
     verify_files(cache, manifest, roles=roles)
-    rows = read_parquet(Path(cache) / manifest.file(spec.eval_split).path, columns=columns_of(profile.data))
+    parquet = Path(cache) / manifest.file(spec.eval_split).path
+    rows = spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet)  # lm-eval's docs
     by_idx = {row.idx: row for row in rows}
     split = make_split(list(by_idx), lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows,
                        spec.eval_split)
@@ -43,8 +44,9 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
     if settings["num_fewshot"] == 0:
         return None
     rule = fewshot.rule_for(spec)
+    parquet = Path(cache) / manifest.file(rule.split).path
     shot_rows = (list(data.by_idx.values()) if rule.split == spec.eval_split else
-                 read_parquet(Path(cache) / manifest.file(rule.split).path, columns=columns_of(profile.data)))
+                 spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet))
     plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], shot_rows,
                         [data.by_idx[idx] for idx in scored_ids])
     sealed = plan.sealed(spec, data.split.confirm_ids)

@@ -39,9 +39,10 @@ def taskconfig_defaults(lock) -> dict:
     return dict(_defaults(str(path)))
 
 
-def data_config(spec, data_files: dict) -> dict:
-    """The official config with only its data-loading fields pointed at the cached parquet files."""
-    config = copy.deepcopy(spec.official)
+def data_config(spec, data_files: dict, callables: bool = True) -> dict:
+    """The official config with only its data-loading fields pointed at the cached parquet files; its hooks
+    as the pinned functions (to run it) or as their logged source (to rebuild what lm-eval logs)."""
+    config = spec.config(callables)
     config.update(dataset_path="parquet", dataset_kwargs={"data_files": {k: str(v) for k, v in data_files.items()}})
     config.pop("dataset_name", None)
     return config
@@ -58,7 +59,7 @@ def effective(config: dict, defaults: dict) -> dict:
 
 def differences(spec, effective_config: dict, num_fewshot: int, defaults: dict) -> dict:
     """Every field whose effective value is not the official YAML's (or TaskConfig's default)."""
-    official, found = spec.official, {}
+    official, found = spec.config(callables=False), {}
     for key in sorted(set(official) | set(effective_config)):
         reference = official.get(key, defaults.get(key))
         if effective_config.get(key) != reference:

@@ -56,7 +56,7 @@ def pin_task(raw: dict, name: str, wheel: Path | None) -> None:
     spec = spec_from_yaml(name, relative, root)  # refuses what the protocol does not support, with the reason
     with zipfile.ZipFile(evaluator_wheel(evaluator, wheel)) as archive:
         members = set(archive.namelist())
-        for path in spec.yaml_files:
+        for path in spec.yaml_files + spec.code_files:
             installed = sha256_file(root / path)
             if path not in members:
                 raise CheckFailed(f"{path}: installed, but not a member of the pinned {evaluator['wheel']['name']}.")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
+from .hooks import HOOK_KEYS, Hook
 from .metrics import METRICS
 
 TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
@@ -35,6 +36,45 @@ class TaskSpec:
     description: str
     metrics: tuple  # from metric_list, in its order
     num_fewshot: int | None = None  # the YAML's own shot count (a profile's default), None when unstated
+    hooks: tuple = ()  # the task's `!function` hooks (hooks.Hook): pinned code both paths share
+
+    @property
+    def code_files(self) -> tuple:
+        """The hook files the task runs (relative to the lm_eval package's folder), pinned like its YAML."""
+        return tuple(dict.fromkeys(hook.path for hook in self.hooks))
+
+    @property
+    def process_docs(self) -> Hook | None:
+        return next((hook for hook in self.hooks if hook.key == "process_docs"), None)
+
+    def config(self, callables: bool) -> dict:
+        """The official config with each hook as lm-eval holds it: the function (to run the task), or
+        its source as TaskConfig.to_dict logs it (to rebuild the logged config)."""
+        import copy
+
+        from .hooks import load, source
+
+        config = copy.deepcopy({key: value for key, value in self.official.items()
+                                if key not in {hook.key for hook in self.hooks}})
+        config.update({hook.key: load(hook) if callables else source(hook) for hook in self.hooks})
+        return config
+
+    def processed(self, rows: list, parquet) -> list:
+        """A split's rows as lm-eval's docs: through the pinned process_docs hook when the task has one
+        (it gets a datasets.Dataset of the verified parquet, as lm-eval's loader builds one)."""
+        hook = self.process_docs
+        if hook is None:
+            return rows
+        from . import warm
+
+        warm.wait("transformers")  # datasets' fingerprint pickler reads transformers if it is in sys.modules
+        import datasets
+        import pyarrow.parquet as pq
+
+        from .dataset import Row
+
+        docs = hook(datasets.Dataset(pq.read_table(str(parquet))))
+        return [Row(position, dict(doc)) for position, doc in enumerate(docs)]
 
     @property
     def fixed_choices(self) -> tuple | None:
@@ -64,6 +104,8 @@ class TaskSpec:
             text = render(setting, doc)
             if text.isdigit():  # lm-eval reads digits as a choice index: a multiple-input task
                 text = int(text)
+        elif isinstance(setting, Hook):
+            text = setting(doc)
         else:
             text = setting
         if not isinstance(text, str):
@@ -77,6 +119,8 @@ class TaskSpec:
             choices = doc[setting] if setting in doc else ast.literal_eval(render(setting, doc))
         elif isinstance(setting, dict):
             choices = list(setting.values())
+        elif isinstance(setting, Hook):
+            choices = setting(doc)
         else:
             choices = setting
         if not (isinstance(choices, list) and choices and all(isinstance(c, str) for c in choices)):
@@ -96,6 +140,8 @@ class TaskSpec:
         if isinstance(setting, str):
             text = render(setting, doc)
             return ast.literal_eval(text) if text.isdigit() else text
+        if isinstance(setting, Hook):
+            return setting(doc)
         return setting
 
     def gold(self, doc: dict, choices: list) -> int:
@@ -159,17 +205,43 @@ def load_config(path: Path) -> dict:
     return load_yaml_config(str(path), mode="simple")
 
 
-def unsupported_reason(config: dict) -> str | None:
-    """Why this config is outside the audit's protocol, or None."""
+def hook_reason(config: dict, path: Path | None) -> str | None:
+    """Why the config's `!function` hooks cannot run as pinned shared code, or None (without the YAML's
+    path, any hook is refused: it cannot be located)."""
     import yaml
 
     functions = sorted(key for key, value in config.items() if isinstance(value, yaml.Node))
-    if functions:
-        return f"uses `!function` hooks ({', '.join(functions)}): code the audit cannot re-derive"
+    if not functions:
+        return None
+    other = [key for key in functions if key not in HOOK_KEYS]
+    if other:
+        return (f"uses `!function` hooks for {', '.join(other)} (a metric computed by task code is not re-derived; "
+                f"shared hooks: {', '.join(HOOK_KEYS)})")
+    if path is None:
+        return f"uses `!function` hooks ({', '.join(functions)})"
+    from .hooks import code_reason, find
+
+    root = installed_tasks_root().parent.parent
+    try:
+        hooks = find(config, yaml_files(path), root)
+    except (InputError, ValueError) as error:
+        return f"has a `!function` hook that cannot be located ({error})"
+    for hook in hooks:
+        reason = code_reason(Path(hook.file), hook.function)
+        if reason:
+            return f"has a `!function` {hook.key} hook that cannot run as pinned shared code: {reason}"
+    return None
+
+
+def unsupported_reason(config: dict, path: Path | None = None) -> str | None:
+    """Why this config is outside the audit's protocol, or None."""
+    hooks = hook_reason(config, path)
+    if hooks:
+        return hooks
     if config.get("output_type") != "multiple_choice":
         return f"output_type is {config.get('output_type')!r}, not multiple_choice"
-    if config.get("process_results") or config.get("process_docs"):
-        return "has its own process_results / process_docs"
+    if config.get("process_results"):
+        return "has its own process_results"
     names = [m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}]]
     other = [n for n in names if n not in METRICS]
     if other:
@@ -216,7 +288,7 @@ def spec_from_yaml(name: str, relative: str, root: Path) -> TaskSpec:
     if not path.is_file():
         raise InputError(f"task {name}: its YAML {relative} is not installed under {root}.")
     config = load_config(path)
-    reason = unsupported_reason(config)
+    reason = unsupported_reason(config, path)
     if reason:
         raise InputError(f"task {name} ({relative}) is not supported: it {reason}.")
     if config.get("task") != name:
@@ -226,14 +298,19 @@ def spec_from_yaml(name: str, relative: str, root: Path) -> TaskSpec:
     splits = tuple(dict.fromkeys(s for s in (config.get("training_split"), config.get("validation_split"),
                                              config.get("test_split"), config.get("fewshot_split")) if s))
     metrics = tuple(m["metric"] if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}])
+    from .hooks import find
+
+    hooks = find(config, yaml_files(path), root)
+    hooked = {hook.key: hook for hook in hooks}
     return TaskSpec(
         name=name, yaml_path=relative, yaml_files=files, official=config,
         eval_split=config.get("test_split") or config["validation_split"], splits=splits,
-        doc_to_text=config.get("doc_to_text"), doc_to_choice=config["doc_to_choice"],
-        doc_to_target=config.get("doc_to_target"),
+        doc_to_text=hooked.get("doc_to_text", config.get("doc_to_text")),
+        doc_to_choice=hooked.get("doc_to_choice", config["doc_to_choice"]),
+        doc_to_target=hooked.get("doc_to_target", config.get("doc_to_target")),
         target_delimiter=config.get("target_delimiter", TASKCONFIG_DEFAULTS["target_delimiter"]),
         description=config.get("description") or TASKCONFIG_DEFAULTS["description"], metrics=metrics,
-        num_fewshot=config.get("num_fewshot"),
+        num_fewshot=config.get("num_fewshot"), hooks=hooks,
     )
 
 
@@ -247,10 +324,16 @@ def spec_for(lock, name: str) -> TaskSpec:
                          "`run.py --list-tasks` lists the installed tasks and whether they are supported.")
     root = installed_root()
     spec = spec_from_yaml(name, tasks[name], root)
-    unpinned = [f for f in spec.yaml_files if f not in lock.evaluator.files]
+    unpinned = [f for f in spec.yaml_files + spec.code_files if f not in lock.evaluator.files]
     if unpinned:
         raise InputError(f"{lock.path}: task {name} reads {', '.join(unpinned)}, which evaluator.files does not pin.")
-    return spec
+    import dataclasses
+
+    pinned = tuple(dataclasses.replace(hook, sha256=lock.evaluator.files[hook.path]) for hook in spec.hooks)
+    swap = {hook.key: hook for hook in pinned}
+    return dataclasses.replace(spec, hooks=pinned, **{field: swap[key] for key, field in (
+        ("doc_to_text", "doc_to_text"), ("doc_to_choice", "doc_to_choice"), ("doc_to_target", "doc_to_target"))
+        if key in swap})
 
 
 TASK_LINE = re.compile(r"^['\"]?task['\"]?:[ \t]*(.+?)[ \t]*$", re.MULTILINE)  # a YAML's own task name
@@ -279,7 +362,7 @@ def list_installed(pattern: str = "*") -> list:
     """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
     whose name matches the glob `pattern`."""
     root = installed_tasks_root()
-    return [(config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(config))
+    return [(config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(config, path))
             for path, config in installed_configs(pattern) if config.get("output_type") == "multiple_choice"]
 
 

@@ -14,7 +14,7 @@ LAYERS = [
               "numeric", "environment", "drift", "plots", "schema"}),
     ("protocol and data", {"protocol", "metrics", "records", "dataset", "split", "lock", "manifest", "store",
                            "evaluator_pin", "task_spec", "task_config", "split_rows", "summaries", "agreement",
-                           "lm_eval_notes", "fewshot"}),
+                           "lm_eval_notes", "fewshot", "hooks"}),
     ("scoring and resources", {"independent", "identity", "official", "model", "convert", "hub_pin", "task_pin",
                                "source_map", "sources", "sources.interface", "sources.demo", "sources.hub",
                                "sources.local", "sources.wheel"}),

@@ -121,6 +121,65 @@ def _unique(make, rng: random.Random, count: int, seen: set) -> list:
     return rows
 
 
+ACTIVITIES = {  # an activity, how it starts, and endings: the first fits, the others do not
+    "Repotting a plant": ("lifts a small plant out of its old pot",
+                          ["loosens the roots and sets it in a larger pot of fresh soil.",
+                           "paints the kitchen ceiling a bright [title] shade of blue.",
+                           "starts the car and drives to the beach.",
+                           "folds the plant into a paper airplane."]),
+    "Tuning a guitar": ("sits on a stool holding an acoustic guitar",
+                        ["turns a peg slowly while plucking the string until it rings true.",
+                         "pours the guitar into a glass of water.",
+                         "throws the stool across the [step] garden.",
+                         "reads a map of the city aloud to the guitar."]),
+    "Making tea": ("fills a kettle at the sink and sets it on the stove",
+                   ["drops a tea bag into a cup and pours the hot water over it.",
+                    "plants the kettle in the flower bed.",
+                    "climbs onto the roof with the [title] cup.",
+                    "irons the tea bag flat on the table."]),
+    "Washing a bicycle": ("wheels a muddy bicycle onto the lawn",
+                          ["sprays the frame with a hose and scrubs the chain with a brush.",
+                           "bakes the bicycle in the oven for an hour.",
+                           "wraps the hose around the [header] mailbox.",
+                           "sings to the wheels until they turn blue."]),
+    "Folding laundry": ("empties a basket of clean towels onto a bed",
+                        ["folds each towel in half twice and stacks them in a pile.",
+                         "hangs the bed from the ceiling fan.",
+                         "sends the towels to the moon by [step] post.",
+                         "eats the basket with a spoon."]),
+    "Sharpening a pencil": ("picks up a blunt pencil from the desk",
+                            ["twists it in a sharpener until the point is fine again.",
+                             "plants the pencil in the garden to grow a tree.",
+                             "pours soup into the [title] sharpener.",
+                             "mails the desk to a friend."]),
+}
+DETAILS = ["on a sunny afternoon", "in a small kitchen", "at the end of the day", "after lunch", "in the garage",
+           "while music plays", "beside an open window", "before the guests arrive"]
+
+
+def _hellaswag_row(rng: random.Random, ind: int, split: str) -> dict:
+    """A context and four endings in HellaSwag's columns; `label` is the right ending's index as text."""
+    activity, who = rng.choice(sorted(ACTIVITIES)), rng.choice(PEOPLE)
+    start, endings = ACTIVITIES[activity]
+    ctx_a, ctx_b = f"{who} {start} {rng.choice(DETAILS)}.", rng.choice(["then", "Then", "after a moment"])
+    order = list(range(4))
+    rng.shuffle(order)
+    return {"ind": ind, "activity_label": activity, "ctx_a": ctx_a, "ctx_b": f"{ctx_b} {who.lower()}",
+            "ctx": f"{ctx_a} {ctx_b} {who.lower()}", "endings": [endings[k] for k in order],
+            "source_id": f"demo~{ind}", "split": split, "split_type": "indomain", "label": str(order.index(0))}
+
+
+def _hellaswag(rng: random.Random) -> tuple:
+    """Train and validation rows, no context twice across both (a shot must never be its own question)."""
+    seen, rows = set(), []
+    while len(rows) < 48 + 264:
+        row = _hellaswag_row(rng, len(rows), "train" if len(rows) < 48 else "val")
+        if row["ctx"] not in seen:
+            seen.add(row["ctx"])
+            rows.append(row)
+    return rows[:48], rows[48:]
+
+
 def _write(path: Path, rows: list) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
@@ -135,7 +194,11 @@ def main() -> None:
         row = _inverse_scaling_row(rng)
         questions.setdefault(row["prompt"], row)
     _write(HERE / "inverse_scaling" / "train.jsonl", list(questions.values()))
-    rng = random.Random(SEED + 1)  # its own generator: the sets above keep their bytes
+    rng = random.Random(SEED + 2)  # each set its own generator: the others keep their bytes
+    train, validation = _hellaswag(rng)
+    _write(HERE / "hellaswag" / "train.jsonl", train)
+    _write(HERE / "hellaswag" / "validation.jsonl", validation)
+    rng = random.Random(SEED + 1)
     for subject, make in MMLU_SUBJECTS.items():
         seen = set()
         _write(HERE / "mmlu" / subject / "dev.jsonl", _unique(make, rng, 5, seen))

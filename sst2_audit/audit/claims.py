@@ -206,7 +206,7 @@ def _task_config(result: LevelResult, lock, spec, record) -> None:
     from .. import task_config
 
     data_files = {e.role: f"<cache>/{e.path}" for e in record.resources if e.role in spec.splits}
-    config = task_config.data_config(spec, data_files)
+    config = task_config.data_config(spec, data_files, callables=False)
     num_fewshot = lock.settings_for(record.profile, spec)["num_fewshot"]
     config["num_fewshot"] = num_fewshot
     try:

@@ -10,6 +10,7 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 """
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from .. import warm
 from ..errors import CheckFailed
@@ -111,6 +112,17 @@ def _warm_libraries(policy: Policy) -> None:
         warm.start("transformers")
 
 
+def _checked(level, run, context) -> LevelResult:
+    """A level's result; a check that stopped on a failed check (a pinned hook file whose bytes differ, a cache
+    file changed) is that level's FAIL, so the verdict still opens and closes the audit."""
+    try:
+        return level.check(run, context)
+    except CheckFailed as error:
+        result = LevelResult(level.name)
+        result.fail(str(error))
+        return result
+
+
 def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> Outcome:
     """Levels in order. The rescore's record-free work (the reviewer's own rows through the model) starts
     at once beside them; the record's scores meet it only after every earlier level passed."""
@@ -131,7 +143,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
             outcome.levels.append(LevelResult(level.name, skipped=reason))
             outcome.limits.append(level.limit)
         else:
-            outcome.levels.append(level.check(run, context))
+            outcome.levels.append(_checked(level, run, context))
     if run.record is None:
         outcome.scores_unverified.append("no run record: the run stopped before scoring was recorded")
         return outcome
@@ -147,7 +159,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
         return outcome
     from . import rescore
 
-    level = rescore.check(run, context, prefetch)
+    level = _checked(SimpleNamespace(name="rescore", check=lambda r, c: rescore.check(r, c, prefetch)), run, context)
     outcome.levels.append(level)
     outcome.scores_unverified += level.sampled
     if level.drift_only:

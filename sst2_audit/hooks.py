@@ -1,0 +1,162 @@
+"""Task code hooks (`!function utils.process_docs` in a task YAML) as pinned shared code.
+
+A hook is a function in a Python file of the installed lm-eval (a task's `utils.py`). The lock pins
+that file by sha256 like the YAML. Both paths run the same function: it is loaded here from the bytes
+whose sha256 was checked (never through lm-eval's loader or registry) and handed to lm-eval's task
+config and to the independent path alike. What such code computes is therefore shared, not
+re-derived: records, card and page say so. A hook file is read statically before it is ever run;
+one that imports lm-eval internals, may reach the network or the file system, or draws random
+numbers or the time is refused with the reason.
+
+lm-eval resolves `!function a.b` to the function `b` of `a.py` beside the YAML file that holds the tag
+(lm_eval/utils.py import_function): an included YAML's hooks live beside that YAML.
+"""
+
+import ast
+import hashlib
+import inspect
+import re
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CheckFailed, InputError
+
+HOOK_KEYS = ("process_docs", "doc_to_text", "doc_to_target", "doc_to_choice")  # hooks both paths may share
+# Modules a hook may import: text and data handling that is deterministic and stays in the process.
+ALLOWED_IMPORTS = {"re", "string", "datasets", "functools", "typing", "collections", "json", "math", "numpy",
+                   "unicodedata", "itertools", "ast", "copy", "hashlib", "html", "dataclasses", "enum", "textwrap",
+                   "__future__"}
+REFUSED_NAMES = {"open": "opens files", "eval": "evaluates text as code", "exec": "runs text as code",
+                 "__import__": "imports by name", "compile": "compiles text as code", "input": "reads the terminal",
+                 "load_dataset": "loads a dataset (the network or the hub)"}
+
+
+@dataclass(frozen=True)
+class Hook:
+    key: str  # the config field: process_docs, doc_to_text, ...
+    path: str  # the hook's file, relative to the folder holding the lm_eval package
+    function: str
+    file: str  # its absolute path on this machine (never recorded)
+    sha256: str | None = None  # the lock's pin (set by task_spec.spec_for)
+
+    def describe(self) -> str:
+        return f"{self.key}: {self.path}::{self.function}"
+
+    def __call__(self, *args):
+        return load(self)(*args)
+
+
+def _function_keys(path: Path) -> dict:
+    """{config key: 'module.function'} of the `!function` tags written in this one YAML file."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: ("!function", loader.construct_scalar(node)))
+    Loader.add_multi_constructor("", lambda loader, suffix, node: None)  # other tags: not hooks
+    with open(path, "rb") as handle:
+        raw = yaml.load(handle, Loader=Loader)
+    if not isinstance(raw, dict):
+        return {}
+    return {key: value[1] for key, value in raw.items()
+            if isinstance(value, tuple) and len(value) == 2 and value[0] == "!function"}
+
+
+def find(config: dict, yaml_paths: list, root: Path) -> tuple:
+    """The hooks of a merged config: each `!function` key resolved beside the YAML that wrote it (the
+    task's own file first: an including file wins over its includes)."""
+    import yaml
+
+    keys = [key for key, value in config.items() if isinstance(value, yaml.Node)]
+    hooks = []
+    for key in keys:
+        written = next(((p, tags[key]) for p in yaml_paths for tags in [_function_keys(p)] if key in tags), None)
+        if written is None:
+            raise InputError(f"`!function` hook {key}: no YAML file of the task writes it.")
+        *module, function = written[1].split(".")
+        file = Path(written[0]).parent / f"{'.'.join(module)}.py"
+        hooks.append(Hook(key, str(file.resolve().relative_to(root.resolve())), function, str(file)))
+    return tuple(hooks)
+
+
+def code_reason(file: Path, function: str) -> str | None:
+    """Why this hook file may not run in an audit, or None (read statically, never run here)."""
+    if not file.is_file():
+        return f"its file {file.name} is not installed"
+    try:
+        tree = ast.parse(file.read_bytes())
+    except (SyntaxError, ValueError) as error:
+        return f"its file {file.name} does not parse ({error})"
+    dynamic = any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "globals" for node in ast.walk(tree))
+    if not dynamic and not any(isinstance(node, (ast.FunctionDef, ast.Assign)) and function in (
+            [node.name] if isinstance(node, ast.FunctionDef) else [getattr(t, "id", None) for t in node.targets])
+            for node in tree.body):  # a def, a name bound to a partial, or globals().update (global_mmlu)
+        return f"{file.name} defines no top-level function {function}"
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                return f"{file.name} imports a sibling module (relative import)"
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                top = name.split(".")[0]
+                if top == "lm_eval":
+                    return f"{file.name} imports lm-eval internals ({name})"
+                if top not in ALLOWED_IMPORTS:
+                    return f"{file.name} imports {name} (hooks may import only {', '.join(sorted(ALLOWED_IMPORTS))})"
+        elif isinstance(node, ast.Call):
+            called = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if called in REFUSED_NAMES:
+                return f"{file.name} calls {called} (it {REFUSED_NAMES[called]})"
+        elif isinstance(node, ast.Attribute) and node.attr == "random":
+            return f"{file.name} uses .random (not deterministic)"
+    return None
+
+
+_LOADED: dict = {}
+
+
+def load(hook: Hook):
+    """The hook's function, from the bytes whose sha256 is the lock's pin (hashed and compiled from one read)."""
+    if hook.sha256 is None:
+        raise CheckFailed(f"hook {hook.describe()}: its file is not pinned by the lock.")
+    key = (hook.file, hook.sha256)
+    if key not in _LOADED:
+        data = Path(hook.file).read_bytes()
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != hook.sha256:
+            raise CheckFailed(f"{hook.file}: sha256 {actual}, but the lock pins {hook.path} as {hook.sha256}; the hook "
+                              "code is not the pinned code.")
+        module = types.ModuleType(f"sst2_audit_hook_{hook.sha256[:16]}")
+        module.__file__ = hook.file
+        exec(compile(data, hook.file, "exec"), module.__dict__)  # noqa: S102 - pinned, statically checked code
+        _LOADED[key] = module
+    function = getattr(_LOADED[key], hook.function, None)
+    if not callable(function):
+        raise InputError(f"{hook.path}: defines no function {hook.function}.")
+    return function
+
+
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def source(hook: Hook) -> str:
+    """What lm-eval logs for a callable config field (TaskConfig.serialize_function: inspect.getsource, else
+    str(), whose memory address is made stable)."""
+    try:
+        return inspect.getsource(load(hook))
+    except (TypeError, OSError):
+        return stable(str(load(hook)))
+
+
+def stable(value):
+    """A logged config with the memory addresses of str(callable) (a functools.partial hook) replaced:
+    they differ from process to process and mean nothing to a reader."""
+    if isinstance(value, str):
+        return ADDRESS.sub(" at 0x...", value)
+    if isinstance(value, dict):
+        return {key: stable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [stable(item) for item in value]
+    return value

@@ -1,0 +1,134 @@
+"""Task code hooks as pinned shared code (sst2_audit/hooks.py): read statically before they run, loaded
+from the bytes the lock pins, run by both paths, named on every output; a changed byte is refused."""
+
+import json
+import random
+
+import pytest
+
+from conftest import DEMOS, one_paragraph, prepare_run_audit, run_script
+from sst2_audit import hooks
+from sst2_audit.errors import CheckFailed
+from sst2_audit.evaluator_pin import installed_root
+
+GOOD = "import re\nimport datasets\n\n\ndef process_docs(dataset):\n    return dataset.map(lambda d: d)\n"
+
+
+def _reason(tmp_path, text: str, function: str = "process_docs"):
+    path = tmp_path / "utils.py"
+    path.write_text(text)
+    return hooks.code_reason(path, function)
+
+
+def test_a_hook_file_is_read_statically_and_refused_with_the_reason(tmp_path):
+    assert _reason(tmp_path, GOOD) is None
+    assert _reason(tmp_path, "from lm_eval.api.registry import x\n" + GOOD) == (
+        "utils.py imports lm-eval internals (lm_eval.api.registry)")
+    assert _reason(tmp_path, "import random\n" + GOOD).startswith("utils.py imports random (hooks may import only ")
+    assert _reason(tmp_path, GOOD + "\ndef more():\n    return open('x').read()\n") == "utils.py calls open (it opens files)"
+    assert _reason(tmp_path, "from datasets import load_dataset\n" + GOOD + "\nload_dataset('x')\n") == (
+        "utils.py calls load_dataset (it loads a dataset (the network or the hub))")
+    assert _reason(tmp_path, "import numpy as np\n" + GOOD + "\nX = np.random.rand()\n") == (
+        "utils.py uses .random (not deterministic)")
+    assert _reason(tmp_path, GOOD, "process_stem") == "utils.py defines no top-level function process_stem"
+    assert _reason(tmp_path, "from .other import f\n" + GOOD) == "utils.py imports a sibling module (relative import)"
+    # global_mmlu binds its functions through globals().update: found at load time, not statically
+    assert _reason(tmp_path, GOOD + "\nglobals().update({'process_stem': process_docs})\n", "process_stem") is None
+    assert _reason(tmp_path, "def process_docs(:\n") .startswith("its file utils.py does not parse")
+
+
+def test_generated_hook_files_are_refused_exactly_when_they_import_outside_the_allowed_set(tmp_path):
+    """Generated cases: random mixes of allowed and refused imports, in both import forms."""
+    refused = ["os", "sys", "random", "time", "subprocess", "requests", "urllib.request", "socket", "pickle",
+               "lm_eval.utils", "huggingface_hub", "sklearn.metrics", "evaluate", "transformers"]
+    allowed = sorted(hooks.ALLOWED_IMPORTS - {"__future__"})
+    rng = random.Random(5)
+    for case in range(200):
+        chosen = rng.sample(allowed, rng.randint(0, 3)) + rng.sample(refused, rng.randint(0, 2) if case % 3 else 0)
+        rng.shuffle(chosen)
+        lines = [f"import {name}" if rng.random() < 0.5 else f"from {name} import something" for name in chosen]
+        reason = _reason(tmp_path, "\n".join(lines) + "\n" + GOOD)
+        first_refused = next((name for name in chosen if name.split(".")[0] not in hooks.ALLOWED_IMPORTS), None)
+        if first_refused is None:
+            assert reason is None, (lines, reason)
+        elif first_refused.startswith("lm_eval"):
+            assert reason == f"utils.py imports lm-eval internals ({first_refused})", (lines, reason)
+        else:
+            assert reason.startswith(f"utils.py imports {first_refused} (hooks may import only"), (lines, reason)
+
+
+def test_list_tasks_supports_hooks_that_run_as_pinned_code_and_names_the_others():
+    done = run_script("run.py", "--list-tasks", "hellaswag")
+    assert done.stdout.splitlines()[1].split()[:2] == ["hellaswag", "supported"], done.stdout
+    done = run_script("run.py", "--list-tasks", "truthfulqa_mc2")
+    assert done.stdout.splitlines()[1].split()[1:] == (
+        "refused uses `!function` hooks for process_results (a metric computed by task code is not re-derived; "
+        "shared hooks: process_docs, doc_to_text, doc_to_target, doc_to_choice)").split(), done.stdout
+    done = run_script("run.py", "--list-tasks", "*")
+    summary = done.stdout.splitlines()[0]
+    supported = sum(line.split()[1] == "supported" for line in done.stdout.splitlines()[1:] if len(line.split()) > 1)
+    assert summary.startswith("7225 installed multiple_choice tasks match '*', ") and supported >= 5000, summary
+
+
+def test_a_loaded_hook_is_the_pinned_bytes_or_nothing(tmp_path):
+    path = tmp_path / "utils.py"
+    path.write_text(GOOD)
+    import hashlib
+
+    pinned = hashlib.sha256(GOOD.encode()).hexdigest()
+    hook = hooks.Hook("process_docs", "lm_eval/tasks/x/utils.py", "process_docs", str(path), pinned)
+    assert callable(hooks.load(hook)) and hooks.source(hook).startswith("def process_docs(dataset):")
+    path.write_text(GOOD.replace("d: d", "d: d "))  # one byte more
+    changed = hooks.Hook("process_docs", "lm_eval/tasks/x/utils.py", "process_docs", str(path), pinned)
+    hooks._LOADED.clear()
+    with pytest.raises(CheckFailed, match=f"but the lock pins lm_eval/tasks/x/utils.py as {pinned}; the hook code"):
+        hooks.load(changed)
+    assert hooks.stable("functools.partial(<function f at 0x7f3a2b>, subject='x')") == (
+        "functools.partial(<function f at 0x...>, subject='x')")
+
+
+def _shadow_lm_eval(tmp_path):
+    """A copy of the installed lm_eval in which only hellaswag/utils.py differs, by one byte: every other
+    file is a link to the installed one. First on PYTHONPATH, it is the lm_eval a run imports."""
+    root = installed_root() / "lm_eval"
+    shadow = tmp_path / "shadow" / "lm_eval"
+    shadow.mkdir(parents=True)
+    for entry in root.iterdir():
+        if entry.name != "tasks":
+            (shadow / entry.name).symlink_to(entry)
+    (shadow / "tasks").mkdir()
+    for entry in (root / "tasks").iterdir():
+        if entry.name != "hellaswag":
+            (shadow / "tasks" / entry.name).symlink_to(entry)
+    (shadow / "tasks" / "hellaswag").mkdir()
+    for entry in (root / "tasks" / "hellaswag").iterdir():
+        if entry.is_file():
+            (shadow / "tasks" / "hellaswag" / entry.name).write_bytes(entry.read_bytes())
+    utils = shadow / "tasks" / "hellaswag" / "utils.py"
+    utils.write_bytes(utils.read_bytes().replace(b'text.replace("  ", " ")', b'text.replace("  ", "_")'))
+    return {"PYTHONPATH": str(shadow.parent)}
+
+
+def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_byte_is_refused(tmp_path):
+    """HellaSwag-shaped demo data at 10 shots: lm-eval and the independent path both run the pinned
+    process_docs; both paths bit for bit, the default audit rescoring every row says PASS."""
+    record = prepare_run_audit(DEMOS, "embedded-hellaswag-10shot", tmp_path)
+    assert record["max_abs_diff"] == 0.0 and [len(q["shots"]) for q in record["questions"]] == [10, 10]
+    assert record["evaluator"]["shared_code"] == [{
+        "step": "process_docs", "file": "lm_eval/tasks/hellaswag/utils.py", "function": "process_docs",
+        "sha256": json.loads(DEMOS.read_text())["evaluator"]["files"]["lm_eval/tasks/hellaswag/utils.py"]}]
+    assert record["task_config"]["effective"]["process_docs"].startswith("def process_docs(dataset: datasets.Dataset)")
+    private = json.loads((tmp_path / "private" / "private.json").read_text())
+    assert all("query" in q["doc"] and "gold" in q["doc"] for q in private["questions"])  # the processed docs
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "shared pinned code, not re-derived: process_docs ran lm_eval/tasks/hellaswag/utils.py::process_docs" in page
+    shadow = _shadow_lm_eval(tmp_path)
+    done = run_script("run.py", "--lock", DEMOS, "--profile", "embedded-hellaswag-10shot", "--cache",
+                      tmp_path / "cache", "--smoke", "--out", tmp_path / "out2", "--private", tmp_path / "private2",
+                      env=shadow)
+    assert done.returncode == 1, done.stderr
+    assert "lm_eval/tasks/hellaswag/utils.py: expected sha256 " in one_paragraph(done.stderr)
+    assert not (tmp_path / "out2").exists()
+    done = run_script("audit.py", "--lock", DEMOS, "--out", tmp_path / "out", "--cache", tmp_path / "cache", env=shadow)
+    assert done.returncode == 1 and "VERDICT: FAIL" in done.stdout, done.stdout + done.stderr
+    assert "lm_eval/tasks/hellaswag/utils.py" in done.stdout + done.stderr
