@@ -57,7 +57,7 @@ elif what in ("passes", "smoke"):
     scorer = IndependentScorer(model, settings["max_length"])
     for idx in [i for i in data.split.dev_ids[:rows_wanted] for _ in range(rounds)]:
         doc = data.by_idx[idx].as_doc()
-        scorer.score(idx, encode_question(tokenizer, spec.context(doc), spec.candidates(doc), idx,
+        scorer.score(idx, encode_question(tokenizer, spec.requests(doc, spec.prefix(doc)), idx,
                                           settings["max_length"], settings["add_bos_token"]))
 else:
     sys.exit(f"unknown floor {what!r}")

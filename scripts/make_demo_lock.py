@@ -31,6 +31,9 @@ HELLASWAG_COLUMNS = [["ind", "int64"], ["activity_label", "string"], ["ctx_a", "
                      ["split_type", "string"], ["label", "string"]]
 
 
+WINOGRANDE_COLUMNS = [["sentence", "string"], ["option1", "string"], ["option2", "string"], ["answer", "string"]]
+
+
 def _demo_data(folder: str, splits: tuple, columns: list) -> dict:
     return {"source": "demo", "columns": columns, "files": [
         {"path": f"data/demo/{folder}/{split}.jsonl", "split": split,
@@ -83,6 +86,11 @@ def demo_lock(shipped: dict) -> dict:
             DEMO.format(what="everyday-activity contexts and endings in HellaSwag's schema (10 shots from train; "
                              "its process_docs hook runs as pinned shared code)", task="HellaSwag"),
             "everyday-activity contexts written for sst2-audit in HellaSwag's schema, 10 shots from its train split"),
+        "embedded-winogrande-5shot": _profile(
+            "winogrande", _demo_data("winogrande", ("train", "validation"), WINOGRANDE_COLUMNS), {"num_fewshot": 5},
+            DEMO.format(what="fill-the-blank sentences in Winogrande's schema (5 shots from train; a multiple-input "
+                             "task whose hooks run as pinned shared code)", task="Winogrande"),
+            "fill-the-blank sentences written for sst2-audit in Winogrande's schema, 5 shots from its train split"),
     }
     raw["schema_version"] = LOCK_SCHEMA_VERSION
     return raw

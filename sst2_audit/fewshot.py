@@ -74,21 +74,27 @@ def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluate
 
 def shot_text(spec, doc: dict, delimiter: str) -> str:
     """One labelled example: its text, the target delimiter, its answer as text, the few-shot delimiter."""
-    target = spec.target(doc)
+    target, question = spec.target(doc), spec.shot_question(doc)
     if target == "":
-        return spec.text(doc)
+        return question
     if isinstance(target, list):
         answer = str(target[0])
     elif isinstance(target, str):
         answer = target
     else:
         answer = str(spec.choices(doc)[target])
-    return spec.text(doc) + spec.target_delimiter + answer + delimiter
+    return question + spec.target_delimiter + answer + delimiter
+
+
+def prefix(spec, doc: dict, shots: list, delimiter: str) -> str:
+    """description + every shot: what fewshot_context puts before the question (a multiple-input task's
+    whole context, each choice then appended by construct_requests)."""
+    return spec.prefix(doc) + "".join(shot_text(spec, shot, delimiter) for shot in shots)
 
 
 def context(spec, doc: dict, shots: list, delimiter: str) -> str:
     """description + every shot + the question's own text (fewshot_context without a chat template)."""
-    return spec.prefix(doc) + "".join(shot_text(spec, shot, delimiter) for shot in shots) + spec.text(doc)
+    return prefix(spec, doc, shots, delimiter) + spec.text(doc)
 
 
 @dataclass(frozen=True)
@@ -102,11 +108,15 @@ class Plan:
     def context(self, spec, idx: int, doc: dict) -> str:
         return context(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
 
+    def prefix(self, spec, idx: int, doc: dict) -> str:
+        return prefix(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
+
     def own_question(self, spec) -> list:
-        """Scored ids shown their own question as a shot: a shot whose doc_to_text equals the question's (a
-        duplicate row; lm-eval drops only a dict-equal doc). Its answer would be in its own prompt."""
+        """Scored ids shown their own question as a shot: a shot whose requests (its text and choices; a
+        multiple-input task's whole sentences) equal the question's, a duplicate row (lm-eval drops only a
+        dict-equal doc). Its answer would be in its own prompt."""
         return sorted(idx for idx, positions in self.positions.items() for doc in [self.evaluated[idx]]
-                      if any(spec.text(self.docs[p]) == spec.text(doc) for p in positions))
+                      if any(spec.requests(self.docs[p], "") == spec.requests(doc, "") for p in positions))
 
     def sealed(self, spec, confirm_ids) -> list:
         """Sealed confirmation rows it would show as shots (only when shots come from the evaluated split)."""

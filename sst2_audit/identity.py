@@ -34,10 +34,12 @@ class ExpectedQuestion:
     context_tokens: tuple
     candidate_token_ids: tuple
     shots: tuple = ()  # positions of its shots in the shot split (few-shot), in context order
+    contexts: tuple = ()  # each candidate's context: all `context` but for a multiple-input task
+    contexts_tokens: tuple = ()  # each candidate's context tokens
 
     def pairs(self) -> list:
         """The encoded (context, candidate) pairs the independent path scores."""
-        return [EncodedPair(self.context_tokens, ids) for ids in self.candidate_token_ids]
+        return [EncodedPair(tokens, ids) for tokens, ids in zip(self.contexts_tokens, self.candidate_token_ids)]
 
     def public_fields(self) -> dict:
         return {
@@ -56,17 +58,20 @@ def public_candidate(spec, candidate: str) -> str:
 
 def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = False,
                       shots=None) -> ExpectedQuestion:
-    """shots: a fewshot.Plan when the profile pins num_fewshot > 0, else None (zero-shot)."""
-    context = shots.context(spec, row.idx, row.doc) if shots is not None else spec.context(row.doc)
+    """shots: a fewshot.Plan when the profile pins num_fewshot > 0, else None (zero-shot). lm-eval logs the
+    first request's context as the prompt (its prompt_hash): for a multiple-input task, with the first choice."""
+    prefix = shots.prefix(spec, row.idx, row.doc) if shots is not None else spec.prefix(row.doc)
+    requests = spec.requests(row.doc, prefix)
     choices = spec.choices(row.doc)
-    candidates = [spec.target_delimiter + choice for choice in choices]
-    pairs = encode_question(tokenizer, context, candidates, row.idx, max_length, bos)
+    pairs = encode_question(tokenizer, requests, row.idx, max_length, bos)
+    context, candidates = requests[0][0], [candidate for _, candidate in requests]
     return ExpectedQuestion(
         row.idx, spec.gold(row.doc, choices), row.doc.get("idx"), spec.target(row.doc), doc_hash(row.as_doc()),
         prompt_hash(context),
         context, tuple(candidates), tuple(public_candidate(spec, c) for c in candidates),
         tuple(len(choice) for choice in choices), pairs[0].context_tokens,
         tuple(p.continuation_tokens for p in pairs), tuple(shots.positions[row.idx]) if shots is not None else (),
+        tuple(c for c, _ in requests), tuple(p.context_tokens for p in pairs),
     )
 
 
@@ -113,7 +118,7 @@ def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, of
         expected = {
             "doc_id": claimed.idx, "doc.idx": claimed.doc_idx, "doc_hash (of the logged doc)": claimed.doc_hash,
             "target": claimed.target, "doc_hash": claimed.doc_hash, "prompt_hash": claimed.prompt_hash,
-            "context_hashes": [claimed.prompt_hash],
+            "context_hashes": sorted({prompt_hash(context) for context in claimed.contexts}),
             "candidates_sha256": [sha256_text(candidate) for candidate in claimed.candidates],
             "context_tokens_hash": tokens_hash([claimed.context_tokens]),
             "context_length": len(claimed.context_tokens),

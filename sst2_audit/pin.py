@@ -134,9 +134,8 @@ def _table(path: Path):
 def _renders(spec, doc: dict, origin: Path) -> None:
     """The task's templates must render on the data (a missing field fails here, not after a model load)."""
     try:
-        choices = spec.candidates(doc)
-        spec.gold(doc, choices)
-        spec.context(doc)
+        spec.gold(doc, spec.choices(doc))
+        spec.requests(doc, spec.prefix(doc))
     except Exception as error:  # Jinja2's UndefinedError, a KeyError, a bad index: the data is not the task's
         raise InputError(f"{origin}: task {spec.name}'s templates do not render on its first row "
                          f"({type(error).__name__}: {str(error)[:160]}); the data's columns are {list(doc)}.") from None

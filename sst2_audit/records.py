@@ -320,7 +320,7 @@ def read(path: Path, kind):
 @dataclass
 class LmEvalSample:
     doc_id: int
-    target: int
+    target: int | str  # doc_to_target: an index, or text (a multiple-input task's shared continuation)
     resps: list[list[list]]  # per candidate: [[log-likelihood, is_greedy]]
     prompt_hash: str
     doc_hash: str

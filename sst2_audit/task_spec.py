@@ -87,16 +87,44 @@ class TaskSpec:
         return fixed if fixed is not None else tuple(f"choice {k}" for k in range(count))
 
     # --- rendering, as lm-eval's ConfigurableTask does it (SOURCE_MAP steps 9-12) ---
-    def context(self, doc: dict) -> str:
-        """The zero-shot context: the description, then doc_to_text."""
-        return self.prefix(doc) + self.text(doc)
-
     def prefix(self, doc: dict) -> str:
         """The task's description rendered for this document ("" when it has none)."""
         return render(self.description, doc) if self.description else ""
 
     def text(self, doc: dict) -> str:
         """doc_to_text alone (a few-shot context puts the shots between the description and this)."""
+        text = self._doc_to_text(doc)
+        if not isinstance(text, str):
+            raise InputError(f"task {self.name}: doc_to_text gave {type(text).__name__} {str(text)[:40]!r}; "
+                             "a context must be text.")
+        return text
+
+    def input_index(self, doc: dict) -> int | None:
+        """A multiple-input task's doc_to_text gives the right choice's index (winogrande), else None."""
+        text = self._doc_to_text(doc)
+        return text if type(text) is int else None
+
+    def shot_question(self, doc: dict) -> str:
+        """A shot's question text (ContextSampler.get_context): doc_to_text, or the chosen choice of a
+        multiple-input task."""
+        index = self.input_index(doc)
+        return self.text(doc) if index is None else self.choices(doc)[index]
+
+    def requests(self, doc: dict, prefix: str) -> list:
+        """(context, continuation) per choice as construct_requests builds them; `prefix` is the description
+        and the shots. A multiple-input task puts each choice in the context and scores the shared
+        continuation, doc_to_target (SOURCE_MAP step 61)."""
+        choices, index = self.choices(doc), self.input_index(doc)
+        if index is None:
+            context = prefix + self.text(doc)
+            return [(context, self.target_delimiter + choice) for choice in choices]
+        target = self.target(doc)
+        if not isinstance(target, str):
+            raise InputError(f"task {self.name}: a multiple-input doc_to_target must give the shared continuation "
+                             f"as text, got {type(target).__name__} {str(target)[:40]!r}.")
+        return [(prefix + choice, self.target_delimiter + target) for choice in choices]
+
+    def _doc_to_text(self, doc: dict):
         setting = self.doc_to_text
         if isinstance(setting, str) and setting in doc:
             text = doc[setting]
@@ -108,9 +136,9 @@ class TaskSpec:
             text = setting(doc)
         else:
             text = setting
-        if not isinstance(text, str):
+        if not (isinstance(text, str) or type(text) is int):
             raise InputError(f"task {self.name}: doc_to_text gave {type(text).__name__} {str(text)[:40]!r}; "
-                             "a context must be text (multiple-input tasks are not supported).")
+                             "expected text, or a choice index (a multiple-input task).")
         return text
 
     def choices(self, doc: dict) -> list:
@@ -128,10 +156,6 @@ class TaskSpec:
                              f"got {str(choices)[:60]!r}.")
         return list(choices)
 
-    def candidates(self, doc: dict) -> list:
-        """The continuations scored: target_delimiter + choice (construct_requests)."""
-        return [self.target_delimiter + choice for choice in self.choices(doc)]
-
     def target(self, doc: dict):
         """doc_to_target as lm-eval returns it (and logs it as the sample's `target`)."""
         setting = self.doc_to_target
@@ -145,8 +169,10 @@ class TaskSpec:
         return setting
 
     def gold(self, doc: dict, choices: list) -> int:
-        """The target resolved to a choice index as process_results does; out of range is bad data."""
-        target = self.target(doc)
+        """The target resolved to a choice index as process_results does (a multiple-input task's gold is
+        doc_to_text's index); out of range is bad data."""
+        index = self.input_index(doc)
+        target = self.target(doc) if index is None else index
         if isinstance(target, str):
             target = choices.index(target) if target in choices else -1
         if type(target) is not int or not 0 <= target < len(choices):

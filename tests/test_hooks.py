@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from conftest import DEMOS, one_paragraph, prepare_run_audit, run_script
+from conftest import DEMOS, REPO, one_paragraph, prepare_run_audit, run_script
 from sst2_audit import hooks
 from sst2_audit.errors import CheckFailed
 from sst2_audit.evaluator_pin import installed_root
@@ -87,8 +87,8 @@ def test_a_loaded_hook_is_the_pinned_bytes_or_nothing(tmp_path):
         "functools.partial(<function f at 0x...>, subject='x')")
 
 
-def _shadow_lm_eval(tmp_path):
-    """A copy of the installed lm_eval in which only hellaswag/utils.py differs, by one byte: every other
+def _shadow_lm_eval(tmp_path, folder: str, name: str, old: bytes, new: bytes):
+    """A copy of the installed lm_eval in which only tasks/`folder`/`name` differs, by one byte: every other
     file is a link to the installed one. First on PYTHONPATH, it is the lm_eval a run imports."""
     root = installed_root() / "lm_eval"
     shadow = tmp_path / "shadow" / "lm_eval"
@@ -98,15 +98,29 @@ def _shadow_lm_eval(tmp_path):
             (shadow / entry.name).symlink_to(entry)
     (shadow / "tasks").mkdir()
     for entry in (root / "tasks").iterdir():
-        if entry.name != "hellaswag":
+        if entry.name != folder:
             (shadow / "tasks" / entry.name).symlink_to(entry)
-    (shadow / "tasks" / "hellaswag").mkdir()
-    for entry in (root / "tasks" / "hellaswag").iterdir():
+    (shadow / "tasks" / folder).mkdir()
+    for entry in (root / "tasks" / folder).iterdir():
         if entry.is_file():
-            (shadow / "tasks" / "hellaswag" / entry.name).write_bytes(entry.read_bytes())
-    utils = shadow / "tasks" / "hellaswag" / "utils.py"
-    utils.write_bytes(utils.read_bytes().replace(b'text.replace("  ", " ")', b'text.replace("  ", "_")'))
+            (shadow / "tasks" / folder / entry.name).write_bytes(entry.read_bytes())
+    hook = shadow / "tasks" / folder / name
+    changed = hook.read_bytes().replace(old, new)
+    assert len(changed) == hook.stat().st_size and changed != hook.read_bytes()  # one byte differs
+    hook.write_bytes(changed)
     return {"PYTHONPATH": str(shadow.parent)}
+
+
+def _refused_with_a_changed_hook(tmp_path, profile: str, shadow: dict, file: str) -> None:
+    """The run stops before any model call and the audit of the good run fails, both naming the file."""
+    done = run_script("run.py", "--lock", DEMOS, "--profile", profile, "--cache", tmp_path / "cache", "--smoke",
+                      "--out", tmp_path / "out2", "--private", tmp_path / "private2", env=shadow)
+    assert done.returncode == 1, done.stderr
+    assert f"{file}: expected sha256 " in one_paragraph(done.stderr)
+    assert not (tmp_path / "out2").exists()
+    done = run_script("audit.py", "--lock", DEMOS, "--out", tmp_path / "out", "--cache", tmp_path / "cache", env=shadow)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL"), done.stdout + done.stderr
+    assert f"but the lock pins {file} as" in done.stdout
 
 
 def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_byte_is_refused(tmp_path):
@@ -122,13 +136,27 @@ def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_
     assert all("query" in q["doc"] and "gold" in q["doc"] for q in private["questions"])  # the processed docs
     page = (tmp_path / "out" / "report.html").read_text()
     assert "shared pinned code, not re-derived: process_docs ran lm_eval/tasks/hellaswag/utils.py::process_docs" in page
-    shadow = _shadow_lm_eval(tmp_path)
-    done = run_script("run.py", "--lock", DEMOS, "--profile", "embedded-hellaswag-10shot", "--cache",
-                      tmp_path / "cache", "--smoke", "--out", tmp_path / "out2", "--private", tmp_path / "private2",
-                      env=shadow)
-    assert done.returncode == 1, done.stderr
-    assert "lm_eval/tasks/hellaswag/utils.py: expected sha256 " in one_paragraph(done.stderr)
-    assert not (tmp_path / "out2").exists()
-    done = run_script("audit.py", "--lock", DEMOS, "--out", tmp_path / "out", "--cache", tmp_path / "cache", env=shadow)
-    assert done.returncode == 1 and "VERDICT: FAIL" in done.stdout, done.stdout + done.stderr
-    assert "lm_eval/tasks/hellaswag/utils.py" in done.stdout + done.stderr
+    shadow = _shadow_lm_eval(tmp_path, "hellaswag", "utils.py", b'text.replace("  ", " ")', b'text.replace("  ", "_")')
+    _refused_with_a_changed_hook(tmp_path, "embedded-hellaswag-10shot", shadow, "lm_eval/tasks/hellaswag/utils.py")
+
+
+def test_winogrande_a_multiple_input_task_scores_every_context_with_the_shared_continuation(tmp_path):
+    """doc_to_text gives the right option's index, the choices are the sentence up to the blank with each
+    option, the continuation is the rest (all three hooks of preprocess_winogrande.py, shared pinned code)."""
+    record = prepare_run_audit(DEMOS, "embedded-winogrande-5shot", tmp_path)
+    assert record["max_abs_diff"] == 0.0 and [len(q["shots"]) for q in record["questions"]] == [5, 5]
+    assert [code["step"] for code in record["evaluator"]["shared_code"]] == ["doc_to_text", "doc_to_target",
+                                                                           "doc_to_choice"]
+    private = json.loads((tmp_path / "private" / "private.json").read_text())
+    rows = [json.loads(line) for line in (REPO / "data" / "demo" / "winogrande" / "validation.jsonl").read_text().splitlines()]
+    for question, recorded in zip(private["questions"], record["questions"]):
+        row = rows[question["idx"]]
+        blank = row["sentence"].index("_")
+        # lm-eval logs the first request's context: the five shots, then the sentence with option 1
+        assert question["context"].endswith("\n\n" + row["sentence"][:blank] + row["option1"])
+        assert question["context"].count("\n\n") == 5
+        assert recorded["label"] == int(row["answer"]) - 1 and len(recorded["scores"]["official"]) == 2
+        assert recorded["candidate_token_counts"][0] == recorded["candidate_token_counts"][1]  # one continuation
+    shadow = _shadow_lm_eval(tmp_path, "winogrande", "preprocess_winogrande.py", b'{"1": 0, "2": 1}', b'{"1": 0, "2": 0}')
+    _refused_with_a_changed_hook(tmp_path, "embedded-winogrande-5shot", shadow,
+                                 "lm_eval/tasks/winogrande/preprocess_winogrande.py")

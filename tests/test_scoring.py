@@ -18,7 +18,8 @@ def sst2():
 
 
 def context_for(sentence: str) -> str:
-    return sst2_spec().context({"sentence": sentence, "label": 1, "idx": 0})
+    spec, doc = sst2_spec(), {"sentence": sentence, "label": 1, "idx": 0}
+    return spec.requests(doc, spec.prefix(doc))[0][0]
 
 
 def sst2_spec():
@@ -43,10 +44,11 @@ def test_stderr_is_sample_std_over_sqrt_n():
 
 def test_prompt_and_candidates_are_the_protocol(tokenizer, sst2):
     doc = {"sentence": "a fine film .", "label": 1, "idx": 3}
-    assert sst2.context(doc) == "a fine film .\nQuestion: Is this sentence positive or negative?\nAnswer:"
-    assert sst2.candidates(doc) == [" negative", " positive"] and sst2.gold(doc, sst2.choices(doc)) == 1
+    context = "a fine film .\nQuestion: Is this sentence positive or negative?\nAnswer:"
+    assert sst2.requests(doc, sst2.prefix(doc)) == [(context, " negative"), (context, " positive")]
+    assert sst2.gold(doc, sst2.choices(doc)) == 1
     assert (sst2.eval_split, sst2.splits, sst2.metrics) == ("validation", ("train", "validation"), ("acc",))
-    pairs = encode_question(tokenizer, sst2.context(doc), sst2.candidates(doc), 3, 512)
+    pairs = encode_question(tokenizer, sst2.requests(doc, sst2.prefix(doc)), 3, 512)
     assert [p.continuation_tokens for p in pairs] == [(3524,), (2731,)]
     assert pairs[0].context_tokens == tuple(tokenizer.encode(context_for("a fine film .")))
 
@@ -71,7 +73,8 @@ def test_multi_token_candidate_is_summed_over_its_tokens(tokenizer, tiny_model):
 
 def test_one_token_candidates_share_one_forward_pass(tokenizer, tiny_model):
     scorer = IndependentScorer(tiny_model, 512)
-    scorer.score(0, encode_question(tokenizer, context_for("a fine film ."), [" negative", " positive"], 0, 512))
+    scorer.score(0, encode_question(tokenizer, [(context_for("a fine film ."), c) for c in (" negative", " positive")],
+                                    0, 512))
     assert scorer.forward_calls == 1
 
 
@@ -85,7 +88,7 @@ def test_over_long_input_fails_cleanly(tokenizer):
     sentence = " ".join(["splendid"] * 600)
     with pytest.raises(InputError, match=r"row idx 17: the model input is \d+ tokens, longer than max_length 512; "
                                          r"the protocol never truncates"):
-        encode_question(tokenizer, context_for(sentence), [" negative", " positive"], 17, 512)
+        encode_question(tokenizer, [(context_for(sentence), c) for c in (" negative", " positive")], 17, 512)
 
 
 def test_a_confirmation_row_can_never_be_scored():

@@ -51,8 +51,9 @@ def _lm_eval_scores(hflm, context: str, candidates: list) -> list:
 def test_the_three_pinned_tasks_are_specs_read_from_the_installed_yaml(lock):
     rte, inverse = spec_for(lock, "rte"), spec_for(lock, IS_TASK)
     doc = {"sentence1": "Mara rowed home.", "sentence2": "Mara was on the water.", "label": 0, "idx": 0}
-    assert rte.context(doc) == "Mara rowed home.\nQuestion: Mara was on the water. True or False?\nAnswer:"
-    assert rte.candidates(doc) == [" True", " False"] and rte.gold(doc, rte.choices(doc)) == 0
+    context = "Mara rowed home.\nQuestion: Mara was on the water. True or False?\nAnswer:"
+    assert rte.requests(doc, rte.prefix(doc)) == [(context, " True"), (context, " False")]
+    assert rte.gold(doc, rte.choices(doc)) == 0
     assert inverse.yaml_files == ("lm_eval/tasks/inverse_scaling/inverse_scaling_redefine_math.yaml",
                                   "lm_eval/tasks/inverse_scaling/_inverse_scaling_mc_yaml")  # the include is pinned
     assert (inverse.eval_split, inverse.splits, inverse.metrics) == ("train", ("train",), ("acc", "acc_norm"))
@@ -63,8 +64,8 @@ def test_an_empty_target_delimiter_scores_the_classes_as_written(lock):
     inverse = spec_for(lock, IS_TASK)
     doc = {"prompt": "Q: What is 4 plus 5?\nA:", "classes": [" 9", " 20"], "answer_index": 0}
     assert inverse.target_delimiter == ""
-    assert inverse.context(doc) == "Q: What is 4 plus 5?\nA:"
-    assert inverse.candidates(doc) == [" 9", " 20"]  # the leading space is the class's own
+    # the leading space is the class's own
+    assert inverse.requests(doc, inverse.prefix(doc)) == [("Q: What is 4 plus 5?\nA:", " 9"), ("Q: What is 4 plus 5?\nA:", " 20")]
 
 
 def test_trailing_whitespace_of_a_context_moves_onto_the_candidate_as_in_lm_eval(tokenizer, tiny_model, hflm):
@@ -111,24 +112,24 @@ def test_acc_norm_ties_go_to_the_first_choice_like_numpy_argmax():
         predict_norm([-1.0, -2.0], [0, 3])
 
 
-def test_a_task_with_function_hooks_is_refused_with_the_reason():
-    with pytest.raises(InputError, match=r"task hellaswag \(lm_eval/tasks/hellaswag/hellaswag.yaml\) is not supported: "
-                                         r"it uses `!function` hooks \(process_docs\)"):
-        spec_from_yaml("hellaswag", "lm_eval/tasks/hellaswag/hellaswag.yaml", installed_root())
+def test_a_task_with_a_process_results_hook_is_refused_with_the_reason():
+    with pytest.raises(InputError, match=r"task truthfulqa_mc2 \(lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml\) is not "
+                                         r"supported: it uses `!function` hooks for process_results"):
+        spec_from_yaml("truthfulqa_mc2", "lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml", installed_root())
 
 
 def test_a_lock_pinning_a_refused_task_exits_2_naming_it(tmp_path):
     raw = load_lock_json()
-    raw["evaluator"]["tasks"]["hellaswag"] = "lm_eval/tasks/hellaswag/hellaswag.yaml"
-    raw["evaluator"]["files"]["lm_eval/tasks/hellaswag/hellaswag.yaml"] = "0" * 64
-    raw["profiles"]["embedded"]["task"] = "hellaswag"
+    raw["evaluator"]["tasks"]["truthfulqa_mc2"] = "lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml"
+    raw["evaluator"]["files"]["lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml"] = "0" * 64
+    raw["profiles"]["embedded"]["task"] = "truthfulqa_mc2"
     (tmp_path / "data" / "demo").mkdir(parents=True)
     lock = tmp_path / "lock.json"
     lock.write_text(json.dumps(raw))
     done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--smoke")
     assert done.returncode == 2
-    assert ("task hellaswag (lm_eval/tasks/hellaswag/hellaswag.yaml) is not supported: it uses `!function` hooks "
-            "(process_docs): code the audit cannot re-derive.") in one_paragraph(done.stderr)
+    assert ("task truthfulqa_mc2 (lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml) is not supported: it uses `!function` "
+            "hooks for process_results (a metric computed by task code is not re-derived") in one_paragraph(done.stderr)
 
 
 def test_task_option_names_the_profile_that_has_the_data():
@@ -148,7 +149,9 @@ def test_list_tasks_says_supported_or_why_not():
     lines = {row[0]: row[1:] for row in rows}
     assert lines["sst2"][0] == lines["rte"][0] == lines[IS_TASK][0] == "pinned"
     assert lines["arc_easy"] == ["supported", "lm_eval/tasks/arc/arc_easy.yaml"]
-    assert lines["hellaswag"][0] == "refused" and lines["hellaswag"][1].startswith("uses `!function` hooks (process_docs)")
+    assert lines["hellaswag"] == ["supported", "lm_eval/tasks/hellaswag/hellaswag.yaml"]  # its hook: pinned shared code
+    assert lines["afrimmlu_direct_amh_prompt_1"] == ["refused", "has a `!function` doc_to_text hook that cannot run as "
+                                                     "pinned shared code: utils.py imports lm-eval internals (lm_eval.utils)"]
     assert lines["mrpc"] == ["refused", "reports metrics ['f1'] (supported: acc, acc_norm)"]
     assert done.stdout.splitlines()[0].startswith(f"{len(done.stdout.splitlines()) - 1} installed multiple_choice "
                                                   "tasks match '*', ")
@@ -254,11 +257,15 @@ def test_a_multiple_input_template_and_a_blank_context_are_refused(lock, tokeniz
 
     sst2 = spec_for(lock, "sst2")
     multiple_input = dataclasses.replace(sst2, doc_to_text="{{label}}")
-    with pytest.raises(InputError, match=r"task sst2: doc_to_text gave int '1'; a context must be text "
-                                         r"\(multiple-input tasks are not supported\)"):
-        multiple_input.context({"sentence": "x", "label": 1, "idx": 0})
+    doc = {"sentence": "x", "label": 1, "idx": 0}
+    assert multiple_input.input_index(doc) == 1 and multiple_input.gold(doc, multiple_input.choices(doc)) == 1
+    with pytest.raises(InputError, match=r"task sst2: doc_to_text gave int '1'; a context must be text"):
+        multiple_input.text(doc)
+    with pytest.raises(InputError, match=r"task sst2: a multiple-input doc_to_target must give the shared "
+                                         r"continuation as text, got int '1'"):
+        multiple_input.requests(doc, "")
     with pytest.raises(InputError, match=r"context ' \\n' is empty or only whitespace"):
-        encode_question(tokenizer, " \n", [" negative"], 0, 512)
+        encode_question(tokenizer, [(" \n", " negative")], 0, 512)
 
 
 def test_a_gold_index_outside_the_choices_is_bad_data(lock):

@@ -180,6 +180,35 @@ def _hellaswag(rng: random.Random) -> tuple:
     return rows[:48], rows[48:]
 
 
+REASONS = [  # (the blank's clause, whether it names the giver (1) or the receiver (2))
+    ("had finished reading it", 1), ("wanted to read it next", 2), ("was moving house", 1),
+    ("had asked for it twice", 2), ("no longer needed it", 1), ("was curious about it", 2),
+    ("was leaving town", 1), ("had never seen one", 2),
+]
+GIFTS = ["the book", "the lamp", "the umbrella", "the chess set", "the bicycle", "the old radio", "the recipe"]
+
+
+def _winogrande_row(rng: random.Random) -> dict:
+    """A sentence with one blank and two people; `answer` names the option the blank refers to."""
+    giver, receiver = rng.sample(PEOPLE, 2)
+    reason, refers = rng.choice(REASONS)
+    sentence = f"{giver} gave {rng.choice(GIFTS)} to {receiver} because _ {reason}."
+    options = [giver, receiver] if rng.random() < 0.5 else [receiver, giver]
+    right = giver if refers == 1 else receiver
+    return {"sentence": sentence, "option1": options[0], "option2": options[1],
+            "answer": "1" if options[0] == right else "2"}
+
+
+def _winogrande(rng: random.Random) -> tuple:
+    seen, rows = set(), []
+    while len(rows) < 40 + 264:  # no sentence twice across both splits
+        row = _winogrande_row(rng)
+        if row["sentence"] not in seen:
+            seen.add(row["sentence"])
+            rows.append(row)
+    return rows[:40], rows[40:]
+
+
 def _write(path: Path, rows: list) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
@@ -194,6 +223,9 @@ def main() -> None:
         row = _inverse_scaling_row(rng)
         questions.setdefault(row["prompt"], row)
     _write(HERE / "inverse_scaling" / "train.jsonl", list(questions.values()))
+    train, validation = _winogrande(random.Random(SEED + 3))
+    _write(HERE / "winogrande" / "train.jsonl", train)
+    _write(HERE / "winogrande" / "validation.jsonl", validation)
     rng = random.Random(SEED + 2)  # each set its own generator: the others keep their bytes
     train, validation = _hellaswag(rng)
     _write(HERE / "hellaswag" / "train.jsonl", train)

@@ -88,8 +88,8 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
         if stop.is_set():  # the record's scores will not be compared: stop quietly
             return
         doc = data.by_idx[idx].as_doc()
-        context = shots.context(spec, idx, doc) if shots is not None else spec.context(doc)
-        encoded = encode_question(tokenizer, context, spec.candidates(doc), idx, settings["max_length"],
+        prefix = shots.prefix(spec, idx, doc) if shots is not None else spec.prefix(doc)
+        encoded = encode_question(tokenizer, spec.requests(doc, prefix), idx, settings["max_length"],
                                   settings["add_bos_token"])
         rescoring.rescored[idx] = list(scorer.score(idx, encoded).candidate_scores)
     say(f"[{name}] done in {time.perf_counter() - start:.1f} s")
