@@ -30,17 +30,18 @@ from sst2_audit.split import make_split  # noqa: E402
 from sst2_audit.task_spec import spec_for  # noqa: E402
 
 cache, profile = Path(sys.argv[1]).resolve(), sys.argv[2]
-settings = lock.run_settings
-torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] != "-" else settings["threads"])
 spec = spec_for(lock, lock.profile(profile).task)
-rows = read_parquet(cache / "data" / f"{spec.eval_split}.parquet", columns=columns_of(lock.profile(profile).data))
+settings = lock.settings_for(profile, spec)  # the profile's shots, max_length and attention, as run.py uses
+torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] != "-" else settings["threads"])
+parquet = cache / "data" / f"{spec.eval_split}.parquet"
+rows = spec.processed(read_parquet(parquet, columns=columns_of(lock.profile(profile).data)), parquet)
 dev_ids = make_split([r.idx for r in rows], lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows).dev_ids
 data_files = {s: str(cache / "data" / f"{s}.parquet") for s in spec.splits}
 lm = HFLM(pretrained=str(cache / "model"), dtype=settings["dtype"], attn_implementation=settings["attention"],
           batch_size=settings["batch_size"], max_length=settings["max_length"], device=settings["device"],
-          add_bos_token=False)
+          add_bos_token=settings["add_bos_token"])
 out = lm_eval.simple_evaluate(model=lm, tasks=[ConfigurableTask(config=task_config(spec, data_files))],
-                              num_fewshot=0, samples={spec.name: sorted(dev_ids)}, log_samples=True,
+                              num_fewshot=settings["num_fewshot"], samples={spec.name: sorted(dev_ids)}, log_samples=True,
                               random_seed=settings["seed"], numpy_random_seed=settings["seed"],
                               torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"])
 print("acc", out["results"][spec.name]["acc,none"])

@@ -44,7 +44,12 @@ class Hook:
         return f"{self.key}: {self.path}::{self.function}"
 
     def __call__(self, *args):
-        return load(self)(*args)
+        function = load(self)  # a changed file is a failed check (CheckFailed), never caught here
+        try:
+            return function(*args)
+        except Exception as error:  # the task's code on data that is not the task's: bad input, named
+            raise InputError(f"hook {self.path}::{self.function} failed on this data ({type(error).__name__}: "
+                             f"{str(error)[:160]}).") from None
 
 
 def _function_keys(path: Path) -> dict:

@@ -108,7 +108,10 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
     ("missing", "expected exactly one of validation.parquet, validation.jsonl, validation.csv for split 'validation', found 0."),
     ("mixed", "column 'label' mixes types"),
     ("pickle", "no *.safetensors weights (found pytorch_model.bin: pickle files are never loaded"),
-    ("task", "task hellaswag (lm_eval/tasks/hellaswag/hellaswag.yaml) is not supported: it uses `!function` hooks"),
+    ("task", "task truthfulqa_mc2 (lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml) is not supported: it uses `!function` "
+             "hooks for process_results"),
+    # a hook that fails on the data is bad input, named with the hook (rte-shaped data for hellaswag)
+    ("hook", "lm_eval/tasks/hellaswag/utils.py::process_docs failed on this data (KeyError: 'ctx_a')"),
     ("fields", "task boolq's templates do not render on its first row ("),
     ("bos", "--add-bos-token: the tokenizer of "),
     ("shots", "--pin x: the profile's settings: a profile may set attention (eager or sdpa), add_bos_token (true or "
@@ -132,7 +135,7 @@ def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case
             shutil.copyfile(own_model / name, model / name)
         (model / "pytorch_model.bin").write_bytes(b"not loaded")
     new_lock = tmp_path / "locks" / "x.lock.json"
-    task = {"task": "hellaswag", "fields": "boolq"}.get(case, "rte")
+    task = {"task": "truthfulqa_mc2", "hook": "hellaswag", "fields": "boolq"}.get(case, "rte")
     extra = {"bos": ["--add-bos-token"], "shots": ["--num-fewshot", "-1"]}.get(case, [])
     done = run_script("prepare.py", "--pin", "x", "--task", task, "--model", model, *extra,
                       "--data", data, "--new-lock", new_lock)
