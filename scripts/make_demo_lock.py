@@ -31,6 +31,8 @@ HELLASWAG_COLUMNS = [["ind", "int64"], ["activity_label", "string"], ["ctx_a", "
                      ["split_type", "string"], ["label", "string"]]
 
 
+ARC_COLUMNS = [["id", "string"], ["question", "string"],
+               ["choices", "struct<text: list<element: string>, label: list<element: string>>"], ["answerKey", "string"]]
 WINOGRANDE_COLUMNS = [["sentence", "string"], ["option1", "string"], ["option2", "string"], ["answer", "string"]]
 
 
@@ -86,6 +88,11 @@ def demo_lock(shipped: dict) -> dict:
             DEMO.format(what="everyday-activity contexts and endings in HellaSwag's schema (10 shots from train; "
                              "its process_docs hook runs as pinned shared code)", task="HellaSwag"),
             "everyday-activity contexts written for sst2-audit in HellaSwag's schema, 10 shots from its train split"),
+        "embedded-arc-challenge-25shot": _profile(
+            "arc_challenge", _demo_data("arc", ("train", "validation", "test"), ARC_COLUMNS),
+            {"num_fewshot": 25, "max_length": 4096},
+            DEMO.format(what="measurement questions in ARC's schema (25 shots from train)", task="ARC-Challenge"),
+            "measurement questions written for sst2-audit in ARC's schema, 25 shots from its train split"),
         "embedded-winogrande-5shot": _profile(
             "winogrande", _demo_data("winogrande", ("train", "validation"), WINOGRANDE_COLUMNS), {"num_fewshot": 5},
             DEMO.format(what="fill-the-blank sentences in Winogrande's schema (5 shots from train; a multiple-input "

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from .errors import InputError
 
-COLUMN_TYPES = ("string", "int64", "int32", "list<string>")  # what demo files (JSONL, TSV) are written with
+COLUMN_TYPES = ("string", "int64", "int32", "list<string>")  # flat types of demo files (JSONL, TSV)
+# JSONL demo files may also hold lists and structs of these, written as Arrow prints them
+# after a parquet round trip ("struct<text: list<element: string>, label: list<element: string>>", ARC's choices).
 # Nested types as Arrow prints them (pinned by prepare.py --pin from the data itself): compared as text.
 NESTED_TYPE = re.compile(r"^(bool|double|large_string|(large_list|list|struct)<[A-Za-z0-9_ :,<>]{1,500}>)$")
 
@@ -43,12 +45,33 @@ def columns_of(resource) -> tuple:
     return tuple((name, kind) for name, kind in raw)
 
 
+def _split_fields(body: str) -> list:
+    """'a: T, b: list<item: U>' -> ['a: T', 'b: list<item: U>'] (commas inside <> stay)."""
+    parts, depth, start = [], 0, 0
+    for position, char in enumerate(body):
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(body[start:position].strip())
+            start = position + 1
+    return parts + [body[start:].strip()]
+
+
 def _arrow_type(kind: str):
+    """A demo column's Arrow type from its text: the flat types, list<T> (or list<item: T>), struct<name: T, ...>."""
     import pyarrow as pa
 
-    if kind not in COLUMN_TYPES:
-        raise InputError(f"lock: a demo data file's columns are one of {COLUMN_TYPES}, got {kind!r}.")
-    return pa.list_(pa.string()) if kind == "list<string>" else getattr(pa, kind)()
+    if kind in ("string", "int64", "int32"):
+        return getattr(pa, kind)()
+    match = re.fullmatch(r"(list|struct)<(.+)>", kind)
+    if match and match.group(1) == "list":
+        named = re.fullmatch(r"(item|element): (.+)", match.group(2))  # Arrow prints the item's field name
+        return pa.list_(_arrow_type(named.group(2) if named else match.group(2)))
+    if match:
+        fields = [field.split(": ", 1) for field in _split_fields(match.group(2))]
+        if all(len(f) == 2 and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", f[0]) for f in fields):
+            return pa.struct([(name, _arrow_type(inner)) for name, inner in fields])
+    raise InputError(f"lock: a demo data file's columns are one of {COLUMN_TYPES}, or lists and structs of them, "
+                     f"got {kind!r}.")
 
 
 def _arrow_schema(columns):
@@ -57,12 +80,19 @@ def _arrow_schema(columns):
     return pa.schema([(name, _arrow_type(kind)) for name, kind in columns])
 
 
-def _value_ok(value, kind: str) -> bool:
-    if kind == "string":
+def _value_ok(value, arrow_type) -> bool:
+    """A JSON value of exactly this Arrow type (no null, no bool for an int, exactly a struct's fields)."""
+    import pyarrow as pa
+
+    if pa.types.is_string(arrow_type):
         return isinstance(value, str)
-    if kind in ("int64", "int32"):
+    if pa.types.is_integer(arrow_type):
         return type(value) is int
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if pa.types.is_list(arrow_type):
+        return isinstance(value, list) and all(_value_ok(v, arrow_type.value_type) for v in value)
+    fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
+    return (isinstance(value, dict) and list(value) == [f.name for f in fields]
+            and all(_value_ok(value[f.name], f.type) for f in fields))
 
 
 def read_demo_tsv(path: Path, columns) -> list:
@@ -90,7 +120,7 @@ def read_demo_tsv(path: Path, columns) -> list:
 
 def read_demo_jsonl(path: Path, columns) -> list:
     """Any task's reviewable text form: one JSON object a line, with exactly the lock's columns."""
-    names = [name for name, _ in columns]
+    names, types = [name for name, _ in columns], {name: _arrow_type(kind) for name, kind in columns}
     rows = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         try:
@@ -101,7 +131,7 @@ def read_demo_jsonl(path: Path, columns) -> list:
             raise InputError(f"{path}:{number}: expected the fields {names} in this order, got "
                              f"{list(doc) if isinstance(doc, dict) else type(doc).__name__}.")
         for name, kind in columns:
-            if not _value_ok(doc[name], kind):
+            if not _value_ok(doc[name], types[name]):
                 raise InputError(f"{path}:{number}: field {name!r} must be {kind}, got {str(doc[name])[:40]!r}.")
         rows.append(Row(len(rows), doc))
     return rows

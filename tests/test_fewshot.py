@@ -151,16 +151,16 @@ def test_sealed_rows_as_shots_only_when_the_lock_allows_it_and_then_on_record(tm
     assert "shots (of 3)" in card
 
 
-def test_mmlu_shaped_subject_at_five_shots_first_n_from_dev_full_run_and_bundle(tmp_path):
+def test_mmlu_shaped_subject_at_five_shots_first_n_from_dev_run_and_bundle(tmp_path):
     """The published MMLU setting on demo data: shots first_n from the dev split, every question the same 5."""
     profile = "embedded-mmlu-elementary-mathematics"
     cache = prepare_cache(DEMOS, profile, tmp_path)
     out = tmp_path / "out"
-    done = run_script("run.py", "--lock", DEMOS, "--profile", profile, "--cache", cache, "--out", out,
-                      "--private", tmp_path / "private", "--run-name", "mmlu-5shot")
+    done = run_script("run.py", "--lock", DEMOS, "--profile", profile, "--cache", cache, "--out", out, "--smoke",
+                      "--private", tmp_path / "private", "--run-name", "mmlu-5shot")  # the full run: README's table
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((out / "run.json").read_text())
-    assert len(record["questions"]) == 64 and record["max_abs_diff"] == 0.0
+    assert len(record["questions"]) == 2 and record["max_abs_diff"] == 0.0
     assert all(q["shots"] == [0, 1, 2, 3, 4] for q in record["questions"])
     assert (record["settings"]["fewshot_split"], record["settings"]["fewshot_sampler"]) == ("dev", "first_n")
     assert record["settings"]["shots_from_evaluated_split"] is False
@@ -174,7 +174,7 @@ def test_mmlu_shaped_subject_at_five_shots_first_n_from_dev_full_run_and_bundle(
     bundle = tmp_path / "results" / "mmlu-5shot.tar.gz"
     done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", bundle, "--cache", cache)  # every row rescored
     assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
-    assert "all 64 scored rows rescored" in done.stdout
+    assert "all 2 scored rows rescored" in done.stdout
     import tarfile
 
     with tarfile.open(bundle) as archive:
@@ -255,3 +255,12 @@ def test_fewshot_config_overrides_are_refused_with_the_reason():
     override = dataclasses.replace(spec, official=dict(spec.official, fewshot_config={"doc_to_target": "label"}))
     with pytest.raises(fewshot.InputError, match=r"task sst2: it overrides doc_to_target for its shots \(fewshot_config\)"):
         fewshot.rule_for(override)
+
+
+def test_arc_challenge_at_25_shots_on_a_struct_column(tmp_path):
+    """The published ARC-Challenge setting on demo data: 25 shots from train, choices a struct column."""
+    record = prepare_run_audit(DEMOS, "embedded-arc-challenge-25shot", tmp_path)  # default audit PASS
+    assert record["max_abs_diff"] == 0.0 and [len(q["shots"]) for q in record["questions"]] == [25, 25]
+    assert record["metrics"] == ["acc", "acc_norm"] and record["settings"]["max_length"] == 4096
+    private = json.loads((tmp_path / "private" / "private.json").read_text())
+    assert all(q["context"].count("\nAnswer: ") == 25 for q in private["questions"])

@@ -85,6 +85,12 @@ def test_a_loaded_hook_is_the_pinned_bytes_or_nothing(tmp_path):
         hooks.load(changed)
     assert hooks.stable("functools.partial(<function f at 0x7f3a2b>, subject='x')") == (
         "functools.partial(<function f at 0x...>, subject='x')")
+    # global_mmlu's hooks are partials bound through globals().update: logged as their str(), address made stable
+    text = "from functools import partial\n" + GOOD + "\nglobals().update({'process_x': partial(process_docs)})\n"
+    path.write_text(text)
+    partial_hook = hooks.Hook("process_docs", "lm_eval/tasks/x/utils.py", "process_x", str(path),
+                              hashlib.sha256(text.encode()).hexdigest())
+    assert hooks.source(partial_hook) == "functools.partial(<function process_docs at 0x...>)"
 
 
 def _shadow_lm_eval(tmp_path, folder: str, name: str, old: bytes, new: bytes):

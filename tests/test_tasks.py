@@ -348,3 +348,29 @@ def test_report_is_only_for_compare_and_never_overwrites(tmp_path):
     done = run_script("audit.py", "--out", tmp_path, "--report", tmp_path / "page.html")
     assert done.returncode == 2
     assert "--report writes the page of a comparison (--compare A B); a run's page is its report.html" in done.stderr
+
+
+def test_demo_jsonl_holds_lists_and_structs_exactly_as_the_lock_types_them(tmp_path):
+    """Generated cases: a struct column's value must have exactly its fields, in order, each of its type."""
+    import random
+
+    from sst2_audit.dataset import read_demo_jsonl
+
+    columns = [["choices", "struct<text: list<element: string>, label: list<element: string>>"], ["n", "int64"]]
+    good = {"choices": {"text": ["a", "b"], "label": ["A", "B"]}, "n": 1}
+    bad = [{"choices": {"label": ["A"], "text": ["a"]}, "n": 1}, {"choices": {"text": ["a"]}, "n": 1},
+           {"choices": {"text": ["a"], "label": [1]}, "n": 1}, {"choices": {"text": "a", "label": ["A"]}, "n": 1},
+           {"choices": {"text": ["a"], "label": ["A"], "x": []}, "n": 1}, {"choices": None, "n": 1},
+           {"choices": {"text": ["a"], "label": ["A"]}, "n": True}]
+    rng = random.Random(3)
+    for case in range(60):
+        rows = [good] * rng.randint(0, 3) + ([rng.choice(bad)] if case % 2 else [])
+        path = tmp_path / "d.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        if case % 2:
+            with pytest.raises(InputError, match=rf"d.jsonl:{len(rows)}: field '(choices|n)' must be "):
+                read_demo_jsonl(path, columns)
+        else:
+            assert [row.doc for row in read_demo_jsonl(path, columns)] == rows
+    with pytest.raises(InputError, match=r"columns are one of .*, or lists and structs of them, got 'map<string, string>'"):
+        read_demo_jsonl(path, [["m", "map<string, string>"]])

@@ -209,6 +209,22 @@ def _winogrande(rng: random.Random) -> tuple:
     return rows[:40], rows[40:]
 
 
+def _arc_row(rng: random.Random, ident: str) -> dict:
+    """A four-option question on invented measurements, in ARC's columns (choices as a struct of texts and
+    labels, answerKey the right label)."""
+    kind = rng.choice(["longest", "heaviest", "warmest", "fastest"])
+    unit, noun = {"longest": ("cm", "rope"), "heaviest": ("g", "stone"), "warmest": ("degrees", "cup of water"),
+                  "fastest": ("km/h", "cart")}[kind]
+    values = rng.sample(range(10, 99), 4)
+    names = rng.sample(PEOPLE, 4)
+    question = (f"Four students measured a {noun} each: " +
+                ", ".join(f"{who} {value} {unit}" for who, value in zip(names, values)) +
+                f". Whose {noun} was the {kind}?")
+    labels = ["A", "B", "C", "D"] if rng.random() < 0.8 else ["1", "2", "3", "4"]  # ARC uses both
+    return {"id": ident, "question": question, "choices": {"text": names, "label": labels},
+            "answerKey": labels[values.index(max(values))]}
+
+
 def _write(path: Path, rows: list) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
@@ -223,6 +239,9 @@ def main() -> None:
         row = _inverse_scaling_row(rng)
         questions.setdefault(row["prompt"], row)
     _write(HERE / "inverse_scaling" / "train.jsonl", list(questions.values()))
+    rng = random.Random(SEED + 4)
+    for split, count in (("train", 40), ("validation", 24), ("test", 264)):
+        _write(HERE / "arc" / f"{split}.jsonl", [_arc_row(rng, f"demo-{split}-{i}") for i in range(count)])
     train, validation = _winogrande(random.Random(SEED + 3))
     _write(HERE / "winogrande" / "train.jsonl", train)
     _write(HERE / "winogrande" / "validation.jsonl", validation)
