@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
-from .hooks import HOOK_KEYS, Hook
+from .hooks import HOOK_KEYS, Hook, load, source
 from .metrics import METRICS
 
 TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
@@ -51,8 +51,6 @@ class TaskSpec:
         """The official config with each hook as lm-eval holds it: the function (to run the task), or
         its source as TaskConfig.to_dict logs it (to rebuild the logged config)."""
         import copy
-
-        from .hooks import load, source
 
         config = copy.deepcopy({key: value for key, value in self.official.items()
                                 if key not in {hook.key for hook in self.hooks}})
@@ -355,11 +353,10 @@ def spec_for(lock, name: str) -> TaskSpec:
         raise InputError(f"{lock.path}: task {name} reads {', '.join(unpinned)}, which evaluator.files does not pin.")
     import dataclasses
 
+    # each hook carries the lock's pin: it is loaded only from bytes of that sha256 (hooks.load)
     pinned = tuple(dataclasses.replace(hook, sha256=lock.evaluator.files[hook.path]) for hook in spec.hooks)
-    swap = {hook.key: hook for hook in pinned}
-    return dataclasses.replace(spec, hooks=pinned, **{field: swap[key] for key, field in (
-        ("doc_to_text", "doc_to_text"), ("doc_to_choice", "doc_to_choice"), ("doc_to_target", "doc_to_target"))
-        if key in swap})
+    rendering = {hook.key: hook for hook in pinned if hook.key != "process_docs"}  # doc_to_text/choice/target
+    return dataclasses.replace(spec, hooks=pinned, **rendering)
 
 
 TASK_LINE = re.compile(r"^['\"]?task['\"]?:[ \t]*(.+?)[ \t]*$", re.MULTILINE)  # a YAML's own task name

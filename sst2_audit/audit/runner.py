@@ -10,7 +10,6 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 """
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from .. import warm
 from ..errors import CheckFailed
@@ -112,13 +111,13 @@ def _warm_libraries(policy: Policy) -> None:
         warm.start("transformers")
 
 
-def _checked(level, run, context) -> LevelResult:
-    """A level's result; a check that stopped on a failed check (a pinned hook file whose bytes differ, a cache
+def _checked(name: str, check) -> LevelResult:
+    """check()'s result; a level that stopped on a failed check (a pinned hook file whose bytes differ, a cache
     file changed) is that level's FAIL, so the verdict still opens and closes the audit."""
     try:
-        return level.check(run, context)
+        return check()
     except CheckFailed as error:
-        result = LevelResult(level.name)
+        result = LevelResult(name)
         result.fail(str(error))
         return result
 
@@ -143,7 +142,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
             outcome.levels.append(LevelResult(level.name, skipped=reason))
             outcome.limits.append(level.limit)
         else:
-            outcome.levels.append(_checked(level, run, context))
+            outcome.levels.append(_checked(level.name, lambda: level.check(run, context)))
     if run.record is None:
         outcome.scores_unverified.append("no run record: the run stopped before scoring was recorded")
         return outcome
@@ -159,7 +158,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
         return outcome
     from . import rescore
 
-    level = _checked(SimpleNamespace(name="rescore", check=lambda r, c: rescore.check(r, c, prefetch)), run, context)
+    level = _checked("rescore", lambda: rescore.check(run, context, prefetch))
     outcome.levels.append(level)
     outcome.scores_unverified += level.sampled
     if level.drift_only:
