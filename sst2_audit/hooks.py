@@ -13,6 +13,7 @@ lm-eval resolves `!function a.b` to the function `b` of `a.py` beside the YAML f
 """
 
 import ast
+import functools
 import hashlib
 import inspect
 import re
@@ -90,32 +91,37 @@ def code_reason(file: Path, function: str) -> str | None:
     """Why this hook file may not run in an audit, or None (read statically, never run here)."""
     if not file.is_file():
         return f"its file {file.name} is not installed"
+    return _reason(file.name, file.read_bytes(), function)
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by the bytes: --list-tasks reads one utils.py for many configs
+def _reason(file_name: str, data: bytes, function: str) -> str | None:
     try:
-        tree = ast.parse(file.read_bytes())
+        tree = ast.parse(data)
     except (SyntaxError, ValueError) as error:
-        return f"its file {file.name} does not parse ({error})"
+        return f"its file {file_name} does not parse ({error})"
     dynamic = any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "globals" for node in ast.walk(tree))
     if not dynamic and not any(isinstance(node, (ast.FunctionDef, ast.Assign)) and function in (
             [node.name] if isinstance(node, ast.FunctionDef) else [getattr(t, "id", None) for t in node.targets])
             for node in tree.body):  # a def, a name bound to a partial, or globals().update (global_mmlu)
-        return f"{file.name} defines no top-level function {function}"
+        return f"{file_name} defines no top-level function {function}"
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if isinstance(node, ast.ImportFrom) and node.level:
-                return f"{file.name} imports a sibling module (relative import)"
+                return f"{file_name} imports a sibling module (relative import)"
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for name in names:
                 top = name.split(".")[0]
                 if top == "lm_eval":
-                    return f"{file.name} imports lm-eval internals ({name})"
+                    return f"{file_name} imports lm-eval internals ({name})"
                 if top not in ALLOWED_IMPORTS:
-                    return f"{file.name} imports {name} (hooks may import only {', '.join(sorted(ALLOWED_IMPORTS))})"
+                    return f"{file_name} imports {name} (hooks may import only {', '.join(sorted(ALLOWED_IMPORTS))})"
         elif isinstance(node, ast.Call):
             called = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
             if called in REFUSED_NAMES:
-                return f"{file.name} calls {called} (it {REFUSED_NAMES[called]})"
+                return f"{file_name} calls {called} (it {REFUSED_NAMES[called]})"
         elif isinstance(node, ast.Attribute) and node.attr == "random":
-            return f"{file.name} uses .random (not deterministic)"
+            return f"{file_name} uses .random (not deterministic)"
     return None
 
 
