@@ -25,10 +25,11 @@ def test_an_unwritable_out_or_private_folder_is_exit_2_and_leaves_nothing(embedd
 def test_ctrl_c_leaves_no_folder_that_blocks_the_run_name(embedded_cache, tmp_path):
     process = subprocess.Popen([sys.executable, str(REPO / "run.py"), "--profile", "embedded", "--cache",
                                 str(embedded_cache), "--out", str(tmp_path / "out"), "--private",
-                                str(tmp_path / "private")], stderr=subprocess.PIPE, text=True, cwd=REPO)
-    # interrupt once scoring has started: both paths then run for seconds, a wide window even on a loaded
-    # machine (interrupting right after "[model load] done" failed once in a fresh-clone CI run: the run
-    # completed, exit 0; not reproduced alone, and a signal sent during lm-eval's scoring always stops it)
+                                str(tmp_path / "private")], stderr=subprocess.PIPE, text=True, cwd=REPO,
+                               # as in a terminal: a suite started in the background by a non-interactive shell
+                               # (`.ci/run &`) inherits SIGINT ignored, and Python then installs no handler
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # interrupt once scoring has started: both paths then run for seconds, a wide window on a loaded machine
     for line in process.stderr:
         if line.startswith("[official path") or line.startswith("[independent path"):
             process.send_signal(signal.SIGINT)
