@@ -105,9 +105,6 @@ class Plan:
     positions: dict  # idx -> positions of its shots
     evaluated: dict  # idx -> the scored document
 
-    def context(self, spec, idx: int, doc: dict) -> str:
-        return context(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
-
     def prefix(self, spec, idx: int, doc: dict) -> str:
         return prefix(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
 

@@ -47,7 +47,7 @@ def _shots_seen(record) -> list:
              f"{len(shown_as_shots(record.questions))} of {len(record.questions)}", True)]
 
 
-def _checks(record, spec) -> list:
+def _checks(record) -> list:
     """(check, result, passed): a run page exists only for a run whose every check passed."""
     n = len(record.questions)
     candidates = sum(len(q.scores["official"]) for q in record.questions)
@@ -142,7 +142,7 @@ def render(record, lock, spec, docs: dict | None = None, written_schema: int = R
 
         return render_v3(record, lock, spec)
     fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
-    checks = _checks(record, spec)
+    checks = _checks(record)
     return render_page(
         "report.html.j2", record=record, card_id=card_id(fields), private=docs is not None,
         checks=checks, passed=all(ok for _, _, ok in checks), accuracy=_accuracy_rows(record), plots=_plots(record),

@@ -26,16 +26,23 @@ class ExpectedQuestion:
     doc_idx: int | None  # the document's own idx field, where the data has one (= idx)
     target: object  # doc_to_target as lm-eval logs it
     doc_hash: str
-    prompt_hash: str
-    context: str
-    candidates: tuple  # target_delimiter + choice
+    prompt_hash: str  # of `context`, as lm-eval logs it
+    candidates: tuple  # target_delimiter + choice (a multiple-input task: the shared continuation each time)
     public_candidates: tuple  # the text when the YAML fixes the choices, else its sha256
     choice_lengths: tuple
-    context_tokens: tuple
     candidate_token_ids: tuple
-    shots: tuple = ()  # positions of its shots in the shot split (few-shot), in context order
-    contexts: tuple = ()  # each candidate's context: all `context` but for a multiple-input task
-    contexts_tokens: tuple = ()  # each candidate's context tokens
+    shots: tuple  # positions of its shots in the shot split (few-shot), in context order; () at zero shots
+    contexts: tuple  # each candidate's context: all the same but for a multiple-input task
+    contexts_tokens: tuple  # each candidate's context tokens
+
+    @property
+    def context(self) -> str:
+        """The first request's context: what lm-eval logs as the prompt."""
+        return self.contexts[0]
+
+    @property
+    def context_tokens(self) -> tuple:
+        return self.contexts_tokens[0]
 
     def pairs(self) -> list:
         """The encoded (context, candidate) pairs the independent path scores."""
@@ -64,13 +71,12 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
     requests = spec.requests(row.doc, prefix)
     choices = spec.choices(row.doc)
     pairs = encode_question(tokenizer, requests, row.idx, max_length, bos)
-    context, candidates = requests[0][0], [candidate for _, candidate in requests]
+    candidates = [candidate for _, candidate in requests]
     return ExpectedQuestion(
         row.idx, spec.gold(row.doc, choices), row.doc.get("idx"), spec.target(row.doc), doc_hash(row.as_doc()),
-        prompt_hash(context),
-        context, tuple(candidates), tuple(public_candidate(spec, c) for c in candidates),
-        tuple(len(choice) for choice in choices), pairs[0].context_tokens,
-        tuple(p.continuation_tokens for p in pairs), tuple(shots.positions[row.idx]) if shots is not None else (),
+        prompt_hash(requests[0][0]), tuple(candidates), tuple(public_candidate(spec, c) for c in candidates),
+        tuple(len(choice) for choice in choices), tuple(p.continuation_tokens for p in pairs),
+        tuple(shots.positions[row.idx]) if shots is not None else (),
         tuple(c for c, _ in requests), tuple(p.context_tokens for p in pairs),
     )
 

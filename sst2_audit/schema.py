@@ -37,8 +37,10 @@ def typed(hint, value, where):
         if len(inner) == 1:
             return typed(inner[0], value, where)  # X | None: X's own message
         for choice in inner:  # int | str: the first type the value is exactly
-            if _exactly(choice, value):
+            try:
                 return typed(choice, value, where)
+            except InputError:
+                continue
         raise InputError(f"{where}: expected {' or '.join(_type_name(h) for h in inner)}, got "
                          f"{type(value).__name__} {str(value)[:60]!r}.")
     if hint is typing.Any or hint is object:
@@ -74,14 +76,6 @@ def typed(hint, value, where):
     if not ok:
         raise InputError(f"{where}: expected {_type_name(hint)}, got {type(value).__name__} {str(value)[:60]!r}.")
     return value
-
-
-def _exactly(hint, value) -> bool:
-    try:
-        typed(hint, value, "")
-        return True
-    except InputError:
-        return False
 
 
 def _object(schema: dict, value, where: str, required) -> dict:

@@ -112,10 +112,9 @@ class TaskSpec:
         """(context, continuation) per choice as construct_requests builds them; `prefix` is the description
         and the shots. A multiple-input task puts each choice in the context and scores the shared
         continuation, doc_to_target (SOURCE_MAP step 61)."""
-        choices, index = self.choices(doc), self.input_index(doc)
-        if index is None:
-            context = prefix + self.text(doc)
-            return [(context, self.target_delimiter + choice) for choice in choices]
+        choices, text = self.choices(doc), self._doc_to_text(doc)
+        if isinstance(text, str):
+            return [(prefix + text, self.target_delimiter + choice) for choice in choices]
         target = self.target(doc)
         if not isinstance(target, str):
             raise InputError(f"task {self.name}: a multiple-input doc_to_target must give the shared continuation "

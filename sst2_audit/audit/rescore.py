@@ -18,7 +18,8 @@ from pathlib import Path
 from .. import warm
 from ..drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
 from ..errors import CheckFailed
-from ..independent import IndependentScorer, encode_question
+from ..identity import expected_question
+from ..independent import IndependentScorer
 from ..model import load as load_model
 from ..numeric import fingerprint, one_line, same_platform
 from ..progress import say
@@ -87,11 +88,9 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     for idx in rescoring.chosen:
         if stop.is_set():  # the record's scores will not be compared: stop quietly
             return
-        doc = data.by_idx[idx].as_doc()
-        prefix = shots.prefix(spec, idx, doc) if shots is not None else spec.prefix(doc)
-        encoded = encode_question(tokenizer, spec.requests(doc, prefix), idx, settings["max_length"],
-                                  settings["add_bos_token"])
-        rescoring.rescored[idx] = list(scorer.score(idx, encoded).candidate_scores)
+        question = expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
+                                     settings["add_bos_token"], shots)  # as run's independent path builds it
+        rescoring.rescored[idx] = list(scorer.score(idx, question.pairs()).candidate_scores)
     say(f"[{name}] done in {time.perf_counter() - start:.1f} s")
 
 
