@@ -280,3 +280,37 @@ def test_arc_challenge_at_25_shots_on_a_struct_column(tmp_path):
     assert record["metrics"] == ["acc", "acc_norm"] and record["settings"]["max_length"] == 4096
     private = json.loads((tmp_path / "private" / "private.json").read_text())
     assert all(q["context"].count("\nAnswer: ") == 25 for q in private["questions"])
+
+
+def test_a_run_whose_question_would_see_its_own_question_as_a_shot_fails_before_any_model_call(tmp_path):
+    """Every train sentence is dev row 9's sentence (another id, so lm-eval's dict compare keeps it): the
+    5-shot SST-2 smoke run's question 9 would be shown its own question and answer; the run stops, keeps its
+    failure record, and writes no run record."""
+    import shutil
+
+    from conftest import REPO
+    from sst2_audit import records
+    from sst2_audit.hashing import sha256_file
+
+    shutil.copytree(REPO / "data" / "demo", tmp_path / "data" / "demo")
+    validation = (REPO / "data" / "demo" / "validation.tsv").read_text().splitlines()
+    sentence = next(line.split("\t", 2)[2] for line in validation[1:] if line.startswith("9\t"))
+    train = tmp_path / "data" / "demo" / "train.tsv"
+    train.write_text("idx\tlabel\tsentence\n" + "".join(f"{i}\t{i % 2}\t{sentence}\n" for i in range(64)))
+    raw = json.loads(DEMOS.read_text())
+    for entry in raw["profiles"]["embedded-sst2-5shot"]["data"]["files"]:
+        if entry["split"] == "train":
+            entry["sha256"] = sha256_file(train)
+    lock = tmp_path / "dup.lock.json"
+    lock.write_text(json.dumps(raw))
+    cache = prepare_cache(lock, "embedded-sst2-5shot", tmp_path)
+    out = tmp_path / "out"
+    done = run_script("run.py", "--lock", lock, "--profile", "embedded-sst2-5shot", "--cache", cache, "--smoke",
+                      "--out", out, "--private", tmp_path / "private", "--run-name", "dup")
+    assert done.returncode == 1, done.stderr
+    assert ("1 scored question(s) would be shown their own question and answer as a shot (a duplicate row in the "
+            "'train' split): ids [9].") in one_paragraph(done.stderr)
+    assert "[model load]" not in done.stderr  # before any model call
+    failure = records.read(out / records.FAILURE_FILE, records.FailureRecord)
+    assert failure.check == "shots" and [m.claimed_id for m in failure.mismatches] == [9]
+    assert not (out / records.RUN_FILE).exists()

@@ -142,6 +142,11 @@ def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_
     assert all("query" in q["doc"] and "gold" in q["doc"] for q in private["questions"])  # the processed docs
     page = (tmp_path / "out" / "report.html").read_text()
     assert "shared pinned code, not re-derived: process_docs ran lm_eval/tasks/hellaswag/utils.py::process_docs" in page
+    # the verdict line itself names what was shared, not re-derived (first and last line alike)
+    done = run_script("audit.py", "--lock", DEMOS, "--out", tmp_path / "out", "--cache", tmp_path / "cache", "--structural")
+    verdict = ("VERDICT: SCORES NOT VERIFIED: none of the 2 scored rows was rescored (--structural); shared pinned code, "
+               "not re-derived: process_docs (lm_eval/tasks/hellaswag/utils.py::process_docs); exit 4")
+    assert done.returncode == 4 and done.stdout.splitlines()[0] == verdict == done.stdout.splitlines()[-1], done.stdout
     shadow = _shadow_lm_eval(tmp_path, "hellaswag", "utils.py", b'text.replace("  ", " ")', b'text.replace("  ", "_")')
     _refused_with_a_changed_hook(tmp_path, "embedded-hellaswag-10shot", shadow, "lm_eval/tasks/hellaswag/utils.py")
 
@@ -166,3 +171,13 @@ def test_winogrande_a_multiple_input_task_scores_every_context_with_the_shared_c
     shadow = _shadow_lm_eval(tmp_path, "winogrande", "preprocess_winogrande.py", b'{"1": 0, "2": 1}', b'{"1": 0, "2": 0}')
     _refused_with_a_changed_hook(tmp_path, "embedded-winogrande-5shot", shadow,
                                  "lm_eval/tasks/winogrande/preprocess_winogrande.py")
+
+
+def test_a_pass_verdict_names_the_shared_pinned_code():
+    from sst2_audit.audit.runner import Outcome
+
+    shared = ["process_docs (lm_eval/tasks/hellaswag/utils.py::process_docs)"]
+    assert Outcome([], shared=shared).verdict() == (
+        "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; shared pinned code, not "
+        "re-derived: process_docs (lm_eval/tasks/hellaswag/utils.py::process_docs); exit 0")
+    assert Outcome([]).verdict() == "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0"

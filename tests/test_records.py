@@ -48,3 +48,14 @@ def test_reader_names_missing_and_unexpected_fields(tmp_path):
     path.write_text(json.dumps(raw))
     with pytest.raises(InputError, match=f"expected kind 'sst2-audit/failure' schema_version {records.RECORD_SCHEMA_VERSION}, got 'sst2-audit/run' {records.RECORD_SCHEMA_VERSION}"):
         records.read(path, records.FailureRecord)
+
+
+def test_an_int_or_text_field_takes_exactly_one_of_them():
+    """lm-eval's logged `target`: an index, or a multiple-input task's continuation; nothing else."""
+    from sst2_audit.errors import InputError
+    from sst2_audit.schema import typed
+
+    assert typed(int | str, 3, "t") == 3 and typed(int | str, "was leaving town.", "t") == "was leaving town."
+    for value in (1.5, True, None, [1], {"a": 1}):
+        with pytest.raises(InputError, match=r"^x\.target: expected int or str, got "):
+            typed(int | str, value, "x.target")

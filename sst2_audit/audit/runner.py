@@ -67,6 +67,7 @@ class Outcome:
     limits: list = field(default_factory=list)  # what this audit did not verify, in words
     scores_unverified: list = field(default_factory=list)  # rows not rescored (none, a sample)
     drift_only: bool = False  # rescored, equal within the drift bound but not bit for bit
+    shared: list = field(default_factory=list)  # steps both paths ran as the task's pinned code, in words
 
     @property
     def failed(self) -> list:
@@ -81,11 +82,14 @@ class Outcome:
     def verdict(self) -> str:
         if self.failed:
             return f"VERDICT: FAIL ({', '.join(self.failed)}); exit 1"
+        # a task's hooks ran on both paths as the same pinned code: verified as pinned, not re-derived
+        shared = [f"shared pinned code, not re-derived: {', '.join(self.shared)}"] if self.shared else []
         if self.exit_code == EXIT_PASS:
-            return "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0"
+            return ("VERDICT: PASS: every level passed and every scored row was rescored bit for bit; "
+                    + "".join(f"{note}; " for note in shared) + "exit 0")
         head = ("SCORES NOT VERIFIED" if self.scores_unverified else
                 "SCORES WITHIN DRIFT, NOT BIT FOR BIT" if self.drift_only else "PASS WITH LIMITS")
-        return f"VERDICT: {head}: {'; '.join(self.scores_unverified + self.limits)}; exit 4"
+        return f"VERDICT: {head}: {'; '.join(self.scores_unverified + self.limits + shared)}; exit 4"
 
 
 def _schema_gate(run, policy: Policy, outcome: Outcome) -> None:
@@ -143,6 +147,8 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
             outcome.limits.append(level.limit)
         else:
             outcome.levels.append(_checked(level.name, lambda: level.check(run, context)))
+    if run.record is not None and not outcome.failed:  # the reviewer's own spec names the hooks, never the record
+        outcome.shared = [f"{hook.key} ({hook.path}::{hook.function})" for hook in run.task_spec().hooks]
     if run.record is None:
         outcome.scores_unverified.append("no run record: the run stopped before scoring was recorded")
         return outcome
