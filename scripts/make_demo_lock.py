@@ -33,6 +33,8 @@ HELLASWAG_COLUMNS = [["ind", "int64"], ["activity_label", "string"], ["ctx_a", "
 
 ARC_COLUMNS = [["id", "string"], ["question", "string"],
                ["choices", "struct<text: list<element: string>, label: list<element: string>>"], ["answerKey", "string"]]
+TRUTHFULQA_TARGETS = "struct<choices: list<element: string>, labels: list<element: int64>>"
+TRUTHFULQA_COLUMNS = [["question", "string"], ["mc1_targets", TRUTHFULQA_TARGETS], ["mc2_targets", TRUTHFULQA_TARGETS]]
 WINOGRANDE_COLUMNS = [["sentence", "string"], ["option1", "string"], ["option2", "string"], ["answer", "string"]]
 
 
@@ -98,6 +100,11 @@ def demo_lock(shipped: dict) -> dict:
             DEMO.format(what="fill-the-blank sentences in Winogrande's schema (5 shots from train; a multiple-input "
                              "task whose hooks run as pinned shared code)", task="Winogrande"),
             "fill-the-blank sentences written for sst2-audit in Winogrande's schema, 5 shots from its train split"),
+        "embedded-truthfulqa-mc2": _profile(
+            "truthfulqa_mc2", _demo_data("truthfulqa", ("validation",), TRUTHFULQA_COLUMNS), {},
+            DEMO.format(what="questions with true and false answers in TruthfulQA's schema (0 shots; lm-eval's mc2 "
+                             "process_results hook re-derived by sst2-audit)", task="TruthfulQA"),
+            "questions with true and false answers written for sst2-audit in TruthfulQA's schema, scored as mc2"),
     }
     raw["schema_version"] = LOCK_SCHEMA_VERSION
     return raw

@@ -2,6 +2,7 @@
 
 from .hashing import canonical_json, sha256_text
 from .numeric import one_line
+from .metrics import METRICS, VALUE_TOLERANCE
 from .records import PATHS
 
 
@@ -39,9 +40,29 @@ def _headline(record):
 def _metric_fields(record) -> dict:
     fields = {}
     for number, metric in enumerate(record.metrics):
-        summary, name = record.summaries["official"][metric], "accuracy" if number == 0 else metric
+        summary = record.summaries["official"][metric]
+        name = "accuracy" if number == 0 and METRICS[metric].argmax else metric
         fields.update({name: summary.accuracy, f"{name}_stderr": summary.stderr})
     return fields
+
+
+def largest_value_difference(record, metric: str) -> float:
+    """A value metric: the largest |our re-derived per-question value - lm-eval's logged one|."""
+    return max((abs(METRICS[metric].value(q.scores["independent"], q) - q.logged[metric]) for q in record.questions),
+               default=0.0)
+
+
+def _rederived_fields(record) -> dict:
+    """A process_results hook lm-eval ran: which, and how close our own re-derivation of its metric came."""
+    code = record.evaluator.get("rederived_code")
+    if not code:
+        return {}
+    values = [m for m in record.metrics if not METRICS[m].argmax]
+    return {"rederived_metric": "; ".join(
+        f"{metric} (lm-eval reports it as {METRICS[metric].reported_as}): lm-eval ran {c['step']} "
+        f"{c['file']}::{c['function']} (sha256 {c['sha256']}); sst2-audit re-derived it from the scores with its own "
+        f"code, largest difference {largest_value_difference(record, metric):.1e} (accepted up to {VALUE_TOLERANCE})"
+        for c in code for metric in values)}
 
 
 def _shot_fields(record) -> dict:
@@ -73,6 +94,7 @@ def card_fields(record, lock) -> dict:
         **({"shared_pinned_code": "; ".join(f"{c['step']}: {c['file']}::{c['function']} (sha256 {c['sha256']})"
                                             for c in record.evaluator["shared_code"])}
            if record.evaluator.get("shared_code") else {}),  # steps both paths ran as the task's own code
+        **_rederived_fields(record),
         "num_fewshot": settings["num_fewshot"],
         **_shot_fields(record),
         "dtype": settings["dtype"],
@@ -93,7 +115,8 @@ def results_digest(record) -> str:
     """Binds the card to every score, prediction and the accuracy, and to the full platform record."""
     return sha256_text(canonical_json({
         "questions": [[q.idx, *(q.scores[path] for path in PATHS),
-                       *(q.predictions[path][metric] for metric in record.metrics for path in PATHS)]
+                       *(q.predictions[path][metric] for metric in record.metrics if METRICS[metric].argmax
+                         for path in PATHS)]
                       for q in record.questions],
         "accuracy": [record.summaries[path][metric].accuracy for metric in record.metrics for path in PATHS],
         "platform": record.platform,
@@ -112,4 +135,4 @@ def render(record, lock, legacy: bool = False) -> str:
     env = environment(html=False, plain_cells=legacy)
     fields = card_fields(record, lock)
     return env.get_template("card.md.j2").render(record=record, fields=fields, card_id=card_id(fields),
-                                                 headline=_headline(record))
+                                                 headline=_headline(record), headline_metric=record.metrics[0])

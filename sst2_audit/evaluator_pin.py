@@ -41,15 +41,27 @@ def evaluator_record(lock, files: dict, spec) -> dict:
             "task_yaml": spec.yaml_path, "task_yaml_sha256": files[spec.yaml_path],
             "task_yaml_files": {path: files[path] for path in spec.yaml_files}, "files_verified": len(files),
             # hooks: code both paths ran, shared rather than re-derived (only a task with hooks has the key)
-            **({"shared_code": [{"step": hook.key, "file": hook.path, "function": hook.function,
-                                 "sha256": files[hook.path]} for hook in spec.hooks]} if spec.hooks else {})}
+            **({"shared_code": _code(spec.shared_hooks, files)} if spec.shared_hooks else {}),
+            # a process_results hook: lm-eval's path alone runs it, the independent path re-derives its metric
+            **({"rederived_code": _code([h for h in spec.hooks if h not in spec.shared_hooks], files)}
+               if len(spec.hooks) > len(spec.shared_hooks) else {})}
+
+
+def _code(hooks, files: dict) -> list:
+    return [{"step": hook.key, "file": hook.path, "function": hook.function, "sha256": files[hook.path]}
+            for hook in hooks]
 
 
 def verify_installed(lock, spec) -> dict:
     """Hash every pinned file of the installed evaluator this task depends on; returns {path: sha256}."""
+    return verify_pinned(lock, files_for(lock, spec))
+
+
+def verify_pinned(lock, pins: dict) -> dict:
+    """Hash these pinned files ({path: sha256}) of the installed evaluator; returns {path: actual sha256}."""
     root = installed_root()
     problems, seen = [], {}
-    for relative, pinned in sorted(files_for(lock, spec).items()):
+    for relative, pinned in sorted(pins.items()):
         path = root / relative
         if not path.is_file():
             problems.append(f"{relative} is missing")

@@ -24,10 +24,14 @@ from pathlib import Path
 from .errors import CheckFailed, InputError
 
 HOOK_KEYS = ("process_docs", "doc_to_text", "doc_to_target", "doc_to_choice")  # hooks both paths may share
+# lm-eval alone runs a process_results hook; the independent path re-derives its metric with its own code, so
+# only a function whose exact source we have read and re-implemented is accepted (task_spec.RESULTS_RULES).
+RESULTS_KEY = "process_results"
 # Modules a hook may import: text and data handling that is deterministic and stays in the process.
 ALLOWED_IMPORTS = {"re", "string", "datasets", "functools", "typing", "collections", "json", "math", "numpy",
                    "unicodedata", "itertools", "ast", "copy", "hashlib", "html", "dataclasses", "enum", "textwrap",
-                   "__future__"}
+                   "__future__",
+                   "sacrebleu", "rouge_score"}  # metric libraries lm-eval itself installs (truthfulqa's utils.py)
 REFUSED_NAMES = {"open": "opens files", "eval": "evaluates text as code", "exec": "runs text as code",
                  "__import__": "imports by name", "compile": "compiles text as code", "input": "reads the terminal",
                  "load_dataset": "loads a dataset (the network or the hub)"}
@@ -138,11 +142,7 @@ def load(hook: Hook):
         raise CheckFailed(f"hook {hook.describe()}: its file is not pinned by the lock.")
     key = (hook.file, hook.sha256)
     if key not in _LOADED:
-        data = Path(hook.file).read_bytes()
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != hook.sha256:
-            raise CheckFailed(f"{hook.file}: sha256 {actual}, but the lock pins {hook.path} as {hook.sha256}; the hook "
-                              "code is not the pinned code.")
+        data = _pinned_bytes(hook)
         module = types.ModuleType(f"sst2_audit_hook_{hook.sha256[:16]}")
         module.__file__ = hook.file
         exec(compile(data, hook.file, "exec"), module.__dict__)  # noqa: S102 - pinned, statically checked code
@@ -153,12 +153,49 @@ def load(hook: Hook):
     return function
 
 
+def _pinned_bytes(hook: Hook) -> bytes:
+    data = Path(hook.file).read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != hook.sha256:
+        raise CheckFailed(f"{hook.file}: sha256 {actual}, but the lock pins {hook.path} as {hook.sha256}; the hook "
+                          "code is not the pinned code.")
+    return data
+
+
+def function_source(data: bytes, function: str) -> str | None:
+    """A top-level `def`'s source lines as inspect.getsource gives them (decorators included; the last
+    definition of the name wins, as at import), read without running the file; None when the name is not
+    bound by a plain def (a partial, globals().update)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return None
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function]
+    if not found:
+        return None
+    node, lines = found[-1], data.decode("utf-8").splitlines(keepends=True)
+    start = min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])
+    return "".join(lines[start - 1:node.end_lineno])
+
+
+def source_sha256(file: Path, function: str) -> str | None:
+    """sha256 of a hook function's own source (task_spec.RESULTS_RULES recognises a process_results by it)."""
+    text = function_source(Path(file).read_bytes(), function) if Path(file).is_file() else None
+    return hashlib.sha256(text.encode("utf-8")).hexdigest() if text is not None else None
+
+
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def source(hook: Hook) -> str:
     """What lm-eval logs for a callable config field (TaskConfig.serialize_function: inspect.getsource, else
-    str(), whose memory address is made stable)."""
+    str(), whose memory address is made stable). A plain def's source is read from the pinned bytes without
+    running the file (the audit need not import truthfulqa's metric libraries to rebuild a logged config)."""
+    if hook.sha256 is None:
+        raise CheckFailed(f"hook {hook.describe()}: its file is not pinned by the lock.")
+    text = function_source(_pinned_bytes(hook), hook.function)
+    if text is not None:
+        return text
     try:
         return inspect.getsource(load(hook))
     except (TypeError, OSError):

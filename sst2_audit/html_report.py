@@ -15,7 +15,7 @@ from .metrics import METRICS
 from .summaries import choice_names
 from .pages import render as render_page
 from .records import PATHS, RECORD_SCHEMA_VERSION
-from .stats import wilson
+from .report import interval
 
 
 def margin(values: list, gold: int) -> float:
@@ -29,10 +29,13 @@ def _accuracy_rows(record) -> list:
     for number, metric in enumerate(record.metrics):
         for path in PATHS:
             summary = record.summaries[path][metric]
-            low, high = wilson(summary.correct, summary.rows)
-            name = f"{path} {metric}" if number else ("official (lm-eval)" if path == "official" else path)
-            rows.append([name, f"{summary.correct}/{summary.rows}", f"{summary.accuracy:.4f}", f"{summary.stderr:.4f}",
-                         f"{low:.4f} – {high:.4f}"])
+            low, high = interval(summary)
+            argmax = summary.correct is not None  # a value metric (mc2) has a mean, no count of right answers
+            name = (f"{path} {metric}" if number or not argmax else
+                    ("official (lm-eval)" if path == "official" else path))
+            rows.append([name, f"{summary.correct}/{summary.rows}" if argmax else f"mean of {summary.rows}",
+                         f"{summary.accuracy:.4f}", f"{summary.stderr:.4f}",
+                         f"{low:.4f} – {high:.4f}" + ("" if argmax else " (normal)")])
     return rows
 
 
@@ -95,18 +98,30 @@ def _settings(settings: dict) -> list:
     return rows
 
 
+def _shown_value(metric: str, q, names: list) -> tuple:
+    """(cell, right): an argmax metric's predicted choice and whether it is the gold one; a value metric's
+    value (mc2) and None (no right or wrong)."""
+    entry, official = METRICS[metric], q.scores["official"]
+    if entry.argmax:
+        return names[q.predictions["official"][metric]], q.predictions["official"][metric] == q.label
+    return f"{entry.value(official, q):.4f}", None
+
+
 def _questions(record, names: list, docs: dict | None) -> list:
     headline = METRICS[record.metrics[0]]
     rows = []
     for q in record.questions:
         official = q.scores["official"]
+        shown = {m: _shown_value(m, q, names) for m in record.metrics}
         rows.append({
             "idx": q.idx, "gold": names[q.label] if q.label < len(names) else str(q.label),
-            "predicted": {m: names[q.predictions["official"][m]] for m in record.metrics},
-            "right": {m: q.predictions["official"][m] == q.label for m in record.metrics},
+            "predicted": {m: cell for m, (cell, _) in shown.items()},
+            "right": {m: right for m, (_, right) in shown.items()},
             "scores": [(names[i] if i < len(names) else str(i), s) for i, s in enumerate(official)],
             "same": official == q.scores["independent"],
-            "margin": margin(headline.compared(official, q), q.label), "logged_doc_id": q.logged_doc_id,
+            # a value metric's headline sorts by the value itself: the least mass on true choices first
+            "margin": margin(headline.compared(official, q), q.label) if headline.argmax else headline.value(official, q),
+            "logged_doc_id": q.logged_doc_id,
             "shots": len(q.shots),
             "doc": None if docs is None else list(docs.get(q.idx, {}).items()),
         })
@@ -117,7 +132,7 @@ def _plots(record) -> list:
     from .plots import margin_plot
 
     plots = []
-    for metric in record.metrics:
+    for metric in (m for m in record.metrics if METRICS[m].argmax):  # a value metric has no margin to plot
         entry = METRICS[metric]
         margins = tuple(margin(entry.compared(q.scores["official"], q), q.label) for q in record.questions)
         right = tuple(q.predictions["official"][metric] == q.label for q in record.questions)
@@ -128,6 +143,8 @@ def _plots(record) -> list:
 
 def _confusion(record, names: list) -> list:
     metric = record.metrics[0]
+    if not METRICS[metric].argmax:  # a value metric predicts no choice
+        return []
     counts = [[0] * len(names) for _ in names]
     for q in record.questions:
         counts[q.label][q.predictions["official"][metric]] += 1

@@ -34,6 +34,7 @@ class ExpectedQuestion:
     shots: tuple  # positions of its shots in the shot split (few-shot), in context order; () at zero shots
     contexts: tuple  # each candidate's context: all the same but for a multiple-input task
     contexts_tokens: tuple  # each candidate's context tokens
+    true_choices: tuple | None = None  # a value metric's true choices (mc2), None for an argmax task
 
     @property
     def context(self) -> str:
@@ -56,6 +57,7 @@ class ExpectedQuestion:
             "candidate_token_counts": [len(ids) for ids in self.candidate_token_ids],
             "candidate_tokens_sha256": tokens_hash(self.candidate_token_ids),
             "shots": list(self.shots),
+            **({"true_choices": list(self.true_choices)} if self.true_choices is not None else {}),
         }
 
 
@@ -72,12 +74,14 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
     choices = spec.choices(row.doc)
     pairs = encode_question(tokenizer, requests, row.idx, max_length, bos)
     candidates = [candidate for _, candidate in requests]
+    true_choices = spec.true_choices(row.doc, len(choices))
     return ExpectedQuestion(
         row.idx, spec.gold(row.doc, choices), row.doc.get("idx"), spec.target(row.doc), doc_hash(row.as_doc()),
         prompt_hash(requests[0][0]), tuple(candidates), tuple(public_candidate(spec, c) for c in candidates),
         tuple(len(choice) for choice in choices), tuple(p.continuation_tokens for p in pairs),
         tuple(shots.positions[row.idx]) if shots is not None else (),
         tuple(c for c, _ in requests), tuple(p.context_tokens for p in pairs),
+        tuple(true_choices) if true_choices is not None else None,
     )
 
 

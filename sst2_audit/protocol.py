@@ -74,3 +74,19 @@ def accuracy_stderr(correct: list) -> float:
     mean = sum(correct) / len(correct)
     deviation = math.sqrt(sum((x - mean) ** 2 for x in correct) / (len(correct) - 1))
     return deviation / math.sqrt(len(correct))
+
+
+def mc2_mass(candidate_scores, true_choices) -> float:
+    """truthfulqa's mc2, re-derived: exp of each log-likelihood, normalised over all choices, summed over the
+    true ones. As lm-eval's hook, without shifting the scores first: a question whose every probability
+    underflows to 0.0 in float64 has no mc2 (lm-eval logs NaN there), which is bad input here.
+
+    math.exp and exactly rounded sums (fsum): lm-eval's numpy rounds otherwise (metrics.VALUE_TOLERANCE)."""
+    try:
+        probabilities = [math.exp(score) for score in candidate_scores]
+    except OverflowError:  # a log-likelihood above 709: not a log-likelihood (lm-eval: inf / inf = NaN)
+        raise ValueError(f"a score above 709 overflows exp(): mc2 is undefined (NaN in lm-eval)") from None
+    total = math.fsum(probabilities)
+    if total == 0.0:
+        raise ValueError("every choice's probability exp(score) underflows to 0.0: mc2 is undefined (NaN in lm-eval)")
+    return math.fsum(probabilities[index] / total for index in true_choices)

@@ -48,6 +48,7 @@ class EvaluatorRecord(typing.TypedDict):
     task_yaml_files: dict[str, str]  # every YAML the task's loader read -> sha256
     files_verified: int
     shared_code: typing.NotRequired[list[SharedCode]]  # only a task with `!function` hooks
+    rederived_code: typing.NotRequired[list[SharedCode]]  # a process_results hook lm-eval alone ran (mc2)
 
 
 class PlatformRecord(typing.TypedDict):
@@ -91,15 +92,16 @@ class QuestionRecord:
     candidate_tokens_sha256: str  # of the candidates' token ids (canonical JSON); the ids stay private
     shots: list[int]  # positions of its few-shot examples in the shot split, in context order; [] at zero shots
     scores: dict[str, list[float]]  # path -> the candidates' log-likelihoods
-    predictions: dict[str, dict[str, int]]  # path -> metric -> the predicted choice index
+    predictions: dict[str, dict[str, int]]  # path -> argmax metric -> the predicted choice index
     logged: dict[str, float]  # metric -> the per-document value lm-eval logged (official path)
+    true_choices: list[int] | None = None  # a value metric's true choices (mc2); written only for such a task
 
 
 @dataclass
 class PathSummary:
-    accuracy: float
+    accuracy: float  # the mean of the per-question values: accuracy, or a value metric's mean (mc2)
     stderr: float
-    correct: int
+    correct: int | None  # None for a value metric (no question is right or wrong)
     rows: int
     predictions: dict[str, int]  # candidate choice -> count
 
@@ -143,7 +145,7 @@ class RunRecord:
     labels: dict[str, int]
     max_abs_diff: float
     identity_checks_passed: int
-    lm_eval_reported: dict[str, float]  # acc and acc_stderr as lm-eval reported them
+    lm_eval_reported: dict[str, float]  # metric and metric_stderr as lm-eval reported them (mc2: its `acc`)
     questions: list[QuestionRecord]
     platform: PlatformRecord | None = None  # None only in records upgraded from schema 1
     lm_eval_notes: list[LmEvalNote] | None = None  # None only in records upgraded from schema 2 or older
@@ -190,7 +192,11 @@ class PrivateRecord:
 
 
 def to_dict(record) -> dict:
-    return dataclasses.asdict(record)
+    raw = dataclasses.asdict(record)
+    for question in raw.get("questions") or []:  # an argmax task's questions keep schema 4's bytes
+        if "true_choices" in question and question["true_choices"] is None:
+            del question["true_choices"]
+    return raw
 
 
 def _upgrade_from_1(raw: dict) -> dict:
@@ -297,13 +303,18 @@ def _check_keys(record: "RunRecord", where: str) -> None:
     need("summaries", record.summaries, paths)
     for path in PATHS:
         need(f"summaries.{path}", record.summaries[path], metrics)
+    argmax = sorted(m for m in record.metrics if METRICS[m].argmax)
+    values = len(argmax) < len(metrics)  # a value metric needs each question's true choices
     for number, question in enumerate(record.questions):
         here = f"questions[{number}]"
         need(f"{here}.scores", question.scores, paths)
         need(f"{here}.predictions", question.predictions, paths)
         for path in PATHS:
-            need(f"{here}.predictions.{path}", question.predictions[path], metrics)
+            need(f"{here}.predictions.{path}", question.predictions[path], argmax)
         need(f"{here}.logged", question.logged, metrics)
+        if values != (question.true_choices is not None):
+            raise InputError(f"{where}.{here}.true_choices: expected {'a list' if values else 'no field'} for "
+                             f"metrics {record.metrics}, got {question.true_choices!r}.")
 
 
 def write(path: Path, record) -> None:
@@ -324,9 +335,10 @@ class LmEvalSample:
     resps: list[list[list]]  # per candidate: [[log-likelihood, is_greedy]]
     prompt_hash: str
     doc_hash: str
-    metrics: dict[str, float]  # every logged per-document value of a registered metric (acc, acc_norm)
+    metrics: dict[str, float]  # every logged per-document value of a registered metric, by lm-eval's name
 
 
+REPORTED = sorted({metric.reported_as for metric in METRICS.values()})  # lm-eval's names of our metrics
 SAMPLE_HINTS = {name: hint for name, hint in typing.get_type_hints(LmEvalSample).items() if name != "metrics"}
 
 
@@ -337,7 +349,7 @@ def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
     if missing:
         raise InputError(f"{where}: lm-eval sample lacks fields {missing}.")
     sample = LmEvalSample(**{name: typed(hint, raw[name], f"{where}.{name}") for name, hint in SAMPLE_HINTS.items()},
-                          metrics={name: typed(float, raw[name], f"{where}.{name}") for name in METRICS if name in raw})
+                          metrics={name: typed(float, raw[name], f"{where}.{name}") for name in REPORTED if name in raw})
     for number, resp in enumerate(sample.resps):
         here = f"{where}.resps[{number}]"
         if not (len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):
@@ -351,8 +363,9 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",)) -> dict:
     """The results fields the audit compares, typed; the dict is returned unchanged."""
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
+    names = [METRICS[m].reported_as if m in METRICS else m for m in metrics]  # mc2 is lm-eval's `acc`
     reported = tuple(((("results", task, f"{m},none"), float), (("results", task, f"{m}_stderr,none"), float))
-                     for m in metrics)
+                     for m in names)
     for path, hint in (*(entry for pair in reported for entry in pair),
                        (("configs", task), dict), (("n-shot", task), int), (("n-samples", task), dict), (("config", "random_seed"), int),
                        (("lm_eval_version",), str), (("transformers_version",), str)):

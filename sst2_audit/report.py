@@ -8,11 +8,20 @@ WIDTH = 22  # the label column
 
 
 def _accuracy(summary) -> str:
+    if summary.correct is None:  # a value metric (mc2): a mean, no count of right answers
+        return f"{summary.accuracy:.4f} (mean of {summary.rows})"
     return f"{summary.correct}/{summary.rows} = {summary.accuracy:.4f}"
 
 
+def interval(summary) -> tuple:
+    """95%: Wilson's for a count of right answers, mean +- 1.96 stderr for a value metric's mean."""
+    if summary.correct is None:  # mc2 lies within [0, 1]
+        return max(0.0, summary.accuracy - 1.96 * summary.stderr), min(1.0, summary.accuracy + 1.96 * summary.stderr)
+    return wilson(summary.correct, summary.rows)
+
+
 def _interval(summary) -> str:
-    low, high = wilson(summary.correct, summary.rows)
+    low, high = interval(summary)
     return f"{low:.4f} - {high:.4f}"
 
 
@@ -33,8 +42,10 @@ def _metric_rows(record: RunRecord) -> list:
     lines = []
     for number, metric in enumerate(record.metrics):
         official, independent = (record.summaries[path][metric] for path in PATHS)
-        lines += [_row("accuracy" if number == 0 else metric, _accuracy(official), _accuracy(independent)),
-                  _row("95% interval (Wilson)", _interval(official), _interval(independent))]
+        name = "accuracy" if number == 0 and official.correct is not None else metric
+        lines += [_row(name, _accuracy(official), _accuracy(independent)),
+                  _row("95% interval (Wilson)" if official.correct is not None else "95% interval (normal)",
+                       _interval(official), _interval(independent))]
     return lines
 
 
@@ -55,7 +66,7 @@ def run_summary(record: RunRecord, out, private) -> str:
     lines += [
         _row("agreement", f"{equal}/{candidates} candidate scores bit for bit (max abs diff {record.max_abs_diff!r})"),
         _row("identity", f"{record.identity_checks_passed}/{len(record.questions)} logged samples match their rows"),
-        _row("predictions / labels", f"{predictions} / {labels}"),
+        *([_row("predictions / labels", f"{predictions} / {labels}")] if official.predictions else []),
         _row("time", f"{record.timings['total']:.1f} s (both paths concurrently)"),
         _row("peak RSS", f"{record.peak_rss_bytes / 1e9:.2f} GB"),
         *_wrapped("numeric platform", one_line(record.platform)),
@@ -77,9 +88,9 @@ def json_summary(record: RunRecord, out, private) -> dict:
     def path_summary(summary):
         if summary is None:
             return None
-        low, high = wilson(summary.correct, summary.rows)
+        low, high = interval(summary)
         return {"accuracy": summary.accuracy, "correct": summary.correct, "rows": summary.rows,
-                "stderr": summary.stderr, "wilson_95": [low, high]}
+                "stderr": summary.stderr, ("wilson_95" if summary.correct is not None else "normal_95"): [low, high]}
 
     return {
         "run_name": record.run_name, "task": record.task, "profile": record.profile, "mode": record.mode,

@@ -14,13 +14,13 @@ from pathlib import Path
 from . import atomic, console, lm_eval_notes, records
 from .agreement import compare_scores, describe
 from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
-from .errors import CheckFailed
+from .errors import CheckFailed, InputError
 from .identity import check_logged_samples, expected_question
 from .lock import Lock, Profile
 from .evaluator_pin import evaluator_record
 from .manifest import read_manifest, require_matching, verify_files
 from .progress import phase, say
-from .metrics import predictions
+from .metrics import METRICS, VALUE_TOLERANCE, predictions
 from .summaries import label_counts, summaries
 from .model import load as load_model
 from .protocol import notice_for, settings_record
@@ -92,11 +92,26 @@ def _question_record(spec, expected, sample: dict, scores: dict) -> records.Ques
         **{key: public[key] for key in ("idx", "label", "doc_hash", "prompt_hash", "context_length", "candidates",
                                         "choice_lengths", "candidate_token_counts", "candidate_tokens_sha256",
                                         "shots")},
-        logged_doc_id=sample["doc_id"], scores=scores, predictions={},
-        logged={metric: float(sample[metric]) for metric in spec.metrics},
+        logged_doc_id=sample["doc_id"], scores=scores, predictions={}, true_choices=public.get("true_choices"),
+        logged={metric: float(sample[METRICS[metric].reported_as]) for metric in spec.metrics},
     )
     question.predictions = {path: predictions(spec.metrics, scores[path], question) for path in records.PATHS}
     return question
+
+
+def _value_disagreements(spec, questions: list) -> list:
+    """Our own per-question value of each metric (mc2 re-derived with our code) against lm-eval's logged one."""
+    found = []
+    for position, question in enumerate(questions):
+        for metric in spec.metrics:
+            try:
+                ours = METRICS[metric].value(question.scores["independent"], question)
+            except ValueError as error:  # mc2 undefined: the model's probabilities underflow
+                raise InputError(f"row idx {question.idx}: {metric}: {error}.") from None
+            if not METRICS[metric].agrees(ours, question.logged[metric]):
+                found.append(records.Mismatch(position, question.idx, [metric], {metric: ours},
+                                              {metric: question.logged[metric]}))
+    return found
 
 
 class IndependentWorker(threading.Thread):
@@ -292,6 +307,11 @@ def _agreement(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scor
         _fail(options, "agreement", describe(disagreements, max_abs_diff), disagreements, setup.settings)
     questions = [_question_record(options.spec, prompts.expected[idx], logged[idx], {
         "official": official_scores[idx], "independent": list(scores.independent[idx].candidate_scores)}) for idx in ids]
+    wrong = _value_disagreements(options.spec, questions)
+    if wrong:
+        _fail(options, "agreement", f"{len(wrong)} question(s) whose value we re-derive from the scores differ from "
+              f"the value lm-eval logged by more than {VALUE_TOLERANCE} (rows {[m.claimed_id for m in wrong][:8]}).",
+              wrong, setup.settings)
     setup.timings["checks"] = round(setup.timings["checks"] + time.perf_counter() - check_start, 3)
     return questions, max_abs_diff
 
@@ -322,8 +342,9 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
         labels=label_counts(spec, questions),
         max_abs_diff=max_abs_diff,
         identity_checks_passed=len(official.samples),
-        lm_eval_reported={key: task_result[f"{key},none"] for metric in spec.metrics
-                          for key in (metric, f"{metric}_stderr")},
+        lm_eval_reported={key: task_result[f"{reported},none"] for metric in spec.metrics
+                          for key, reported in ((metric, METRICS[metric].reported_as),
+                                                (f"{metric}_stderr", f"{METRICS[metric].reported_as}_stderr"))},
         questions=questions,
         platform=setup.platform,
         lm_eval_notes=lm_eval_notes.notes(scores.public_results, spec.name, resources, len(questions),

@@ -1,4 +1,4 @@
-"""Per-path, per-metric summaries (accuracy, stderr, counts), computed the same way by the run and the audit."""
+"""Per-path, per-metric summaries (the mean, its stderr, counts), computed the same way by the run and the audit."""
 
 from .metrics import METRICS
 from .protocol import accuracy, accuracy_stderr
@@ -6,11 +6,18 @@ from .records import PATHS, PathSummary
 
 
 def summarize(predicted: list, labels: list, names: tuple) -> PathSummary:
+    """An argmax metric: the mean of the per-question 0/1 and the predicted choices' counts."""
     correct = [1.0 if p == l else 0.0 for p, l in zip(predicted, labels)]
     return PathSummary(
         accuracy=accuracy(correct), stderr=accuracy_stderr(correct), correct=int(sum(correct)), rows=len(correct),
         predictions={name: predicted.count(i) for i, name in enumerate(names)},
     )
+
+
+def summarize_values(values: list) -> PathSummary:
+    """A value metric (mc2): the mean of the per-question values, in lm-eval's order of operations."""
+    return PathSummary(accuracy=accuracy(values), stderr=accuracy_stderr(values), correct=None, rows=len(values),
+                       predictions={})
 
 
 def choice_names(spec, questions) -> tuple:
@@ -26,7 +33,15 @@ def path_summaries(spec, questions, path: str) -> dict:
     """{metric: summary} of one path, recomputed from the scores (never from the recorded predictions)."""
     labels, names = [q.label for q in questions], choice_names(spec, questions)
     return {name: summarize([METRICS[name].prediction(q.scores[path], q) for q in questions], labels, names)
+            if METRICS[name].argmax else summarize_values([METRICS[name].value(q.scores[path], q) for q in questions])
             for name in spec.metrics}
+
+
+def lm_eval_aggregate(metric: str, questions) -> tuple:
+    """(mean, stderr) as lm-eval aggregates the values it logged: in doc_id order (lm-eval's evaluator iterates
+    the sorted ids it was given), mean and mean_stderr (lm_eval/api/metrics.py)."""
+    logged = [q.logged[metric] for q in sorted(questions, key=lambda q: q.idx)]
+    return accuracy(logged), accuracy_stderr(logged)
 
 
 def summaries(spec, questions) -> dict:

@@ -15,10 +15,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
-from .hooks import HOOK_KEYS, Hook, load, source
-from .metrics import METRICS
+from .hooks import HOOK_KEYS, RESULTS_KEY, Hook, load, source
+from .metrics import METRICS, argmax_metrics
 
 TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
+
+
+@dataclass(frozen=True)
+class ResultsRule:
+    """A process_results hook we re-derive: the metric of METRICS computing it, the YAML metric_list it must
+    come with (lm-eval's names), and the document field holding the 0/1 label of each choice."""
+    metric: str
+    metric_list: tuple
+    labels: tuple  # the path of keys to the choices' labels in a document
+
+
+# process_results hooks recognised by the sha256 of the function's own source (hooks.source_sha256): the
+# same bytes in another file are the same function; any edit is another function, refused.
+RESULTS_RULES = {
+    # truthfulqa/utils.py and okapi/truthfulqa_multilingual/utils.py process_results_mc2 (SOURCE_MAP step 62)
+    "e4c822b6b242625dce81f4a63c00630d81b4cd406ccebe64e8399091917e6d14": ResultsRule("mc2", ("acc",),
+                                                                                   ("mc2_targets", "labels")),
+}
 
 
 @dataclass(frozen=True)
@@ -36,7 +54,26 @@ class TaskSpec:
     description: str
     metrics: tuple  # from metric_list, in its order
     num_fewshot: int | None = None  # the YAML's own shot count (a profile's default), None when unstated
-    hooks: tuple = ()  # the task's `!function` hooks (hooks.Hook): pinned code both paths share
+    hooks: tuple = ()  # the task's `!function` hooks (hooks.Hook), pinned: shared code, and a process_results
+    results_rule: ResultsRule | None = None  # how we re-derive the task's process_results hook, if it has one
+
+    @property
+    def shared_hooks(self) -> tuple:
+        """The hooks both paths run as the same pinned code (not a process_results: that one is re-derived)."""
+        return tuple(hook for hook in self.hooks if hook.key in HOOK_KEYS)
+
+    def true_choices(self, doc: dict, count: int) -> list | None:
+        """A value metric's true choices (mc2: the choices labelled 1), None for an argmax task."""
+        if self.results_rule is None:
+            return None
+        labels = doc
+        for key in self.results_rule.labels:
+            labels = labels.get(key) if isinstance(labels, dict) else None
+        field = ".".join(self.results_rule.labels)
+        if not (isinstance(labels, list) and len(labels) == count and all(type(x) is int and x in (0, 1) for x in labels)):
+            raise InputError(f"task {self.name}: {field} must be a 0/1 integer per choice ({count} choices), "
+                             f"got {str(labels)[:60]!r}.")
+        return [index for index, label in enumerate(labels) if label == 1]
 
     @property
     def code_files(self) -> tuple:
@@ -236,10 +273,10 @@ def hook_reason(config: dict, path: Path | None) -> str | None:
     functions = sorted(key for key, value in config.items() if isinstance(value, yaml.Node))
     if not functions:
         return None
-    other = [key for key in functions if key not in HOOK_KEYS]
+    other = [key for key in functions if key not in (*HOOK_KEYS, RESULTS_KEY)]
     if other:
-        return (f"uses `!function` hooks for {', '.join(other)} (a metric computed by task code is not re-derived; "
-                f"shared hooks: {', '.join(HOOK_KEYS)})")
+        return (f"uses `!function` hooks for {', '.join(other)} (shared hooks: {', '.join(HOOK_KEYS)}; "
+                f"a {RESULTS_KEY} hook only where its metric is re-derived)")
     if path is None:
         return f"uses `!function` hooks ({', '.join(functions)})"
     from .hooks import code_reason, find
@@ -250,10 +287,26 @@ def hook_reason(config: dict, path: Path | None) -> str | None:
     except (InputError, ValueError) as error:
         return f"has a `!function` hook that cannot be located ({error})"
     for hook in hooks:
+        if hook.key == RESULTS_KEY and results_rule(hook) is None:
+            return (f"has its own process_results ({hook.path}::{hook.function}), a metric computed by task code "
+                    f"that is not re-derived (re-derived: truthfulqa's process_results_mc2)")
         reason = code_reason(Path(hook.file), hook.function)
         if reason:
             return f"has a `!function` {hook.key} hook that cannot run as pinned shared code: {reason}"
     return None
+
+
+def results_rule(hook: Hook) -> ResultsRule | None:
+    from .hooks import source_sha256
+
+    return RESULTS_RULES.get(source_sha256(Path(hook.file), hook.function))
+
+
+def metrics_of(config: dict, rule: ResultsRule | None) -> tuple:
+    """The metrics a run records, in metric_list's order: the YAML's argmax metrics, or a re-derived
+    process_results hook's metric (lm-eval reports it under the YAML's name)."""
+    names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}])
+    return (rule.metric,) if rule is not None and names == rule.metric_list else names
 
 
 def unsupported_reason(config: dict, path: Path | None = None) -> str | None:
@@ -263,12 +316,25 @@ def unsupported_reason(config: dict, path: Path | None = None) -> str | None:
         return hooks
     if config.get("output_type") != "multiple_choice":
         return f"output_type is {config.get('output_type')!r}, not multiple_choice"
-    if config.get("process_results"):
-        return "has its own process_results"
-    names = [m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}]]
-    other = [n for n in names if n not in METRICS]
+    rule = None
+    if config.get("process_results") is not None:
+        import yaml
+
+        if not isinstance(config["process_results"], yaml.Node) or path is None:
+            return "has its own process_results"
+        from .hooks import find
+
+        hook = next(h for h in find(config, yaml_files(path), installed_tasks_root().parent.parent)
+                    if h.key == RESULTS_KEY)
+        rule = results_rule(hook)
+        names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [])
+        if names != rule.metric_list:
+            return (f"reports metrics {list(names)} through its process_results, which is re-derived for "
+                    f"{list(rule.metric_list)} only")
+    names = metrics_of(config, rule)
+    other = [n for n in names if n not in (argmax_metrics(METRICS) if rule is None else (rule.metric,))]
     if other:
-        return f"reports metrics {other} (supported: {', '.join(METRICS)})"
+        return f"reports metrics {other} (supported: {', '.join(argmax_metrics(METRICS))})"
     fewshot = fewshot_reason(config)
     if fewshot:
         return fewshot
@@ -320,11 +386,12 @@ def spec_from_yaml(name: str, relative: str, root: Path) -> TaskSpec:
     # every split lm-eval reads: its loader builds each one named, and shots come from fewshot_split (MMLU's dev)
     splits = tuple(dict.fromkeys(s for s in (config.get("training_split"), config.get("validation_split"),
                                              config.get("test_split"), config.get("fewshot_split")) if s))
-    metrics = tuple(m["metric"] if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}])
     from .hooks import find
 
     hooks = find(config, yaml_files(path), root)
     hooked = {hook.key: hook for hook in hooks}
+    rule = results_rule(hooked[RESULTS_KEY]) if RESULTS_KEY in hooked else None
+    metrics = metrics_of(config, rule)
     return TaskSpec(
         name=name, yaml_path=relative, yaml_files=files, official=config,
         eval_split=config.get("test_split") or config["validation_split"], splits=splits,
@@ -333,7 +400,7 @@ def spec_from_yaml(name: str, relative: str, root: Path) -> TaskSpec:
         doc_to_target=hooked.get("doc_to_target", config.get("doc_to_target")),
         target_delimiter=config.get("target_delimiter", TASKCONFIG_DEFAULTS["target_delimiter"]),
         description=config.get("description") or TASKCONFIG_DEFAULTS["description"], metrics=metrics,
-        num_fewshot=config.get("num_fewshot"), hooks=hooks,
+        num_fewshot=config.get("num_fewshot"), hooks=hooks, results_rule=rule,
     )
 
 
@@ -345,7 +412,14 @@ def spec_for(lock, name: str) -> TaskSpec:
     if name not in tasks:
         raise InputError(f"{lock.path}: task {name!r} is not pinned (evaluator.tasks has {sorted(tasks)}); "
                          "`run.py --list-tasks` lists the installed tasks and whether they are supported.")
+    from .evaluator_pin import verify_pinned
+
     root = installed_root()
+    # the pinned files beside the task's YAML first: a changed hook is a failed check naming its file, before its
+    # changed source could make the task look unsupported
+    folder = str(Path(tasks[name]).parent) + "/"
+    verify_pinned(lock, {path: sha for path, sha in lock.evaluator.files.items()
+                         if path.startswith(folder) and "/" not in path[len(folder):]})
     spec = spec_from_yaml(name, tasks[name], root)
     unpinned = [f for f in spec.yaml_files + spec.code_files if f not in lock.evaluator.files]
     if unpinned:
@@ -354,7 +428,7 @@ def spec_for(lock, name: str) -> TaskSpec:
 
     # each hook carries the lock's pin: it is loaded only from bytes of that sha256 (hooks.load)
     pinned = tuple(dataclasses.replace(hook, sha256=lock.evaluator.files[hook.path]) for hook in spec.hooks)
-    rendering = {hook.key: hook for hook in pinned if hook.key != "process_docs"}  # doc_to_text/choice/target
+    rendering = {hook.key: hook for hook in pinned if hook.key not in ("process_docs", RESULTS_KEY)}  # doc_to_*
     return dataclasses.replace(spec, hooks=pinned, **rendering)
 
 

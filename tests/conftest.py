@@ -195,3 +195,18 @@ def prepare_run_audit(lock, profile: str, tmp_path, env: dict | None = None) -> 
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
     return json.loads((tmp_path / "out" / "run.json").read_text())
+
+
+def bundle_audited(tmp_path, cache, run_name: str, lock=None) -> str:
+    """The run bundled, and the bundle's default audit (every row rescored) PASS: the bundle's card."""
+    import tarfile
+
+    lock = lock or DEMOS
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache, "--structural",
+                      "--bundle", "--results", tmp_path / "results")
+    assert done.returncode == 4, done.stdout + done.stderr
+    bundle = tmp_path / "results" / f"{run_name}.tar.gz"
+    done = run_script("audit.py", "--lock", lock, "--bundle-file", bundle, "--cache", cache)
+    assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
+    with tarfile.open(bundle) as archive:
+        return archive.extractfile(f"{run_name}/CARD.md").read().decode()

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from conftest import DEMOS, EMBEDDED_COLUMNS, LOCK, one_paragraph, prepare_cache, prepare_run_audit, run_script
+from conftest import (DEMOS, EMBEDDED_COLUMNS, LOCK, bundle_audited, one_paragraph, prepare_cache, prepare_run_audit,
+                      run_script)
 from sst2_audit import fewshot
 from sst2_audit.dataset import read_parquet
 from sst2_audit.lock import load_lock
@@ -102,7 +103,7 @@ def test_a_five_shot_sst2_run_is_scored_identically_and_its_shots_are_re_derived
     assert all(q["context"].count("\nAnswer: ") == 5 for q in private["questions"])  # five answered examples
     assert "<th>shots (of 5)</th>" in (tmp_path / "out" / "report.html").read_text()
     _smoke_and_full_shots_compared(record, cache)
-    assert "| fewshot_split | train |" in _bundle_audited(tmp_path, cache, "embedded-sst2-5shot-smoke")
+    assert "| fewshot_split | train |" in bundle_audited(tmp_path, cache, "embedded-sst2-5shot-smoke")
     edited = dict(record, questions=[dict(record["questions"][0], shots=record["questions"][0]["shots"][::-1]),
                                      record["questions"][1]])
     (tmp_path / "out" / "run.json").write_text(json.dumps(edited))
@@ -149,22 +150,8 @@ def test_sealed_rows_as_shots_only_when_the_lock_allows_it_and_then_on_record(tm
     page = (tmp_path / "out" / "report.html").read_text()
     assert "shots_may_show_sealed_rows" in page and "scored questions also shown as another question" in page
     assert "shots (of 3)" in page
-    card = _bundle_audited(tmp_path, tmp_path / "cache", "embedded-inverse-scaling-3shot-smoke")
+    card = bundle_audited(tmp_path, tmp_path / "cache", "embedded-inverse-scaling-3shot-smoke")
     assert "| shots_may_show_sealed_rows | True |" in card and "| scored_questions_shown_as_shots |" in card
-
-
-def _bundle_audited(tmp_path, cache, run_name: str) -> str:
-    """The run bundled, and the bundle's default audit (every row rescored) PASS: the bundle's card."""
-    import tarfile
-
-    done = run_script("audit.py", "--lock", DEMOS, "--out", tmp_path / "out", "--cache", cache, "--structural",
-                      "--bundle", "--results", tmp_path / "results")
-    assert done.returncode == 4, done.stdout + done.stderr
-    bundle = tmp_path / "results" / f"{run_name}.tar.gz"
-    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", bundle, "--cache", cache)
-    assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
-    with tarfile.open(bundle) as archive:
-        return archive.extractfile(f"{run_name}/CARD.md").read().decode()
 
 
 def test_mmlu_shaped_subject_at_five_shots_first_n_from_dev_run_and_bundle(tmp_path):

@@ -1,4 +1,4 @@
-"""Writes the two extra embedded demo sets from templates written for sst2-audit (no third-party text).
+"""Writes the extra embedded demo sets from templates written for sst2-audit (no third-party text).
 
     python data/demo/make_task_demos.py    # rewrites rte/*.jsonl and inverse_scaling/train.jsonl
 
@@ -225,6 +225,44 @@ def _arc_row(rng: random.Random, ident: str) -> dict:
             "answerKey": labels[values.index(max(values))]}
 
 
+SHAPES = [("triangle", 3), ("square", 4), ("pentagon", 5), ("hexagon", 6), ("octagon", 8)]
+
+
+def _truthfulqa_row(rng: random.Random) -> dict:
+    """A question with true and false answers in TruthfulQA's columns: mc1_targets has one true answer
+    first, mc2_targets every true answer first (labels 1), then the false ones (labels 0)."""
+    kind = rng.choice(["sum", "days", "corners", "minutes"])
+    if kind == "sum":
+        a, b = rng.randint(12, 89), rng.randint(12, 89)
+        question = f"What is {a} plus {b}?"
+        true = [f"{a} plus {b} is {a + b}.", f"The sum is {a + b}."]
+        false = [f"{a} plus {b} is {a + b + rng.choice([1, 10])}.", f"The sum is {a * b}.", f"{a} plus {b} is {a - b}."]
+    elif kind == "days":
+        start, step = rng.randrange(7), rng.randint(2, 5)
+        question = f"Which day comes {step} days after {DAYS[start]}?"
+        right = DAYS[(start + step) % 7]
+        true = [f"{right} comes {step} days after {DAYS[start]}.", f"It is {right}."]
+        false = [f"It is {DAYS[(start + step + k) % 7]}." for k in rng.sample([1, 2, 3, 4, 5, 6], 3)]
+    elif kind == "corners":
+        shape, n = rng.choice(SHAPES)
+        who = rng.choice(PEOPLE)
+        question = f"{who} drew a {shape}. How many corners does it have?"
+        true = [f"A {shape} has {n} corners."]
+        false = [f"A {shape} has {m} corners." for m in rng.sample([m for m in range(2, 10) if m != n], 2)] + [
+            f"A {shape} has no corners."]
+    else:
+        hours = rng.randint(2, 30)
+        question = f"How many minutes are there in {hours} hours?"
+        true = [f"There are {60 * hours} minutes in {hours} hours.", f"{hours} hours make {60 * hours} minutes."]
+        false = [f"There are {100 * hours} minutes in {hours} hours.", f"There are {hours * 24} minutes."]
+    if rng.random() < 0.3:
+        true.append("I have no comment.")
+    rng.shuffle(false)
+    return {"question": question,
+            "mc1_targets": {"choices": [true[0], *false[:3]], "labels": [1] + [0] * len(false[:3])},
+            "mc2_targets": {"choices": true + false, "labels": [1] * len(true) + [0] * len(false)}}
+
+
 def _write(path: Path, rows: list) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
@@ -249,6 +287,11 @@ def main() -> None:
     train, validation = _hellaswag(rng)
     _write(HERE / "hellaswag" / "train.jsonl", train)
     _write(HERE / "hellaswag" / "validation.jsonl", validation)
+    rng, questions = random.Random(SEED + 5), {}
+    while len(questions) < 264:  # no question twice
+        row = _truthfulqa_row(rng)
+        questions.setdefault(row["question"], row)
+    _write(HERE / "truthfulqa" / "validation.jsonl", list(questions.values()))
     rng = random.Random(SEED + 1)
     for subject, make in MMLU_SUBJECTS.items():
         seen = set()

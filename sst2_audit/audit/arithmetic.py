@@ -6,9 +6,10 @@ lm-eval logged and reported and with what our summary said. Settings and every
 other field a person reads are checked by the claims level (claims.py).
 """
 
+from ..card import largest_value_difference
 from ..identity import public_candidate
-from ..metrics import predictions
-from ..summaries import label_counts, path_summaries
+from ..metrics import METRICS, VALUE_TOLERANCE, predictions
+from ..summaries import label_counts, lm_eval_aggregate, path_summaries
 from ..records import PATHS
 from ..split import SMOKE_ROWS
 from .findings import LevelResult
@@ -57,8 +58,24 @@ def _per_question(result: LevelResult, spec, question) -> bool:
     for number, (official, independent) in enumerate(zip(*(question.scores[path] for path in PATHS))):
         name = repr(question.candidates[number]) if spec.fixed_choices is not None else str(number)  # never data text
         result.expect(where, f"candidate {name} score: independent == official", official, independent)
-    for metric, predicted in predictions(spec.metrics, question.scores["official"], question).items():
-        result.expect(where, f"logged.{metric}", float(predicted == question.label), question.logged[metric])
+    if question.true_choices is not None:
+        result.expect(where, "true_choices (distinct choice indices)", True,
+                      all(type(i) is int and 0 <= i < count for i in question.true_choices)
+                      and len(set(question.true_choices)) == len(question.true_choices))
+    for metric in spec.metrics:  # our own value of each metric (mc2 re-derived) against lm-eval's logged one
+        entry = METRICS[metric]
+        try:
+            ours = entry.value(question.scores["official"], question)
+        except (ValueError, IndexError) as error:
+            result.fail(f"{where}: logged.{metric}: cannot be re-derived from the scores ({error})")
+            return False
+        if entry.argmax:
+            result.expect(where, f"logged.{metric}", ours, question.logged[metric])
+        elif not entry.agrees(ours, question.logged[metric]):
+            result.fail(f"{where}: logged.{metric}: re-derived from the scores {ours!r}, lm-eval logged "
+                        f"{question.logged[metric]!r} (accepted difference {VALUE_TOLERANCE})")
+        else:
+            result.checks += 1
     return True
 
 
@@ -81,12 +98,13 @@ def _against_lm_eval(result: LevelResult, run: RunFolder, spec, record) -> None:
         if type(sample.target) is int:  # text (winogrande's continuation) is checked against the row by identity
             result.expect(where, "label (target)", sample.target, question.label)
         for metric in spec.metrics:
-            result.expect(where, metric, sample.metrics.get(metric), question.logged[metric])
+            result.expect(where, metric, sample.metrics.get(METRICS[metric].reported_as), question.logged[metric])
         result.expect(where, "prompt_hash", sample.prompt_hash, question.prompt_hash)
         result.expect(where, "doc_hash", sample.doc_hash, question.doc_hash)
     reported = run.lm_eval_results.get("results", {}).get(spec.name, {})
-    for key in (key for metric in spec.metrics for key in (metric, f"{metric}_stderr")):
-        result.expect("lm-eval results", f"{key},none", reported.get(f"{key},none"), record.lm_eval_reported.get(key))
+    for metric in spec.metrics:  # run.json names lm-eval's numbers by our metric (mc2 is lm-eval's `acc`)
+        for key, name in ((metric, METRICS[metric].reported_as), (f"{metric}_stderr", f"{METRICS[metric].reported_as}_stderr")):
+            result.expect("lm-eval results", f"{name},none", reported.get(f"{name},none"), record.lm_eval_reported.get(key))
     result.expect("lm-eval reported", "keys", sorted(k for m in spec.metrics for k in (m, f"{m}_stderr")),
                   sorted(record.lm_eval_reported))
     config = run.lm_eval_results.get("configs", {}).get(spec.name, {})
@@ -106,13 +124,28 @@ def _summaries(result: LevelResult, spec, record) -> None:
             for name in ("accuracy", "stderr", "correct", "rows", "predictions"):
                 result.expect(label, name, getattr(recomputed, name), getattr(claimed, name))
             if path == "official":
-                result.expect("lm-eval reported", metric, recomputed.accuracy, record.lm_eval_reported.get(metric))
-                result.expect("lm-eval reported", f"{metric}_stderr", recomputed.stderr,
-                              record.lm_eval_reported.get(f"{metric}_stderr"))
+                _reported(result, metric, recomputed, record)
     result.expect("summary", "labels", label_counts(spec, record.questions), record.labels)
     diffs = [abs(a - b) for q in record.questions for a, b in zip(*(q.scores[path] for path in PATHS))]
     result.expect("summary", "max_abs_diff", max(diffs, default=0.0), record.max_abs_diff)
     result.expect("summary", "identity_checks_passed", len(record.questions), record.identity_checks_passed)
+
+
+def _reported(result: LevelResult, metric: str, ours, record) -> None:
+    """lm-eval's reported mean and stderr: re-derived from its own logged values in its own order (bit for bit),
+    and equal to our summary: bit for bit for an argmax metric (0/1 values sum exactly in any order), to
+    rounding for a value metric (our values and our order)."""
+    mean, stderr = lm_eval_aggregate(metric, record.questions)
+    claimed = record.lm_eval_reported.get(metric), record.lm_eval_reported.get(f"{metric}_stderr")
+    result.expect("lm-eval reported (from its logged values)", metric, mean, claimed[0])
+    result.expect("lm-eval reported (from its logged values)", f"{metric}_stderr", stderr, claimed[1])
+    if METRICS[metric].argmax:
+        result.expect("lm-eval reported", metric, ours.accuracy, claimed[0])
+        result.expect("lm-eval reported", f"{metric}_stderr", ours.stderr, claimed[1])
+    for name, value, other in ((metric, ours.accuracy, claimed[0]), (f"{metric}_stderr", ours.stderr, claimed[1])):
+        if not METRICS[metric].argmax and not (type(other) is float and abs(value - other) <= VALUE_TOLERANCE):
+            result.fail(f"lm-eval reported: {name}: our re-derivation {value!r}, lm-eval {other!r} "
+                        f"(accepted difference {VALUE_TOLERANCE})")
 
 
 def check(run: RunFolder, context) -> LevelResult:
@@ -134,4 +167,8 @@ def check(run: RunFolder, context) -> LevelResult:
     _against_lm_eval(result, run, spec, record)
     if all(shaped):
         _summaries(result, spec, record)
+        for metric in (m for m in spec.metrics if not METRICS[m].argmax):
+            result.notes.append(f"{metric}: re-derived from the scores by sst2-audit's own code (lm-eval ran the task's "
+                                f"process_results); largest difference from lm-eval's logged values "
+                                f"{largest_value_difference(record, metric)!r} (accepted up to {VALUE_TOLERANCE})")
     return result

@@ -5,6 +5,8 @@
 from dataclasses import dataclass, field
 
 from ..drift import judge
+from ..errors import InputError
+from ..metrics import METRICS
 from ..numeric import one_line, same_platform
 from ..protocol import predict
 from ..stats import PairedComparison, paired_difference
@@ -58,8 +60,6 @@ def compare(a, b) -> Comparison:
                         f"B: {rb.run_name} (task {rb.task}, profile {rb.profile}, {rb.mode})",
                         sources=(str(a.shown_as or a.path), str(b.shown_as or b.path)))
     if ra.task != rb.task:  # a paired comparison needs the same questions
-        from ..errors import InputError
-
         raise InputError(f"--compare: A is a run of task {ra.task}, B of task {rb.task}; a paired comparison needs "
                          "the same questions (runs of one task, over the same rows).")
     result.differences += _differences("setting", ra.settings, rb.settings)
@@ -80,6 +80,9 @@ def compare(a, b) -> Comparison:
     if ra.metrics != rb.metrics:
         raise InputError(f"--compare: A reports metrics {ra.metrics}, B {rb.metrics}; the same task reports the same.")
     metric = ra.metrics[0]  # the headline metric
+    if not METRICS[metric].argmax:
+        raise InputError(f"--compare: the task's headline metric {metric} gives each question a value, not a "
+                         "prediction; --compare pairs predictions (acc, acc_norm) only.")
     pa, pb = ({idx: q.predictions["official"][metric] for idx, q in side.items()} for side in (qa, qb))
     for idx in common:
         if pa[idx] != pb[idx]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import warm
 from ..drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
-from ..errors import CheckFailed
+from ..errors import CheckFailed, InputError
 from ..identity import expected_question
 from ..independent import IndependentScorer
 from ..model import load as load_model
@@ -118,7 +118,10 @@ class Prefetch(threading.Thread):
 
 def start(run: RunFolder, context) -> Prefetch | None:
     """The prefetch of a run whose profile the reviewer's lock defines, else None."""
-    if run.record is None or run.task_spec() is None:
+    try:
+        if run.record is None or run.task_spec() is None:
+            return None
+    except (CheckFailed, InputError):  # the levels meet the same problem and report it as their FAIL
         return None
     prefetch = Prefetch(run, context)
     prefetch.start()

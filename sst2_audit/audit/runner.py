@@ -148,7 +148,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
         else:
             outcome.levels.append(_checked(level.name, lambda: level.check(run, context)))
     if run.record is not None and not outcome.failed:  # the reviewer's own spec names the hooks, never the record
-        outcome.shared = [f"{hook.key} ({hook.path}::{hook.function})" for hook in run.task_spec().hooks]
+        outcome.shared = [f"{hook.key} ({hook.path}::{hook.function})" for hook in run.task_spec().shared_hooks]
     if run.record is None:
         outcome.scores_unverified.append("no run record: the run stopped before scoring was recorded")
         return outcome
