@@ -33,6 +33,8 @@ HELLASWAG_COLUMNS = [["ind", "int64"], ["activity_label", "string"], ["ctx_a", "
 
 ARC_COLUMNS = [["id", "string"], ["question", "string"],
                ["choices", "struct<text: list<element: string>, label: list<element: string>>"], ["answerKey", "string"]]
+GLUE_PAIR_COLUMNS = [["sentence1", "string"], ["sentence2", "string"], ["label", "int64"], ["idx", "int32"]]
+GLUE_SENTENCE_COLUMNS = [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]
 TRUTHFULQA_TARGETS = "struct<choices: list<element: string>, labels: list<element: int64>>"
 TRUTHFULQA_COLUMNS = [["question", "string"], ["mc1_targets", TRUTHFULQA_TARGETS], ["mc2_targets", TRUTHFULQA_TARGETS]]
 WINOGRANDE_COLUMNS = [["sentence", "string"], ["option1", "string"], ["option2", "string"], ["answer", "string"]]
@@ -105,6 +107,16 @@ def demo_lock(shipped: dict) -> dict:
             DEMO.format(what="questions with true and false answers in TruthfulQA's schema (0 shots; lm-eval's mc2 "
                              "process_results hook re-derived by sst2-audit)", task="TruthfulQA"),
             "questions with true and false answers written for sst2-audit in TruthfulQA's schema, scored as mc2"),
+        "embedded-mrpc": _profile(
+            "mrpc", _demo_data("mrpc", ("train", "validation"), GLUE_PAIR_COLUMNS), {"bootstrap_iters": 1000},
+            DEMO.format(what="sentence pairs in MRPC's schema (acc and f1; f1's bootstrap stderr on 1000 resamples, "
+                             "not lm-eval's default 100000)", task="GLUE MRPC"),
+            "sentence pairs written for sst2-audit in MRPC's schema, acc and f1"),
+        "embedded-cola": _profile(
+            "cola", _demo_data("cola", ("train", "validation"), GLUE_SENTENCE_COLUMNS), {"bootstrap_iters": 1000},
+            DEMO.format(what="well-formed and broken sentences in CoLA's schema (mcc; its bootstrap stderr on 1000 "
+                             "resamples, not lm-eval's default 100000)", task="GLUE CoLA"),
+            "sentences written for sst2-audit in CoLA's schema, mcc"),
     }
     raw["schema_version"] = LOCK_SCHEMA_VERSION
     return raw

@@ -41,7 +41,7 @@ def _metric_fields(record) -> dict:
     fields = {}
     for number, metric in enumerate(record.metrics):
         summary = record.summaries["official"][metric]
-        name = "accuracy" if number == 0 and METRICS[metric].argmax else metric
+        name = "accuracy" if number == 0 and METRICS[metric].kind == "accuracy" else metric
         fields.update({name: summary.accuracy, f"{name}_stderr": summary.stderr})
     return fields
 
@@ -57,7 +57,7 @@ def _rederived_fields(record) -> dict:
     code = record.evaluator.get("rederived_code")
     if not code:
         return {}
-    values = [m for m in record.metrics if not METRICS[m].argmax]
+    values = [m for m in record.metrics if METRICS[m].kind == "value"]
     return {"rederived_metric": "; ".join(
         f"{metric} (lm-eval reports it as {METRICS[metric].reported_as}): lm-eval ran {c['step']} "
         f"{c['file']}::{c['function']} (sha256 {c['sha256']}); sst2-audit re-derived it from the scores with its own "
@@ -135,4 +135,14 @@ def render(record, lock, legacy: bool = False) -> str:
     env = environment(html=False, plain_cells=legacy)
     fields = card_fields(record, lock)
     return env.get_template("card.md.j2").render(record=record, fields=fields, card_id=card_id(fields),
-                                                 headline=_headline(record), headline_metric=record.metrics[0])
+                                                 headline=_headline(record), headline_metric=record.metrics[0],
+                                                 basis=basis(record, record.metrics[0]))
+
+
+def basis(record, metric: str) -> str:
+    """What a metric's reported number is over (a value or corpus metric: not a count of right answers)."""
+    rows = record.summaries["official"][metric].rows
+    if METRICS[metric].kind == "corpus":
+        return (f"of all {rows} questions' (gold, prediction) pairs; stderr from lm-eval's seeded bootstrap of "
+                f"{record.settings.get('bootstrap_iters')} resamples")
+    return f"the mean over {rows} questions"

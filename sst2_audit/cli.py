@@ -24,7 +24,13 @@ def _guarded(body, argv) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         print("error: interrupted; nothing half-written was kept.", file=sys.stderr)
-        return 2
+        sys.stdout.flush()
+        sys.stderr.flush()
+        import os
+
+        # at once: a scoring thread may still be inside torch, and the interpreter's shutdown racing it can
+        # abort the process after the cleanup (seen: "terminate called without an active exception", -6)
+        os._exit(2)
     except BrokenPipeError:  # the reader of our output went away (`| head`): not a bug, nothing more to say
         import os
 

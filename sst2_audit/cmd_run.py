@@ -70,7 +70,7 @@ def _list_tasks(args) -> int:
     supported = [entry for entry in found if entry[2] is None]
     shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]
     print(f"{len(found)} installed multiple_choice tasks match {args.list_tasks!r}, {len(supported)} within the audit's "
-          f"protocol (acc / acc_norm / a re-derived mc2, hooks as pinned shared code, shots re-derivable); pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "
+          f"protocol (acc, acc_norm, f1, mcc, a re-derived mc2; hooks as pinned shared code; shots re-derivable); pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "
           "a supported task is pinned with prepare.py --pin")
     width = min(max((len(name) for name, _, _ in shown), default=0), 48)
     for name, path, reason in shown:

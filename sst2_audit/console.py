@@ -23,6 +23,10 @@ KNOWN_WARNINGS = (
     ("lm-eval: num_fewshot set to the lock's value", "Overwriting default num_fewshot"),
     ("transformers: tokenizer legacy-behaviour notice", "You are using the default legacy behaviour"),
     ("progress-bar updates (tqdm)", "%|"),
+    ("lm-eval: the f1 / mcc bootstrap started", "bootstrapping for stddev:"),
+    # a resample without class 1 has f1 0/0: scikit-learn warns and gives 0.0, as corpus.f1_binary does
+    ("scikit-learn: f1 ill-defined on a resample, 0.0 used", "UndefinedMetricWarning: F-score is ill-defined"),
+    ("scikit-learn: the source line of that warning", "_warn_prf(average, modifier"),
 )
 QUIET_ENVIRONMENT = {"TQDM_DISABLE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
 

@@ -29,13 +29,13 @@ def _accuracy_rows(record) -> list:
     for number, metric in enumerate(record.metrics):
         for path in PATHS:
             summary = record.summaries[path][metric]
-            low, high = interval(summary)
-            argmax = summary.correct is not None  # a value metric (mc2) has a mean, no count of right answers
-            name = (f"{path} {metric}" if number or not argmax else
+            low, high = interval(summary, metric)
+            counted = summary.correct is not None  # mc2, f1, mcc: no count of right answers
+            name = (f"{path} {metric}" if number or not counted else
                     ("official (lm-eval)" if path == "official" else path))
-            rows.append([name, f"{summary.correct}/{summary.rows}" if argmax else f"mean of {summary.rows}",
+            rows.append([name, f"{summary.correct}/{summary.rows}" if counted else f"({summary.rows} rows)",
                          f"{summary.accuracy:.4f}", f"{summary.stderr:.4f}",
-                         f"{low:.4f} – {high:.4f}" + ("" if argmax else " (normal)")])
+                         f"{low:.4f} – {high:.4f}" + ("" if counted else " (normal)")])
     return rows
 
 

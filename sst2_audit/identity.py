@@ -9,6 +9,7 @@ place that decides.
 from dataclasses import dataclass
 
 from .dataset import Row
+from .errors import InputError
 from .hashing import canonical_json, sha256_text
 from .independent import EncodedPair, encode_question
 from .protocol import doc_hash, prompt_hash
@@ -72,6 +73,9 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
     prefix = shots.prefix(spec, row.idx, row.doc) if shots is not None else spec.prefix(row.doc)
     requests = spec.requests(row.doc, prefix)
     choices = spec.choices(row.doc)
+    if "f1" in spec.metrics and len(choices) != 2:  # lm-eval's f1 is scikit-learn's binary f1 (class 1)
+        raise InputError(f"task {spec.name}: f1 is scikit-learn's binary f1 of class 1 (lm-eval's aggregation); it "
+                         f"needs two choices, row {row.idx} has {len(choices)}.")
     pairs = encode_question(tokenizer, requests, row.idx, max_length, bos)
     candidates = [candidate for _, candidate in requests]
     true_choices = spec.true_choices(row.doc, len(choices))

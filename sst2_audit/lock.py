@@ -192,7 +192,9 @@ PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lamb
                     "max_length": lambda v: type(v) is int and 2 <= v <= 1 << 20,  # long few-shot contexts
                     # shots drawn from the evaluated split may show sealed confirmation rows: allowed only
                     # when the lock says so, recorded in every run's settings and shown on the card
-                    "shots_may_show_sealed_rows": lambda v: v is True}
+                    "shots_may_show_sealed_rows": lambda v: v is True,
+                    # f1 / mcc: lm-eval's bootstrap resamples for their stderr (simple_evaluate's default 100000)
+                    "bootstrap_iters": lambda v: type(v) is int and 1 <= v <= 10_000_000}
 # Settings a lock need not state: lm-eval's HFLM default (no BOS), recorded in every run's settings.
 RUN_SETTING_DEFAULTS = {"add_bos_token": False}
 MAX_ROWS = 100_000  # dev and confirmation rows: every per-id loop of run and audit is bounded by these
@@ -239,8 +241,8 @@ def profile_settings(raw, where: str) -> dict:
     if not isinstance(raw, dict) or not all(key in PROFILE_SETTINGS and PROFILE_SETTINGS[key](value)
                                             for key, value in raw.items()):
         raise InputError(f"{where}: a profile may set attention ({' or '.join(ATTENTION)}), add_bos_token "
-                         f"(true or false), num_fewshot (0..1024), max_length (2..1048576) and shots_may_show_sealed_rows "
-                         f"(true), got {str(raw)[:80]!r}.")
+                         f"(true or false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows "
+                         f"(true) and bootstrap_iters (1..10000000), got {str(raw)[:80]!r}.")
     return dict(raw)
 
 

@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from .corpus import BOOTSTRAP_ITERS
 from .task_config import data_config, differences
 
 
@@ -58,6 +59,7 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
         log_samples=True, cache_requests=False, use_cache=None, apply_chat_template=False,
         system_instruction=None, random_seed=settings["seed"], numpy_random_seed=settings["seed"],
         torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
+        bootstrap_iters=settings.get("bootstrap_iters", BOOTSTRAP_ITERS),  # f1 / mcc stderr; the default otherwise
     )
     samples = output.pop("samples")[task.config.task]
     if spec.hooks:  # a partial's logged str() holds a memory address (hooks.stable)

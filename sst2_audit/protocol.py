@@ -20,9 +20,14 @@ DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantize
 def settings_record(run_settings: dict, spec, sort_ids: bool = True) -> dict:
     """run.json's settings: the lock's run settings, where the shots come from (a few-shot profile), and
     the protocol's fixed choices (run writes, audit checks)."""
+    from .corpus import BOOTSTRAP_ITERS
     from .fewshot import recorded
+    from .metrics import METRICS
 
+    # a corpus metric's stderr is a bootstrap whose resample count lm-eval takes from simple_evaluate: recorded
+    corpus = any(METRICS[m].kind == "corpus" for m in spec.metrics)
     return dict(run_settings, **recorded(spec, run_settings["num_fewshot"]),
+                **({"bootstrap_iters": run_settings.get("bootstrap_iters", BOOTSTRAP_ITERS)} if corpus else {}),
                 doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)
 
 

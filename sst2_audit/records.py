@@ -93,7 +93,7 @@ class QuestionRecord:
     shots: list[int]  # positions of its few-shot examples in the shot split, in context order; [] at zero shots
     scores: dict[str, list[float]]  # path -> the candidates' log-likelihoods
     predictions: dict[str, dict[str, int]]  # path -> argmax metric -> the predicted choice index
-    logged: dict[str, float]  # metric -> the per-document value lm-eval logged (official path)
+    logged: dict[str, float | list[int]]  # metric -> the per-document value lm-eval logged ([gold, prediction]: f1, mcc)
     true_choices: list[int] | None = None  # a value metric's true choices (mc2); written only for such a task
 
 
@@ -304,7 +304,7 @@ def _check_keys(record: "RunRecord", where: str) -> None:
     for path in PATHS:
         need(f"summaries.{path}", record.summaries[path], metrics)
     argmax = sorted(m for m in record.metrics if METRICS[m].argmax)
-    values = len(argmax) < len(metrics)  # a value metric needs each question's true choices
+    values = any(METRICS[m].kind == "value" for m in record.metrics)  # mc2 needs each question's true choices
     for number, question in enumerate(record.questions):
         here = f"questions[{number}]"
         need(f"{here}.scores", question.scores, paths)
@@ -335,7 +335,7 @@ class LmEvalSample:
     resps: list[list[list]]  # per candidate: [[log-likelihood, is_greedy]]
     prompt_hash: str
     doc_hash: str
-    metrics: dict[str, float]  # every logged per-document value of a registered metric, by lm-eval's name
+    metrics: dict[str, float | list[int]]  # every logged per-document value of a registered metric, by lm-eval's name
 
 
 REPORTED = sorted({metric.reported_as for metric in METRICS.values()})  # lm-eval's names of our metrics
@@ -345,11 +345,12 @@ SAMPLE_HINTS = {name: hint for name, hint in typing.get_type_hints(LmEvalSample)
 def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
-    missing = [name for name in (*SAMPLE_HINTS, "acc") if name not in raw]
+    missing = [name for name in SAMPLE_HINTS if name not in raw]  # a metric's value: compared by arithmetic
     if missing:
         raise InputError(f"{where}: lm-eval sample lacks fields {missing}.")
     sample = LmEvalSample(**{name: typed(hint, raw[name], f"{where}.{name}") for name, hint in SAMPLE_HINTS.items()},
-                          metrics={name: typed(float, raw[name], f"{where}.{name}") for name in REPORTED if name in raw})
+                          metrics={name: typed(float | list[int], raw[name], f"{where}.{name}")
+                                   for name in REPORTED if name in raw})
     for number, resp in enumerate(sample.resps):
         here = f"{where}.resps[{number}]"
         if not (len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):

@@ -1,5 +1,6 @@
 """The console summary of a run: a fixed-width table a person reads, or JSON for scripts."""
 
+from .metrics import METRICS
 from .numeric import one_line
 from .records import PATHS, RunRecord
 from .stats import wilson
@@ -8,20 +9,21 @@ WIDTH = 22  # the label column
 
 
 def _accuracy(summary) -> str:
-    if summary.correct is None:  # a value metric (mc2): a mean, no count of right answers
-        return f"{summary.accuracy:.4f} (mean of {summary.rows})"
+    if summary.correct is None:  # mc2, f1, mcc: no count of right answers
+        return f"{summary.accuracy:.4f} ({summary.rows} rows)"
     return f"{summary.correct}/{summary.rows} = {summary.accuracy:.4f}"
 
 
-def interval(summary) -> tuple:
-    """95%: Wilson's for a count of right answers, mean +- 1.96 stderr for a value metric's mean."""
-    if summary.correct is None:  # mc2 lies within [0, 1]
-        return max(0.0, summary.accuracy - 1.96 * summary.stderr), min(1.0, summary.accuracy + 1.96 * summary.stderr)
+def interval(summary, metric: str) -> tuple:
+    """95%: Wilson's for a count of right answers, else value +- 1.96 stderr within the metric's range."""
+    if summary.correct is None:
+        low, high = METRICS[metric].bounds
+        return max(low, summary.accuracy - 1.96 * summary.stderr), min(high, summary.accuracy + 1.96 * summary.stderr)
     return wilson(summary.correct, summary.rows)
 
 
-def _interval(summary) -> str:
-    low, high = interval(summary)
+def _interval(summary, metric: str) -> str:
+    low, high = interval(summary, metric)
     return f"{low:.4f} - {high:.4f}"
 
 
@@ -45,7 +47,7 @@ def _metric_rows(record: RunRecord) -> list:
         name = "accuracy" if number == 0 and official.correct is not None else metric
         lines += [_row(name, _accuracy(official), _accuracy(independent)),
                   _row("95% interval (Wilson)" if official.correct is not None else "95% interval (normal)",
-                       _interval(official), _interval(independent))]
+                       _interval(official, metric), _interval(independent, metric))]
     return lines
 
 
@@ -85,10 +87,10 @@ def quiet_line(record: RunRecord) -> str:
 
 def json_summary(record: RunRecord, out, private) -> dict:
     """What a script needs, with the same numbers as run.json."""
-    def path_summary(summary):
+    def path_summary(summary, metric):
         if summary is None:
             return None
-        low, high = interval(summary)
+        low, high = interval(summary, metric)
         return {"accuracy": summary.accuracy, "correct": summary.correct, "rows": summary.rows,
                 "stderr": summary.stderr, ("wilson_95" if summary.correct is not None else "normal_95"): [low, high]}
 
@@ -96,8 +98,8 @@ def json_summary(record: RunRecord, out, private) -> dict:
         "run_name": record.run_name, "task": record.task, "profile": record.profile, "mode": record.mode,
         "demo": record.demo, "notice": record.notice,
         # the headline (first) metric per path, then every metric per path
-        **{path: path_summary(record.summaries[path][record.metrics[0]]) for path in PATHS},
-        "metrics": {path: {m: path_summary(s) for m, s in record.summaries[path].items()} for path in PATHS},
+        **{path: path_summary(record.summaries[path][record.metrics[0]], record.metrics[0]) for path in PATHS},
+        "metrics": {path: {m: path_summary(s, m) for m, s in record.summaries[path].items()} for path in PATHS},
         "max_abs_diff": record.max_abs_diff, "identity_checks_passed": record.identity_checks_passed,
         "rows": len(record.questions), "seconds": record.timings.get("total"),
         "peak_rss_gb": round(record.peak_rss_bytes / 1e9, 3), "public": str(out), "private": str(private),

@@ -71,8 +71,18 @@ def _public_samples(samples: list) -> list:
     return [{k: v for k, v in sample.items() if k not in ("doc", "arguments")} for sample in samples]
 
 
+def _json_default(value):
+    """lm-eval's own rule for its logged samples (utils.handle_non_serializable): a numpy integer is a number
+    (f1's logged prediction), anything else unknown its str()."""
+    import numpy as np
+
+    if isinstance(value, np.integer):
+        return int(value)
+    return list(value) if isinstance(value, set) else str(value)
+
+
 def _write_jsonl(path: Path, rows: list) -> None:
-    atomic.write_text(path, "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows))
+    atomic.write_text(path, "".join(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n" for row in rows))
 
 
 def _write_lm_eval_output(options: RunOptions, official, scrub: dict) -> dict:
@@ -93,10 +103,15 @@ def _question_record(spec, expected, sample: dict, scores: dict) -> records.Ques
                                         "choice_lengths", "candidate_token_counts", "candidate_tokens_sha256",
                                         "shots")},
         logged_doc_id=sample["doc_id"], scores=scores, predictions={}, true_choices=public.get("true_choices"),
-        logged={metric: float(sample[METRICS[metric].reported_as]) for metric in spec.metrics},
+        logged={metric: _logged(sample[METRICS[metric].reported_as]) for metric in spec.metrics},
     )
     question.predictions = {path: predictions(spec.metrics, scores[path], question) for path in records.PATHS}
     return question
+
+
+def _logged(value):
+    """A logged per-document value as run.json holds it: a number, or f1's / mcc's (gold, prediction)."""
+    return [int(v) for v in value] if isinstance(value, (tuple, list)) else float(value)
 
 
 def _value_disagreements(spec, questions: list) -> list:
@@ -338,7 +353,7 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
         versions=versions(),
         timings={**{k: round(v, 3) for k, v in setup.timings.items()}, "total": round(total, 3)},
         peak_rss_bytes=peak_rss_bytes(),
-        summaries=summaries(spec, questions),
+        summaries=summaries(spec, questions, setup.settings),
         labels=label_counts(spec, questions),
         max_abs_diff=max_abs_diff,
         identity_checks_passed=len(official.samples),

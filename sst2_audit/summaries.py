@@ -1,5 +1,6 @@
 """Per-path, per-metric summaries (the mean, its stderr, counts), computed the same way by the run and the audit."""
 
+from .corpus import BOOTSTRAP_ITERS
 from .metrics import METRICS
 from .protocol import accuracy, accuracy_stderr
 from .records import PATHS, PathSummary
@@ -14,10 +15,9 @@ def summarize(predicted: list, labels: list, names: tuple) -> PathSummary:
     )
 
 
-def summarize_values(values: list) -> PathSummary:
-    """A value metric (mc2): the mean of the per-question values, in lm-eval's order of operations."""
-    return PathSummary(accuracy=accuracy(values), stderr=accuracy_stderr(values), correct=None, rows=len(values),
-                       predictions={})
+def summarize_values(values: list, value: float, stderr: float, predictions: dict) -> PathSummary:
+    """A value or corpus metric (mc2; f1, mcc): its number, no count of right answers."""
+    return PathSummary(accuracy=value, stderr=stderr, correct=None, rows=len(values), predictions=predictions)
 
 
 def choice_names(spec, questions) -> tuple:
@@ -29,21 +29,36 @@ def label_counts(spec, questions) -> dict:
     return {name: labels.count(i) for i, name in enumerate(choice_names(spec, questions))}
 
 
-def path_summaries(spec, questions, path: str) -> dict:
-    """{metric: summary} of one path, recomputed from the scores (never from the recorded predictions)."""
-    labels, names = [q.label for q in questions], choice_names(spec, questions)
-    return {name: summarize([METRICS[name].prediction(q.scores[path], q) for q in questions], labels, names)
-            if METRICS[name].argmax else summarize_values([METRICS[name].value(q.scores[path], q) for q in questions])
-            for name in spec.metrics}
+def bootstrap_iters(settings: dict) -> int:
+    return settings.get("bootstrap_iters", BOOTSTRAP_ITERS)
 
 
-def lm_eval_aggregate(metric: str, questions) -> tuple:
-    """(mean, stderr) as lm-eval aggregates the values it logged: in doc_id order (lm-eval's evaluator iterates
-    the sorted ids it was given), mean and mean_stderr (lm_eval/api/metrics.py)."""
+def path_summary(spec, questions, path: str, metric: str, settings: dict) -> PathSummary:
+    """One metric of one path, recomputed from the scores (never from the recorded predictions). A corpus
+    metric's bootstrap depends on the order of its items: they go in lm-eval's order, by doc id."""
+    entry, labels, names = METRICS[metric], [q.label for q in questions], choice_names(spec, questions)
+    if entry.kind == "accuracy":
+        return summarize([entry.prediction(q.scores[path], q) for q in questions], labels, names)
+    ordered = sorted(questions, key=lambda q: q.idx) if entry.kind == "corpus" else questions
+    values = [entry.value(q.scores[path], q) for q in ordered]
+    predicted = [entry.prediction(q.scores[path], q) for q in questions] if entry.argmax else None
+    return summarize_values(values, *entry.aggregate(values, bootstrap_iters(settings)),
+                            {name: predicted.count(i) for i, name in enumerate(names)} if predicted else {})
+
+
+def path_summaries(spec, questions, path: str, settings: dict) -> dict:
+    """{metric: summary} of one path."""
+    return {metric: path_summary(spec, questions, path, metric, settings) for metric in spec.metrics}
+
+
+def lm_eval_aggregate(metric: str, questions, settings: dict) -> tuple:
+    """(number, stderr) as lm-eval aggregates the values it logged: in doc_id order (lm-eval's evaluator
+    iterates the sorted ids it was given): mean and mean_stderr, or a corpus statistic and its bootstrap
+    (lm_eval/api/metrics.py)."""
     logged = [q.logged[metric] for q in sorted(questions, key=lambda q: q.idx)]
-    return accuracy(logged), accuracy_stderr(logged)
+    return METRICS[metric].aggregate(logged, bootstrap_iters(settings))
 
 
-def summaries(spec, questions) -> dict:
+def summaries(spec, questions, settings: dict) -> dict:
     """{path: {metric: summary}} as run.json records them."""
-    return {path: path_summaries(spec, questions, path) for path in PATHS}
+    return {path: path_summaries(spec, questions, path, settings) for path in PATHS}

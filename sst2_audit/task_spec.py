@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .hooks import HOOK_KEYS, RESULTS_KEY, Hook, load, source
-from .metrics import METRICS, argmax_metrics
+from .metrics import yaml_metrics
 
 TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
 
@@ -332,9 +332,12 @@ def unsupported_reason(config: dict, path: Path | None = None) -> str | None:
             return (f"reports metrics {list(names)} through its process_results, which is re-derived for "
                     f"{list(rule.metric_list)} only")
     names = metrics_of(config, rule)
-    other = [n for n in names if n not in (argmax_metrics(METRICS) if rule is None else (rule.metric,))]
+    other = [n for n in names if n not in (yaml_metrics() if rule is None else (rule.metric,))]
     if other:
-        return f"reports metrics {other} (supported: {', '.join(argmax_metrics(METRICS))})"
+        return f"reports metrics {other} (supported: {', '.join(yaml_metrics())})"
+    fixed = config.get("doc_to_choice")
+    if "f1" in names and isinstance(fixed, (list, dict)) and len(fixed) != 2:
+        return f"reports f1, scikit-learn's binary f1 (lm-eval's aggregation), over {len(fixed)} choices"
     fewshot = fewshot_reason(config)
     if fewshot:
         return fewshot

@@ -84,7 +84,7 @@ def test_truthfulqa_mc2_end_to_end_re_derived_and_a_changed_hook_byte_refused(tm
     assert official["correct"] is None and official["predictions"] == {} and official["rows"] == 2
     assert abs(official["accuracy"] - results["acc,none"]) <= VALUE_TOLERANCE
     page = (tmp_path / "out" / "report.html").read_text()
-    assert "<th>value (mc2)</th>" in page and "Confusion matrix" not in page and "mean of 2" in page
+    assert "<th>value (mc2)</th>" in page and "Confusion matrix" not in page and "(2 rows)" in page
     card = bundle_audited(tmp_path, tmp_path / "cache", "embedded-truthfulqa-mc2-smoke").replace("\\_", "_")
     assert "| rederived_metric | mc2 (lm-eval reports it as acc): lm-eval ran process_results " \
            f"{UTILS}::process_results_mc2" in card and "\nRun `embedded-truthfulqa-mc2-smoke` (smoke), scored" in card

@@ -108,15 +108,15 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
     ("missing", "expected exactly one of validation.parquet, validation.jsonl, validation.csv for split 'validation', found 0."),
     ("mixed", "column 'label' mixes types"),
     ("pickle", "no *.safetensors weights (found pytorch_model.bin: pickle files are never loaded"),
-    ("task", "task truthfulqa_mc2 (lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml) is not supported: it uses `!function` "
-             "hooks for process_results"),
+    ("task", "task truthfulqa_gl_mc2 (lm_eval/tasks/galician_bench/truthfulqa_gl_mc2.yaml) is not supported: it ha"
+             "s its own process_results (lm_eval/tasks/galician_bench/utils.py::process_results_mc2), a metric computed by task code"),
     # a hook that fails on the data is bad input, named with the hook (rte-shaped data for hellaswag)
     ("hook", "lm_eval/tasks/hellaswag/utils.py::process_docs failed on this data (KeyError: 'ctx_a')"),
     ("fields", "task boolq's templates do not render on its first row ("),
     ("bos", "--add-bos-token: the tokenizer of "),
     ("shots", "--pin x: the profile's settings: a profile may set attention (eager or sdpa), add_bos_token (true or "
-              "false), num_fewshot (0..1024), max_length (2..1048576) and shots_may_show_sealed_rows (true), got "
-              "\"{'num_fewshot': -1}\"."),
+              "false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows (true) and "
+              "bootstrap_iters (1..10000000), got \"{'num_fewshot': -1}\"."),
 ])
 def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case, message):
     data = tmp_path / "d"
@@ -135,7 +135,7 @@ def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case
             shutil.copyfile(own_model / name, model / name)
         (model / "pytorch_model.bin").write_bytes(b"not loaded")
     new_lock = tmp_path / "locks" / "x.lock.json"
-    task = {"task": "truthfulqa_mc2", "hook": "hellaswag", "fields": "boolq"}.get(case, "rte")
+    task = {"task": "truthfulqa_gl_mc2", "hook": "hellaswag", "fields": "boolq"}.get(case, "rte")
     extra = {"bos": ["--add-bos-token"], "shots": ["--num-fewshot", "-1"]}.get(case, [])
     done = run_script("prepare.py", "--pin", "x", "--task", task, "--model", model, *extra,
                       "--data", data, "--new-lock", new_lock)

@@ -112,24 +112,32 @@ def test_acc_norm_ties_go_to_the_first_choice_like_numpy_argmax():
         predict_norm([-1.0, -2.0], [0, 3])
 
 
+GALICIAN_REFUSAL = ("task truthfulqa_gl_mc2 (lm_eval/tasks/galician_bench/truthfulqa_gl_mc2.yaml) is not supported: it ha"
+                    "s its own process_results (lm_eval/tasks/galician_bench/utils.py::process_results_mc2), a metric computed by task code")
+
+
 def test_a_task_with_a_process_results_hook_is_refused_with_the_reason():
-    with pytest.raises(InputError, match=r"task truthfulqa_mc2 \(lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml\) is not "
-                                         r"supported: it uses `!function` hooks for process_results"):
-        spec_from_yaml("truthfulqa_mc2", "lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml", installed_root())
+    # galician's mc2 splits at the first 0 label: not the function we re-derive (truthfulqa's), so refused
+    import re
+
+    with pytest.raises(InputError, match=re.escape(GALICIAN_REFUSAL)):
+        spec_from_yaml("truthfulqa_gl_mc2", "lm_eval/tasks/galician_bench/truthfulqa_gl_mc2.yaml", installed_root())
 
 
 def test_a_lock_pinning_a_refused_task_exits_2_naming_it(tmp_path):
     raw = load_lock_json()
-    raw["evaluator"]["tasks"]["truthfulqa_mc2"] = "lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml"
-    raw["evaluator"]["files"]["lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml"] = "0" * 64
-    raw["profiles"]["embedded"]["task"] = "truthfulqa_mc2"
+    from sst2_audit.hashing import sha256_file
+
+    yaml = "lm_eval/tasks/galician_bench/truthfulqa_gl_mc2.yaml"
+    raw["evaluator"]["tasks"]["truthfulqa_gl_mc2"] = yaml
+    raw["evaluator"]["files"][yaml] = sha256_file(installed_root() / yaml)  # pinned as installed: refused for its code
+    raw["profiles"]["embedded"]["task"] = "truthfulqa_gl_mc2"
     (tmp_path / "data" / "demo").mkdir(parents=True)
     lock = tmp_path / "lock.json"
     lock.write_text(json.dumps(raw))
     done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--smoke")
     assert done.returncode == 2
-    assert ("task truthfulqa_mc2 (lm_eval/tasks/truthfulqa/truthfulqa_mc2.yaml) is not supported: it uses `!function` "
-            "hooks for process_results (a metric computed by task code is not re-derived") in one_paragraph(done.stderr)
+    assert GALICIAN_REFUSAL in one_paragraph(done.stderr)
 
 
 def test_task_option_names_the_profile_that_has_the_data():
@@ -152,7 +160,9 @@ def test_list_tasks_says_supported_or_why_not():
     assert lines["hellaswag"] == ["supported", "lm_eval/tasks/hellaswag/hellaswag.yaml"]  # its hook: pinned shared code
     assert lines["afrimmlu_direct_amh_prompt_1"] == ["refused", "has a `!function` doc_to_text hook that cannot run as "
                                                      "pinned shared code: utils.py imports lm-eval internals (lm_eval.utils)"]
-    assert lines["mrpc"] == ["refused", "reports metrics ['f1'] (supported: acc, acc_norm)"]
+    assert lines["mrpc"][0] == "supported"  # acc and f1 (binary: two fixed choices)
+    assert lines["afrisenti_amh_prompt_1"] == ["refused", "reports f1, scikit-learn's binary f1 (lm-eval's aggregation), "
+                                                          "over 3 choices"]
     assert done.stdout.splitlines()[0].startswith(f"{len(done.stdout.splitlines()) - 1} installed multiple_choice "
                                                   "tasks match '*', ")
     width = min(max(len(name) for name in lines), 48)  # aligned columns: the state starts at one position
@@ -230,9 +240,10 @@ def test_a_schema_1_bundle_is_read_and_audited_by_today_s_reader(embedded_cache,
     out = capsys.readouterr().out
     assert code == 1, out  # it ran in the native numeric mode, not the lock's: the lock level says so
     assert "bundled lock: run_settings.numeric_mode: expected {'ATEN_CPU_CAPABILITY': 'avx2'" in out
-    # 1113 = the checks of an acc-only record of 64 questions (schema 4 holds no empty acc_norm fields to check);
+    # 1115 = the checks of an acc-only record of 64 questions (schema 4 holds no empty acc_norm fields to check),
+    # lm-eval's reported acc and stderr among them twice: from our scores, and from its own logged values;
     # 970 = 906 + one shots check per question (its shots, none at zero shots, re-derived)
-    assert "arithmetic: PASS (1113 checks)" in out and "identity: PASS (970 checks)" in out
+    assert "arithmetic: PASS (1115 checks)" in out and "identity: PASS (970 checks)" in out
 
 
 def test_a_bundle_written_before_the_any_task_change_passes_every_level(embedded_cache, capsys):

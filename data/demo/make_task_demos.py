@@ -263,6 +263,34 @@ def _truthfulqa_row(rng: random.Random) -> dict:
             "mc2_targets": {"choices": true + false, "labels": [1] * len(true) + [0] * len(false)}}
 
 
+def _mrpc_row(rng: random.Random, idx: int) -> dict:
+    """Two sentences that say the same thing in other words (label 1) or differ in one detail (label 0)."""
+    who, place, thing, day = rng.choice(PEOPLE), rng.choice(PLACES), rng.choice(THINGS), rng.choice(DAYS)
+    first = f"On {day}, {who} carried {thing} to {place}."
+    same = rng.random() < 0.5
+    if same:
+        second = rng.choice([f"{who} took {thing} to {place} on {day}.", f"{who} brought {thing} to {place} on {day}.",
+                             f"It was on {day} that {who} carried {thing} to {place}."])
+    else:
+        second = rng.choice([f"{who} took {thing} to {rng.choice([p for p in PLACES if p != place])} on {day}.",
+                             f"{who} took {thing} to {place} on {rng.choice([d for d in DAYS if d != day])}.",
+                             f"{who} took {rng.choice([t for t in THINGS if t != thing])} to {place} on {day}."])
+    return {"sentence1": first, "sentence2": second, "label": 1 if same else 0, "idx": idx}
+
+
+def _cola_row(rng: random.Random, idx: int) -> dict:
+    """A sentence that is well formed (label 1) or broken by agreement or word order (label 0)."""
+    who, place, thing = rng.choice(PEOPLE), rng.choice(PLACES), rng.choice(THINGS)
+    verb, wrong = rng.choice([("carries", "carry"), ("finds", "find"), ("paints", "paint"), ("sells", "sell")])
+    good = rng.random() < 0.6
+    if good:
+        sentence = rng.choice([f"{who} {verb} {thing} at {place}.", f"At {place}, {who} {verb} {thing}."])
+    else:
+        sentence = rng.choice([f"{who} {wrong} {thing} at {place}.", f"{who} {thing} {verb} at {place}.",
+                               f"At {place} {verb} {who} {thing} the."])
+    return {"sentence": sentence, "label": 1 if good else 0, "idx": idx}
+
+
 def _write(path: Path, rows: list) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
@@ -292,6 +320,12 @@ def main() -> None:
         row = _truthfulqa_row(rng)
         questions.setdefault(row["question"], row)
     _write(HERE / "truthfulqa" / "validation.jsonl", list(questions.values()))
+    rng = random.Random(SEED + 6)
+    _write(HERE / "mrpc" / "validation.jsonl", [_mrpc_row(rng, i) for i in range(264)])
+    _write(HERE / "mrpc" / "train.jsonl", [_mrpc_row(rng, i) for i in range(32)])
+    rng = random.Random(SEED + 7)
+    _write(HERE / "cola" / "validation.jsonl", [_cola_row(rng, i) for i in range(264)])
+    _write(HERE / "cola" / "train.jsonl", [_cola_row(rng, i) for i in range(32)])
     rng = random.Random(SEED + 1)
     for subject, make in MMLU_SUBJECTS.items():
         seen = set()

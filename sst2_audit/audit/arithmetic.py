@@ -69,7 +69,7 @@ def _per_question(result: LevelResult, spec, question) -> bool:
         except (ValueError, IndexError) as error:
             result.fail(f"{where}: logged.{metric}: cannot be re-derived from the scores ({error})")
             return False
-        if entry.argmax:
+        if entry.kind != "value":
             result.expect(where, f"logged.{metric}", ours, question.logged[metric])
         elif not entry.agrees(ours, question.logged[metric]):
             result.fail(f"{where}: logged.{metric}: re-derived from the scores {ours!r}, lm-eval logged "
@@ -118,7 +118,7 @@ def _against_lm_eval(result: LevelResult, run: RunFolder, spec, record) -> None:
 def _summaries(result: LevelResult, spec, record) -> None:
     primary = spec.metrics[0]  # lm-eval's first metric_list entry: the headline number
     for path in PATHS:
-        for metric, recomputed in path_summaries(spec, record.questions, path).items():
+        for metric, recomputed in path_summaries(spec, record.questions, path, record.settings).items():
             claimed = record.summaries[path][metric]
             label = f"summary {path}" if metric == primary else f"summary {path} {metric}"
             for name in ("accuracy", "stderr", "correct", "rows", "predictions"):
@@ -135,15 +135,15 @@ def _reported(result: LevelResult, metric: str, ours, record) -> None:
     """lm-eval's reported mean and stderr: re-derived from its own logged values in its own order (bit for bit),
     and equal to our summary: bit for bit for an argmax metric (0/1 values sum exactly in any order), to
     rounding for a value metric (our values and our order)."""
-    mean, stderr = lm_eval_aggregate(metric, record.questions)
+    mean, stderr = lm_eval_aggregate(metric, record.questions, record.settings)
     claimed = record.lm_eval_reported.get(metric), record.lm_eval_reported.get(f"{metric}_stderr")
     result.expect("lm-eval reported (from its logged values)", metric, mean, claimed[0])
     result.expect("lm-eval reported (from its logged values)", f"{metric}_stderr", stderr, claimed[1])
-    if METRICS[metric].argmax:
+    if METRICS[metric].kind != "value":
         result.expect("lm-eval reported", metric, ours.accuracy, claimed[0])
         result.expect("lm-eval reported", f"{metric}_stderr", ours.stderr, claimed[1])
     for name, value, other in ((metric, ours.accuracy, claimed[0]), (f"{metric}_stderr", ours.stderr, claimed[1])):
-        if not METRICS[metric].argmax and not (type(other) is float and abs(value - other) <= VALUE_TOLERANCE):
+        if METRICS[metric].kind == "value" and not (type(other) is float and abs(value - other) <= VALUE_TOLERANCE):
             result.fail(f"lm-eval reported: {name}: our re-derivation {value!r}, lm-eval {other!r} "
                         f"(accepted difference {VALUE_TOLERANCE})")
 
@@ -167,7 +167,7 @@ def check(run: RunFolder, context) -> LevelResult:
     _against_lm_eval(result, run, spec, record)
     if all(shaped):
         _summaries(result, spec, record)
-        for metric in (m for m in spec.metrics if not METRICS[m].argmax):
+        for metric in (m for m in spec.metrics if METRICS[m].kind == "value"):
             result.notes.append(f"{metric}: re-derived from the scores by sst2-audit's own code (lm-eval ran the task's "
                                 f"process_results); largest difference from lm-eval's logged values "
                                 f"{largest_value_difference(record, metric)!r} (accepted up to {VALUE_TOLERANCE})")
