@@ -19,9 +19,11 @@ sys.path.insert(0, str(REPO))
 
 from sst2_audit import atomic  # noqa: E402
 from sst2_audit.lock import LOCK_SCHEMA_VERSION, parse_lock  # noqa: E402
-from sst2_audit.task_pin import pin_task  # noqa: E402
+from sst2_audit.task_pin import pin_files, pin_task  # noqa: E402
 
 MODEL = "embedded-smollm2"
+MMLU_GROUP_FILES = [f"lm_eval/tasks/mmlu/default/_mmlu{part}.yaml"
+                    for part in ("", "_stem", "_other", "_social_sciences", "_humanities")]
 MMLU_COLUMNS = [["question", "string"], ["subject", "string"], ["choices", "list<string>"], ["answer", "int64"]]
 DEMO = "EMBEDDED DEMO: {what} written for sst2-audit and a de-quantized Q4_1 model; not a measurement of {task}."
 
@@ -107,6 +109,14 @@ def demo_lock(shipped: dict) -> dict:
             DEMO.format(what="questions with true and false answers in TruthfulQA's schema (0 shots; lm-eval's mc2 "
                              "process_results hook re-derived by sst2-audit)", task="TruthfulQA"),
             "questions with true and false answers written for sst2-audit in TruthfulQA's schema, scored as mc2"),
+        "embedded-mmlu-high-school-computer-science": _profile(
+            "mmlu_high_school_computer_science", _mmlu_data("high_school_computer_science"), {"num_fewshot": 5},
+            DEMO.format(what="number-base questions in MMLU's schema (5 shots, first_n from dev)", task="MMLU"),
+            "number-base questions written for sst2-audit in MMLU's schema, 5 shots first_n from its dev split"),
+        "embedded-mmlu-college-mathematics": _profile(
+            "mmlu_college_mathematics", _mmlu_data("college_mathematics"), {"num_fewshot": 5},
+            DEMO.format(what="remainder questions in MMLU's schema (5 shots, first_n from dev)", task="MMLU"),
+            "remainder questions written for sst2-audit in MMLU's schema, 5 shots first_n from its dev split"),
         "embedded-mrpc": _profile(
             "mrpc", _demo_data("mrpc", ("train", "validation"), GLUE_PAIR_COLUMNS), {"bootstrap_iters": 1000},
             DEMO.format(what="sentence pairs in MRPC's schema (acc and f1; f1's bootstrap stderr on 1000 resamples, "
@@ -133,6 +143,13 @@ def main() -> int:
     raw = demo_lock(json.loads((REPO / "resources.lock.json").read_text(encoding="utf-8")))
     for task in sorted({p["task"] for p in raw["profiles"].values()} - set(raw["evaluator"]["tasks"])):
         pin_task(raw, task, args.evaluator_wheel)
+    # MMLU as a group of the three demo subjects: the group's YAMLs pinned, 4 dev rows per subject
+    raw["groups"] = {"mmlu-demo": {"group": "mmlu", "yaml": MMLU_GROUP_FILES[0], "rows": 4, "notice": (
+        "EMBEDDED DEMO: MMLU as a group of 3 of its 57 subjects, on questions written for sst2-audit in MMLU's schema "
+        "(5 shots each, 4 dev rows each) and a de-quantized Q4_1 model; not a measurement of MMLU."), "profiles": [
+        "embedded-mmlu-elementary-mathematics", "embedded-mmlu-high-school-computer-science",
+        "embedded-mmlu-college-mathematics"]}}
+    pin_files(raw, MMLU_GROUP_FILES, args.evaluator_wheel)
     text = json.dumps(raw, indent=2, sort_keys=True) + "\n"
     parse_lock(json.loads(text), args.out, "")  # it must read before it exists
     atomic.write_text(args.out, text)

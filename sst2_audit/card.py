@@ -146,3 +146,29 @@ def basis(record, metric: str) -> str:
         return (f"of all {rows} questions' (gold, prediction) pairs; stderr from lm-eval's seeded bootstrap of "
                 f"{record.settings.get('bootstrap_iters')} resamples")
     return f"the mean over {rows} questions"
+
+
+def group_card(record) -> str:
+    """GROUP.md: a group's subtasks and numbers, a pure function of group.json."""
+    from .sanitize import markdown_cell
+
+    lines = [f"# Group {markdown_cell(record.group)} ({markdown_cell(record.group_name)})", ""]
+    if record.demo:
+        lines += [f"> {markdown_cell(record.notice)}", ""]
+    lines += [f"Run `{record.run_name}`: {len(record.members)} of the group's {record.leaves_installed} installed "
+              f"subtasks, the first {record.rows_per_subtask} dev rows of each (hash order), every one a run of its own "
+              "(both paths, identity, records) in the folder of its task's name. The group's numbers are lm-eval's "
+              "aggregation (aggregate_subtask_metrics, pooled_sample_stderr) of lm-eval's per-subtask numbers, and the "
+              "same re-derived by sst2-audit from its independent path's; "
+              + ("aggregated: " + ", ".join(f"{a['metric']} ({'weighted by size' if a['weight_by_size'] else 'unweighted'})"
+                                            for a in record.aggregate) if record.aggregate else "the group aggregates nothing")
+              + ". Not the group's published number when subtasks are missing.", ""]
+    keys = [key for a in record.aggregate for key in (a["metric"], f"{a['metric']}_stderr")]
+    lines += ["| subtask | rows | run.json sha256 | " + " | ".join(f"{k} (official / independent)" for k in keys) + " |",
+              "|---|---|---|" + "---|" * len(keys)]
+    for m in record.members:
+        cells = [f"{m.official[k]!r} / {m.independent[k]!r}" for k in keys]
+        lines.append(f"| {markdown_cell(m.task)} | {m.rows} | {m.run_sha256[:12]} | " + " | ".join(cells) + " |")
+    lines.append(f"| **group** | {sum(m.rows for m in record.members)} | | "
+                 + " | ".join(f"{record.official[k]!r} / {record.independent[k]!r}" for k in keys) + " |")
+    return "\n".join(lines) + "\n"

@@ -46,6 +46,23 @@ def main(argv) -> int:
     parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: results/)")
     parser.add_argument("--report", type=Path, metavar="PATH", help="with --compare: also write the comparison as an HTML page")
     args = parser.parse_args(argv)
+    _check_usage(parser, args)
+    from .lock import load_lock
+
+    numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
+    from .group import GROUP_FILE
+
+    if args.run and (args.run / GROUP_FILE).is_file():
+        if args.bundle:
+            raise InputError(f"--bundle packs one run; bundle each subtask's run folder of the group {args.run}.")
+        return _audit_group(args)
+    with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
+        if args.compare:
+            return _compare(args, Path(scratch))
+        return _audit_one(args, Path(scratch))
+
+
+def _check_usage(parser, args) -> None:
     chosen = [bool(args.run), bool(args.bundle_file), bool(args.compare)]
     if sum(chosen) != 1:
         parser.error("give exactly one of --out DIR, --bundle-file FILE, --compare A B")
@@ -65,13 +82,6 @@ def main(argv) -> int:
     if args.run and not args.run.is_dir():
         raise InputError(f"--out {args.run}: expected a run folder (run.py's --out); a bundle file is audited "
                          "with --bundle-file.")
-    from .lock import load_lock
-
-    numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
-    with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
-        if args.compare:
-            return _compare(args, Path(scratch))
-        return _audit_one(args, Path(scratch))
 
 
 def _open_run(path: Path, args, scratch: Path):
@@ -135,7 +145,49 @@ def _audit_one(args, scratch: Path) -> int:
     return outcome.exit_code
 
 
+def _audit_group(args) -> int:
+    """Every subtask's run audited as any run (its cache: --cache/<profile>), then the group level; one verdict
+    first and last over all of them."""
+    from .audit import group_level
+    from .audit.loading import load_run
+    from .audit.runner import Policy, run_levels
+    from .lock import load_lock
+    from .sanitize import printable
+
+    record = group_level.read_group(args.run)
+    group = group_level.check(args.run, record, load_lock(args.lock))
+    sections, codes = [], []
+    for member in record.members:
+        folder = args.run / member.task
+        if not (folder / "run.json").is_file() and not (folder / "failure.json").is_file():
+            continue  # named by the group level
+        run = load_run(folder, args.lock, args.trust_bundle_lock)
+        rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+        if rescore not in ("all", 0) and run.record and rescore > len(run.record.questions):
+            rescore = "all"
+        outcome = run_levels(run, args.cache / member.profile,
+                             Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed), None)
+        sections += [f"--- subtask {member.task}: {outcome.verdict()}"] + _level_lines(folder, run, outcome)[1:-1]
+        codes.append(outcome.exit_code)
+    failed = [m.task for m, code in zip(record.members, codes) if code not in (0, 4)] + (["group"] if not group.passed else [])
+    if len(codes) < len(record.members) and "group" not in failed:
+        failed.append("group")
+    code = 1 if failed else (4 if 4 in codes else 0)
+    verdict = (f"VERDICT: FAIL ({', '.join(failed)}); exit 1" if failed else
+               f"VERDICT: {'PASS' if code == 0 else 'SCORES NOT VERIFIED'}: every subtask's audit "
+               f"{'passed with every scored row rescored bit for bit' if code == 0 else 'found no problem but not everything was verified (see each subtask)'}"
+               f" and the group's numbers were re-derived; exit {code}")
+    lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {args.run}: {len(record.members)} subtasks"]
+    lines += group.lines() + sections + [verdict]
+    print(printable("\n".join(lines), keep_newlines=True))
+    return code
+
+
 def _print_levels(target, run, outcome) -> None:
+    print(_level_lines(target, run, outcome, joined=True))
+
+
+def _level_lines(target, run, outcome, joined: bool = False):
     """The verdict first and last: what a reviewer reads is what was verified."""
     from .sanitize import printable
 
@@ -152,6 +204,7 @@ def _print_levels(target, run, outcome) -> None:
     lines = head + [line]
     for level in outcome.levels:
         lines += level.lines()
-    print(printable("\n".join(lines + [outcome.verdict()]), keep_newlines=True))
+    lines.append(outcome.verdict())
+    return printable("\n".join(lines), keep_newlines=True) if joined else lines
 
 

@@ -16,6 +16,31 @@ def main(argv) -> int:
     # transformers' tokenizer notice); their errors still reach the terminal
     os.environ.update(QUIET_ENVIRONMENT)
 
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.pin is not None:
+        return _pin(args, parser)
+    if args.group is not None:
+        return _group(args)
+    lock, profile = lock_and_profile(args)
+    spec = spec_for_run(lock, profile, None)  # the lock's data must fit the task before anything is fetched
+    if args.verify:
+        manifest = prepare.verify(lock, profile, args.cache)
+        print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
+        return 0
+    manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir, spec.eval_split)
+    if args.update_lock:
+        prepare.update_lock(lock, profile, args.cache, manifest)
+        manifest = read_manifest(args.cache)  # rewritten by update_lock; its files were just verified
+    from .protocol import notice_for
+
+    label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
+    print(f"{action}: {args.cache} holds {len(manifest.files)} verified files for the {label}; "
+          f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
+    return 0
+
+
+def _parser() -> Parser:
     parser = Parser(prog="prepare.py", description="Fetch, verify and cache the pinned resources.", epilog=(
         "profiles of the shipped lock: embedded (offline demo, SST-2-shaped), embedded-rte, embedded-inverse-scaling, "
         "glue-sst2 (needs the hub)\n\nexamples:\n  python prepare.py --profile embedded\n"
@@ -46,24 +71,26 @@ def main(argv) -> int:
                              "(recorded and shown on the card)")
     parser.add_argument("--evaluator-wheel", type=Path, help="with --pin of a task the lock does not pin: the pinned "
                                                              "lm-eval wheel (default: downloaded with pip)")
-    args = parser.parse_args(argv)
-    if args.pin is not None:
-        return _pin(args, parser)
-    lock, profile = lock_and_profile(args)
-    spec = spec_for_run(lock, profile, None)  # the lock's data must fit the task before anything is fetched
-    if args.verify:
-        manifest = prepare.verify(lock, profile, args.cache)
-        print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
-        return 0
-    manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir, spec.eval_split)
-    if args.update_lock:
-        prepare.update_lock(lock, profile, args.cache, manifest)
-        manifest = read_manifest(args.cache)  # rewritten by update_lock; its files were just verified
-    from .protocol import notice_for
+    parser.add_argument("--group", metavar="NAME", help="prepare every profile of the lock's group NAME, each into "
+                        "--cache/<profile>")
+    return parser
 
-    label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
-    print(f"{action}: {args.cache} holds {len(manifest.files)} verified files for the {label}; "
-          f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
+
+def _group(args) -> int:
+    from . import prepare
+    from .command import numeric_mode
+    from .group import group_spec
+    from .lock import load_lock
+
+    lock = load_lock(args.lock)
+    numeric_mode(lock)
+    spec = group_spec(lock, args.group)
+    for task, profile_name in spec.members:
+        profile = lock.profile(profile_name)
+        manifest, action = prepare.prepare(lock, profile, args.cache / profile_name, args.import_dir,
+                                           spec_for_run(lock, profile, None).eval_split)
+        print(f"{action}: {args.cache / profile_name} holds {len(manifest.files)} verified files for {task} "
+              f"(profile {profile_name})")
     return 0
 
 

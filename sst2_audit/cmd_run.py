@@ -27,9 +27,16 @@ def main(argv) -> int:
                         help="list the installed multiple_choice tasks whose name matches PATTERN (a glob, default *): "
                              "pinned, supported or refused and why, then exit")
     parser.add_argument("--supported", action="store_true", help="with --list-tasks: only pinned and supported tasks")
+    parser.add_argument("--group", metavar="NAME", help="run every subtask of the lock's group NAME (its first rows "
+                        "dev rows each; --cache holds one prepared cache per profile: prepare.py --group) and write "
+                        "group.json")
     args = parser.parse_args(argv)
     if args.list_tasks is not None:
         return _list_tasks(args)
+    if args.group is not None:
+        if args.profile or args.task or args.smoke or args.unsorted_ids:
+            parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, --unsorted-ids")
+        return _group(args)
     if args.supported:
         parser.error("--supported filters --list-tasks")
     lock, profile = lock_and_profile(args)
@@ -57,6 +64,28 @@ def main(argv) -> int:
         print(json.dumps(json_summary(record, out, private), indent=2))
     else:
         print(quiet_line(record) if args.quiet else run_summary(record, out, private))
+    return 0
+
+
+def _group(args) -> int:
+    from .group_job import run_group, summary_lines
+    from .lock import load_lock
+    from .progress import set_quiet
+    from .run_job import default_run_name
+    from .sanitize import RUN_NAME
+
+    lock = load_lock(args.lock)
+    from .command import numeric_mode
+
+    numeric_mode(lock)
+    name = args.run_name or default_run_name(f"group-{args.group}", False).replace("-full-", "-")
+    if not RUN_NAME.match(name):
+        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-', starting with a letter or digit.")
+    out, private = args.out or Path("runs") / name, args.private or Path("private") / name
+    set_quiet(args.quiet or args.json)
+    record = run_group(lock, args.group, args.cache, out, private, name)
+    print("\n".join(summary_lines(record) + [f"  group record  {out / 'group.json'} (audit: audit.py --out {out} "
+                                             f"--cache {args.cache})"]))
     return 0
 
 

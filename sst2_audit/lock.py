@@ -100,6 +100,7 @@ class Lock:
     run_settings: dict
     profiles: dict
     schema_version_read: int = 0  # the schema_version as written, before any upgrade
+    groups: dict = field(default_factory=dict)  # name -> GroupPin: an lm-eval group over some profiles' tasks
 
     def settings_for(self, profile: str, spec) -> dict:
         """The run settings of a profile: the defaults, the lock's, the task YAML's own `num_fewshot`
@@ -118,6 +119,40 @@ class Lock:
     @property
     def folder(self) -> Path:
         return self.path.parent
+
+
+@dataclass(frozen=True)
+class GroupPin:
+    """An lm-eval group run over the tasks of some profiles, `rows` dev rows each (group.py)."""
+    name: str
+    group: str  # the group's name in lm-eval
+    yaml: str  # its YAML under the lm_eval package's folder, pinned in evaluator.files
+    profiles: tuple  # one profile per subtask run
+    rows: int  # the first `rows` dev rows of each subtask (hash order)
+    notice: str | None = None  # what every output of the group says it measured (a demo group)
+
+
+def _groups(raw: dict, profiles: dict, evaluator: dict, dev_rows: int, where: str) -> dict:
+    found = {}
+    for name, entry in (raw.get("groups") or {}).items():
+        here = f"{where}: groups.{name}"
+        group, yaml, rows = _need(entry, "group", str, here), _need(entry, "yaml", str, here), _need(entry, "rows", int, here)
+        members = _need(entry, "profiles", list, here)
+        unknown = [m for m in members if not isinstance(m, str) or m not in profiles]
+        if not members or unknown or len(set(members)) != len(members):
+            raise InputError(f"{here}.profiles: expected distinct profiles of this lock, got {members!r}.")
+        tasks = [profiles[m].task for m in members]
+        if len(set(tasks)) != len(tasks):
+            raise InputError(f"{here}.profiles: two profiles run the same task ({tasks}); a group runs each subtask once.")
+        if yaml not in evaluator["files"]:
+            raise InputError(f"{here}.yaml: {yaml} is not pinned in evaluator.files.")
+        if not 2 <= rows <= dev_rows:  # one row has no stderr (lm-eval: "N/A"), so no group stderr
+            raise InputError(f"{here}.rows: expected 2..{dev_rows} dev rows per subtask, got {rows}.")
+        notice = entry.get("notice")
+        if notice is not None and not (isinstance(notice, str) and notice.strip()):
+            raise InputError(f"{here}.notice: expected text, got {notice!r}.")
+        found[name] = GroupPin(name, group, yaml, tuple(members), rows, notice)
+    return found
 
 
 def _need(mapping, key, kind, where):
@@ -354,9 +389,11 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     profiles = _profiles(raw, evaluator, where)
     if not profiles:
         raise InputError(f"{where}: no profiles defined.")
+    if not isinstance(raw.get("groups", {}), dict):
+        raise InputError(f"{where}: groups must be an object (name -> group), got {str(raw.get('groups'))[:40]!r}.")
     return Lock(Path(path), digest, raw, Evaluator(**{k: evaluator[k] for k in EVALUATOR_FIELDS}),
                 SplitRule(**{k: split[k] for k in ("salt", "rule", "dev_rows", "confirm_rows")}), settings, profiles,
-                written)
+                written, _groups(raw, profiles, evaluator, split["dev_rows"], where))
 
 
 def lock_from_bytes(data: bytes, path) -> Lock:

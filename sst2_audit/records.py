@@ -155,6 +155,37 @@ class RunRecord:
 
 
 @dataclass
+class GroupMember:
+    task: str
+    profile: str
+    run: str  # its run folder, inside the group's folder
+    run_sha256: str  # of its run.json
+    rows: int
+    official: dict[str, float]  # lm-eval's reported numbers of the subtask (metric, metric_stderr)
+    independent: dict[str, float]  # our independent path's
+
+
+@dataclass
+class GroupRecord:
+    """group.json: an lm-eval group run as its subtasks (group.py), the group's numbers both ways."""
+    run_name: str
+    group_name: str  # the lock's key
+    group: str  # lm-eval's group name
+    demo: bool
+    notice: str
+    lock_sha256: str
+    group_yaml_files: dict[str, str]  # every group YAML read -> sha256 (the lock's pins)
+    aggregate: list[dict]  # [{"metric", "weight_by_size"}] from aggregate_metric_list
+    leaves_installed: int  # leaf tasks of the group in the installed lm-eval (mmlu: 57)
+    rows_per_subtask: int
+    members: list[GroupMember]  # in aggregation order
+    official: dict[str, float]  # lm-eval's aggregation functions on lm-eval's per-subtask numbers
+    independent: dict[str, float]  # our re-derivation on our independent path's per-subtask numbers
+    schema_version: int = RECORD_SCHEMA_VERSION
+    kind: str = "sst2-audit/group"
+
+
+@dataclass
 class Mismatch:
     logged_position: int  # position in the checked list; -1 for a whole-set check
     claimed_id: object  # the doc_id / idx the record claims to be

@@ -24,7 +24,7 @@ from .metrics import METRICS, VALUE_TOLERANCE, predictions
 from .summaries import label_counts, summaries
 from .model import load as load_model
 from .protocol import notice_for, settings_record
-from .split import ROW_HASH_RULE, row_hash
+from .split import ROW_HASH_RULE, SMOKE_ROWS, mode_for, row_hash
 from .split_rows import shot_plan, verified_rows
 from .task_spec import TaskSpec
 
@@ -40,6 +40,7 @@ class RunOptions:
     spec: TaskSpec
     smoke: bool = False
     sort_ids: bool = True  # False reproduces lm-eval's unsorted-samples doc_id bug on purpose
+    rows: int | None = None  # score only the first `rows` dev rows (a group's per-subtask count); --smoke: 2
 
 
 def default_run_name(profile: str, smoke: bool) -> str:
@@ -255,7 +256,7 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
     # every file was verified in _setup: the rows are read, not re-hashed
     data = verified_rows(options.lock, options.profile, spec, cache, roles=(), manifest=setup.manifest)
     split, by_idx = data.split, data.by_idx
-    scored_ids = split.scored("smoke" if options.smoke else "full")
+    scored_ids = split.scored(SMOKE_ROWS if options.smoke else options.rows)
     split.require_dev(scored_ids)
     shots = shot_plan(options.lock, options.profile, spec, cache, setup.manifest, data, scored_ids)
     own = shots.own_question(spec) if shots else []
@@ -340,7 +341,7 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
     resources = list(setup.manifest.files)
     evaluator = evaluator_record(lock, setup.evaluator_files, spec)
     return records.RunRecord(
-        run_name=options.run_name, mode="smoke" if options.smoke else "full", profile=profile.name,
+        run_name=options.run_name, mode=mode_for(prompts.scored_ids, prompts.split.dev_ids), profile=profile.name,
         task=spec.name, metrics=list(spec.metrics), demo=profile.demo, notice=notice_for(profile),
         lock_sha256=lock.sha256, lock_fully_hashed=setup.manifest.lock_fully_hashed,
         resources=resources, evaluator=evaluator, settings=setup.settings,

@@ -48,9 +48,24 @@ class Split:
         if outside:
             raise CheckFailed(f"refusing to score rows {outside}: they are not dev rows of this split.")
 
-    def scored(self, mode: str) -> list:
-        """The ids a run of this mode scores: every dev row, or with --smoke the first SMOKE_ROWS."""
-        return list(self.dev_ids[:SMOKE_ROWS] if mode == "smoke" else self.dev_ids)
+    def scored(self, rows: int | None) -> list:
+        """The ids a run scores: the first `rows` dev rows in hash order (a prefix: no choosing), else all."""
+        return list(self.dev_ids if rows is None else self.dev_ids[:rows])
+
+
+def mode_for(scored: list, dev: list) -> str | None:
+    """How run.json names what a run scored: "full", "smoke" (the first SMOKE_ROWS), "first-N" (a group's
+    per-subtask row count); None when the scored ids are not a prefix of the dev ids."""
+    if list(scored) != list(dev[:len(scored)]) or not scored:
+        return None
+    return "full" if len(scored) == len(dev) else "smoke" if len(scored) == SMOKE_ROWS else f"first-{len(scored)}"
+
+
+def rows_of(mode: str, dev: list) -> list:
+    """The dev ids a run of this mode scores (the arithmetic level's expectation)."""
+    if mode.startswith("first-") and mode[6:].isdigit():
+        return list(dev[:int(mode[6:])])
+    return list(dev[:SMOKE_ROWS] if mode == "smoke" else dev)
 
 
 def make_split(idx_values, salt: str, dev_rows: int, confirm_rows: int, split_name: str = "validation") -> Split:

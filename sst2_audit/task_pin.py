@@ -50,13 +50,22 @@ def pin_task(raw: dict, name: str, wheel: Path | None) -> None:
     from .evaluator_pin import installed_root
     from .task_spec import spec_from_yaml
 
-    evaluator = raw["evaluator"]
     root = installed_root()
     relative = find_yaml(name, root)
     spec = spec_from_yaml(name, relative, root)  # refuses what the protocol does not support, with the reason
+    pin_files(raw, spec.yaml_files + spec.code_files, wheel)
+    raw["evaluator"]["tasks"][name] = relative
+
+
+def pin_files(raw: dict, paths, wheel: Path | None) -> None:
+    """Pin installed lm-eval files (relative to the lm_eval package's folder), each checked against the member of
+    the same path in the pinned wheel; never change a pin."""
+    from .evaluator_pin import installed_root
+
+    evaluator, root = raw["evaluator"], installed_root()
     with zipfile.ZipFile(evaluator_wheel(evaluator, wheel)) as archive:
         members = set(archive.namelist())
-        for path in spec.yaml_files + spec.code_files:
+        for path in paths:
             installed = sha256_file(root / path)
             if path not in members:
                 raise CheckFailed(f"{path}: installed, but not a member of the pinned {evaluator['wheel']['name']}.")
@@ -67,4 +76,3 @@ def pin_task(raw: dict, name: str, wheel: Path | None) -> None:
             if evaluator["files"].get(path, in_wheel) != in_wheel:
                 raise CheckFailed(f"evaluator.files[{path}] is pinned as {evaluator['files'][path]}, the wheel has {in_wheel}.")
             evaluator["files"][path] = in_wheel
-    evaluator["tasks"][name] = relative

@@ -11,14 +11,14 @@ from ..identity import public_candidate
 from ..metrics import METRICS, VALUE_TOLERANCE, predictions
 from ..summaries import label_counts, lm_eval_aggregate, path_summaries
 from ..records import PATHS
-from ..split import SMOKE_ROWS
+from ..split import rows_of
 from .findings import LevelResult
 from .loading import RunFolder
 
 
 def _questions(result: LevelResult, record) -> list:
     split = record.split
-    expected_ids = split.dev_ids[:SMOKE_ROWS] if record.mode == "smoke" else split.dev_ids  # the record's own ids
+    expected_ids = rows_of(record.mode, split.dev_ids)  # the record's own ids
     result.expect("split", "scored_ids", expected_ids, split.scored_ids)
     seen = {}
     for position, question in enumerate(record.questions):

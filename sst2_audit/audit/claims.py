@@ -17,7 +17,7 @@ from ..errors import CheckFailed
 from ..evaluator_pin import evaluator_record
 from ..protocol import notice_for, settings_record
 from ..sanitize import RUN_NAME
-from ..split import SMOKE_ROWS
+from ..split import mode_for
 from .. import card
 from .findings import LevelResult, same_json
 from .loading import RunFolder
@@ -239,7 +239,7 @@ def check_claims(run: RunFolder, context) -> LevelResult:
     result.expect("run", "notice (the lock's profile)", notice_for(profile), record.notice)
     result.expect("run", "lock_fully_hashed (the lock's profile)", profile.fully_hashed, record.lock_fully_hashed)
     dev = record.split.dev_ids
-    mode = {tuple(dev): "full", tuple(dev[:SMOKE_ROWS]): "smoke"}.get(tuple(record.split.scored_ids))
+    mode = mode_for(record.split.scored_ids, dev)
     result.expect("run", "mode (from the scored ids)", mode, record.mode)
     result.expect("split", "salt (the lock's)", lock.split.salt, record.split.salt)
     result.expect("split", "rule (the lock's)", lock.split.rule, record.split.rule)

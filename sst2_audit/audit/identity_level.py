@@ -12,7 +12,7 @@ from .. import warm
 from ..errors import CheckFailed, InputError
 from ..identity import check_question_records, expected_question
 from ..model import load_tokenizer
-from ..split import row_hash
+from ..split import row_hash, rows_of
 from ..split_rows import shot_plan, verified_rows
 from .findings import LevelResult
 from .loading import RunFolder
@@ -66,7 +66,7 @@ def _questions(result: LevelResult, run: RunFolder, spec, data, cache) -> None:
     settings = run.lock.settings_for(record.profile, spec)
     # the shots re-derived from the reviewer's lock and data, for the ids the reviewer's split scores
     shots = shot_plan(run.lock, run.lock.profile(record.profile), spec, cache, data.manifest, data,
-                      data.split.scored(record.mode))
+                      rows_of(record.mode, data.split.dev_ids))
     expected = {idx: expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
                                        settings["add_bos_token"], shots)
                 for idx in record.split.scored_ids if idx in data.by_idx and idx not in sealed

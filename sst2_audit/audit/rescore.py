@@ -24,6 +24,7 @@ from ..model import load as load_model
 from ..numeric import fingerprint, one_line, same_platform
 from ..progress import say
 from ..protocol import predict
+from ..split import rows_of
 from ..split_rows import shot_plan, verified_rows
 from .findings import LevelResult
 from .loading import RunFolder
@@ -65,7 +66,7 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     record, spec, cache, rows = run.record, run.task_spec(), context.cache, context.policy.rescore
     profile = run.lock.profile(record.profile)
     data = verified_rows(run.lock, profile, spec, cache, roles=("model", *spec.splits))
-    rescoring.scored = data.split.scored(record.mode)
+    rescoring.scored = rows_of(record.mode, data.split.dev_ids)
     shots = shot_plan(run.lock, profile, spec, cache, data.manifest, data, rescoring.scored)
     rescoring.chosen = draw(rescoring.scored, rows, rescoring.seed)
     data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says

@@ -1,0 +1,111 @@
+"""Groups: an lm-eval group run as its subtasks (each an ordinary run) and lm-eval's aggregation re-derived."""
+
+import json
+import random
+
+import pytest
+
+from conftest import DEMOS, one_paragraph, run_script
+from sst2_audit import group
+from sst2_audit.errors import InputError
+from sst2_audit.lock import load_lock, parse_lock
+
+
+def test_our_aggregation_equals_lm_eval_s_bit_for_bit_on_generated_groups():
+    """300 generated groups (1-60 subtasks of 2-300 rows, accuracies k/n, stderrs as lm-eval computes them):
+    aggregate_subtask_metrics and pooled_sample_stderr against ours, weighted and not."""
+    from lm_eval.api.metrics import aggregate_subtask_metrics, mean_stderr, pooled_sample_stderr
+
+    rng = random.Random(68)
+    for _ in range(300):
+        sizes = [rng.randint(2, 300) for _ in range(rng.randint(1, 60))]
+        values, stderrs = [], []
+        for n in sizes:
+            right = [float(rng.random() < 0.4) for _ in range(n)]
+            values.append(sum(right) / n)
+            stderrs.append(mean_stderr(right))
+        for weighted in (True, False):
+            assert group.aggregate(values, sizes, weighted) == aggregate_subtask_metrics(values, sizes, weighted)
+        assert group.pooled_stderr(stderrs, sizes) == float(pooled_sample_stderr(stderrs, sizes))
+
+
+def test_the_mmlu_group_is_read_from_its_pinned_yamls():
+    spec = group.group_spec(load_lock(DEMOS), "mmlu-demo")
+    assert spec.yaml_files == tuple(f"lm_eval/tasks/mmlu/default/_mmlu{p}.yaml"
+                                    for p in ("", "_stem", "_other", "_social_sciences", "_humanities"))
+    assert spec.aggregate == (("acc", True),) and len(spec.leaves) == 57 and spec.pin.rows == 4
+    assert [task for task, _ in spec.members] == ["mmlu_college_mathematics", "mmlu_elementary_mathematics",
+                                                  "mmlu_high_school_computer_science"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda g: g.update(rows=1), "groups.mmlu-demo.rows: expected 2..64 dev rows per subtask, got 1."),
+    (lambda g: g.update(profiles=["embedded-mmlu-elementary-mathematics", "nope"]),
+     "groups.mmlu-demo.profiles: expected distinct profiles of this lock, got ['embedded-mmlu-elementary-mathematics', 'nope']."),
+    (lambda g: g.update(yaml="lm_eval/tasks/mmlu/default/_unpinned.yaml"),
+     "groups.mmlu-demo.yaml: lm_eval/tasks/mmlu/default/_unpinned.yaml is not pinned in evaluator.files."),
+    (lambda g: g.update(profiles=["embedded-mmlu-elementary-mathematics", "embedded-mmlu-elementary-mathematics"]),
+     "expected distinct profiles of this lock"),
+])
+def test_a_bad_group_entry_is_named(tmp_path, change, message):
+    raw = json.loads(DEMOS.read_text())
+    change(raw["groups"]["mmlu-demo"])
+    with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+        parse_lock(raw, tmp_path / "lock.json", "")
+
+
+def test_a_subtask_outside_the_group_is_refused(tmp_path):
+    raw = json.loads(DEMOS.read_text())
+    raw["groups"]["mmlu-demo"]["profiles"].append("embedded-mrpc")
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps(raw))
+    done = run_script("prepare.py", "--lock", lock, "--group", "mmlu-demo", "--cache", tmp_path / "cache")
+    assert done.returncode == 2 and "groups.mmlu-demo: mrpc is not a subtask of mmlu." in one_paragraph(done.stderr)
+
+
+def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tmp_path):
+    """prepare and run the group (three 5-shot subjects, 4 rows each), the audit of every subtask and the group
+    level PASS; a changed group number, a changed subtask record or card is named."""
+    import shutil
+
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    done = run_script("prepare.py", "--lock", DEMOS, "--group", "mmlu-demo", "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", DEMOS, "--group", "mmlu-demo", "--cache", cache, "--out", out,
+                      "--private", tmp_path / "private", "--run-name", "mmlu-group")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((out / "group.json").read_text())
+    assert [m["task"] for m in record["members"]] == ["mmlu_college_mathematics", "mmlu_elementary_mathematics",
+                                                      "mmlu_high_school_computer_science"]
+    runs = [json.loads((out / m["task"] / "run.json").read_text()) for m in record["members"]]
+    assert all(r["mode"] == "first-4" and len(r["questions"]) == 4 and r["max_abs_diff"] == 0.0 for r in runs)
+    correct = sum(r["summaries"]["official"]["acc"]["correct"] for r in runs)
+    assert record["official"] == record["independent"] and abs(record["official"]["acc"] - correct / 12) < 1e-15
+    assert record["leaves_installed"] == 57 and "3 of the group's 57 installed subtasks" in (out / "GROUP.md").read_text()
+    done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == lines[-1] == ("VERDICT: PASS: every subtask's audit passed with every scored row rescored bit for "
+                                     "bit and the group's numbers were re-derived; exit 0")
+    assert lines.count("--- subtask mmlu_college_mathematics: VERDICT: PASS: every level passed and every scored row "
+                       "was rescored bit for bit; exit 0") == 1
+    for name, change, expected in (
+        ("number", lambda: _edit_json(out / "group.json", lambda r: r["official"].update(acc=0.5)),
+         "group numbers: official (lm-eval's aggregation of its numbers, re-derived): expected {'acc': "),
+        ("run", lambda: _edit_json(out / "mmlu_college_mathematics" / "run.json", lambda r: r.update(run_name="x")),
+         "subtask mmlu_college_mathematics: run.json sha256: expected"),
+        ("card", lambda: (out / "GROUP.md").write_text("# Group mmlu\n"), "group: GROUP.md (regenerated from group.json)"),
+    ):
+        shutil.copytree(out, tmp_path / "pristine", dirs_exist_ok=False) if name == "number" else None
+        change()
+        done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--structural")
+        assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL ("), done.stdout + done.stderr
+        assert expected in done.stdout, done.stdout
+        shutil.rmtree(out)
+        shutil.copytree(tmp_path / "pristine", out)
+
+
+def _edit_json(path, change) -> None:
+    raw = json.loads(path.read_text())
+    change(raw)
+    path.write_text(json.dumps(raw, indent=2))
