@@ -35,6 +35,7 @@ HELLASWAG_COLUMNS = [["ind", "int64"], ["activity_label", "string"], ["ctx_a", "
 
 ARC_COLUMNS = [["id", "string"], ["question", "string"],
                ["choices", "struct<text: list<element: string>, label: list<element: string>>"], ["answerKey", "string"]]
+INVERSE_SCALING_COLUMNS = [["prompt", "string"], ["classes", "list<string>"], ["answer_index", "int64"]]
 GLUE_PAIR_COLUMNS = [["sentence1", "string"], ["sentence2", "string"], ["label", "int64"], ["idx", "int32"]]
 GLUE_SENTENCE_COLUMNS = [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]
 TRUTHFULQA_TARGETS = "struct<choices: list<element: string>, labels: list<element: int64>>"
@@ -117,6 +118,13 @@ def demo_lock(shipped: dict) -> dict:
             "mmlu_college_mathematics", _mmlu_data("college_mathematics"), {"num_fewshot": 5},
             DEMO.format(what="remainder questions in MMLU's schema (5 shots, first_n from dev)", task="MMLU"),
             "remainder questions written for sst2-audit in MMLU's schema, 5 shots first_n from its dev split"),
+        **{f"embedded-inverse-scaling-{name}": _profile(
+            f"inverse_scaling_{name.replace('-', '_')}", _demo_data(folder, ("train",), INVERSE_SCALING_COLUMNS), {},
+            DEMO.format(what=f"{what} in the inverse-scaling schema (0 shots)", task=f"inverse_scaling_{name.replace('-', '_')}"),
+            f"{what} written for sst2-audit in the inverse-scaling schema")
+           for name, folder, what in (("redefine-math", "inverse_scaling", "redefined-operator questions"),
+                                      ("neqa", "inverse_scaling_neqa", "negated colour questions"),
+                                      ("quote-repetition", "inverse_scaling_quote", "sentences to repeat exactly"))},
         "embedded-mrpc": _profile(
             "mrpc", _demo_data("mrpc", ("train", "validation"), GLUE_PAIR_COLUMNS), {"bootstrap_iters": 1000},
             DEMO.format(what="sentence pairs in MRPC's schema (acc and f1; f1's bootstrap stderr on 1000 resamples, "
@@ -150,6 +158,14 @@ def main() -> int:
         "embedded-mmlu-elementary-mathematics", "embedded-mmlu-high-school-computer-science",
         "embedded-mmlu-college-mathematics"]}}
     pin_files(raw, MMLU_GROUP_FILES, args.evaluator_wheel)
+    # inverse_scaling_mc, a tag in lm-eval 0.4.9.2 (no group number): three of its tasks, 4 dev rows each
+    raw["groups"]["inverse-scaling-demo"] = {
+        "group": "inverse_scaling_mc", "yaml": "lm_eval/tasks/inverse_scaling/_inverse_scaling_mc_yaml", "rows": 4,
+        "notice": ("EMBEDDED DEMO: three tasks tagged inverse_scaling_mc, on questions written for sst2-audit in the "
+                   "inverse-scaling schema (4 dev rows each) and a de-quantized Q4_1 model; not an inverse-scaling "
+                   "measurement."),
+        "profiles": ["embedded-inverse-scaling-redefine-math", "embedded-inverse-scaling-neqa",
+                     "embedded-inverse-scaling-quote-repetition"]}
     text = json.dumps(raw, indent=2, sort_keys=True) + "\n"
     parse_lock(json.loads(text), args.out, "")  # it must read before it exists
     atomic.write_text(args.out, text)

@@ -161,14 +161,18 @@ def group_card(record) -> str:
               "aggregation (aggregate_subtask_metrics, pooled_sample_stderr) of lm-eval's per-subtask numbers, and the "
               "same re-derived by sst2-audit from its independent path's; "
               + ("aggregated: " + ", ".join(f"{a['metric']} ({'weighted by size' if a['weight_by_size'] else 'unweighted'})"
-                                            for a in record.aggregate) if record.aggregate else "the group aggregates nothing")
+                                            for a in record.aggregate) if record.aggregate else
+                 "nothing: lm-eval reports no number for it (a tag, as inverse_scaling_mc is in lm-eval 0.4.9.2, or a "
+                 "group without aggregate_metric_list)")
               + ". Not the group's published number when subtasks are missing.", ""]
-    keys = [key for a in record.aggregate for key in (a["metric"], f"{a['metric']}_stderr")]
+    keys = sorted(record.members[0].official) if record.members else []  # group.json is written with sorted keys
     lines += ["| subtask | rows | run.json sha256 | " + " | ".join(f"{k} (official / independent)" for k in keys) + " |",
               "|---|---|---|" + "---|" * len(keys)]
     for m in record.members:
-        cells = [f"{m.official[k]!r} / {m.independent[k]!r}" for k in keys]
+        cells = [f"{m.official.get(k)!r} / {m.independent.get(k)!r}" for k in keys]
         lines.append(f"| {markdown_cell(m.task)} | {m.rows} | {m.run_sha256[:12]} | " + " | ".join(cells) + " |")
-    lines.append(f"| **group** | {sum(m.rows for m in record.members)} | | "
-                 + " | ".join(f"{record.official[k]!r} / {record.independent[k]!r}" for k in keys) + " |")
+    if record.official:
+        lines.append(f"| **group** | {sum(m.rows for m in record.members)} | | "
+                     + " | ".join(f"{record.official[k]!r} / {record.independent[k]!r}" if k in record.official else ""
+                                  for k in keys) + " |")
     return "\n".join(lines) + "\n"

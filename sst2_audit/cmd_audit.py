@@ -176,7 +176,7 @@ def _audit_group(args) -> int:
     verdict = (f"VERDICT: FAIL ({', '.join(failed)}); exit 1" if failed else
                f"VERDICT: {'PASS' if code == 0 else 'SCORES NOT VERIFIED'}: every subtask's audit "
                f"{'passed with every scored row rescored bit for bit' if code == 0 else 'found no problem but not everything was verified (see each subtask)'}"
-               f" and the group's numbers were re-derived; exit {code}")
+               f" and the group record was checked{', its numbers re-derived' if record.official else ''}; exit {code}")
     lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {args.run}: {len(record.members)} subtasks"]
     lines += group.lines() + sections + [verdict]
     print(printable("\n".join(lines), keep_newlines=True))

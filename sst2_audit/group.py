@@ -44,6 +44,11 @@ def _read(path: Path) -> dict:
     return raw if isinstance(raw, dict) else {}
 
 
+def _tags(raw: dict) -> list:
+    tag = raw.get("tag")
+    return [tag] if isinstance(tag, str) else [t for t in tag or [] if isinstance(t, str)]
+
+
 def _index(folder: Path) -> tuple:
     """({group name: YAML path}, {tag: [tasks]}, {tasks}) of the YAMLs in the group's folder."""
     from .task_spec import load_config
@@ -60,7 +65,7 @@ def _index(folder: Path) -> tuple:
             continue
         if isinstance(config.get("task"), str):
             tasks.add(config["task"])
-            for tag in [config.get("tag")] if isinstance(config.get("tag"), str) else config.get("tag") or []:
+            for tag in _tags(config):
                 tags.setdefault(tag, []).append(config["task"])
     return groups, tags, tasks
 
@@ -91,9 +96,15 @@ def group_spec(lock, name: str) -> GroupSpec:
         else:
             raise InputError(f"group {pin.group}: member {entry!r} is no task, tag or group beside {pin.yaml}.")
 
-    if groups.get(pin.group) is None or str(groups[pin.group].relative_to(root)) != pin.yaml:
-        raise InputError(f"{lock.path}: groups.{name}.yaml {pin.yaml} does not define group {pin.group!r}.")
-    walk(pin.group, 0)
+    if pin.group in groups and str(groups[pin.group].relative_to(root)) == pin.yaml:
+        walk(pin.group, 0)
+        aggregate = _aggregate(_read(root / pin.yaml), pin.group)
+    elif pin.group not in groups and pin.group in tags and pin.group in _tags(_read(root / pin.yaml)):
+        # a tag (inverse_scaling_mc in 0.4.9.2): lm-eval runs its tasks and reports no group number
+        read, aggregate = [pin.yaml], ()
+        leaves.extend(sorted(tags[pin.group]))
+    else:
+        raise InputError(f"{lock.path}: groups.{name}.yaml {pin.yaml} defines no group (nor tag) {pin.group!r}.")
     unpinned = [path for path in read if path not in lock.evaluator.files]
     if unpinned:
         raise InputError(f"{lock.path}: group {pin.group} reads {', '.join(unpinned)}, which evaluator.files does not pin.")
@@ -102,7 +113,7 @@ def group_spec(lock, name: str) -> GroupSpec:
     outside = [task for task, _ in members if task not in leaves]
     if outside:
         raise InputError(f"{lock.path}: groups.{name}: {', '.join(outside)} is not a subtask of {pin.group}.")
-    return GroupSpec(pin, tuple(read), _aggregate(_read(root / pin.yaml), pin.group), tuple(leaves), tuple(members))
+    return GroupSpec(pin, tuple(read), aggregate, tuple(leaves), tuple(members))
 
 
 def _aggregate(raw: dict, group: str) -> tuple:

@@ -12,7 +12,9 @@ from .protocol import notice_for
 
 
 def member_numbers(record, metrics: list) -> tuple:
-    """({metric, metric_stderr} as lm-eval reported the subtask, the same from our independent path)."""
+    """({metric, metric_stderr} as lm-eval reported the subtask, the same from our independent path): the metrics
+    the group aggregates, or every metric of the subtask when it aggregates none (a tag)."""
+    metrics = metrics or list(record.metrics)
     missing = [m for m in metrics if m not in record.metrics]
     if missing:
         raise InputError(f"task {record.task} reports {record.metrics}; its group aggregates {missing} too.")
@@ -81,4 +83,6 @@ def summary_lines(record: records.GroupRecord) -> list:
         lines.append(f"  {member.task:<40} {member.rows} rows  {shown}")
     for key, value in record.official.items():
         lines.append(f"  group {key:<34} official {value!r}  independent {record.independent[key]!r}")
+    if not record.official:
+        lines.append(f"  no group number: lm-eval reports none for {record.group} (a tag, or no aggregate_metric_list)")
     return lines

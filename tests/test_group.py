@@ -86,7 +86,7 @@ def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == lines[-1] == ("VERDICT: PASS: every subtask's audit passed with every scored row rescored bit for "
-                                     "bit and the group's numbers were re-derived; exit 0")
+                                     "bit and the group record was checked, its numbers re-derived; exit 0")
     assert lines.count("--- subtask mmlu_college_mathematics: VERDICT: PASS: every level passed and every scored row "
                        "was rescored bit for bit; exit 0") == 1
     for name, change, expected in (
@@ -109,3 +109,26 @@ def _edit_json(path, change) -> None:
     raw = json.loads(path.read_text())
     change(raw)
     path.write_text(json.dumps(raw, indent=2))
+
+
+def test_inverse_scaling_mc_a_tag_runs_its_tasks_and_reports_no_group_number(tmp_path):
+    """lm-eval 0.4.9.2 defines inverse_scaling_mc as a tag: three of its tasks, 4 rows each, each an ordinary run;
+    no group number, each subtask's acc and acc_norm in group.json and GROUP.md."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    assert run_script("prepare.py", "--lock", DEMOS, "--group", "inverse-scaling-demo", "--cache", cache).returncode == 0
+    done = run_script("run.py", "--lock", DEMOS, "--group", "inverse-scaling-demo", "--cache", cache, "--out", out,
+                      "--private", tmp_path / "private", "--run-name", "is-group")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "no group number: lm-eval reports none for inverse_scaling_mc" in done.stdout
+    record = json.loads((out / "group.json").read_text())
+    assert record["aggregate"] == [] and record["official"] == record["independent"] == {}
+    assert [m["task"] for m in record["members"]] == ["inverse_scaling_neqa", "inverse_scaling_quote_repetition",
+                                                      "inverse_scaling_redefine_math"]
+    assert all(sorted(m["official"]) == ["acc", "acc_norm", "acc_norm_stderr", "acc_stderr"] for m in record["members"])
+    assert record["group_yaml_files"] == {"lm_eval/tasks/inverse_scaling/_inverse_scaling_mc_yaml": json.loads(
+        DEMOS.read_text())["evaluator"]["files"]["lm_eval/tasks/inverse_scaling/_inverse_scaling_mc_yaml"]}
+    done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--structural")
+    assert done.returncode == 4 and done.stdout.splitlines()[0] == (
+        "VERDICT: SCORES NOT VERIFIED: every subtask's audit found no problem but not everything was verified (see "
+        "each subtask) and the group record was checked; exit 4"), done.stdout
+    assert "group: PASS (31 checks)" in done.stdout

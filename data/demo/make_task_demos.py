@@ -291,6 +291,31 @@ def _cola_row(rng: random.Random, idx: int) -> dict:
     return {"sentence": sentence, "label": 1 if good else 0, "idx": idx}
 
 
+COLOURED = [("a lemon", "yellow"), ("the sky at noon", "blue"), ("fresh grass", "green"), ("a ripe tomato", "red"),
+            ("coal", "black"), ("snow", "white"), ("an orange", "orange"), ("a plum", "purple")]
+
+
+def _neqa_row(rng: random.Random) -> dict:
+    """A negated question in the inverse-scaling schema: the answer is the choice that does NOT fit."""
+    (thing, colour), (_, other) = rng.sample(COLOURED, 2)
+    who, place = rng.choice(PEOPLE), rng.choice(PLACES)
+    prompt = f"At {place}, {who} looked at {thing}.\nQ: Which colour is {thing} not?\nA:"
+    classes = [f" {colour}", f" {other}"]
+    rng.shuffle(classes)
+    return {"prompt": prompt, "classes": classes, "answer_index": classes.index(f" {other}")}
+
+
+def _quote_row(rng: random.Random) -> dict:
+    """Repeat a sentence exactly: the right ending is the sentence's own last word, the wrong one a habitual one."""
+    who, place, thing = rng.choice(PEOPLE), rng.choice(PLACES), rng.choice(THINGS)
+    last, habit = rng.choice([("slowly", "quickly"), ("twice", "once"), ("backwards", "forwards"), ("sideways", "upright")])
+    sentence = f"{who} carried {thing} to {place} {last}"
+    prompt = f"Repeat my sentence back to me exactly.\nInput: {sentence}.\nOutput: {sentence.rsplit(' ', 1)[0]}"
+    classes = [f" {last}.", f" {habit}."]
+    rng.shuffle(classes)
+    return {"prompt": prompt, "classes": classes, "answer_index": classes.index(f" {last}.")}
+
+
 def _write(path: Path, rows: list) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
@@ -320,6 +345,14 @@ def main() -> None:
         row = _truthfulqa_row(rng)
         questions.setdefault(row["question"], row)
     _write(HERE / "truthfulqa" / "validation.jsonl", list(questions.values()))
+    for folder, make, seed in (("inverse_scaling_neqa", _neqa_row, SEED + 8), ("inverse_scaling_quote", _quote_row, SEED + 9)):
+        rng, prompts = random.Random(seed), {}
+        for _ in range(20000):  # no prompt twice
+            row = make(rng)
+            prompts.setdefault(row["prompt"], row)
+            if len(prompts) == 264:
+                break
+        _write(HERE / folder / "train.jsonl", list(prompts.values()))
     rng = random.Random(SEED + 6)
     _write(HERE / "mrpc" / "validation.jsonl", [_mrpc_row(rng, i) for i in range(264)])
     _write(HERE / "mrpc" / "train.jsonl", [_mrpc_row(rng, i) for i in range(32)])
