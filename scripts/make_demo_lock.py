@@ -74,68 +74,52 @@ def demo_lock(shipped: dict) -> dict:
     raw = json.loads(json.dumps(shipped))
     embedded = raw["profiles"]
     raw["models"] = {MODEL: embedded["embedded"]["model"]}
-    raw["profiles"] = {
-        "embedded-sst2-5shot": _profile(
-            "sst2", embedded["embedded"]["data"], {"num_fewshot": 5},
-            DEMO.format(what="sentences (5 shots from its train split)", task="GLUE SST-2"),
-            "sentences written for sst2-audit, 5 shots drawn from its train split"),
-        "embedded-mmlu-elementary-mathematics": _profile(
-            "mmlu_elementary_mathematics", _mmlu_data("elementary_mathematics"), {"num_fewshot": 5},
-            DEMO.format(what="arithmetic questions in MMLU's schema (5 shots, first_n from dev)", task="MMLU"),
-            "arithmetic questions written for sst2-audit in MMLU's schema, 5 shots first_n from its dev split"),
-        "embedded-inverse-scaling-3shot": _profile(
-            "inverse_scaling_redefine_math", embedded["embedded-inverse-scaling"]["data"],
-            {"num_fewshot": 3, "shots_may_show_sealed_rows": True},
-            DEMO.format(what="questions (3 shots from the evaluated split itself, sealed rows allowed as shots)",
-                        task="inverse-scaling (redefine-math)"),
-            "redefined-operator questions written for sst2-audit, 3 shots drawn from the evaluated split itself"),
-        "embedded-hellaswag-10shot": _profile(
-            "hellaswag", _demo_data("hellaswag", ("train", "validation"), HELLASWAG_COLUMNS),
-            {"num_fewshot": 10, "max_length": 2048},
-            DEMO.format(what="everyday-activity contexts and endings in HellaSwag's schema (10 shots from train; "
-                             "its process_docs hook runs as pinned shared code)", task="HellaSwag"),
-            "everyday-activity contexts written for sst2-audit in HellaSwag's schema, 10 shots from its train split"),
-        "embedded-arc-challenge-25shot": _profile(
-            "arc_challenge", _demo_data("arc", ("train", "validation", "test"), ARC_COLUMNS),
-            {"num_fewshot": 25, "max_length": 4096},
-            DEMO.format(what="measurement questions in ARC's schema (25 shots from train)", task="ARC-Challenge"),
-            "measurement questions written for sst2-audit in ARC's schema, 25 shots from its train split"),
-        "embedded-winogrande-5shot": _profile(
-            "winogrande", _demo_data("winogrande", ("train", "validation"), WINOGRANDE_COLUMNS), {"num_fewshot": 5},
-            DEMO.format(what="fill-the-blank sentences in Winogrande's schema (5 shots from train; a multiple-input "
-                             "task whose hooks run as pinned shared code)", task="Winogrande"),
-            "fill-the-blank sentences written for sst2-audit in Winogrande's schema, 5 shots from its train split"),
-        "embedded-truthfulqa-mc2": _profile(
-            "truthfulqa_mc2", _demo_data("truthfulqa", ("validation",), TRUTHFULQA_COLUMNS), {},
-            DEMO.format(what="questions with true and false answers in TruthfulQA's schema (0 shots; lm-eval's mc2 "
-                             "process_results hook re-derived by sst2-audit)", task="TruthfulQA"),
-            "questions with true and false answers written for sst2-audit in TruthfulQA's schema, scored as mc2"),
-        "embedded-mmlu-high-school-computer-science": _profile(
-            "mmlu_high_school_computer_science", _mmlu_data("high_school_computer_science"), {"num_fewshot": 5},
-            DEMO.format(what="number-base questions in MMLU's schema (5 shots, first_n from dev)", task="MMLU"),
-            "number-base questions written for sst2-audit in MMLU's schema, 5 shots first_n from its dev split"),
-        "embedded-mmlu-college-mathematics": _profile(
-            "mmlu_college_mathematics", _mmlu_data("college_mathematics"), {"num_fewshot": 5},
-            DEMO.format(what="remainder questions in MMLU's schema (5 shots, first_n from dev)", task="MMLU"),
-            "remainder questions written for sst2-audit in MMLU's schema, 5 shots first_n from its dev split"),
-        **{f"embedded-inverse-scaling-{name}": _profile(
-            f"inverse_scaling_{name.replace('-', '_')}", _demo_data(folder, ("train",), INVERSE_SCALING_COLUMNS), {},
-            DEMO.format(what=f"{what} in the inverse-scaling schema (0 shots)", task=f"inverse_scaling_{name.replace('-', '_')}"),
-            f"{what} written for sst2-audit in the inverse-scaling schema")
-           for name, folder, what in (("redefine-math", "inverse_scaling", "redefined-operator questions"),
-                                      ("neqa", "inverse_scaling_neqa", "negated colour questions"),
-                                      ("quote-repetition", "inverse_scaling_quote", "sentences to repeat exactly"))},
-        "embedded-mrpc": _profile(
-            "mrpc", _demo_data("mrpc", ("train", "validation"), GLUE_PAIR_COLUMNS), {"bootstrap_iters": 1000},
-            DEMO.format(what="sentence pairs in MRPC's schema (acc and f1; f1's bootstrap stderr on 1000 resamples, "
-                             "not lm-eval's default 100000)", task="GLUE MRPC"),
-            "sentence pairs written for sst2-audit in MRPC's schema, acc and f1"),
-        "embedded-cola": _profile(
-            "cola", _demo_data("cola", ("train", "validation"), GLUE_SENTENCE_COLUMNS), {"bootstrap_iters": 1000},
-            DEMO.format(what="well-formed and broken sentences in CoLA's schema (mcc; its bootstrap stderr on 1000 "
-                             "resamples, not lm-eval's default 100000)", task="GLUE CoLA"),
-            "sentences written for sst2-audit in CoLA's schema, mcc"),
-    }
+    sst2, inverse = embedded["embedded"]["data"], embedded["embedded-inverse-scaling"]["data"]
+    # (profile, task, data, settings, what the notice says it is, the task it is not, what the description says)
+    table = [
+        ("embedded-sst2-5shot", "sst2", sst2, {"num_fewshot": 5}, "sentences (5 shots from its train split)",
+         "GLUE SST-2", "sentences written for sst2-audit, 5 shots drawn from its train split"),
+        *((f"embedded-mmlu-{subject.replace('_', '-')}", f"mmlu_{subject}", _mmlu_data(subject), {"num_fewshot": 5},
+           f"{what} in MMLU's schema (5 shots, first_n from dev)", "MMLU",
+           f"{what} written for sst2-audit in MMLU's schema, 5 shots first_n from its dev split")
+          for subject, what in (("elementary_mathematics", "arithmetic questions"),
+                                ("high_school_computer_science", "number-base questions"),
+                                ("college_mathematics", "remainder questions"))),
+        ("embedded-inverse-scaling-3shot", "inverse_scaling_redefine_math", inverse,
+         {"num_fewshot": 3, "shots_may_show_sealed_rows": True},
+         "questions (3 shots from the evaluated split itself, sealed rows allowed as shots)",
+         "inverse-scaling (redefine-math)",
+         "redefined-operator questions written for sst2-audit, 3 shots drawn from the evaluated split itself"),
+        ("embedded-hellaswag-10shot", "hellaswag", _demo_data("hellaswag", ("train", "validation"), HELLASWAG_COLUMNS),
+         {"num_fewshot": 10, "max_length": 2048}, "everyday-activity contexts and endings in HellaSwag's schema (10 "
+         "shots from train; its process_docs hook runs as pinned shared code)", "HellaSwag",
+         "everyday-activity contexts written for sst2-audit in HellaSwag's schema, 10 shots from its train split"),
+        ("embedded-arc-challenge-25shot", "arc_challenge", _demo_data("arc", ("train", "validation", "test"), ARC_COLUMNS),
+         {"num_fewshot": 25, "max_length": 4096}, "measurement questions in ARC's schema (25 shots from train)",
+         "ARC-Challenge", "measurement questions written for sst2-audit in ARC's schema, 25 shots from its train split"),
+        ("embedded-winogrande-5shot", "winogrande", _demo_data("winogrande", ("train", "validation"), WINOGRANDE_COLUMNS),
+         {"num_fewshot": 5}, "fill-the-blank sentences in Winogrande's schema (5 shots from train; a multiple-input "
+         "task whose hooks run as pinned shared code)", "Winogrande",
+         "fill-the-blank sentences written for sst2-audit in Winogrande's schema, 5 shots from its train split"),
+        ("embedded-truthfulqa-mc2", "truthfulqa_mc2", _demo_data("truthfulqa", ("validation",), TRUTHFULQA_COLUMNS), {},
+         "questions with true and false answers in TruthfulQA's schema (0 shots; lm-eval's mc2 process_results hook "
+         "re-derived by sst2-audit)", "TruthfulQA",
+         "questions with true and false answers written for sst2-audit in TruthfulQA's schema, scored as mc2"),
+        *((f"embedded-inverse-scaling-{name}", f"inverse_scaling_{name.replace('-', '_')}",
+           _demo_data(folder, ("train",), INVERSE_SCALING_COLUMNS), {}, f"{what} in the inverse-scaling schema (0 shots)",
+           f"inverse_scaling_{name.replace('-', '_')}", f"{what} written for sst2-audit in the inverse-scaling schema")
+          for name, folder, what in (("redefine-math", "inverse_scaling", "redefined-operator questions"),
+                                     ("neqa", "inverse_scaling_neqa", "negated colour questions"),
+                                     ("quote-repetition", "inverse_scaling_quote", "sentences to repeat exactly"))),
+        ("embedded-mrpc", "mrpc", _demo_data("mrpc", ("train", "validation"), GLUE_PAIR_COLUMNS), {"bootstrap_iters": 1000},
+         "sentence pairs in MRPC's schema (acc and f1; f1's bootstrap stderr on 1000 resamples, not lm-eval's default "
+         "100000)", "GLUE MRPC", "sentence pairs written for sst2-audit in MRPC's schema, acc and f1"),
+        ("embedded-cola", "cola", _demo_data("cola", ("train", "validation"), GLUE_SENTENCE_COLUMNS), {"bootstrap_iters": 1000},
+         "well-formed and broken sentences in CoLA's schema (mcc; its bootstrap stderr on 1000 resamples, not lm-eval's "
+         "default 100000)", "GLUE CoLA", "sentences written for sst2-audit in CoLA's schema, mcc"),
+    ]
+    raw["profiles"] = {name: _profile(task, data, settings, DEMO.format(what=what, task=not_task), description)
+                       for name, task, data, settings, what, not_task, description in table}
     raw["schema_version"] = LOCK_SCHEMA_VERSION
     return raw
 
