@@ -36,6 +36,8 @@ HELLASWAG_COLUMNS = [["ind", "int64"], ["activity_label", "string"], ["ctx_a", "
 ARC_COLUMNS = [["id", "string"], ["question", "string"],
                ["choices", "struct<text: list<element: string>, label: list<element: string>>"], ["answerKey", "string"]]
 INVERSE_SCALING_COLUMNS = [["prompt", "string"], ["classes", "list<string>"], ["answer_index", "int64"]]
+COPA_COLUMNS = [["premise", "string"], ["choice1", "string"], ["choice2", "string"], ["question", "string"],
+                ["idx", "int32"], ["label", "int64"]]
 GLUE_PAIR_COLUMNS = [["sentence1", "string"], ["sentence2", "string"], ["label", "int64"], ["idx", "int32"]]
 GLUE_SENTENCE_COLUMNS = [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]
 TRUTHFULQA_TARGETS = "struct<choices: list<element: string>, labels: list<element: int64>>"
@@ -111,6 +113,10 @@ def demo_lock(shipped: dict) -> dict:
           for name, folder, what in (("redefine-math", "inverse_scaling", "redefined-operator questions"),
                                      ("neqa", "inverse_scaling_neqa", "negated colour questions"),
                                      ("quote-repetition", "inverse_scaling_quote", "sentences to repeat exactly"))),
+        ("embedded-copa", "copa", _demo_data("copa", ("train", "validation"), COPA_COLUMNS), {},
+         "premises with a cause or effect that fits and one that does not, in COPA's schema (0 shots; its three hooks "
+         "run as pinned shared code)", "SuperGLUE COPA",
+         "premises and alternatives written for sst2-audit in COPA's schema"),
         ("embedded-mrpc", "mrpc", _demo_data("mrpc", ("train", "validation"), GLUE_PAIR_COLUMNS), {"bootstrap_iters": 1000},
          "sentence pairs in MRPC's schema (acc and f1; f1's bootstrap stderr on 1000 resamples, not lm-eval's default "
          "100000)", "GLUE MRPC", "sentence pairs written for sst2-audit in MRPC's schema, acc and f1"),

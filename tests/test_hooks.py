@@ -182,3 +182,19 @@ def test_a_pass_verdict_names_the_shared_pinned_code():
         "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; shared pinned code, not "
         "re-derived: process_docs (lm_eval/tasks/hellaswag/utils.py::process_docs); exit 0")
     assert Outcome([]).verdict() == "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0"
+
+
+def test_copa_s_three_hooks_run_as_pinned_shared_code_end_to_end(tmp_path):
+    """COPA-shaped demo data: doc_to_text, doc_to_target (the right alternative's text) and doc_to_choice of
+    super_glue/copa/utils.py, shared by both paths; the gold is the target's index among the choices."""
+    record = prepare_run_audit(DEMOS, "embedded-copa", tmp_path)
+    assert [code["step"] for code in record["evaluator"]["shared_code"]] == ["doc_to_text", "doc_to_target",
+                                                                           "doc_to_choice"]
+    rows = [json.loads(line) for line in (REPO / "data" / "demo" / "copa" / "validation.jsonl").read_text().splitlines()]
+    private = json.loads((tmp_path / "private" / "private.json").read_text())
+    for question, recorded in zip(private["questions"], record["questions"]):
+        row = rows[question["idx"]]
+        connector = {"cause": "because", "effect": "therefore"}[row["question"]]
+        assert question["context"] == row["premise"][:-1] + f" {connector}"
+        assert recorded["label"] == row["label"] and record["max_abs_diff"] == 0.0
+

@@ -316,6 +316,32 @@ def _quote_row(rng: random.Random) -> dict:
     return {"prompt": prompt, "classes": classes, "answer_index": classes.index(f" {last}.")}
 
 
+CAUSES = [("The floor was wet.", "Someone had mopped it.", "Someone had painted it."),
+          ("The kettle whistled.", "The water had boiled.", "The water had frozen."),
+          ("The lantern went dark.", "Its oil ran out.", "Its glass was cleaned."),
+          ("The kite rose.", "The wind picked up.", "The rain stopped."),
+          ("The bread was hard.", "It was left out overnight.", "It was baked that morning."),
+          ("The room smelled of smoke.", "The toast had burned.", "The window was open.")]
+EFFECTS = [("The boat sprang a leak.", "Water came in.", "The sails were folded."),
+           ("The lights went out.", "The street went dark.", "The clock ran fast."),
+           ("The violin string snapped.", "The music stopped.", "The audience arrived."),
+           ("The jar of honey tipped over.", "Honey spread across the table.", "The honey turned to sugar."),
+           ("The alarm rang at dawn.", "The sleeper woke up.", "The sleeper grew taller."),
+           ("The river flooded.", "The path was under water.", "The path was repaved.")]
+
+
+def _copa_row(rng: random.Random, idx: int) -> dict:
+    """A premise and two alternatives in COPA's columns: the cause (or effect) that fits, and one that does not."""
+    question = rng.choice(["cause", "effect"])
+    premise, right, wrong = rng.choice(CAUSES if question == "cause" else EFFECTS)
+    who, place = rng.choice(PEOPLE), rng.choice(PLACES)
+    premise = f"At {place}, {who} noticed it: {premise[0].lower()}{premise[1:]}"
+    label = rng.randrange(2)
+    choices = [right, wrong] if label == 0 else [wrong, right]
+    return {"premise": premise, "choice1": choices[0], "choice2": choices[1], "question": question, "idx": idx,
+            "label": label}
+
+
 def _write(path: Path, rows: list) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
@@ -353,6 +379,13 @@ def main() -> None:
             if len(prompts) == 264:
                 break
         _write(HERE / folder / "train.jsonl", list(prompts.values()))
+    rng, premises = random.Random(SEED + 10), {}
+    while len(premises) < 296:  # no premise twice across both splits
+        row = _copa_row(rng, 0)
+        premises.setdefault(row["premise"], row)
+    rows = list(premises.values())
+    _write(HERE / "copa" / "validation.jsonl", [dict(row, idx=i) for i, row in enumerate(rows[:264])])
+    _write(HERE / "copa" / "train.jsonl", [dict(row, idx=i) for i, row in enumerate(rows[264:])])
     rng = random.Random(SEED + 6)
     _write(HERE / "mrpc" / "validation.jsonl", [_mrpc_row(rng, i) for i in range(264)])
     _write(HERE / "mrpc" / "train.jsonl", [_mrpc_row(rng, i) for i in range(32)])
