@@ -115,13 +115,14 @@ def _smoke_and_full_shots_compared(record, cache):
     """lm-eval's one generator per task, consumed in dataset order: the smoke run's two questions (the first
     two dev ids in hash order) are drawn first and second there, but after every smaller dev id in a full
     run, so the same question gets other shots."""
+    from sst2_audit.split import SMOKE_ROWS
     from sst2_audit.split_rows import shot_plan, verified_rows
 
     lock = load_lock(DEMOS)
     profile = lock.profile("embedded-sst2-5shot")
     spec = spec_for(lock, profile.task)
     data = verified_rows(lock, profile, spec, cache, roles=())
-    smoke, full = data.split.scored("smoke"), data.split.scored("full")
+    smoke, full = data.split.scored(SMOKE_ROWS), data.split.scored(None)
     recorded = {q["idx"]: q["shots"] for q in record["questions"]}
     assert recorded == shot_plan(lock, profile, spec, cache, data.manifest, data, smoke).positions
     in_full = shot_plan(lock, profile, spec, cache, data.manifest, data, full).positions
