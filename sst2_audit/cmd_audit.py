@@ -148,19 +148,24 @@ def _audit_one(args, scratch: Path) -> int:
 def _audit_group(args) -> int:
     """Every subtask's run audited as any run (its cache: --cache/<profile>), then the group level; one verdict
     first and last over all of them."""
+    from . import records
     from .audit import group_level
     from .audit.loading import load_run
     from .audit.runner import Policy, run_levels
+    from .group import group_spec
     from .lock import load_lock
     from .sanitize import printable
 
+    lock = load_lock(args.lock)
     record = group_level.read_group(args.run)
-    group = group_level.check(args.run, record, load_lock(args.lock))
+    group = group_level.check(args.run, record, lock)
+    named = [list(member) for member in group_spec(lock, record.group_name).members]
     sections, codes = [], []
     for member in record.members:
         folder = args.run / member.task
-        if not (folder / "run.json").is_file() and not (folder / "failure.json").is_file():
-            continue  # named by the group level
+        if [member.task, member.profile] not in named or not any(
+                (folder / name).is_file() for name in (records.RUN_FILE, records.FAILURE_FILE)):
+            continue  # named by the group level; a folder the reviewer's lock does not name is never opened
         run = load_run(folder, args.lock, args.trust_bundle_lock)
         rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
         if rescore not in ("all", 0) and run.record and rescore > len(run.record.questions):
@@ -184,13 +189,13 @@ def _audit_group(args) -> int:
 
 
 def _print_levels(target, run, outcome) -> None:
-    print(_level_lines(target, run, outcome, joined=True))
-
-
-def _level_lines(target, run, outcome, joined: bool = False):
-    """The verdict first and last: what a reviewer reads is what was verified."""
     from .sanitize import printable
 
+    print(printable("\n".join(_level_lines(target, run, outcome)), keep_newlines=True))
+
+
+def _level_lines(target, run, outcome) -> list:
+    """The verdict first and last: what a reviewer reads is what was verified (printed escaped by the caller)."""
     record = run.record
     head = [outcome.verdict(), f"{'WARNING: ' if run.trusts_claimed_lock else ''}audited against {run.lock_source}"]
     line = f"audit of {target}: run {run.name}"
@@ -204,7 +209,6 @@ def _level_lines(target, run, outcome, joined: bool = False):
     lines = head + [line]
     for level in outcome.levels:
         lines += level.lines()
-    lines.append(outcome.verdict())
-    return printable("\n".join(lines), keep_newlines=True) if joined else lines
+    return lines + [outcome.verdict()]
 
 

@@ -43,8 +43,7 @@ def evaluator_record(lock, files: dict, spec) -> dict:
             # hooks: code both paths ran, shared rather than re-derived (only a task with hooks has the key)
             **({"shared_code": _code(spec.shared_hooks, files)} if spec.shared_hooks else {}),
             # a process_results hook: lm-eval's path alone runs it, the independent path re-derives its metric
-            **({"rederived_code": _code([h for h in spec.hooks if h not in spec.shared_hooks], files)}
-               if len(spec.hooks) > len(spec.shared_hooks) else {})}
+            **({"rederived_code": _code(spec.rederived_hooks, files)} if spec.rederived_hooks else {})}
 
 
 def _code(hooks, files: dict) -> list:

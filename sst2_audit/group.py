@@ -33,37 +33,31 @@ class GroupSpec:
     members: tuple  # (task, profile) of the subtasks run, in aggregation order (task name)
 
 
-def _read(path: Path) -> dict:
-    import yaml
-
-    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-        pass
-
-    Loader.add_multi_constructor("", lambda loader, suffix, node: None)  # `!function` tags: not a group's concern
-    raw = yaml.load(path.read_bytes(), Loader=Loader)
-    return raw if isinstance(raw, dict) else {}
-
-
 def _tags(raw: dict) -> list:
     tag = raw.get("tag")
     return [tag] if isinstance(tag, str) else [t for t in tag or [] if isinstance(t, str)]
 
 
-def _index(folder: Path) -> tuple:
-    """({group name: YAML path}, {tag: [tasks]}, {tasks}) of the YAMLs in the group's folder."""
+def _config(path: Path) -> dict:
+    """A YAML as lm-eval's loader reads it (includes merged; a subject's tag may sit in an included file); {} for
+    one lm-eval cannot read."""
     from .task_spec import load_config
 
+    try:
+        config = load_config(path)
+    except Exception:  # noqa: BLE001 - a YAML lm-eval cannot read is no member
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _index(folder: Path) -> tuple:
+    """({group name: (YAML path, config)}, {tag: [tasks]}, {tasks}) of the YAMLs in the group's folder."""
     groups, tags, tasks = {}, {}, set()
     for path in sorted(folder.glob("*.yaml")):
-        raw = _read(path)
-        if isinstance(raw.get("group"), str):
-            groups[raw["group"]] = path
-            continue
-        try:
-            config = load_config(path)  # a subject YAML's tag may sit in an included file
-        except Exception:  # noqa: BLE001 - a YAML lm-eval cannot read is no member
-            continue
-        if isinstance(config.get("task"), str):
+        config = _config(path)
+        if isinstance(config.get("group"), str):
+            groups[config["group"]] = (path, config)
+        elif isinstance(config.get("task"), str):
             tasks.add(config["task"])
             for tag in _tags(config):
                 tags.setdefault(tag, []).append(config["task"])
@@ -84,8 +78,9 @@ def group_spec(lock, name: str) -> GroupSpec:
         if depth > 8:
             raise InputError(f"group {pin.group}: nested more than 8 deep at {entry}.")
         if entry in groups:
-            read.append(str(groups[entry].relative_to(root)))
-            for child in _read(groups[entry]).get("task") or []:
+            path, config = groups[entry]
+            read.append(str(path.relative_to(root)))
+            for child in config.get("task") or []:
                 if not isinstance(child, str):
                     raise InputError(f"group {entry}: an inline task config ({str(child)[:40]!r}) is not re-derived.")
                 walk(child, depth + 1)
@@ -96,10 +91,10 @@ def group_spec(lock, name: str) -> GroupSpec:
         else:
             raise InputError(f"group {pin.group}: member {entry!r} is no task, tag or group beside {pin.yaml}.")
 
-    if pin.group in groups and str(groups[pin.group].relative_to(root)) == pin.yaml:
+    if pin.group in groups and str(groups[pin.group][0].relative_to(root)) == pin.yaml:
         walk(pin.group, 0)
-        aggregate = _aggregate(_read(root / pin.yaml), pin.group)
-    elif pin.group not in groups and pin.group in tags and pin.group in _tags(_read(root / pin.yaml)):
+        aggregate = _aggregate(groups[pin.group][1], pin.group)
+    elif pin.group not in groups and pin.group in tags and pin.group in _tags(_config(root / pin.yaml)):
         # a tag (inverse_scaling_mc in 0.4.9.2): lm-eval runs its tasks and reports no group number
         read, aggregate = [pin.yaml], ()
         leaves.extend(sorted(tags[pin.group]))

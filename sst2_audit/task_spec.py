@@ -62,6 +62,11 @@ class TaskSpec:
         """The hooks both paths run as the same pinned code (not a process_results: that one is re-derived)."""
         return tuple(hook for hook in self.hooks if hook.key in HOOK_KEYS)
 
+    @property
+    def rederived_hooks(self) -> tuple:
+        """The process_results hook lm-eval alone runs, whose metric the independent path re-derives."""
+        return tuple(hook for hook in self.hooks if hook.key not in HOOK_KEYS)
+
     def true_choices(self, doc: dict, count: int) -> list | None:
         """A value metric's true choices (mc2: the choices labelled 1), None for an argmax task."""
         if self.results_rule is None:
