@@ -14,8 +14,11 @@ Any task: the profile decides (e.g. --profile embedded-rte --cache .test-cache/e
 A profile of another lock (the demo tasks: --lock demos.lock.json --profile embedded-winogrande-5shot) is
 measured with --lock; --skip-native leaves out (bn).
 
+--rows N times every variant on the first N dev rows in hash order (run.py --rows), for a task too long to time
+in full (the 25-shot ARC demo).
+
 Usage: python benchmarks/bench_run.py [--cache .test-cache/embedded] [--profile embedded] [--repeat 3] [--core-only]
-                                      [--lock LOCK] [--skip-native]
+                                      [--lock LOCK] [--skip-native] [--rows N]
 """
 
 import argparse
@@ -49,9 +52,12 @@ def main() -> int:
     parser.add_argument("--core-only", action="store_true", help="only (a) and (b): the target's ratio")
     parser.add_argument("--lock", type=Path, default=REPO / "resources.lock.json")
     parser.add_argument("--skip-native", action="store_true", help="leave out (bn), the native numeric mode")
+    parser.add_argument("--rows", type=int, help="the first ROWS dev rows in hash order for every variant (run.py "
+                        "--rows), for a task too long to time in full")
     args = parser.parse_args()
     lock = str(args.lock.resolve())
     alone = [sys.executable, str(REPO / "benchmarks" / "lm_eval_alone.py"), str(args.cache), args.profile]
+    rows = [] if args.rows is None else ["--rows", str(args.rows)]
     results = {"a": [], "a2": [], "b": [], "bn": []}
     names = {"a": "lm-eval alone, lock settings", "a2": "lm-eval alone, 2 threads", "b": "full run.py",
              "bn": "full run.py, native mode"}
@@ -64,8 +70,9 @@ def main() -> int:
             def full(tag, *extra):
                 return [sys.executable, str(REPO / "run.py"), "--profile", args.profile, "--cache", str(args.cache),
                         "--out", f"{scratch}/out{tag}{round_number}", "--private", f"{scratch}/private{tag}{round_number}",
-                        *extra]
-            variants = (("a", alone + ["-", lock]), ("a2", alone + ["2", lock]), ("b", full("b", "--lock", lock)),
+                        *rows, *extra]
+            last = [] if args.rows is None else [str(args.rows)]
+            variants = (("a", alone + ["-", lock, *last]), ("a2", alone + ["2", lock, *last]), ("b", full("b", "--lock", lock)),
                         ("bn", full("n", "--lock", str(native_lock))))
             wanted = ("a", "b") if args.core_only else ("a", "a2", "b") if args.skip_native else ("a", "a2", "b", "bn")
             for key, command in (v for v in variants if v[0] in wanted):
@@ -76,7 +83,7 @@ def main() -> int:
     results = {key: runs for key, runs in results.items() if runs}
     wall = {key: statistics.median(w for w, _ in runs) for key, runs in results.items()}
     rss = {key: max(r for _, r in runs) for key, runs in results.items()}
-    print(f"profile {args.profile}")
+    print(f"profile {args.profile}; rows: {'every dev row' if args.rows is None else f'the first {args.rows} dev rows'}")
     for key in results:
         print(f"median wall ({key}) {names[key]}: {wall[key]:.2f} s; peak RSS {rss[key]:,} bytes")
     print(f"ratio b/a  = {wall['b'] / wall['a']:.3f} (target <= 1.25)")

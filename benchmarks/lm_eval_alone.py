@@ -1,7 +1,8 @@
 """Baseline (a): lm-eval simple_evaluate alone on the same 64 dev rows, task, model and settings.
 
 No hashing, no identity checks, no independent path: what scoring with lm-eval costs by itself.
-Usage: python benchmarks/lm_eval_alone.py CACHE PROFILE [THREADS] [LOCK]  (default: the lock's threads, our lock)
+Usage: python benchmarks/lm_eval_alone.py CACHE PROFILE [THREADS] [LOCK] [ROWS]
+(default: the lock's threads, our lock, every dev row; ROWS: the first ROWS dev rows in hash order, as run.py --rows)
 The lock's numeric mode is set before torch is imported, as run.py does.
 """
 
@@ -35,7 +36,8 @@ settings = lock.settings_for(profile, spec)  # the profile's shots, max_length a
 torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] != "-" else settings["threads"])
 parquet = cache / "data" / f"{spec.eval_split}.parquet"
 rows = spec.processed(read_parquet(parquet, columns=columns_of(lock.profile(profile).data)), parquet)
-dev_ids = make_split([r.idx for r in rows], lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows).dev_ids
+dev_ids = make_split([r.idx for r in rows], lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows).scored(
+    int(sys.argv[5]) if len(sys.argv) > 5 else None)
 data_files = {s: str(cache / "data" / f"{s}.parquet") for s in spec.splits}
 lm = HFLM(pretrained=str(cache / "model"), dtype=settings["dtype"], attn_implementation=settings["attention"],
           batch_size=settings["batch_size"], max_length=settings["max_length"], device=settings["device"],

@@ -42,7 +42,8 @@ def main(argv) -> int:
                         help="audit records older than the oldest schema accepted by default (exit 4, limits named)")
     parser.add_argument("--trust-bundle-lock", action="store_true",
                         help="audit against the lock the run or bundle carries instead of --lock (said in the report)")
-    parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit")
+    parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit "
+                        "(a group folder: one bundle of group.json, GROUP.md and each subtask's run bundle)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: results/)")
     parser.add_argument("--report", type=Path, metavar="PATH", help="with --compare: also write the comparison as an HTML page")
     args = parser.parse_args(argv)
@@ -52,11 +53,20 @@ def main(argv) -> int:
     numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
     from .group import GROUP_FILE
 
-    if args.run and (args.run / GROUP_FILE).is_file():
-        if args.bundle:
-            raise InputError(f"--bundle packs one run; bundle each subtask's run folder of the group {args.run}.")
-        return _audit_group(args)
     with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
+        if args.run and (args.run / GROUP_FILE).is_file():
+            return _audit_group(args, args.run, args.run)
+        if args.bundle_file:
+            from .audit import group_bundle
+
+            if group_bundle.is_group_bundle(args.bundle_file):
+                try:
+                    folder, _ = group_bundle.unpack_verified(args.bundle_file, Path(scratch), load_lock(args.lock))
+                except CheckFailed:
+                    print("VERDICT: FAIL (group bundle SHA256SUMS and members): the bundle was refused before any "
+                          "record was read; exit 1")
+                    raise
+                return _audit_group(args, folder, args.bundle_file)
         if args.compare:
             return _compare(args, Path(scratch))
         return _audit_one(args, Path(scratch))
@@ -145,36 +155,32 @@ def _audit_one(args, scratch: Path) -> int:
     return outcome.exit_code
 
 
-def _audit_group(args) -> int:
+def _audit_group(args, folder: Path, shown: Path) -> int:
     """Every subtask's run audited as any run (its cache: --cache/<profile>), then the group level; one verdict
-    first and last over all of them."""
-    from . import records
+    first and last over all of them. `folder` is the group folder or a verified group bundle unpacked."""
     from .audit import group_level
-    from .audit.loading import load_run
-    from .audit.runner import Policy, run_levels
-    from .group import group_spec
     from .lock import load_lock
     from .sanitize import printable
 
     lock = load_lock(args.lock)
-    record = group_level.read_group(args.run)
-    group = group_level.check(args.run, record, lock)
-    named = [list(member) for member in group_spec(lock, record.group_name).members]
-    sections, codes = [], []
-    for member in record.members:
-        folder = args.run / member.task
-        if [member.task, member.profile] not in named or not any(
-                (folder / name).is_file() for name in (records.RUN_FILE, records.FAILURE_FILE)):
-            continue  # named by the group level; a folder the reviewer's lock does not name is never opened
-        run = load_run(folder, args.lock, args.trust_bundle_lock)
-        rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
-        if rescore not in ("all", 0) and run.record and rescore > len(run.record.questions):
-            rescore = "all"
-        outcome = run_levels(run, args.cache / member.profile,
-                             Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed), None)
-        sections += [f"--- subtask {member.task}: {outcome.verdict()}"] + _level_lines(folder, run, outcome)[1:-1]
+    record = group_level.read_group(folder)
+    group = group_level.check(folder, record, lock)
+    if args.bundle:  # refused before the audit's work, not after it
+        from .audit import bundle
+
+        bundle.bundle_path(record.run_name, args.results)
+    pin = lock.groups.get(record.group_name)
+    if pin is not None and isinstance(args.rescore, int) and args.rescore > pin.rows:
+        raise InputError(f"--rescore {args.rescore}: each subtask of group {record.group_name} scores {pin.rows} rows "
+                         f"(the reviewer's lock); give at most {pin.rows} or 'all'.")
+    sections, codes, runs = [], [], {}
+    for member, run in _group_runs(args, folder, record, lock):
+        outcome = _audit_subtask(args, run, member)
+        where = folder / member.task if folder == shown else f"{shown} ({member.task}.tar.gz)"
+        sections += [f"--- subtask {member.task}: {outcome.verdict()}"] + _level_lines(where, run, outcome)[1:-1]
         codes.append(outcome.exit_code)
-    failed = [m.task for m, code in zip(record.members, codes) if code not in (0, 4)] + (["group"] if not group.passed else [])
+        runs[member.task] = (run, outcome)
+    failed = [t for t, (_, o) in runs.items() if o.exit_code not in (0, 4)] + (["group"] if not group.passed else [])
     if len(codes) < len(record.members) and "group" not in failed:
         failed.append("group")
     code = 1 if failed else (4 if 4 in codes else 0)
@@ -182,10 +188,44 @@ def _audit_group(args) -> int:
                f"VERDICT: {'PASS' if code == 0 else 'SCORES NOT VERIFIED'}: every subtask's audit "
                f"{'passed with every scored row rescored bit for bit' if code == 0 else 'found no problem but not everything was verified (see each subtask)'}"
                f" and the group record was checked{', its numbers re-derived' if record.official else ''}; exit {code}")
-    lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {args.run}: {len(record.members)} subtasks"]
+    lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {shown}: {len(record.members)} subtasks"]
     lines += group.lines() + sections + [verdict]
     print(printable("\n".join(lines), keep_newlines=True))
+    if args.bundle:
+        if failed:
+            raise CheckFailed(f"the audit of {shown} failed; no bundle is packed for a group that does not pass.")
+        from .audit import group_bundle
+
+        path = group_bundle.pack(folder, record, {t: run for t, (run, _) in runs.items()},
+                                 {m.task: args.cache / m.profile for m in record.members}, args.results)
+        print(f"bundle: {printable(path)}")
     return code
+
+
+def _group_runs(args, folder: Path, record, lock):
+    """(member, run) of each subtask the reviewer's lock names whose folder holds a record; the group level
+    names the rest, and a folder the lock does not name is never opened."""
+    from . import records
+    from .audit.loading import load_run
+    from .group import group_spec
+
+    named = [list(member) for member in group_spec(lock, record.group_name).members]
+    for member in record.members:
+        run_folder = folder / member.task
+        if [member.task, member.profile] in named and any(
+                (run_folder / name).is_file() for name in (records.RUN_FILE, records.FAILURE_FILE)):
+            yield member, load_run(run_folder, args.lock, args.trust_bundle_lock)
+
+
+def _audit_subtask(args, run, member):
+    from .audit.runner import Policy, run_levels
+
+    rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    if rescore not in ("all", 0) and run.record and rescore > len(run.record.questions):
+        raise InputError(f"--rescore {rescore}: subtask {member.task} has {len(run.record.questions)} scored rows; "
+                         f"give at most {len(run.record.questions)} or 'all'.")
+    return run_levels(run, args.cache / member.profile,
+                      Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed), None)
 
 
 def _print_levels(target, run, outcome) -> None:

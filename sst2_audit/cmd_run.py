@@ -10,38 +10,21 @@ def main(argv) -> int:
     from . import run_job
     from .report import json_summary, quiet_line, run_summary
 
-    parser = Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.", epilog=(
-        "examples:\n  python run.py --profile embedded\n  python run.py --profile embedded --smoke --quiet\n"
-        "  python run.py --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
-    with_profile(parser)
-    parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
-    parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
-    parser.add_argument("--private", type=Path, help="private records folder (default: private/<run-name>)")
-    parser.add_argument("--run-name", help="name of the run (default: <profile>-<mode>-<UTC time>)")
-    parser.add_argument("--unsorted-ids", action="store_true",
-                        help="pass dev ids to lm-eval in hash order: reproduces upstream #4084, the run must fail")
-    parser.add_argument("--task", help="the lm-eval task (default: the profile's task; the lock pins which)")
-    parser.add_argument("--quiet", action="store_true", help="no progress; one result line")
-    parser.add_argument("--json", action="store_true", help="no progress; the summary as JSON on stdout")
-    parser.add_argument("--list-tasks", nargs="?", const="*", metavar="PATTERN",
-                        help="list the installed multiple_choice tasks whose name matches PATTERN (a glob, default *): "
-                             "pinned, supported or refused and why, then exit")
-    parser.add_argument("--supported", action="store_true", help="with --list-tasks: only pinned and supported tasks")
-    parser.add_argument("--group", metavar="NAME", help="run every subtask of the lock's group NAME (its first rows "
-                        "dev rows each; --cache holds one prepared cache per profile: prepare.py --group) and write "
-                        "group.json")
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.list_tasks is not None:
         return _list_tasks(args)
     if args.group is not None:
-        if args.profile or args.task or args.smoke or args.unsorted_ids:
-            parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, --unsorted-ids")
+        if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None:
+            parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, --rows, "
+                         "--unsorted-ids")
         return _group(args)
     if args.supported:
         parser.error("--supported filters --list-tasks")
     lock, profile = lock_and_profile(args)
+    _rows(parser, args, lock)
     spec = spec_for_run(lock, profile, args.task)
-    name = args.run_name or run_job.default_run_name(profile.name, args.smoke)
+    name = args.run_name or run_job.default_run_name(profile.name, args.smoke, args.rows)
     from .sanitize import RUN_NAME
 
     if not RUN_NAME.match(name):  # it names folders and the bundle file
@@ -57,7 +40,8 @@ def main(argv) -> int:
 
     set_quiet(args.quiet or args.json)
     record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec,
-                                                smoke=args.smoke, sort_ids=not args.unsorted_ids))
+                                                smoke=args.smoke, sort_ids=not args.unsorted_ids,
+                                                rows=args.rows))
     if args.json:
         import json
 
@@ -65,6 +49,43 @@ def main(argv) -> int:
     else:
         print(quiet_line(record) if args.quiet else run_summary(record, out, private))
     return 0
+
+
+def _parser() -> Parser:
+    parser = Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.", epilog=(
+        "examples:\n  python run.py --profile embedded\n  python run.py --profile embedded --smoke --quiet\n"
+        "  python run.py --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
+    with_profile(parser)
+    parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
+    parser.add_argument("--rows", type=int, metavar="N", help="score only the first N dev rows in hash order (a prefix, "
+                        "2 to the lock's dev_rows; run mode first-N), e.g. to time a long few-shot task")
+    parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
+    parser.add_argument("--private", type=Path, help="private records folder (default: private/<run-name>)")
+    parser.add_argument("--run-name", help="name of the run (default: <profile>-<mode>-<UTC time>)")
+    parser.add_argument("--unsorted-ids", action="store_true",
+                        help="pass dev ids to lm-eval in hash order: reproduces upstream #4084, the run must fail")
+    parser.add_argument("--task", help="the lm-eval task (default: the profile's task; the lock pins which)")
+    parser.add_argument("--quiet", action="store_true", help="no progress; one result line")
+    parser.add_argument("--json", action="store_true", help="no progress; the summary as JSON on stdout")
+    parser.add_argument("--list-tasks", nargs="?", const="*", metavar="PATTERN",
+                        help="list the installed multiple_choice tasks whose name matches PATTERN (a glob, default *): "
+                             "pinned, supported or refused and why, then exit")
+    parser.add_argument("--supported", action="store_true", help="with --list-tasks: only pinned and supported tasks")
+    parser.add_argument("--group", metavar="NAME", help="run every subtask of the lock's group NAME (its first rows "
+                        "dev rows each; --cache holds one prepared cache per profile: prepare.py --group) and write "
+                        "group.json")
+    return parser
+
+
+def _rows(parser, args, lock) -> None:
+    """--rows N: 2 to the lock's dev_rows; 2 and dev_rows are the rows of --smoke and of a full run, named so."""
+    if args.smoke and args.rows is not None:
+        parser.error("--smoke scores the first 2 dev rows; leave out --rows")
+    if args.rows is not None and not 2 <= args.rows <= lock.split.dev_rows:
+        raise InputError(f"--rows {args.rows}: expected 2 to {lock.split.dev_rows} (the lock's split.dev_rows in "
+                         f"{args.lock}), the first rows in hash order.")
+    if args.rows in (2, lock.split.dev_rows):
+        args.smoke, args.rows = args.rows == 2, None
 
 
 def _group(args) -> int:

@@ -12,10 +12,9 @@ from markupsafe import Markup
 
 from .card import card_fields, card_id
 from .metrics import METRICS
-from .summaries import choice_names
+from .summaries import choice_names, interval
 from .pages import render as render_page
 from .records import PATHS, RECORD_SCHEMA_VERSION
-from .report import interval
 
 
 def margin(values: list, gold: int) -> float:

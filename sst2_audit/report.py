@@ -1,9 +1,8 @@
 """The console summary of a run: a fixed-width table a person reads, or JSON for scripts."""
 
-from .metrics import METRICS
 from .numeric import one_line
 from .records import PATHS, RunRecord
-from .stats import wilson
+from .summaries import interval
 
 WIDTH = 22  # the label column
 
@@ -12,14 +11,6 @@ def _accuracy(summary) -> str:
     if summary.correct is None:  # mc2, f1, mcc: no count of right answers
         return f"{summary.accuracy:.4f} ({summary.rows} rows)"
     return f"{summary.correct}/{summary.rows} = {summary.accuracy:.4f}"
-
-
-def interval(summary, metric: str) -> tuple:
-    """95%: Wilson's for a count of right answers, else value +- 1.96 stderr within the metric's range."""
-    if summary.correct is None:
-        low, high = METRICS[metric].bounds
-        return max(low, summary.accuracy - 1.96 * summary.stderr), min(high, summary.accuracy + 1.96 * summary.stderr)
-    return wilson(summary.correct, summary.rows)
 
 
 def _interval(summary, metric: str) -> str:

@@ -43,9 +43,9 @@ class RunOptions:
     rows: int | None = None  # score only the first `rows` dev rows (a group's per-subtask count); --smoke: 2
 
 
-def default_run_name(profile: str, smoke: bool) -> str:
+def default_run_name(profile: str, smoke: bool, rows: int | None = None) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{profile}-{'smoke' if smoke else 'full'}-{stamp}"
+    return f"{profile}-{'smoke' if smoke else 'full' if rows is None else f'first-{rows}'}-{stamp}"
 
 
 def _offline_environment(scratch: Path) -> None:

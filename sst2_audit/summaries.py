@@ -4,6 +4,7 @@ from .corpus import BOOTSTRAP_ITERS
 from .metrics import METRICS
 from .protocol import accuracy, accuracy_stderr
 from .records import PATHS, PathSummary
+from .stats import wilson
 
 
 def summarize(predicted: list, labels: list, names: tuple) -> PathSummary:
@@ -13,6 +14,15 @@ def summarize(predicted: list, labels: list, names: tuple) -> PathSummary:
         accuracy=accuracy(correct), stderr=accuracy_stderr(correct), correct=int(sum(correct)), rows=len(correct),
         predictions={name: predicted.count(i) for i, name in enumerate(names)},
     )
+
+
+def interval(summary, metric: str) -> tuple:
+    """95%: Wilson's for a count of right answers, else value +- 1.96 stderr within the metric's range
+    (the console, the page and the card show the same)."""
+    if summary.correct is None:
+        low, high = METRICS[metric].bounds
+        return max(low, summary.accuracy - 1.96 * summary.stderr), min(high, summary.accuracy + 1.96 * summary.stderr)
+    return wilson(summary.correct, summary.rows)
 
 
 def summarize_values(values: list, value: float, stderr: float, predictions: dict) -> PathSummary:

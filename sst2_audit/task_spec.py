@@ -270,35 +270,38 @@ def load_config(path: Path) -> dict:
     return load_yaml_config(str(path), mode="simple")
 
 
-def hook_reason(config: dict, path: Path | None) -> str | None:
-    """Why the config's `!function` hooks cannot run as pinned shared code, or None (without the YAML's
-    path, any hook is refused: it cannot be located)."""
+def hook_reason(config: dict, path: Path | None) -> tuple:
+    """(why the config's `!function` hooks cannot run as pinned shared code or None, the process_results
+    hook's rule or None). Without the YAML's path any hook is refused: it cannot be located."""
     import yaml
 
     functions = sorted(key for key, value in config.items() if isinstance(value, yaml.Node))
     if not functions:
-        return None
+        return None, None
     other = [key for key in functions if key not in (*HOOK_KEYS, RESULTS_KEY)]
     if other:
         return (f"uses `!function` hooks for {', '.join(other)} (shared hooks: {', '.join(HOOK_KEYS)}; "
-                f"a {RESULTS_KEY} hook only where its metric is re-derived)")
+                f"a {RESULTS_KEY} hook only where its metric is re-derived)"), None
     if path is None:
-        return f"uses `!function` hooks ({', '.join(functions)})"
+        return f"uses `!function` hooks ({', '.join(functions)})", None
     from .hooks import code_reason, find
 
     root = installed_tasks_root().parent.parent
     try:
         hooks = find(config, yaml_files(path), root)
     except (InputError, ValueError) as error:
-        return f"has a `!function` hook that cannot be located ({error})"
+        return f"has a `!function` hook that cannot be located ({error})", None
+    rule = None
     for hook in hooks:
-        if hook.key == RESULTS_KEY and results_rule(hook) is None:
-            return (f"has its own process_results ({hook.path}::{hook.function}), a metric computed by task code "
-                    f"that is not re-derived (re-derived: truthfulqa's process_results_mc2)")
+        if hook.key == RESULTS_KEY:
+            rule = results_rule(hook)  # the function's source hashed once, for the reason and the metric
+            if rule is None:
+                return (f"has its own process_results ({hook.path}::{hook.function}), a metric computed by task "
+                        f"code that is not re-derived (re-derived: truthfulqa's process_results_mc2)"), None
         reason = code_reason(Path(hook.file), hook.function)
         if reason:
-            return f"has a `!function` {hook.key} hook that cannot run as pinned shared code: {reason}"
-    return None
+            return f"has a `!function` {hook.key} hook that cannot run as pinned shared code: {reason}", None
+    return None, rule
 
 
 def results_rule(hook: Hook) -> ResultsRule | None:
@@ -316,22 +319,14 @@ def metrics_of(config: dict, rule: ResultsRule | None) -> tuple:
 
 def unsupported_reason(config: dict, path: Path | None = None) -> str | None:
     """Why this config is outside the audit's protocol, or None."""
-    hooks = hook_reason(config, path)
+    hooks, rule = hook_reason(config, path)
     if hooks:
         return hooks
     if config.get("output_type") != "multiple_choice":
         return f"output_type is {config.get('output_type')!r}, not multiple_choice"
-    rule = None
     if config.get("process_results") is not None:
-        import yaml
-
-        if not isinstance(config["process_results"], yaml.Node) or path is None:
+        if rule is None:  # a plain (not `!function`) process_results, or one hook_reason did not accept
             return "has its own process_results"
-        from .hooks import find
-
-        hook = next(h for h in find(config, yaml_files(path), installed_tasks_root().parent.parent)
-                    if h.key == RESULTS_KEY)
-        rule = results_rule(hook)
         names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [])
         if names != rule.metric_list:
             return (f"reports metrics {list(names)} through its process_results, which is re-derived for "

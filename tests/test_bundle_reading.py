@@ -249,3 +249,48 @@ def test_fuzz_manifests_are_read_or_refused_never_a_traceback(embedded_cache, tm
         except (InputError, CheckFailed):
             outcomes["refused"] += 1
     assert outcomes["matched"] > 5 and outcomes["refused"] > 300, outcomes
+
+
+def test_fuzz_group_bundle_bytes_never_escape_as_a_traceback(tmp_path, capsys):
+    """A group bundle (a group.json naming the demo lock's inverse-scaling group, GROUP.md, and the reference run
+    bundle under each subtask's name), its bytes mutated: read or refused, exit 1 or 2 (or 4), never 3."""
+    import hashlib
+
+    from conftest import DEMOS
+    from sst2_audit import records
+    from sst2_audit.audit import group_bundle
+
+    tasks = [("inverse_scaling_neqa", "embedded-inverse-scaling-neqa"),
+             ("inverse_scaling_quote_repetition", "embedded-inverse-scaling-quote-repetition"),
+             ("inverse_scaling_redefine_math", "embedded-inverse-scaling-redefine-math")]
+    run_sha = hashlib.sha256(members_of(REFERENCE)["run.json"]).hexdigest()
+    record = records.GroupRecord(
+        run_name="g", group_name="inverse-scaling-demo", group="inverse_scaling_mc", demo=True, notice="demo",
+        lock_sha256="0" * 64, group_yaml_files={}, aggregate=[], leaves_installed=3, rows_per_subtask=4,
+        members=[records.GroupMember(t, p, t, run_sha, 4, {}, {}) for t, p in tasks], official={}, independent={})
+    members = {"group.json": json.dumps(records.to_dict(record)).encode(), "GROUP.md": b"# Group\n",
+               **{group_bundle.subtask_member(t): REFERENCE.read_bytes() for t, _ in tasks}}
+    pack(tmp_path / "group.tar.gz", members, top="g")
+    reference = (tmp_path / "group.tar.gz").read_bytes()
+    assert group_bundle.is_group_bundle(tmp_path / "group.tar.gz")
+    code, out = audit(capsys, "--lock", DEMOS, "--bundle-file", tmp_path / "group.tar.gz", "--arithmetic-only")
+    assert code == 1 and "VERDICT: FAIL (" in out and "subtask inverse_scaling_neqa: VERDICT: FAIL" in out, out
+    tar = gzip.decompress(reference)
+    rng = random.Random(19)
+    codes = {}
+    for number in range(150):
+        data = bytearray(tar if rng.random() < 0.7 else reference)
+        for _ in range(rng.randrange(1, 8)):
+            position = rng.randrange(len(data)) if rng.random() < 0.5 else rng.randrange(min(len(data), 4096))
+            data[position] = rng.randrange(256)
+        if rng.random() < 0.3:
+            data = data[: rng.randrange(len(data))]
+        if len(data) == len(tar) or data[:2] != b"\x1f\x8b":
+            data = gzip.compress(bytes(data))
+        bundle = tmp_path / f"f{number % 2}.tar.gz"
+        bundle.write_bytes(bytes(data))
+        code = audit_main(["--lock", str(DEMOS), "--bundle-file", str(bundle), "--arithmetic-only"])
+        out = capsys.readouterr()
+        assert code in (1, 2, 4) and "Traceback" not in out.err, (number, code, out.err[-2000:])
+        codes[code] = codes.get(code, 0) + 1
+    assert codes.get(1, 0) > 50, codes

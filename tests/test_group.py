@@ -136,3 +136,47 @@ def test_inverse_scaling_mc_a_tag_runs_its_tasks_and_reports_no_group_number(tmp
         "VERDICT: SCORES NOT VERIFIED: every subtask's audit found no problem but not everything was verified (see "
         "each subtask) and the group record was checked; exit 4"), done.stdout
     assert "group: PASS (31 checks)" in done.stdout
+    _group_bundle_round_trip(tmp_path, out, cache)
+
+
+def _group_bundle_round_trip(tmp_path, out, cache):
+    """--bundle on a group folder packs one file of group.json, GROUP.md and each subtask's run bundle; its default
+    audit rescores every row of every subtask; a changed subtask bundle and an extra member are refused."""
+    import tarfile
+
+    from test_attacks import members_of, pack
+
+    results = tmp_path / "results"
+    done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--structural", "--bundle",
+                      "--results", results)
+    packed = results / "is-group.tar.gz"
+    assert done.returncode == 4 and done.stdout.splitlines()[-1] == f"bundle: {packed}", done.stdout + done.stderr
+    tasks = ["inverse_scaling_neqa", "inverse_scaling_quote_repetition", "inverse_scaling_redefine_math"]
+    with tarfile.open(packed) as archive:  # what GNU tar and Python's tarfile list: the same plain names
+        assert archive.getnames() == [f"is-group/{name}" for name in
+                                      ["GROUP.md", "SHA256SUMS", "group.json", *(f"{t}.tar.gz" for t in tasks)]]
+    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", packed, "--cache", cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == lines[-1] == ("VERDICT: PASS: every subtask's audit passed with every scored row rescored bit "
+                                     "for bit and the group record was checked; exit 0"), done.stdout
+    assert sum(line.startswith("  all 4 scored rows rescored") for line in lines) == 3, done.stdout
+    assert f"audit of {packed} ({tasks[0]}.tar.gz): run is-group-{tasks[0]}" in done.stdout
+    members = members_of(packed)
+    inner = members_of(_write(tmp_path / "inner.tar.gz", members[f"{tasks[0]}.tar.gz"]))
+    inner["run.json"] = inner["run.json"].replace(b'"run_name": "is-group-', b'"run_name": "is-groUp-')
+    pack(tmp_path / "inner.tar.gz", inner, top=tasks[0])
+    members[f"{tasks[0]}.tar.gz"] = (tmp_path / "inner.tar.gz").read_bytes()
+    pack(tmp_path / "changed.tar.gz", members, top="is-group")
+    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", tmp_path / "changed.tar.gz", "--structural")
+    assert done.returncode == 1 and f"subtask {tasks[0]}: run.json sha256: expected" in done.stdout, done.stdout
+    members["notes.txt"] = b"trust me\n"
+    pack(tmp_path / "extra.tar.gz", members, top="is-group")
+    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", tmp_path / "extra.tar.gz", "--structural")
+    assert done.returncode == 1 and "unexpected 'notes.txt'." in one_paragraph(done.stderr), done.stderr
+    assert done.stdout.startswith("VERDICT: FAIL (group bundle SHA256SUMS and members)")
+
+
+def _write(path, body):
+    path.write_bytes(body)
+    return path

@@ -19,7 +19,7 @@ LAYERS = [
                                "source_map", "sources", "sources.interface", "sources.demo", "sources.hub",
                                "sources.local", "sources.wheel"}),
     ("pages", {"pages", "card", "html_report", "html_report_v3", "report"}),
-    ("jobs", {"prepare", "pin", "run_job", "group_job", "audit.group_level", "audit", "audit.arithmetic", "audit.bundle", "audit.claims",
+    ("jobs", {"prepare", "pin", "run_job", "group_job", "audit.group_level", "audit.group_bundle", "audit", "audit.arithmetic", "audit.bundle", "audit.claims",
               "audit.compare", "audit.findings", "audit.identity_level", "audit.loading", "audit.rescore",
               "audit.runner", "audit.ustar"}),
     ("commands", {"command", "cmd_prepare", "cmd_run", "cmd_audit"}),

@@ -25,6 +25,24 @@ def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):
     assert "[official path: lm-eval simple_evaluate on 2 rows] done" in done.stderr  # progress on long steps
 
 
+def test_rows_scores_a_prefix_of_the_dev_rows_and_the_audit_reads_it(embedded_cache, tmp_path):
+    """--rows N: the first N dev rows in hash order (run mode first-N), audited like any run; out of range or
+    with --smoke: exit 2 before anything is loaded."""
+    for extra, message in ((["--rows", "1"], "--rows 1: expected 2 to 64 (the lock's split.dev_rows in "),
+                           (["--rows", "65"], "--rows 65: expected 2 to 64"),
+                           (["--rows", "3", "--smoke"], "--smoke scores the first 2 dev rows; leave out --rows")):
+        done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, *extra, "--out", tmp_path / "x")
+        assert done.returncode == 2 and message in one_paragraph(done.stderr), done.stderr
+        assert not (tmp_path / "x").exists()
+    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--rows", "3", "--out",
+                      tmp_path / "out", "--private", tmp_path / "private", "--run-name", "three", "--quiet")
+    assert done.returncode == 0 and done.stdout.startswith("three: sst2 "), done.stdout + done.stderr
+    record = records.read(tmp_path / "out" / records.RUN_FILE, records.RunRecord)
+    assert record.mode == "first-3" and record.split.scored_ids == record.split.dev_ids[:3]
+    done = run_script("audit.py", "--out", tmp_path / "out", "--cache", embedded_cache)
+    assert done.returncode == 0 and "all 3 scored rows rescored" in done.stdout, done.stdout + done.stderr
+
+
 def test_full_run_records(full_run, embedded_cache):
     record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
     assert (record.mode, record.profile, record.demo, record.lock_fully_hashed) == ("full", "embedded", True, True)

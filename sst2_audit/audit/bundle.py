@@ -13,6 +13,7 @@ import json
 import re
 import tarfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import atomic, records
@@ -89,48 +90,61 @@ def bundle_path(run_name: str, results: Path) -> Path:
     return target
 
 
+def archive(top: str, contents: dict) -> bytes:
+    """The deterministic .tar.gz of {name: bytes} under one folder `top`: same contents, same bytes."""
+    raw = io.BytesIO()
+    # plain ustar, the one layout every tar reader unpacks alike (ustar.py)
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, body in sorted(contents.items()):
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mode, info.mtime = len(body), 0o644, 0
+            tar.addfile(info, io.BytesIO(body))
+    packed = io.BytesIO()
+    with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0, filename="") as compressed:
+        compressed.write(raw.getvalue())
+    return packed.getvalue()
+
+
 def pack(run, cache: Path, results: Path) -> Path:
     if not RUN_NAME.match(run.name):  # the name decides where the bundle is written
         raise InputError(f"run name {run.name!r} is not a safe file name (letters, digits, '.', '_', '-'); "
                          "no bundle is written.")
     target = bundle_path(run.name, results)
-    raw = io.BytesIO()
-    # plain ustar, the one layout every tar reader unpacks alike (ustar.py)
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as archive:
-        for name, body in sorted(bundle_contents(run, cache).items()):
-            info = tarfile.TarInfo(f"{run.name}/{name}")
-            info.size, info.mode, info.mtime = len(body), 0o644, 0  # deterministic: same run, same bytes
-            archive.addfile(info, io.BytesIO(body))
-    packed = io.BytesIO()
-    with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0, filename="") as compressed:
-        compressed.write(raw.getvalue())
-    atomic.write_bytes(target, packed.getvalue())
+    atomic.write_bytes(target, archive(run.name, bundle_contents(run, cache)))
     return target
 
 
-# Limits, checked from sizes and headers before anything is read whole (README: "Bundles").
+@dataclass(frozen=True)
+class Limits:
+    """Checked from sizes and headers before anything is read whole (README: "Bundles")."""
+    bundle_bytes: int  # compressed
+    unpacked_bytes: int  # the whole tar stream after gunzip
+    member_bytes: int
+    members: int
+
+
 MAX_BUNDLE_BYTES = 8 << 20  # compressed; the reference bundle is about 25 KB
-MAX_UNPACKED_BYTES = 32 << 20  # the whole tar stream after gunzip
+MAX_UNPACKED_BYTES = 32 << 20
 MAX_MEMBER_BYTES = 16 << 20
 MAX_MEMBERS = 16  # a bundle holds 9 files and their folder
-MAX_SUMS_BYTES = MAX_MEMBERS * (64 + 2 + 100 + 1)
+RUN_LIMITS = Limits(MAX_BUNDLE_BYTES, MAX_UNPACKED_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS)
 SUMS_LINE = re.compile(f"^([0-9a-f]{{64}})  ({SAFE_NAME})$")
 
 
-def _gunzip(bundle: Path) -> bytes:
-    """One gzip member, CRC and length checked, nothing after it, at most MAX_UNPACKED_BYTES out."""
+def _gunzip(bundle: Path, limits: Limits = RUN_LIMITS) -> bytes:
+    """One gzip member, CRC and length checked, nothing after it, at most limits.unpacked_bytes out."""
     from ..strict_json import read_bytes
 
-    data = read_bytes(bundle, MAX_BUNDLE_BYTES)
+    data = read_bytes(bundle, limits.bundle_bytes)
     if data[:2] != b"\x1f\x8b":
         raise InputError(f"{bundle}: not a gzip file (a bundle is a .tar.gz written by audit.py --bundle).")
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip header and trailer (CRC32, ISIZE) checked by zlib
     try:
-        out = inflater.decompress(data, MAX_UNPACKED_BYTES + 1)
+        out = inflater.decompress(data, limits.unpacked_bytes + 1)
     except zlib.error as error:
         raise CheckFailed(f"{bundle}: refused: the gzip stream is corrupt ({error}).") from None
-    if len(out) > MAX_UNPACKED_BYTES or inflater.unconsumed_tail:
-        raise CheckFailed(f"{bundle}: refused: unpacks to more than {MAX_UNPACKED_BYTES} bytes (limit).")
+    if len(out) > limits.unpacked_bytes or inflater.unconsumed_tail:
+        raise CheckFailed(f"{bundle}: refused: unpacks to more than {limits.unpacked_bytes} bytes (limit).")
     if not inflater.eof:
         raise InputError(f"{bundle}: the gzip stream is truncated.")
     if inflater.unused_data:
@@ -138,13 +152,25 @@ def _gunzip(bundle: Path) -> bytes:
     return out
 
 
-def read_members(bundle: Path) -> tuple:
+def first_member_name(bundle: Path, limits: Limits) -> str | None:
+    """The name in the first tar header, or None when it cannot be read: which reader applies (a group
+    bundle's first member is GROUP.md). Both readers check everything, so the choice loosens nothing."""
+    from ..strict_json import read_bytes
+
+    try:
+        head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(read_bytes(bundle, limits.bundle_bytes), 512)
+    except (zlib.error, InputError):
+        return None
+    return head[:100].partition(b"\0")[0].decode("ascii", errors="replace") if len(head) == 512 else None
+
+
+def read_members(bundle: Path, limits: Limits = RUN_LIMITS) -> tuple:
     """(top folder, {name: bytes}) of a bundle, every rule checked from the headers before a byte is used."""
     from . import ustar
 
     bundle = Path(bundle)
-    raw = _gunzip(bundle)
-    entries, end = ustar.read(raw, str(bundle), MAX_MEMBERS, MAX_MEMBER_BYTES)
+    raw = _gunzip(bundle, limits)
+    entries, end = ustar.read(raw, str(bundle), limits.members, limits.member_bytes)
     members, folded, top = {}, {}, None
     for entry in entries:
         name = entry.name.removesuffix("/") if entry.is_dir else entry.name
@@ -175,12 +201,13 @@ def read_members(bundle: Path) -> tuple:
     return top, members
 
 
-def check_sums(members: dict) -> list:
+def check_sums(members: dict, limits: Limits = RUN_LIMITS) -> list:
     """SHA256SUMS first: strict lines, plain names, every member listed once and unchanged."""
     if SUMS not in members:
         return [f"{SUMS} is missing from the bundle"]
-    if len(members[SUMS]) > MAX_SUMS_BYTES:  # bounded before it is decoded or split
-        return [f"{SUMS}: {len(members[SUMS])} bytes, more than the {MAX_SUMS_BYTES} a list of {MAX_MEMBERS} members needs"]
+    most = limits.members * (64 + 2 + 100 + 1)
+    if len(members[SUMS]) > most:  # bounded before it is decoded or split
+        return [f"{SUMS}: {len(members[SUMS])} bytes, more than the {most} a list of {limits.members} members needs"]
     problems, listed = [], {}
     try:
         text = members[SUMS].decode("utf-8")
@@ -235,7 +262,7 @@ def check_member_set(members: dict, bundle: Path) -> None:
                               + ([f"missing {', '.join(missing)}"] if missing else [])) + ".")
 
 
-def unpack_verified(bundle: Path, target: Path) -> tuple:
+def unpack_verified(bundle: Path, target: Path, name: str = "bundle") -> tuple:
     """Check a bundle (limits, names, SHA256SUMS, its exact members) and only then write its files
     under target. Nothing is parsed before SHA256SUMS matched; a bundle that fails is refused (exit 1).
     (folder, checks made).
@@ -245,7 +272,7 @@ def unpack_verified(bundle: Path, target: Path) -> tuple:
     if problems:
         raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
     check_member_set(members, bundle)
-    folder = Path(target) / "bundle"  # the top name is the submitter's; the folder name is ours
+    folder = Path(target) / name  # the top name is the submitter's; the folder name is ours
     folder.mkdir(parents=True)
     for name, body in members.items():
         (folder / name).write_bytes(body)
