@@ -57,16 +57,10 @@ def main(argv) -> int:
         if args.run and (args.run / GROUP_FILE).is_file():
             return _audit_group(args, args.run, args.run)
         if args.bundle_file:
-            from .audit import group_bundle
+            from .audit.group_bundle import is_group_bundle
 
-            if group_bundle.is_group_bundle(args.bundle_file):
-                try:
-                    folder, _ = group_bundle.unpack_verified(args.bundle_file, Path(scratch), load_lock(args.lock))
-                except CheckFailed:
-                    print("VERDICT: FAIL (group bundle SHA256SUMS and members): the bundle was refused before any "
-                          "record was read; exit 1")
-                    raise
-                return _audit_group(args, folder, args.bundle_file)
+            if is_group_bundle(args.bundle_file):
+                return _audit_group_bundle(args, Path(scratch))
         if args.compare:
             return _compare(args, Path(scratch))
         return _audit_one(args, Path(scratch))
@@ -116,6 +110,12 @@ def _compare(args, scratch: Path) -> int:
     from .audit.compare import compare, render_html
     from .sanitize import printable
 
+    from .audit.group_bundle import is_group_bundle
+    from .group import GROUP_FILE
+
+    for path in args.compare:
+        if (path / GROUP_FILE).is_file() if path.is_dir() else path.is_file() and is_group_bundle(path):
+            raise InputError(f"--compare {path}: a group; compare two runs (a subtask's run folder or bundle).")
     runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
     result = compare(*runs)
     print(printable("\n".join(result.lines()), keep_newlines=True))
@@ -155,7 +155,21 @@ def _audit_one(args, scratch: Path) -> int:
     return outcome.exit_code
 
 
-def _audit_group(args, folder: Path, shown: Path) -> int:
+def _audit_group_bundle(args, scratch: Path) -> int:
+    from .audit import group_bundle
+    from .audit.findings import LevelResult
+    from .lock import load_lock
+
+    try:
+        folder, checks = group_bundle.unpack_verified(args.bundle_file, scratch, load_lock(args.lock))
+    except CheckFailed:  # no record was read; the reason follows on stderr
+        print("VERDICT: FAIL (group bundle SHA256SUMS and members): the bundle was refused before any record was "
+              "read; exit 1")
+        raise
+    return _audit_group(args, folder, args.bundle_file, LevelResult("group bundle SHA256SUMS and members", checks=checks))
+
+
+def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     """Every subtask's run audited as any run (its cache: --cache/<profile>), then the group level; one verdict
     first and last over all of them. `folder` is the group folder or a verified group bundle unpacked."""
     from .audit import group_level
@@ -189,7 +203,7 @@ def _audit_group(args, folder: Path, shown: Path) -> int:
                f"{'passed with every scored row rescored bit for bit' if code == 0 else 'found no problem but not everything was verified (see each subtask)'}"
                f" and the group record was checked{', its numbers re-derived' if record.official else ''}; exit {code}")
     lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {shown}: {len(record.members)} subtasks"]
-    lines += group.lines() + sections + [verdict]
+    lines += (sums.lines() if sums else []) + group.lines() + sections + [verdict]
     print(printable("\n".join(lines), keep_newlines=True))
     if args.bundle:
         if failed:

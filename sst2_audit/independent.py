@@ -101,18 +101,20 @@ class IndependentScorer:
     def score(self, idx: int, pairs: list) -> QuestionScores:
         import torch
 
-        cache = {}  # candidates whose model input is identical share one forward pass
-        scores = []
-        for pair in pairs:
+        sharing = {}  # candidates whose model input is identical share one forward pass
+        for number, pair in enumerate(pairs):
             check_length(pair, self.max_length, idx)  # never truncate, whoever calls
-            key = pair.input_tokens
-            if key not in cache:
-                cache[key] = self._log_probs(key)
-            log_probs = cache[key]
-            start = len(pair.context_tokens) - 1
-            positions = torch.arange(start, start + len(pair.continuation_tokens))
-            targets = torch.tensor(pair.continuation_tokens, dtype=torch.long)
-            scores.append(float(log_probs[positions, targets].sum()))
+            sharing.setdefault(pair.input_tokens, []).append(number)
+        scores = [0.0] * len(pairs)
+        for key, numbers in sharing.items():  # in first-use order; one [tokens, vocabulary] tensor alive at a time
+            log_probs = self._log_probs(key)
+            for number in numbers:
+                pair = pairs[number]
+                start = len(pair.context_tokens) - 1
+                positions = torch.arange(start, start + len(pair.continuation_tokens))
+                targets = torch.tensor(pair.continuation_tokens, dtype=torch.long)
+                scores[number] = float(log_probs[positions, targets].sum())
+            del log_probs
         return QuestionScores(
             idx,
             pairs[0].context_tokens,

@@ -82,11 +82,17 @@ def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tmp_path):
     correct = sum(r["summaries"]["official"]["acc"]["correct"] for r in runs)
     assert record["official"] == record["independent"] and abs(record["official"]["acc"] - correct / 12) < 1e-15
     assert record["leaves_installed"] == 57 and "3 of the group's 57 installed subtasks" in (out / "GROUP.md").read_text()
-    done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache)
+    done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--bundle", "--results",
+                      tmp_path / "results")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == lines[-1] == ("VERDICT: PASS: every subtask's audit passed with every scored row rescored bit for "
+    assert lines[0] == lines[-2] == ("VERDICT: PASS: every subtask's audit passed with every scored row rescored bit for "
                                      "bit and the group record was checked, its numbers re-derived; exit 0")
+    assert lines[-1] == f"bundle: {tmp_path / 'results' / 'mmlu-group.tar.gz'}"
+    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", tmp_path / "results" / "mmlu-group.tar.gz",
+                      "--cache", cache, "--structural")
+    assert done.returncode == 4 and "group: PASS" in done.stdout and "its numbers re-derived; exit 4" in done.stdout, \
+        done.stdout + done.stderr
     assert lines.count("--- subtask mmlu_college_mathematics: VERDICT: PASS: every level passed and every scored row "
                        "was rescored bit for bit; exit 0") == 1
     for name, change, expected in (
@@ -162,6 +168,8 @@ def _group_bundle_round_trip(tmp_path, out, cache):
                                      "for bit and the group record was checked; exit 0"), done.stdout
     assert sum(line.startswith("  all 4 scored rows rescored") for line in lines) == 3, done.stdout
     assert f"audit of {packed} ({tasks[0]}.tar.gz): run is-group-{tasks[0]}" in done.stdout
+    done = run_script("audit.py", "--lock", DEMOS, "--compare", packed, out)
+    assert done.returncode == 2 and f"--compare {packed}: a group; compare two runs" in one_paragraph(done.stderr)
     members = members_of(packed)
     inner = members_of(_write(tmp_path / "inner.tar.gz", members[f"{tasks[0]}.tar.gz"]))
     inner["run.json"] = inner["run.json"].replace(b'"run_name": "is-group-', b'"run_name": "is-groUp-')
