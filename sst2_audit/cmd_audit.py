@@ -54,13 +54,14 @@ def main(argv) -> int:
     from .group import GROUP_FILE
 
     with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
+        if args.trust_bundle_lock and (args.run and (args.run / GROUP_FILE).is_file() or args.bundle_file and
+                                       _is_group_bundle(args.bundle_file)):
+            raise InputError("--trust-bundle-lock audits one run against the lock it carries; a group is audited "
+                             "against the reviewer's lock (--lock) only: leave out --trust-bundle-lock.")
         if args.run and (args.run / GROUP_FILE).is_file():
             return _audit_group(args, args.run, args.run)
-        if args.bundle_file:
-            from .audit.group_bundle import is_group_bundle
-
-            if is_group_bundle(args.bundle_file):
-                return _audit_group_bundle(args, Path(scratch))
+        if args.bundle_file and _is_group_bundle(args.bundle_file):
+            return _audit_group_bundle(args, Path(scratch))
         if args.compare:
             return _compare(args, Path(scratch))
         return _audit_one(args, Path(scratch))
@@ -110,11 +111,10 @@ def _compare(args, scratch: Path) -> int:
     from .audit.compare import compare, render_html
     from .sanitize import printable
 
-    from .audit.group_bundle import is_group_bundle
     from .group import GROUP_FILE
 
     for path in args.compare:
-        if (path / GROUP_FILE).is_file() if path.is_dir() else path.is_file() and is_group_bundle(path):
+        if (path / GROUP_FILE).is_file() if path.is_dir() else path.is_file() and _is_group_bundle(path):
             raise InputError(f"--compare {path}: a group; compare two runs (a subtask's run folder or bundle).")
     runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
     result = compare(*runs)
@@ -153,6 +153,12 @@ def _audit_one(args, scratch: Path) -> int:
         path = bundle.pack(run, args.cache, args.results)
         print(f"bundle: {path}")
     return outcome.exit_code
+
+
+def _is_group_bundle(path: Path) -> bool:
+    from .audit.group_bundle import is_group_bundle
+
+    return is_group_bundle(path)
 
 
 def _audit_group_bundle(args, scratch: Path) -> int:
@@ -228,7 +234,7 @@ def _group_runs(args, folder: Path, record, lock):
         run_folder = folder / member.task
         if [member.task, member.profile] in named and any(
                 (run_folder / name).is_file() for name in (records.RUN_FILE, records.FAILURE_FILE)):
-            yield member, load_run(run_folder, args.lock, args.trust_bundle_lock)
+            yield member, load_run(run_folder, args.lock)
 
 
 def _audit_subtask(args, run, member):

@@ -168,6 +168,8 @@ def _group_bundle_round_trip(tmp_path, out, cache):
                                      "for bit and the group record was checked; exit 0"), done.stdout
     assert sum(line.startswith("  all 4 scored rows rescored") for line in lines) == 3, done.stdout
     assert f"audit of {packed} ({tasks[0]}.tar.gz): run is-group-{tasks[0]}" in done.stdout
+    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", packed, "--trust-bundle-lock")
+    assert done.returncode == 2 and "a group is audited against the reviewer's lock (--lock) only" in done.stderr
     done = run_script("audit.py", "--lock", DEMOS, "--compare", packed, out)
     assert done.returncode == 2 and f"--compare {packed}: a group; compare two runs" in one_paragraph(done.stderr)
     members = members_of(packed)
