@@ -1,7 +1,14 @@
 """Loading the verified model snapshot with the pinned settings (callers hash it first)."""
 
 import json
+import threading
 from pathlib import Path
+
+# transformers' lazy modules import a submodule on first attribute access; two threads doing that at once
+# can see a half-initialised module (seen in the audit, the rescore thread loading the model while the
+# identity level loaded the tokenizer: "cannot import name 'GGUF_CONFIG_MAPPING' from
+# 'transformers.integrations'"). Every load in this process goes through this lock.
+_LOADING = threading.RLock()
 
 
 def load_tokenizer(model_dir: Path):
@@ -9,6 +16,11 @@ def load_tokenizer(model_dir: Path):
     variant first), imported directly: AutoTokenizer's module pulls in transformers' model registry and
     generation code (scikit-learn among it, about 2 s) that a tokenizer does not need. A config that
     names no class goes through AutoTokenizer."""
+    with _LOADING:
+        return _load_tokenizer(model_dir)
+
+
+def _load_tokenizer(model_dir: Path):
     import transformers
 
     try:
@@ -27,11 +39,13 @@ def load_tokenizer(model_dir: Path):
 def load(model_dir: Path, settings: dict) -> tuple:
     """(model, tokenizer): local files only, safetensors only, the lock's dtype and attention."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    tokenizer = load_tokenizer(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(model_dir), dtype=getattr(torch, settings["dtype"]), attn_implementation=settings["attention"],
-        local_files_only=True, use_safetensors=True,
-    ).eval()
+    with _LOADING:
+        from transformers import AutoModelForCausalLM
+
+        tokenizer = _load_tokenizer(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(model_dir), dtype=getattr(torch, settings["dtype"]), attn_implementation=settings["attention"],
+            local_files_only=True, use_safetensors=True,
+        ).eval()
     return model, tokenizer

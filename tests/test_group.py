@@ -178,11 +178,13 @@ def _group_bundle_round_trip(tmp_path, out, cache):
     pack(tmp_path / "inner.tar.gz", inner, top=tasks[0])
     members[f"{tasks[0]}.tar.gz"] = (tmp_path / "inner.tar.gz").read_bytes()
     pack(tmp_path / "changed.tar.gz", members, top="is-group")
-    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", tmp_path / "changed.tar.gz", "--structural")
+    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", tmp_path / "changed.tar.gz", "--structural",
+                      "--cache", cache)
     assert done.returncode == 1 and f"subtask {tasks[0]}: run.json sha256: expected" in done.stdout, done.stdout
     members["notes.txt"] = b"trust me\n"
     pack(tmp_path / "extra.tar.gz", members, top="is-group")
-    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", tmp_path / "extra.tar.gz", "--structural")
+    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", tmp_path / "extra.tar.gz", "--structural",
+                      "--cache", cache)
     assert done.returncode == 1 and "unexpected 'notes.txt'." in one_paragraph(done.stderr), done.stderr
     assert done.stdout.startswith("VERDICT: FAIL (group bundle SHA256SUMS and members)")
 
