@@ -264,7 +264,7 @@ def test_fewshot_config_overrides_are_refused_with_the_reason():
 
 def test_arc_challenge_at_25_shots_on_a_struct_column(tmp_path):
     """The published ARC-Challenge setting on demo data: 25 shots from train, choices a struct column."""
-    record = prepare_run_audit(DEMOS, "embedded-arc-challenge-25shot", tmp_path)  # default audit PASS
+    record = prepare_run_audit(DEMOS, "embedded-arc-challenge-25shot", tmp_path, bundle=True)  # default audit PASS
     assert record["max_abs_diff"] == 0.0 and [len(q["shots"]) for q in record["questions"]] == [25, 25]
     assert record["metrics"] == ["acc", "acc_norm"] and record["settings"]["max_length"] == 4096
     private = json.loads((tmp_path / "private" / "private.json").read_text())

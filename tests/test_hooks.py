@@ -133,7 +133,7 @@ def _refused_with_a_changed_hook(tmp_path, profile: str, shadow: dict, file: str
 def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_byte_is_refused(tmp_path):
     """HellaSwag-shaped demo data at 10 shots: lm-eval and the independent path both run the pinned
     process_docs; both paths bit for bit, the default audit rescoring every row says PASS."""
-    record = prepare_run_audit(DEMOS, "embedded-hellaswag-10shot", tmp_path)
+    record = prepare_run_audit(DEMOS, "embedded-hellaswag-10shot", tmp_path, bundle=True)
     assert record["max_abs_diff"] == 0.0 and [len(q["shots"]) for q in record["questions"]] == [10, 10]
     assert record["evaluator"]["shared_code"] == [{
         "step": "process_docs", "file": "lm_eval/tasks/hellaswag/utils.py", "function": "process_docs",
@@ -155,7 +155,7 @@ def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_
 def test_winogrande_a_multiple_input_task_scores_every_context_with_the_shared_continuation(tmp_path):
     """doc_to_text gives the right option's index, the choices are the sentence up to the blank with each
     option, the continuation is the rest (all three hooks of preprocess_winogrande.py, shared pinned code)."""
-    record = prepare_run_audit(DEMOS, "embedded-winogrande-5shot", tmp_path)
+    record = prepare_run_audit(DEMOS, "embedded-winogrande-5shot", tmp_path, bundle=True)
     assert record["max_abs_diff"] == 0.0 and [len(q["shots"]) for q in record["questions"]] == [5, 5]
     assert [code["step"] for code in record["evaluator"]["shared_code"]] == ["doc_to_text", "doc_to_target",
                                                                            "doc_to_choice"]
