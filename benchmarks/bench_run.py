@@ -57,7 +57,7 @@ def main() -> int:
     args = parser.parse_args()
     lock = str(args.lock.resolve())
     alone = [sys.executable, str(REPO / "benchmarks" / "lm_eval_alone.py"), str(args.cache), args.profile]
-    rows = [] if args.rows is None else ["--rows", str(args.rows)]
+    rows, last = ([], []) if args.rows is None else (["--rows", str(args.rows)], [str(args.rows)])  # run.py's, alone's
     results = {"a": [], "a2": [], "b": [], "bn": []}
     names = {"a": "lm-eval alone, lock settings", "a2": "lm-eval alone, 2 threads", "b": "full run.py",
              "bn": "full run.py, native mode"}
@@ -71,9 +71,8 @@ def main() -> int:
                 return [sys.executable, str(REPO / "run.py"), "--profile", args.profile, "--cache", str(args.cache),
                         "--out", f"{scratch}/out{tag}{round_number}", "--private", f"{scratch}/private{tag}{round_number}",
                         *rows, *extra]
-            last = [] if args.rows is None else [str(args.rows)]
-            variants = (("a", alone + ["-", lock, *last]), ("a2", alone + ["2", lock, *last]), ("b", full("b", "--lock", lock)),
-                        ("bn", full("n", "--lock", str(native_lock))))
+            variants = (("a", alone + ["-", lock, *last]), ("a2", alone + ["2", lock, *last]),
+                        ("b", full("b", "--lock", lock)), ("bn", full("n", "--lock", str(native_lock))))
             wanted = ("a", "b") if args.core_only else ("a", "a2", "b") if args.skip_native else ("a", "a2", "b", "bn")
             for key, command in (v for v in variants if v[0] in wanted):
                 wall, rss = measure(command)

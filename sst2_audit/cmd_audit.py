@@ -51,17 +51,13 @@ def main(argv) -> int:
     from .lock import load_lock
 
     numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
-    from .group import GROUP_FILE
-
+    group = not args.compare and _is_group(args.run or args.bundle_file)
+    if group and args.trust_bundle_lock:
+        raise InputError("--trust-bundle-lock audits one run against the lock it carries; a group is audited "
+                         "against the reviewer's lock (--lock) only: leave out --trust-bundle-lock.")
     with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
-        if args.trust_bundle_lock and (args.run and (args.run / GROUP_FILE).is_file() or args.bundle_file and
-                                       _is_group_bundle(args.bundle_file)):
-            raise InputError("--trust-bundle-lock audits one run against the lock it carries; a group is audited "
-                             "against the reviewer's lock (--lock) only: leave out --trust-bundle-lock.")
-        if args.run and (args.run / GROUP_FILE).is_file():
-            return _audit_group(args, args.run, args.run)
-        if args.bundle_file and _is_group_bundle(args.bundle_file):
-            return _audit_group_bundle(args, Path(scratch))
+        if group:
+            return _audit_group(args, args.run, args.run) if args.run else _audit_group_bundle(args, Path(scratch))
         if args.compare:
             return _compare(args, Path(scratch))
         return _audit_one(args, Path(scratch))
@@ -111,10 +107,8 @@ def _compare(args, scratch: Path) -> int:
     from .audit.compare import compare, render_html
     from .sanitize import printable
 
-    from .group import GROUP_FILE
-
     for path in args.compare:
-        if (path / GROUP_FILE).is_file() if path.is_dir() else path.is_file() and _is_group_bundle(path):
+        if _is_group(path):
             raise InputError(f"--compare {path}: a group; compare two runs (a subtask's run folder or bundle).")
     runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
     result = compare(*runs)
@@ -155,10 +149,12 @@ def _audit_one(args, scratch: Path) -> int:
     return outcome.exit_code
 
 
-def _is_group_bundle(path: Path) -> bool:
+def _is_group(path: Path) -> bool:
+    """A group folder (it holds group.json) or a group bundle (audit/group_bundle.py); else a run."""
     from .audit.group_bundle import is_group_bundle
+    from .group import GROUP_FILE
 
-    return is_group_bundle(path)
+    return (path / GROUP_FILE).is_file() if path.is_dir() else path.is_file() and is_group_bundle(path)
 
 
 def _audit_group_bundle(args, scratch: Path) -> int:
@@ -186,9 +182,9 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     record = group_level.read_group(folder)
     group = group_level.check(folder, record, lock)
     if args.bundle:  # refused before the audit's work, not after it
-        from .audit import bundle
+        from .audit.group_bundle import bundle_target
 
-        bundle.bundle_path(record.run_name, args.results)
+        bundle_target(record, args.results)
     pin = lock.groups.get(record.group_name)
     if pin is not None and isinstance(args.rescore, int) and args.rescore > pin.rows:
         raise InputError(f"--rescore {args.rescore}: each subtask of group {record.group_name} scores {pin.rows} rows "

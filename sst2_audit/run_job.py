@@ -40,7 +40,7 @@ class RunOptions:
     spec: TaskSpec
     smoke: bool = False
     sort_ids: bool = True  # False reproduces lm-eval's unsorted-samples doc_id bug on purpose
-    rows: int | None = None  # score only the first `rows` dev rows (a group's per-subtask count); --smoke: 2
+    rows: int | None = None  # score only the first `rows` dev rows (--rows, a group's per-subtask count); --smoke: 2
 
 
 def default_run_name(profile: str, smoke: bool, rows: int | None = None) -> str:

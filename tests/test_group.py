@@ -160,6 +160,9 @@ def _group_bundle_round_trip(tmp_path, out, cache):
                       "--results", results)
     packed = results / "is-group.tar.gz"
     assert done.returncode == 4 and done.stdout.splitlines()[-1] == f"bundle: {packed}", done.stdout + done.stderr
+    done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--bundle", "--results", results)
+    assert done.returncode == 2 and done.stdout == "", done.stdout  # refused before the audit's work
+    assert f"{packed} already exists; a bundle is never overwritten." in one_paragraph(done.stderr)
     tasks = ["inverse_scaling_neqa", "inverse_scaling_quote_repetition", "inverse_scaling_redefine_math"]
     with tarfile.open(packed) as archive:  # what GNU tar and Python's tarfile list: the same plain names
         assert archive.getnames() == [f"is-group/{name}" for name in
@@ -195,3 +198,18 @@ def _group_bundle_round_trip(tmp_path, out, cache):
 def _write(path, body):
     path.write_bytes(body)
     return path
+
+
+def test_a_group_bundle_name_too_long_for_plain_ustar_names_is_refused_before_packing(tmp_path):
+    from sst2_audit import records
+    from sst2_audit.audit.group_bundle import bundle_target
+
+    member = records.GroupMember("inverse_scaling_quote_repetition", "p", "inverse_scaling_quote_repetition", "0" * 64,
+                                 4, {}, {})
+    record = records.GroupRecord("g" * 64, "inverse-scaling-demo", "inverse_scaling_mc", True, "demo", "0" * 64, {}, [],
+                                 3, 4, [member], {}, {})
+    with pytest.raises(InputError, match=r"is too long for plain ustar names with its subtask bundles \(at most 60 "):
+        bundle_target(record, tmp_path / "results")
+    record.run_name = "g" * 60
+    assert bundle_target(record, tmp_path / "results") == tmp_path / "results" / f"{'g' * 60}.tar.gz"
+    assert not (tmp_path / "results").exists()

@@ -69,9 +69,13 @@ def bundle_contents(run, cache: Path) -> dict:
         contents[CARD] = card.render(run.record, run.lock).encode()
         # regenerated from the checked records, as the card: what the audit will compare it with
         contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec(), written_schema=run.record_schema).encode()
-    contents[SUMS] = "".join(f"{hashlib.sha256(body).hexdigest()}  {name}\n"
-                             for name, body in sorted(contents.items())).encode()
+    contents[SUMS] = sums_file(contents)
     return contents
+
+
+def sums_file(contents: dict) -> bytes:
+    """SHA256SUMS of {name: bytes}: `sha256sum -c` reads it."""
+    return "".join(f"{hashlib.sha256(body).hexdigest()}  {name}\n" for name, body in sorted(contents.items())).encode()
 
 
 MAX_TOP_NAME = 100 - 1 - len("lm_eval_samples.public.jsonl")  # a ustar name field holds 100 bytes
@@ -254,12 +258,16 @@ def check_member_set(members: dict, bundle: Path) -> None:
     if expected is None:
         raise InputError(f"{bundle}: {records.RUN_FILE}: schema_version {version!r} is not one this audit reads "
                          f"({', '.join(map(str, sorted(SCHEMA_MEMBERS)))}).")
-    extra, missing = sorted(set(members) - expected), sorted(expected - set(members))
+    require_exactly(members, expected, bundle, f"record schema {version}")
+
+
+def require_exactly(members: dict, expected, bundle: Path, what: str) -> None:
+    """Refuse a bundle whose members are not exactly `expected`, naming what is extra and what is missing."""
+    extra, missing = sorted(set(members) - set(expected)), sorted(set(expected) - set(members))
     if extra or missing:
-        raise CheckFailed(f"{bundle}: refused: a bundle of record schema {version} holds exactly "
-                          f"{', '.join(sorted(expected))}; " + "; ".join(
-                              ([f"unexpected {', '.join(map(repr, extra))}"] if extra else [])
-                              + ([f"missing {', '.join(missing)}"] if missing else [])) + ".")
+        raise CheckFailed(f"{bundle}: refused: a bundle of {what} holds exactly {', '.join(sorted(expected))}; "
+                          + "; ".join(([f"unexpected {', '.join(map(repr, extra))}"] if extra else [])
+                                      + ([f"missing {', '.join(missing)}"] if missing else [])) + ".")
 
 
 def unpack_verified(bundle: Path, target: Path, name: str = "bundle") -> tuple:

@@ -6,7 +6,6 @@ SHA256SUMS before anything is parsed, then exactly the members the reviewer's lo
 group (group.json names the group; the lock, not group.json, names its subtasks).
 """
 
-import hashlib
 from pathlib import Path
 
 from .. import atomic
@@ -32,22 +31,26 @@ def is_group_bundle(path: Path) -> bool:
     return name is not None and name.endswith(f"/{FIRST_MEMBER}")
 
 
-def pack(folder: Path, record, runs: dict, caches: dict, results: Path) -> Path:
-    """results/<group run name>.tar.gz of a group folder whose audit passed; runs and caches by task."""
+def bundle_target(record, results: Path) -> Path:
+    """Where a group's bundle is written; refused (exit 2) before any audit work when it cannot be."""
     if not RUN_NAME.match(record.run_name):
         raise InputError(f"group run name {record.run_name!r} is not a safe file name; no bundle is written.")
     longest = max(len(subtask_member(m.task)) for m in record.members)
     if len(record.run_name) + 1 + max(longest, len(bundle.SUMS)) > 100:  # a ustar name field holds 100 bytes
         raise InputError(f"group run name {record.run_name!r} is too long for plain ustar names with its subtask "
                          f"bundles (at most {99 - longest} characters); re-run the group with a shorter --run-name.")
-    target = bundle.bundle_path(record.run_name, results)
+    return bundle.bundle_path(record.run_name, results)
+
+
+def pack(folder: Path, record, runs: dict, caches: dict, results: Path) -> Path:
+    """results/<group run name>.tar.gz of a group folder whose audit passed; runs and caches by task."""
+    target = bundle_target(record, results)
     contents = {GROUP_FILE: (Path(folder) / GROUP_FILE).read_bytes(), GROUP_CARD: (Path(folder) / GROUP_CARD).read_bytes()}
     for member in record.members:
         run = runs[member.task]
         # the subtask's top folder is its task name: the run name may exceed a ustar name with the group's prefix
         contents[subtask_member(member.task)] = bundle.archive(member.task, bundle.bundle_contents(run, caches[member.task]))
-    contents[bundle.SUMS] = "".join(f"{hashlib.sha256(body).hexdigest()}  {name}\n"
-                                    for name, body in sorted(contents.items())).encode()
+    contents[bundle.SUMS] = bundle.sums_file(contents)
     atomic.write_bytes(target, bundle.archive(record.run_name, contents))
     return target
 
@@ -69,12 +72,8 @@ def unpack_verified(path: Path, scratch: Path, lock) -> tuple:
         raise InputError(f"{path}: {GROUP_FILE}: group_name {repr(name)[:80]} is not a group of the reviewer's lock "
                          f"{lock.path} (groups: {', '.join(sorted(lock.groups)) or 'none'}).")
     tasks = [task for task, _ in group_spec(lock, name).members]  # the reviewer's lock names the members
-    expected = {GROUP_FILE, GROUP_CARD, bundle.SUMS} | {subtask_member(task) for task in tasks}
-    extra, missing = sorted(set(members) - expected), sorted(expected - set(members))
-    if extra or missing:
-        raise CheckFailed(f"{path}: refused: a bundle of group {name} holds exactly {', '.join(sorted(expected))}; "
-                          + "; ".join(([f"unexpected {', '.join(map(repr, extra))}"] if extra else [])
-                                      + ([f"missing {', '.join(missing)}"] if missing else [])) + ".")
+    bundle.require_exactly(members, {GROUP_FILE, GROUP_CARD, bundle.SUMS} | {subtask_member(task) for task in tasks},
+                           path, f"group {name}")
     folder = Path(scratch) / "group"
     inner = Path(scratch) / "subtask-bundles"
     inner.mkdir(parents=True)
