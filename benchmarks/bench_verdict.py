@@ -3,6 +3,7 @@
   smoke run        run.py --smoke (2 rows)             vs  floor: imports (lm_eval too) + model load + 2 rows' passes, twice
   structural audit audit.py --structural (reference)   vs  floor: transformers' tokenizer + hashing the cache
   default audit    audit.py (reference, all 64 rows)   vs  floor: imports + model load + one pass over the 64 rows
+  rescore threads  the 64-row pass at the machine's threads (the rescore's) vs the same at 1 thread (before issue 27)
 Each command runs as a whole process, alternating with its floor, `--repeat` times; the medians and
 their ratios are printed. Targets (issue 20): structural audit <= 5 s, smoke run <= 2x its floor,
 default audit (= --rescore all) <= 1.2x one independent pass over the same rows.
@@ -11,6 +12,7 @@ Usage: python benchmarks/bench_verdict.py [--cache .test-cache/embedded] [--repe
 """
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -23,8 +25,11 @@ BUNDLE = REPO / "results" / "embedded-full-reference.tar.gz"
 
 
 def wall(command: list, codes=(0,)) -> float:
+    env = dict(os.environ)
+    if command[0] == "FLOOR_THREADS=1":  # the floor at one thread
+        command, env["FLOOR_THREADS"] = command[1:], "1"
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     seconds = time.perf_counter() - start
     if done.returncode not in codes:
         sys.exit(f"benchmark command failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-2000:]}")
@@ -49,6 +54,8 @@ def main() -> int:
                                             "--structural"], lambda n: floor + ["structural", cache], (4,)),
             "default audit": (lambda n: [py, str(REPO / "audit.py"), "--bundle-file", str(BUNDLE), "--cache", cache],
                               lambda n: floor + ["passes", "64", cache], (0,)),
+            "rescore threads": (lambda n: floor + ["passes", "64", cache],
+                                lambda n: ["FLOOR_THREADS=1"] + floor + ["passes", "64", cache], (0,)),
         }
         times = {name: ([], []) for name in pairs}
         for round_number in range(args.repeat):
@@ -58,7 +65,8 @@ def main() -> int:
                 times[name][0].append(measured)
                 times[name][1].append(floored)
                 print(f"round {round_number + 1}: {name:17s} {measured:6.2f} s   floor {floored:6.2f} s", flush=True)
-    targets = {"smoke run": "<= 2x", "structural audit": "<= 5 s", "default audit": "<= 1.2x"}
+    targets = {"smoke run": "<= 2x", "structural audit": "<= 5 s", "default audit": "<= 1.2x",
+               "rescore threads": "< 1: the machine's threads against 1 thread"}
     for name, (measured, floored) in times.items():
         m, f = statistics.median(measured), statistics.median(floored)
         print(f"{name:17s} median {m:6.2f} s, floor {f:6.2f} s, ratio {m / f:.2f} (target {targets[name]})")

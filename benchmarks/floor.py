@@ -8,16 +8,18 @@
                   plus importing lm_eval
 
 No checks, no records, no lm-eval: what is left when every audit step is free. The lock's numeric
-mode is set before torch is imported, as the commands do.
+mode is set before torch is imported, as the commands do. `passes` runs at the threads the audit's
+rescore takes (numeric.threads_for), or at FLOOR_THREADS when set (bench_verdict's 1-thread column).
 """
 
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sst2_audit.lock import load_lock  # noqa: E402
-from sst2_audit.numeric import activate  # noqa: E402
+from sst2_audit.numeric import activate, threads_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 what, cache = sys.argv[1], Path(sys.argv[2 if sys.argv[1] != "passes" else 3]).resolve()
@@ -51,7 +53,7 @@ elif what in ("passes", "smoke"):
     profile = lock.profile(profile_name)
     spec = spec_for(lock, profile.task)
     settings = lock.settings_for(profile_name, spec)
-    torch.set_num_threads(settings["threads"])
+    torch.set_num_threads(int(os.environ.get("FLOOR_THREADS") or threads_for(settings)))
     data = verified_rows(lock, profile, spec, cache, roles=(), manifest=manifest)
     model, tokenizer = load(cache / "model", settings)
     scorer = IndependentScorer(model, settings["max_length"])

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_DATASETS_CACHE=tempfile.mkdtemp())
 
 from sst2_audit.lock import load_lock  # noqa: E402
-from sst2_audit.numeric import activate  # noqa: E402
+from sst2_audit.numeric import activate, threads_for  # noqa: E402
 
 lock = load_lock(sys.argv[4] if len(sys.argv) > 4 else Path(__file__).resolve().parent.parent / "resources.lock.json")
 activate(lock.run_settings["numeric_mode"])
@@ -33,7 +33,7 @@ from sst2_audit.task_spec import spec_for  # noqa: E402
 cache, profile = Path(sys.argv[1]).resolve(), sys.argv[2]
 spec = spec_for(lock, lock.profile(profile).task)
 settings = lock.settings_for(profile, spec)  # the profile's shots, max_length and attention, as run.py uses
-torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] != "-" else settings["threads"])
+torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] != "-" else threads_for(settings, paths=2))
 parquet = cache / "data" / f"{spec.eval_split}.parquet"
 rows = spec.processed(read_parquet(parquet, columns=columns_of(lock.profile(profile).data)), parquet)
 dev_ids = make_split([r.idx for r in rows], lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows).scored(

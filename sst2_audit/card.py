@@ -98,7 +98,7 @@ def card_fields(record, lock) -> dict:
         "num_fewshot": settings["num_fewshot"],
         **_shot_fields(record),
         "dtype": settings["dtype"],
-        "threads": settings["threads"],
+        "threads": settings["threads"] or "the machine's cores, shared by the paths",
         "attention": settings["attention"],
         "seed": settings["seed"],
         "rows": _headline(record).rows,

@@ -58,10 +58,12 @@ def verify_installed(lock, spec) -> dict:
 
 def verify_pinned(lock, pins: dict) -> dict:
     """Hash these pinned files ({path: sha256}) of the installed evaluator; returns {path: actual sha256}."""
+    from .task_yaml import confined
+
     root = installed_root()
     problems, seen = [], {}
     for relative, pinned in sorted(pins.items()):
-        path = root / relative
+        path = confined(root, relative, "evaluator.files")  # inside the package, no symlink on the way
         if not path.is_file():
             problems.append(f"{relative} is missing")
             continue

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError
+from .errors import CheckFailed, InputError
 
 GROUP_FILE = "group.json"
 GROUP_CARD = "GROUP.md"  # card.group_card of group.json: the audit regenerates it byte for byte
@@ -39,13 +39,15 @@ def _tags(raw: dict) -> list:
 
 
 def _config(path: Path) -> dict:
-    """A YAML as lm-eval's loader reads it (includes merged; a subject's tag may sit in an included file); {} for
-    one lm-eval cannot read."""
-    from .task_spec import load_config
+    """A YAML as lm-eval reads it (includes merged; a subject's tag may sit in an included file), read by the
+    one safe reader (task_yaml); {} for one it refuses."""
+    from .evaluator_pin import installed_root
+    from .task_spec import read_yaml
 
+    root = installed_root()
     try:
-        config = load_config(path)
-    except Exception:  # noqa: BLE001 - a YAML lm-eval cannot read is no member
+        config = read_yaml(root, path.relative_to(root).as_posix(), where="group YAML").config
+    except (InputError, CheckFailed, ValueError):  # a YAML the reader refuses is no member
         return {}
     return config if isinstance(config, dict) else {}
 

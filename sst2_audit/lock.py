@@ -242,7 +242,7 @@ def _check_numbers(split: dict, settings: dict, where: str) -> None:
     if not (1 <= split["dev_rows"] <= MAX_ROWS and 0 <= split["confirm_rows"] <= MAX_ROWS):
         raise InputError(f"{where}: split.dev_rows must be within 1..{MAX_ROWS} and split.confirm_rows within "
                          f"0..{MAX_ROWS}, got {split['dev_rows']} and {split['confirm_rows']}.")
-    for key, low, high in (("threads", 1, 1024), ("max_length", 2, 1 << 20), ("batch_size", 1, 4096),
+    for key, low, high in (("threads", 0, 1024), ("max_length", 2, 1 << 20), ("batch_size", 1, 4096),
                            ("num_fewshot", 0, 1024), ("seed", 0, 2 ** 32 - 1)):
         value = settings[key]
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
@@ -260,6 +260,25 @@ def _check_numbers(split: dict, settings: dict, where: str) -> None:
             name in MODE_VARIABLES and isinstance(value, str) and value for name, value in mode.items()):
         raise InputError(f"{where}: run_settings.numeric_mode must map some of {MODE_VARIABLES} to non-empty "
                          f"strings ({{}} = the CPU's native mode), got {mode!r}.")
+    _sha(settings.get("numeric_probe_sha256"), f"{where}: run_settings.numeric_probe_sha256")
+
+
+# The run settings of the numeric bootstrap (mode, its probe, threads): a lock that differs from another only here pins the same
+# measurement in another numeric mode (the audit names the difference; numeric.py, "Numeric platform").
+NUMERIC_MODE_KEYS = ("numeric_mode", "numeric_mode_note", "numeric_probe_sha256", "threads", "threads_note")
+
+
+def numeric_mode_change(mine: "Lock", theirs: "Lock") -> tuple | None:
+    """(their mode, my mode) when two locks differ in their numeric mode and nothing else, else None."""
+    def without_mode(lock):
+        settings = {k: v for k, v in lock.raw["run_settings"].items() if k not in NUMERIC_MODE_KEYS}
+        return dict(lock.raw, run_settings=settings, schema_version=None)
+
+    if mine.run_settings.get("numeric_mode") == theirs.run_settings.get("numeric_mode"):
+        return None
+    if canonical_json(without_mode(mine)) != canonical_json(without_mode(theirs)):
+        return None
+    return theirs.run_settings["numeric_mode"], mine.run_settings["numeric_mode"]
 
 
 def _model_of(body: dict, models: dict, here: str) -> tuple:
@@ -320,8 +339,16 @@ def _evaluator(raw: dict, where: str) -> dict:
     evaluator = _need(raw, "evaluator", dict, where)
     for key in ("package", "version", "commit", "task", "task_yaml"):
         _need(evaluator, key, str, f"{where}: evaluator")
+    from .task_yaml import safe_relative
+
+    # A lock can come from someone else: every evaluator path must name a file inside the installed lm_eval
+    # package (the files hashed and parsed are the reviewer's own install, never a path the lock chose).
     for name, digest_value in _need(evaluator, "files", dict, f"{where}: evaluator").items():
+        safe_relative(name, f"{where}: evaluator.files key")
+        if digest_value is None:
+            raise InputError(f"{where}: evaluator.files[{name}]: a pinned evaluator file needs its sha256.")
         _sha(digest_value, f"{where}: evaluator.files[{name}]")
+    safe_relative(evaluator["task_yaml"], f"{where}: evaluator.task_yaml")
     tasks = _need(evaluator, "tasks", dict, f"{where}: evaluator")
     if evaluator["task"] not in tasks or tasks[evaluator["task"]] != evaluator["task_yaml"]:
         raise InputError(f"{where}: evaluator.tasks must map the default task {evaluator['task']!r} to "

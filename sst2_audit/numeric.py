@@ -67,17 +67,35 @@ def _libraries(config: str) -> tuple:
     return blas, (f"oneDNN {dnn.group(1)}" if dnn else None)
 
 
+# The probe's shapes are the embedded model's own (SmolLM2-135M: hidden 576, MLP 1536, vocabulary 49152)
+# at a context length the tasks reach, so it runs the sgemm and log_softmax kernels the scores run.
+# A smaller probe (37x576 @ 576x1531) gave one digest for two MKL paths that gave different scores.
+PROBE_SHAPE = {"tokens": 61, "hidden": 576, "mlp": 1536, "vocabulary": 49152}
+PROBE_THREADS = 1  # computed at a known thread count, whatever the process runs at
+
+
 def probe_digest() -> str:
-    """sha256 of a fixed float32 matmul + log_softmax: the same mode on any CPU gives the same digest."""
+    """sha256 of a fixed float32 forward shaped like the model's (MLP, LM head, log_softmax), at one
+    thread: a machine that runs a numeric mode gives that mode's digest, on any CPU."""
     import hashlib
 
     import torch
 
+    shape = PROBE_SHAPE
     generator = torch.Generator().manual_seed(94)
-    left = torch.randn(37, 576, generator=generator)
-    right = torch.randn(576, 1531, generator=generator)
-    with torch.inference_mode():
-        out = torch.log_softmax(left @ right, dim=-1)
+    hidden = torch.randn(shape["tokens"], shape["hidden"], generator=generator)
+    up = torch.randn(shape["hidden"], shape["mlp"], generator=generator) / shape["hidden"] ** 0.5
+    down = torch.randn(shape["mlp"], shape["hidden"], generator=generator) / shape["mlp"] ** 0.5
+    head = torch.randn(shape["hidden"], shape["vocabulary"], generator=generator) / shape["hidden"] ** 0.5
+    threads = torch.get_num_threads()
+    torch.set_num_threads(PROBE_THREADS)
+    try:
+        with torch.inference_mode():
+            mixed = hidden + torch.nn.functional.silu(hidden @ up) @ down
+            mixed = mixed * torch.rsqrt(mixed.pow(2).mean(-1, keepdim=True) + 1e-5)  # RMSNorm, as the model's
+            out = torch.log_softmax(mixed @ head, dim=-1)
+    finally:
+        torch.set_num_threads(threads)
     return hashlib.sha256(out.numpy().tobytes()).hexdigest()
 
 
@@ -109,8 +127,42 @@ def fingerprint(mode: dict, threads: int) -> dict:
     }
 
 
-# The fields that decide the float32 bits; CPU model and flags explain, but do not decide, them.
-NUMERIC_KEY_FIELDS = ("torch", "torch_cpu_capability", "blas", "onednn", "threads", "mode")
+def threads_for(settings: dict, paths: int = 1) -> int:
+    """torch's intra-op threads for one of `paths` concurrent scoring paths. The lock's `threads` 0 means
+    the cores this process may run on, shared between the paths: in the strict mode scores were measured
+    invariant to the thread count (README, "Numeric platform"), so the count is information, not a key."""
+    if settings["threads"]:
+        return settings["threads"]
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores // paths)
+
+
+def mode_words(mode: dict) -> str:
+    return " ".join(f"{name}={value}" for name, value in sorted(mode.items())) or "native (nothing set)"
+
+
+def runs_the_mode(settings: dict, here: dict) -> tuple:
+    """(bits required, why in words), decided on the reviewer's side only: this process runs the lock's
+    numeric mode when its own probe gives the digest the lock pins for that mode. A lock that pins no
+    digest (older locks) falls back to the mode's variables and capability being in effect."""
+    pinned = settings.get("numeric_probe_sha256")
+    if not settings["numeric_mode"]:
+        return False, "the lock pins the CPU's native mode, which differs between CPUs"
+    if pinned is None:
+        return here["mode_in_effect"], ("the lock pins no probe digest; the mode's variables are " +
+                                        ("in effect" if here["mode_in_effect"] else "NOT in effect") + " here")
+    if here["probe_sha256"] == pinned:
+        return True, f"this machine runs the lock's numeric mode (its probe gives the pinned digest {pinned[:12]})"
+    return False, (f"this machine's probe {here['probe_sha256'][:12]} differs from the lock's pinned digest "
+                   f"{pinned[:12]}: it cannot run the lock's numeric mode")
+
+
+# The fields that decide the float32 bits; CPU model and flags explain, but do not decide, them. Threads
+# left the key with the strict mode (measured invariant at 1 and 2 threads; README, "Numeric platform").
+NUMERIC_KEY_FIELDS = ("torch", "torch_cpu_capability", "blas", "onednn", "mode")
 
 
 def numeric_key(platform: dict | None) -> dict | None:

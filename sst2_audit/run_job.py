@@ -241,11 +241,12 @@ def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
         import torch
         import transformers  # noqa: F401
         import lm_eval  # noqa: F401
-    torch.set_num_threads(settings["threads"])
-    torch.manual_seed(settings["seed"])
-    from .numeric import fingerprint, one_line
+    from .numeric import fingerprint, one_line, threads_for
 
-    platform = fingerprint(settings["numeric_mode"], settings["threads"])
+    threads = threads_for(settings, paths=2)  # the official and independent paths run concurrently
+    torch.set_num_threads(threads)
+    torch.manual_seed(settings["seed"])
+    platform = fingerprint(settings["numeric_mode"], threads)
     if not platform["mode_in_effect"]:  # e.g. a CPU without AVX2: scores are this CPU's own, comparable within the drift bound
         say(f"warning: the lock's numeric mode is not in effect on this CPU: {one_line(platform)}")
     return Setup(settings, manifest, scrub, log_path, platform, evaluator_files, timings)

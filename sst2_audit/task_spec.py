@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError
+from .errors import CheckFailed, InputError
 from .hooks import HOOK_KEYS, RESULTS_KEY, Hook, load, source
 from .metrics import yaml_metrics
 
@@ -245,32 +245,20 @@ def installed_tasks_root() -> Path:
     return installed_root() / "lm_eval" / "tasks"
 
 
-def yaml_files(path: Path) -> list:
-    """The YAML file and, recursively, every file its `include:` names (lm-eval's lookup rule)."""
-    import yaml
+def read_yaml(root: Path, relative: str, pins: dict | None = None, where: str = "task YAML"):
+    """The task's YAML read once (task_yaml.read): confined to the package, verified against `pins` before
+    it is parsed, parsed safely, includes beside it. lm-eval never reads a task YAML itself here."""
+    from .task_yaml import read
 
-    from lm_eval.utils import ignore_constructor
-
-    loader = yaml.CLoader if yaml.__with_libyaml__ else yaml.FullLoader
-    yaml.add_constructor("!function", ignore_constructor, Loader=loader)
-    with open(path, "rb") as handle:
-        raw = yaml.load(handle, Loader=loader)
-    found = [path]
-    includes = raw.get("include", []) if isinstance(raw, dict) else []
-    for include in [includes] if isinstance(includes, str) else includes:
-        target = Path(include) if Path(include).is_file() else path.parent / include
-        found += yaml_files(target)
-    return found
+    return read(root, relative, pins, where)
 
 
-def load_config(path: Path) -> dict:
-    """lm-eval's loader in its 'simple' mode: includes merged, `!function` left as a YAML node."""
-    from lm_eval.utils import load_yaml_config
-
-    return load_yaml_config(str(path), mode="simple")
+def _sources(reading) -> list:
+    """(relative path, bytes) of every file a reading parsed: where a `!function` hook was written."""
+    return [(relative, reading.data[relative]) for relative in reading.files]
 
 
-def hook_reason(config: dict, path: Path | None) -> tuple:
+def hook_reason(config: dict, reading) -> tuple:
     """(why the config's `!function` hooks cannot run as pinned shared code or None, the process_results
     hook's rule or None). Without the YAML's path any hook is refused: it cannot be located."""
     import yaml
@@ -282,13 +270,13 @@ def hook_reason(config: dict, path: Path | None) -> tuple:
     if other:
         return (f"uses `!function` hooks for {', '.join(other)} (shared hooks: {', '.join(HOOK_KEYS)}; "
                 f"a {RESULTS_KEY} hook only where its metric is re-derived)"), None
-    if path is None:
+    if reading is None:
         return f"uses `!function` hooks ({', '.join(functions)})", None
     from .hooks import code_reason, find
 
     root = installed_tasks_root().parent.parent
     try:
-        hooks = find(config, yaml_files(path), root)
+        hooks = find(config, _sources(reading), root)
     except (InputError, ValueError) as error:
         return f"has a `!function` hook that cannot be located ({error})", None
     rule = None
@@ -317,9 +305,9 @@ def metrics_of(config: dict, rule: ResultsRule | None) -> tuple:
     return (rule.metric,) if rule is not None and names == rule.metric_list else names
 
 
-def unsupported_reason(config: dict, path: Path | None = None) -> str | None:
+def unsupported_reason(config: dict, reading=None) -> str | None:
     """Why this config is outside the audit's protocol, or None."""
-    hooks, rule = hook_reason(config, path)
+    hooks, rule = hook_reason(config, reading)
     if hooks:
         return hooks
     if config.get("output_type") != "multiple_choice":
@@ -375,23 +363,22 @@ def fewshot_reason(config: dict) -> str | None:
     return None
 
 
-def spec_from_yaml(name: str, relative: str, root: Path) -> TaskSpec:
-    path = root / relative
-    if not path.is_file():
-        raise InputError(f"task {name}: its YAML {relative} is not installed under {root}.")
-    config = load_config(path)
-    reason = unsupported_reason(config, path)
+def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = None) -> TaskSpec:
+    """The spec of the YAML at root/relative; with the lock's pins, every file is verified before it is parsed."""
+    reading = read_yaml(root, relative, pins, f"task {name}")
+    config = reading.config
+    reason = unsupported_reason(config, reading)
     if reason:
         raise InputError(f"task {name} ({relative}) is not supported: it {reason}.")
     if config.get("task") != name:
         raise InputError(f"task {name}: {relative} defines task {config.get('task')!r}, not {name!r}.")
-    files = tuple(str(p.resolve().relative_to(root.resolve())) for p in yaml_files(path))
+    files = tuple(reading.files)
     # every split lm-eval reads: its loader builds each one named, and shots come from fewshot_split (MMLU's dev)
     splits = tuple(dict.fromkeys(s for s in (config.get("training_split"), config.get("validation_split"),
                                              config.get("test_split"), config.get("fewshot_split")) if s))
     from .hooks import find
 
-    hooks = find(config, yaml_files(path), root)
+    hooks = find(config, _sources(reading), root)
     hooked = {hook.key: hook for hook in hooks}
     rule = results_rule(hooked[RESULTS_KEY]) if RESULTS_KEY in hooked else None
     metrics = metrics_of(config, rule)
@@ -423,7 +410,7 @@ def spec_for(lock, name: str) -> TaskSpec:
     folder = str(Path(tasks[name]).parent) + "/"
     verify_pinned(lock, {path: sha for path, sha in lock.evaluator.files.items()
                          if path.startswith(folder) and "/" not in path[len(folder):]})
-    spec = spec_from_yaml(name, tasks[name], root)
+    spec = spec_from_yaml(name, tasks[name], root, lock.evaluator.files)  # each YAML verified before parsed
     unpinned = [f for f in spec.yaml_files + spec.code_files if f not in lock.evaluator.files]
     if unpinned:
         raise InputError(f"{lock.path}: task {name} reads {', '.join(unpinned)}, which evaluator.files does not pin.")
@@ -439,30 +426,32 @@ TASK_LINE = re.compile(r"^['\"]?task['\"]?:[ \t]*(.+?)[ \t]*$", re.MULTILINE)  #
 
 
 def installed_configs(pattern: str = "*"):
-    """(path, config) of every installed task YAML whose task name matches the glob `pattern` (a YAML
-    names its own task, so a file whose `task:` line cannot match is skipped before lm-eval's loader
-    reads it)."""
+    """(path, reading) of every installed task YAML whose task name matches the glob `pattern` (a YAML
+    names its own task, so a file whose `task:` line cannot match is skipped before it is parsed)."""
     import fnmatch
 
-    for path in sorted(installed_tasks_root().rglob("*.yaml")):
+    tasks = installed_tasks_root()
+    root = tasks.parent.parent
+    for path in sorted(tasks.rglob("*.yaml")):
         if pattern != "*":
             named = TASK_LINE.search(path.read_text(encoding="utf-8", errors="replace"))
             if named is None or not fnmatch.fnmatchcase(named.group(1).strip("'\""), pattern):
                 continue
         try:
-            config = load_config(path)
-        except Exception:  # a YAML lm-eval itself could not read is not a task we can list
+            reading = read_yaml(root, path.relative_to(root).as_posix())
+        except (InputError, CheckFailed):  # a YAML this reader refuses is not a task we can list
             continue
+        config = reading.config
         if isinstance(config, dict) and isinstance(config.get("task"), str) and fnmatch.fnmatchcase(config["task"], pattern):
-            yield path, config
+            yield path, reading
 
 
 def list_installed(pattern: str = "*") -> list:
     """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
     whose name matches the glob `pattern`."""
     root = installed_tasks_root()
-    return [(config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(config, path))
-            for path, config in installed_configs(pattern) if config.get("output_type") == "multiple_choice"]
+    return [(reading.config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(reading.config, reading))
+            for path, reading in installed_configs(pattern) if reading.config.get("output_type") == "multiple_choice"]
 
 
 def require_data_for(spec: TaskSpec, profile) -> None:

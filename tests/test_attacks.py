@@ -18,7 +18,10 @@ from conftest import LOCK, REPO, local_lock, one_paragraph, run_script
 from sst2_audit.audit.rescore import draw
 from sst2_audit.cli import audit_main
 
-REFERENCE = REPO / "results" / "embedded-full-reference.tar.gz"
+# The attacks edit a record schema 3 bundle: the reference made before the strict numeric mode (a user's older
+# bundle, which the reviewer's lock accepts with its mode named). CURRENT is today's reference (schema 4).
+REFERENCE = REPO / "tests" / "data" / "amd-avx2-mode-reference.tar.gz"
+CURRENT = REPO / "results" / "embedded-full-reference.tar.gz"
 TOP = "embedded-full-reference"
 
 
@@ -48,8 +51,8 @@ def pack(target, members: dict, top: str = TOP, sums: bool = True) -> None:
     target.write_bytes(gzip.compress(raw.getvalue()))
 
 
-def edited(change) -> dict:
-    members = members_of(REFERENCE)
+def edited(change, bundle=REFERENCE) -> dict:
+    members = members_of(bundle)
     record = json.loads(members["run.json"])
     change(record, members)
     members["run.json"] = json.dumps(record, indent=2).encode()
@@ -164,7 +167,9 @@ def test_a_forged_row_at_position_63_is_caught_by_rescore(embedded_cache, tmp_pa
     assert code == 1, out
     assert f"rescore (8 rows, seed {seed}): FAIL" in out
     assert f"row idx {forged_idx}: scores.independent (rescored): expected " in out
-    assert "verdict: different (this machine runs the lock's numeric mode: bit for bit required)" in out
+    # a bundle of the earlier numeric mode (MKL_CBWR=AVX2) is held to the drift bound, and this row is beyond it
+    assert "verdict: different (the run was made in another numeric mode (ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 " \
+           "ONEDNN_MAX_CPU_ISA=AVX2): drift bound 0.0001 per score)" in out
 
 
 def test_rescore_rows_are_bounded_and_come_from_the_reviewers_dev_set(embedded_cache, tmp_path, capsys):

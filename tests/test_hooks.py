@@ -26,8 +26,10 @@ def test_a_hook_file_is_read_statically_and_refused_with_the_reason(tmp_path):
         "utils.py imports lm-eval internals (lm_eval.api.registry)")
     assert _reason(tmp_path, "import random\n" + GOOD).startswith("utils.py imports random (hooks may import only ")
     assert _reason(tmp_path, GOOD + "\ndef more():\n    return open('x').read()\n") == "utils.py calls open (it opens files)"
-    assert _reason(tmp_path, "from datasets import load_dataset\n" + GOOD + "\nload_dataset('x')\n") == (
+    assert _reason(tmp_path, "import datasets\n" + GOOD + "\ndatasets.load_dataset('x')\n") == (
         "utils.py calls load_dataset (it loads a dataset (the network or the hub))")
+    assert _reason(tmp_path, "from datasets import load_dataset\n" + GOOD) == (
+        "utils.py imports load_dataset from datasets (not on the hook check's list of module attributes)")
     assert _reason(tmp_path, "import numpy as np\n" + GOOD + "\nX = np.random.rand()\n") == (
         "utils.py uses .random (not deterministic)")
     assert _reason(tmp_path, GOOD, "process_stem") == "utils.py defines no top-level function process_stem"
@@ -46,7 +48,11 @@ def test_generated_hook_files_are_refused_exactly_when_they_import_outside_the_a
     for case in range(200):
         chosen = rng.sample(allowed, rng.randint(0, 3)) + rng.sample(refused, rng.randint(0, 2) if case % 3 else 0)
         rng.shuffle(chosen)
-        lines = [f"import {name}" if rng.random() < 0.5 else f"from {name} import something" for name in chosen]
+        # a from-import names an attribute on the hook check's list (any other is refused: the bypass test below)
+        lines = [f"from {name} import {sorted(hooks.MODULE_ATTRIBUTES[name])[0]}"
+                 if name in hooks.MODULE_ATTRIBUTES and rng.random() < 0.5 else
+                 f"import {name}" if rng.random() < 0.5 or name not in refused else f"from {name} import something"
+                 for name in chosen]
         reason = _reason(tmp_path, "\n".join(lines) + "\n" + GOOD)
         first_refused = next((name for name in chosen if name.split(".")[0] not in hooks.ALLOWED_IMPORTS), None)
         if first_refused is None:
@@ -55,6 +61,52 @@ def test_generated_hook_files_are_refused_exactly_when_they_import_outside_the_a
             assert reason == f"utils.py imports lm-eval internals ({first_refused})", (lines, reason)
         else:
             assert reason.startswith(f"utils.py imports {first_refused} (hooks may import only"), (lines, reason)
+
+
+# Issue 28: ways from allowed modules to the file system, the shell or the builtins that an import-only
+# check let through (11 of 11 in a red-team round). The pin is the barrier; this check is the second line.
+BYPASS_SHAPES = {
+    "datasets' file utilities": ("import datasets", "datasets.utils.file_utils.os.system('{marker}')"),
+    "numpy's io module": ("import numpy as np", "np.lib.npyio.os.system('{marker}')"),
+    "a from-import of a module's os": ("from datasets.utils.file_utils import os", "os.system('{marker}')"),
+    "a from-import of a submodule": ("from numpy.lib import npyio", "npyio.os.system('{marker}')"),
+    "getattr with a computed name": ("import re", "getattr(re, 'sy' + 's').modules['os'].system('{marker}')"),
+    "getattr on the builtins": ("import re", "getattr(__builtins__, 'op' + 'en')('{marker}', 'w')"),
+    "a module's __builtins__": ("import re", "re.__builtins__['open']('{marker}', 'w')"),
+    "__subclasses__ through __mro__": ("import re", "().__class__.__mro__[1].__subclasses__()"),
+    "globals()['__builtins__']": ("import re", "globals()['__builtins__']['open']('{marker}', 'w')"),
+    "vars of a module": ("import re", "vars(re)['sys'].modules['os'].system('{marker}')"),
+    "an alias of a module": ("import numpy as np", "m = np\n    m.lib.npyio.os.system('{marker}')"),
+    "a module handed to a function": ("import numpy as np", "print(np)"),
+    "a module attribute off the list": ("import json", "json.codecs.open('{marker}', 'w')"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(BYPASS_SHAPES))
+def test_every_bypass_shape_is_refused_in_every_position(tmp_path, shape):
+    """Generated: each shape inside the hook function, at module level and inside a nested function,
+    under random names; each file is only read (never imported here), and no marker file appears."""
+    imports, body = BYPASS_SHAPES[shape]
+    marker = tmp_path / "MARKER"
+    rng = random.Random(shape)
+    for case in range(12):
+        statement = body.format(marker=marker)
+        name = f"process_{rng.randrange(10 ** 6)}"
+        placed = [f"def {name}(dataset):\n    {statement}\n    return dataset\n",
+                  f"def {name}(dataset):\n    return dataset\n\n\ndef later():\n    {statement}\n",
+                  f"def {name}(dataset):\n    def inner():\n        {statement.replace(chr(10) + '    ', chr(10) + '        ')}\n"
+                  "    return dataset\n"][case % 3]
+        reason = _reason(tmp_path, f"{imports}\n\n\n{placed}", name)
+        assert reason is not None and reason.startswith("utils.py "), (shape, placed, reason)
+    assert not marker.exists()
+
+
+def test_the_hook_check_keeps_every_supported_task_of_the_installed_lm_eval():
+    """The second line refuses nothing a supported config's hook file does (measured: 5,939 configs, 280
+    hook files): a change to the lists that drops one fails here by name."""
+    done = run_script("run.py", "--list-tasks", "*", "--supported")
+    summary = done.stdout.splitlines()[0]
+    assert summary.startswith("7225 installed multiple_choice tasks match '*', 5939 within the audit's protocol"), summary
 
 
 def test_list_tasks_supports_hooks_that_run_as_pinned_code_and_names_the_others():

@@ -23,9 +23,10 @@ def test_our_lock_pins_the_reference_resources():
     assert embedded.model.get("member")["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert (lock.split.dev_rows, lock.split.confirm_rows) == (64, 128)
     assert {k: v for k, v in lock.run_settings.items() if not k.endswith("_note")} == {
-        "dtype": "float32", "device": "cpu", "threads": 1, "attention": "eager",
+        "dtype": "float32", "device": "cpu", "threads": 0, "attention": "eager",
         "seed": 94, "max_length": 512, "batch_size": 1, "num_fewshot": 0,
-        "numeric_mode": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
+        "numeric_mode": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+        "numeric_probe_sha256": "c500a0487b6b90627641bb038a8c7f754f5eadde8f12e261327f8fa651a703f1"}
 
 
 def test_unknown_profile_is_refused(tmp_path):

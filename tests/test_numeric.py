@@ -2,11 +2,15 @@
 
 import copy
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from conftest import LOCK, one_paragraph, run_script
+from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script
 from sst2_audit import numeric
+from sst2_audit.numeric import MODE_VARIABLES
 from sst2_audit.drift import DIFFERENT, DRIFT, DRIFT_BOUND, IDENTICAL, judge
 from sst2_audit.errors import InternalError
 from sst2_audit.protocol import predict
@@ -106,3 +110,94 @@ def test_two_cards_with_different_scores_never_share_an_id(full_run):
     assert card_id(card_fields(record, lock)) == first
     record.platform = dict(record.platform, cpu_model_name="another CPU")
     assert card_id(card_fields(record, lock)) != first
+
+
+# The scores other machines measured in the lock's numeric mode (../shared/facts, copied to tests/data).
+FACTS = {
+    "AMD EPYC AVX2-only (avx2-machine-scores.json, mode avx2-pinned)": ("avx2-machine-scores.json", "avx2-pinned"),
+    "Intel Xeon AMX (intel-amx-machine-scores.json, mode avx2-strict)": ("intel-amx-machine-scores.json", "avx2-strict"),
+    "Intel Xeon AMX at 2 threads (intel-amx-machine-scores.json)": ("intel-amx-machine-scores.json", "avx2-strict-2-threads"),
+}
+
+
+@pytest.mark.parametrize("machine", sorted(FACTS))
+def test_this_machine_in_the_locks_mode_gives_the_other_machines_scores(full_run, machine):
+    """The embedded run's 128 scores here, both paths, equal each facts file's bit for bit; a difference
+    names the first differing row in the facts file's (hash) order."""
+    name, mode = FACTS[machine]
+    facts = json.loads((REPO / "tests" / "data" / name).read_text())
+    theirs = facts["modes"][mode]["scores"]
+    record = json.loads((full_run / "out" / "run.json").read_text())
+    assert record["platform"]["mode"]["MKL_CBWR"] == "AVX2,STRICT"
+    for path in ("official", "independent"):
+        mine = {str(q["idx"]): q["scores"][path] for q in record["questions"]}
+        assert sorted(mine) == sorted(theirs) and len(mine) == 64
+        first = next((idx for idx in facts["order"] if mine[str(idx)] != theirs[str(idx)]), None)
+        assert first is None, (f"{machine}: {path} path: row idx {first}: here {mine[str(first)]}, "
+                               f"there {theirs[str(first)]}")
+
+
+def _probe(mode: dict) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in MODE_VARIABLES}
+    done = subprocess.run([sys.executable, "-c", "from sst2_audit.numeric import probe_digest; print(probe_digest())"],
+                          capture_output=True, text=True, env={**env, **mode}, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_probe_gives_the_pinned_digest_in_the_locks_mode_and_another_in_modes_that_score_differently():
+    """Modes whose scores differ from the lock's on every machine measured (ATen's DEFAULT kernels, MKL's
+    COMPATIBLE path: 126 of 128 scores on the AVX2-only machine) give another digest; the lock's mode gives
+    the pinned one here, in a fresh process, whatever the thread count."""
+    settings = load_lock_json()["run_settings"]
+    pinned = settings["numeric_probe_sha256"]
+    assert _probe(settings["numeric_mode"]) == pinned
+    for other in ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
+                  {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"},
+                  {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2,STRICT"}):
+        assert _probe(other) != pinned, other
+
+
+def test_the_probe_runs_at_one_thread_whatever_the_process_runs_at():
+    import torch
+
+    from sst2_audit.numeric import probe_digest
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = probe_digest()
+        torch.set_num_threads(2)
+        assert probe_digest() == one and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert one == load_lock_json()["run_settings"]["numeric_probe_sha256"]
+
+
+def test_threads_are_not_part_of_the_numeric_key():
+    from sst2_audit.numeric import numeric_key, same_platform
+
+    one = {"torch": "2.13.0+cpu", "torch_cpu_capability": "AVX2", "blas": "MKL", "onednn": "oneDNN", "threads": 1,
+           "mode": {"MKL_CBWR": "AVX2,STRICT"}}
+    assert same_platform(one, dict(one, threads=2)) and "threads" not in numeric_key(one)
+    assert not same_platform(one, dict(one, mode={"MKL_CBWR": "AVX2"}))
+
+
+def test_a_machine_whose_probe_differs_from_the_pinned_digest_is_held_to_the_drift_bound(embedded_cache, tmp_path):
+    """The probe-mismatch path: a lock pinning another digest; a smoke run under it, audited with it, is
+    the within-drift verdict (exit 4) naming both digests, though every score is equal bit for bit."""
+    raw = load_lock_json()
+    pinned = raw["run_settings"]["numeric_probe_sha256"]
+    raw["run_settings"]["numeric_probe_sha256"] = "0" * 64
+    lock = tmp_path / "other-digest.lock.json"
+    lock.write_text(json.dumps(raw))
+    done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "other-digest")
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", embedded_cache)
+    assert done.returncode == 4, done.stdout + done.stderr
+    verdict = done.stdout.strip().splitlines()[-1]
+    assert verdict.startswith("VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: the scores were held to the drift bound "
+                              f"only: this machine's probe {pinned[:12]} differs from the lock's pinned digest "
+                              "000000000000: it cannot run the lock's numeric mode"), verdict
+    assert "scores: 0 of 4 differ, max abs diff 0" in done.stdout

@@ -1,8 +1,10 @@
 """The committed reference run (results/) passes its audit on every CI run, on any x86-64 CPU.
 
-It was made in the lock's pinned numeric mode (ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=AVX2):
-a run on any CPU with AVX2 and FMA in that mode reproduces it bit for bit; elsewhere a run
-must stay within the drift bound with identical predictions (sst2_audit/drift.py).
+It was made in the lock's pinned numeric mode (ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=AVX2,STRICT):
+a run on any machine whose probe gives the lock's pinned digest reproduces it bit for bit;
+elsewhere a run must stay within the drift bound with identical predictions (sst2_audit/drift.py).
+The reference made before the strict mode (tests/data/amd-avx2-mode-reference.tar.gz, MKL_CBWR=AVX2
+on an AMD EPYC) is a user's older bundle: it passes, the verdict naming its mode.
 """
 
 import json
@@ -37,7 +39,7 @@ def test_the_default_audit_rescores_the_reference_as_the_avx2_only_machine_score
     out = capsys.readouterr().out
     assert "identity: PASS" in out and "scores: 0 of 128 differ, max abs diff 0" in out
     machine = json.loads(AVX2_MACHINE.read_text())["modes"]
-    reference = {str(q["idx"]): q["independent_scores"] for q in _reference()["questions"]}
+    reference = {str(q["idx"]): q["scores"]["independent"] for q in _reference()["questions"]}
     assert reference == machine["avx2-pinned"]["scores"] == machine["native"]["scores"] and len(reference) == 64
 
 
@@ -55,23 +57,24 @@ def test_reference_card_states_the_measurement():
     assert "| evaluator | lm-eval 0.4.9.2 (commit ad3f4d0cad1cfcdb815f1e795f7947e49ed9f2e9) |" in card
     assert "| profile | embedded (EMBEDDED DEMO, not a GLUE SST-2 measurement) |" in card
     assert r"capability AVX2; MKL 2024.2 (build 20240605), oneDNN 3.12.0; 1 thread(s); mode ATEN\_CPU\_CAPABILITY=avx2 " \
-           r"MKL\_CBWR=AVX2 ONEDNN\_MAX\_CPU\_ISA=AVX2 (in effect)" in card
+           r"MKL\_CBWR=AVX2,STRICT ONEDNN\_MAX\_CPU\_ISA=AVX2 (in effect)" in card
 
 
 def _within_bound(fresh: dict, reference: dict) -> None:
     for new, old in zip(fresh["questions"], reference["questions"]):
-        assert new["idx"] == old["idx"] and new["predictions"]["official"]["acc"] == old["official_prediction"]
-        assert max(abs(a - b) for a, b in zip(new["scores"]["official"], old["official_scores"])) <= DRIFT_BOUND
+        assert new["idx"] == old["idx"] and new["predictions"]["official"]["acc"] == old["predictions"]["official"]["acc"]
+        assert max(abs(a - b) for a, b in zip(new["scores"]["official"], old["scores"]["official"])) <= DRIFT_BOUND
 
 
 def test_a_fresh_run_reproduces_the_reference(full_run):
     reference = _reference()
     fresh = json.loads((full_run / "out" / "run.json").read_text())
     same_platform = numeric_key(fresh["platform"]) == numeric_key(reference["platform"])
-    # Any CPU with AVX2 + FMA runs the pinned mode: then the mode, not the CPU, decides the bits.
-    pinned = fresh["platform"]["mode_in_effect"] and fresh["platform"]["torch_cpu_capability"] == "AVX2"
+    # A machine whose probe gives the lock's pinned digest runs the mode: then the mode, not the CPU, decides the bits.
+    pinned = fresh["platform"]["probe_sha256"] == json.loads((REPO / "resources.lock.json").read_text())[
+        "run_settings"]["numeric_probe_sha256"]
     if same_platform or pinned:
-        assert [q["scores"]["official"] for q in fresh["questions"]] == [q["official_scores"] for q in reference["questions"]]
+        assert [q["scores"]["official"] for q in fresh["questions"]] == [q["scores"]["official"] for q in reference["questions"]]
     else:
         _within_bound(fresh, reference)
     assert [q["prompt_hash"] for q in fresh["questions"]] == [q["prompt_hash"] for q in reference["questions"]]
@@ -104,3 +107,41 @@ def test_compare_across_platforms_reports_the_drift_and_a_verdict():
     assert lines[-1] == ("scores: 127 of 128 differ, max abs diff 3.29e-05 at row idx 127 candidate 0; "
                          "0 prediction flip(s); verdict: platform drift within the bound "
                          "(different numeric platform: drift bound 0.0001 per score)")
+
+
+OLD_MODE = REPO / "tests" / "data" / "amd-avx2-mode-reference.tar.gz"
+OLD_MODE_WORDS = ("the run was made in numeric mode ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2, "
+                  "the lock you gave pins ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2,STRICT ONEDNN_MAX_CPU_ISA=AVX2")
+
+
+def test_a_bundle_made_in_the_earlier_mode_passes_and_the_verdict_names_the_mode(embedded_cache, capsys):
+    """Made on an AMD EPYC in MKL_CBWR=AVX2 (without STRICT), with the lock of its day: genuine, so it must not
+    FAIL; its lock differs from the reviewer's in the numeric mode only, which the lock level and the verdict say."""
+    assert audit_main(["--bundle-file", str(OLD_MODE), "--cache", str(embedded_cache)]) == 0
+    out = capsys.readouterr().out
+    assert "lock: PASS" in out and "the run's lock pins another numeric mode: run ATEN_CPU_CAPABILITY=avx2 " \
+        "MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2; yours ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2,STRICT" in out
+    assert "scores: 0 of 128 differ, max abs diff 0" in out
+    assert out.strip().splitlines()[-1] == ("VERDICT: PASS: every level passed and every scored row was rescored bit "
+                                            f"for bit; {OLD_MODE_WORDS}; exit 0")
+
+
+def test_a_forged_bundle_in_the_earlier_mode_never_passes(embedded_cache, tmp_path, capsys):
+    """Scores moved by 2e-5 in a bundle of the earlier mode: that mode is not reproducible across CPUs, so the
+    best it gets is the drift verdict (exit 4, the mode named); moved by 2e-4 it is FAIL."""
+    from test_attacks import members_of, pack, regenerate_card
+    from test_verdict_attacks import forge_every_row
+
+    for delta, code, head in ((2e-5, 4, "VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: "), (2e-4, 1, "VERDICT: FAIL (rescore")):
+        members = members_of(OLD_MODE)
+        record = json.loads(members["run.json"])
+        forge_every_row(delta, lambda platform: platform.update(cpu_vendor="GenuineIntel"))(record, members)
+        members["run.json"] = json.dumps(record, indent=2).encode()
+        regenerate_card(members)
+        pack(tmp_path / f"forged-{delta}.tar.gz", members)
+        assert audit_main(["--bundle-file", str(tmp_path / f"forged-{delta}.tar.gz"), "--cache", str(embedded_cache)]) == code
+        verdict = capsys.readouterr().out.strip().splitlines()[-1]
+        assert verdict.startswith(head), verdict
+        if code == 4:
+            assert OLD_MODE_WORDS in verdict and "the run was made in numeric mode ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 " \
+                "ONEDNN_MAX_CPU_ISA=AVX2, not the lock's" in verdict, verdict

@@ -15,7 +15,7 @@ import tarfile
 import pytest
 
 from conftest import LOCK, REPO
-from test_attacks import REFERENCE, TOP, audit, edited, members_of, pack, regenerate_card
+from test_attacks import CURRENT, REFERENCE, TOP, audit, edited, members_of, pack, regenerate_card
 
 
 def _ustar_header(name: bytes, size: int, kind: bytes = b"0", magic: bytes = b"ustar\x0000") -> bytes:
@@ -100,14 +100,18 @@ def test_what_the_audit_read_is_what_gnu_tar_unpacks(embedded_cache, full_run, t
         assert unpacked == members
 
 
-def _forge_every_row(delta: float, platform_change):
+def forge_every_row(delta: float, platform_change):
     """Every candidate score moved by delta on both paths and in lm-eval's samples (predictions and sums
     unchanged), the platform claim edited, and the card and page regenerated: consistent in itself."""
     def forge(record, members):
         for question in record["questions"]:
-            question["official_scores"] = [s + delta for s in question["official_scores"]]
-            question["independent_scores"] = list(question["official_scores"])
-        scores = {q["idx"]: q["official_scores"] for q in record["questions"]}
+            if "scores" in question:  # record schema 4
+                question["scores"]["official"] = [s + delta for s in question["scores"]["official"]]
+                question["scores"]["independent"] = list(question["scores"]["official"])
+            else:
+                question["official_scores"] = [s + delta for s in question["official_scores"]]
+                question["independent_scores"] = list(question["official_scores"])
+        scores = {q["idx"]: q["scores"]["official"] if "scores" in q else q["official_scores"] for q in record["questions"]}
         samples = [json.loads(line) for line in members["lm_eval_samples.public.jsonl"].splitlines()]
         for sample in samples:
             for number, score in enumerate(scores[sample["doc_id"]]):
@@ -128,13 +132,30 @@ def test_a_platform_claim_does_not_loosen_the_bound(embedded_cache, tmp_path, ca
         platform["threads"] = 2
         platform["torch_cpu_capability"] = "AVX512"
 
-    members = edited(_forge_every_row(9e-5, claim))
+    members = edited(forge_every_row(9e-5, claim), CURRENT)
     regenerate_card(members)
     pack(tmp_path / "claim.tar.gz", members)
     code, out = audit(capsys, "--bundle-file", tmp_path / "claim.tar.gz", "--cache", embedded_cache)
     assert code == 1, out
-    assert "verdict: different (this machine runs the lock's numeric mode: bit for bit required)" in out
+    assert "verdict: different (this machine runs the lock's numeric mode (its probe gives the pinned digest " \
+           "c500a0487b6b): bit for bit required)" in out
     assert "run's platform (claimed):" in out  # printed as evidence, never believed
+
+
+def test_another_cpu_claimed_and_scores_moved_by_2e_5_is_fail_where_the_probe_matches(embedded_cache, tmp_path, capsys):
+    """Issue 27: the record claims an Intel CPU (and its own probe); every score moved by 2e-5, within the drift
+    bound. This machine's probe gives the lock's pinned digest, so bits are required: FAIL, never drift."""
+    def intel(platform):
+        platform.update(cpu_vendor="GenuineIntel", cpu_model_name="Intel(R) Xeon(R) Processor", cpu_family="6",
+                        cpu_model="167", probe_sha256="0721296c" + "0" * 56)
+
+    members = edited(forge_every_row(2e-5, intel), CURRENT)
+    regenerate_card(members)
+    pack(tmp_path / "intel.tar.gz", members)
+    code, out = audit(capsys, "--bundle-file", tmp_path / "intel.tar.gz", "--cache", embedded_cache)
+    assert code == 1, out
+    assert "scores: 128 of 128 differ" in out and "verdict: different (this machine runs the lock's numeric mode" in out
+    assert out.splitlines()[0] == "VERDICT: FAIL (rescore (all rows, seed " + out.split("seed ", 1)[1].split(")", 1)[0] + ")); exit 1"
 
 
 def test_a_schema_3_bundle_cannot_drop_what_its_schema_requires(tmp_path, capsys):
@@ -333,7 +354,7 @@ def test_oversized_and_mistyped_inputs_exit_2_or_1_never_3(tmp_path, capsys):
     members["resources.lock.json"] = json.dumps(lock).encode()
     pack(tmp_path / "t.tar.gz", members)
     code, out = audit(capsys, "--bundle-file", tmp_path / "t.tar.gz", "--trust-bundle-lock", "--arithmetic-only")
-    assert code == 2 and "run_settings.threads must be an integer within 1..1024, got '2147483648'" in out, out
+    assert code == 2 and "run_settings.threads must be an integer within 0..1024, got '2147483648'" in out, out
 
 
 def test_two_bundle_writers_of_one_name_cannot_both_succeed(full_run, embedded_cache, tmp_path):

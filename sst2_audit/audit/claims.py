@@ -15,6 +15,8 @@ from pathlib import PurePosixPath
 from ..environment import versions as installed_versions
 from ..errors import CheckFailed
 from ..evaluator_pin import evaluator_record
+from ..lock import NUMERIC_MODE_KEYS, numeric_mode_change
+from ..numeric import mode_words
 from ..protocol import notice_for, settings_record
 from ..sanitize import RUN_NAME
 from ..split import mode_for
@@ -74,14 +76,22 @@ def check_lock(run: RunFolder, context) -> LevelResult:
         if record is None:
             result.skipped = "neither a run record nor a bundled lock to compare"
         return result
+    change = run.numeric_mode_change
+    if change is not None:  # a run made in another numeric mode: accepted, named here and in the verdict
+        result.notes.append(f"the run's lock pins another numeric mode: run {mode_words(change[0])}; "
+                            f"yours {mode_words(change[1])}")
     if not (context.policy.accept_old_schema and claimed.schema_version_read != lock.schema_version_read):
-        _whole_lock(result, lock, claimed)
+        if change is not None and numeric_mode_change(lock, claimed) is not None:
+            result.checks += 1  # the reviewer's lock but for its numeric mode
+        else:
+            _whole_lock(result, lock, claimed)
         return result
     mine_raw, theirs_raw = lock.raw, claimed.raw  # as read (after each one's upgrade chain)
     for key in sorted(set(mine_raw["split"]) | set(theirs_raw["split"])):
         result.expect("bundled lock", f"split.{key}", mine_raw["split"].get(key), theirs_raw["split"].get(key))
     for key in sorted(set(lock.run_settings) | set(claimed.run_settings)):
-        result.expect("bundled lock", f"run_settings.{key}", lock.run_settings.get(key), claimed.run_settings.get(key))
+        if key not in NUMERIC_MODE_KEYS:  # a numeric mode of its own is named by the rescore, not refused
+            result.expect("bundled lock", f"run_settings.{key}", lock.run_settings.get(key), claimed.run_settings.get(key))
     for key in EVALUATOR_KEYS:
         result.expect("bundled lock", f"evaluator.{key}", mine_raw["evaluator"].get(key), theirs_raw["evaluator"].get(key))
     if record is None:
@@ -234,7 +244,7 @@ def check_claims(run: RunFolder, context) -> LevelResult:
         return result
     profile, spec = lock.profile(record.profile), run.task_spec()
     result.expect("run", "run_name (a safe slug)", True, bool(RUN_NAME.match(record.run_name)))
-    result.expect("run", "settings", settings_record(lock.settings_for(record.profile, spec), spec), record.settings)
+    result.expect("run", "settings", settings_record(run.settings_for_record(), spec), record.settings)
     result.expect("run", "demo (the lock's profile)", profile.demo, record.demo)
     result.expect("run", "notice (the lock's profile)", notice_for(profile), record.notice)
     result.expect("run", "lock_fully_hashed (the lock's profile)", profile.fully_hashed, record.lock_fully_hashed)

@@ -12,6 +12,7 @@ class LevelResult:
     notes: list = field(default_factory=list)  # shown under the level's status line
     sampled: list = field(default_factory=list)  # rescore: rows it did not draw, in words (runner.Outcome)
     drift_only: bool = False  # rescore: equal within the drift bound only
+    drift_reason: str = ""  # rescore: why bits were not required, in words (named in the verdict)
 
     def expect(self, where: str, field_name: str, expected, actual) -> bool:
         """One check; a difference is recorded as 'where: field: expected X, got Y'.

@@ -46,6 +46,32 @@ class RunFolder:
         return self._spec
 
     @property
+    def numeric_mode_change(self) -> tuple | None:
+        """(the run's mode, the reviewer's mode) when the lock the run carries is the reviewer's but for its
+        numeric mode (lock.NUMERIC_MODE_KEYS): a run made before the lock's mode changed."""
+        if self.claimed_lock is None or self.trusts_claimed_lock:
+            return None
+        from ..lock import numeric_mode_change
+
+        mine, theirs = self.lock, self.claimed_lock
+        if mine.schema_version_read != theirs.schema_version_read:  # the lock level compares the rest by field
+            modes = theirs.run_settings["numeric_mode"], mine.run_settings["numeric_mode"]
+            return modes if modes[0] != modes[1] else None
+        return numeric_mode_change(mine, theirs)
+
+    def settings_for_record(self) -> dict:
+        """The reviewer's run settings for the record's profile, in the run's numeric mode when the lock
+        level accepted a numeric-mode-only difference (named in the verdict)."""
+        from ..lock import NUMERIC_MODE_KEYS
+
+        settings = self.lock.settings_for(self.record.profile, self.task_spec())
+        if self.numeric_mode_change is None:
+            return settings
+        theirs = self.claimed_lock.run_settings
+        return {**{k: v for k, v in settings.items() if k not in NUMERIC_MODE_KEYS},
+                **{k: theirs[k] for k in NUMERIC_MODE_KEYS if k in theirs}}
+
+    @property
     def trusts_claimed_lock(self) -> bool:
         """--trust-bundle-lock: the audit's lock is the submitter's own."""
         return self.lock is self.claimed_lock

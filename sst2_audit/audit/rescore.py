@@ -21,7 +21,7 @@ from ..errors import CheckFailed, InputError
 from ..identity import expected_question
 from ..independent import IndependentScorer
 from ..model import load as load_model
-from ..numeric import fingerprint, one_line, same_platform
+from ..numeric import fingerprint, mode_words, threads_for, one_line, runs_the_mode, same_platform
 from ..progress import say
 from ..protocol import predict
 from ..split import rows_of
@@ -56,7 +56,8 @@ class Rescoring:
     chosen: list = field(default_factory=list)
     rescored: dict = field(default_factory=dict)  # idx -> this machine's independent scores
     here: dict | None = None  # this machine's numeric platform
-    bits: bool = False  # bit for bit required (the lock's pinned mode is in effect here)
+    bits: bool = False  # bit for bit required (this machine runs the lock's numeric mode)
+    why: str = ""  # the reason, in words (numeric.runs_the_mode)
     error: BaseException | None = None
 
 
@@ -71,7 +72,7 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     rescoring.chosen = draw(rescoring.scored, rows, rescoring.seed)
     data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
     settings = run.lock.settings_for(record.profile, spec)
-    torch.set_num_threads(settings["threads"])
+    torch.set_num_threads(threads_for(settings))  # the rescore is the only scoring path: every core
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
         return
     start = time.perf_counter()
@@ -80,10 +81,11 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
         return
     say(f"[rescore: load model] done in {time.perf_counter() - start:.1f} s")
     scorer = IndependentScorer(model, settings["max_length"])
-    rescoring.here = fingerprint(settings["numeric_mode"], settings["threads"])
-    # The reviewer's side alone decides the bound: in the lock's pinned mode every score must be
-    # equal bit for bit, whatever platform the record claims; the claim is printed, never believed.
-    rescoring.bits = bool(settings["numeric_mode"]) and rescoring.here["mode_in_effect"]
+    rescoring.here = fingerprint(settings["numeric_mode"], threads_for(settings))
+    # The reviewer's side alone decides the bound: where this machine's probe gives the lock's pinned
+    # digest, every score must be equal bit for bit, whatever platform the record claims; the claim is
+    # printed, never believed.
+    rescoring.bits, rescoring.why = runs_the_mode(settings, rescoring.here)
     name, start = f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}", time.perf_counter()
     say(f"[{name}] ...")
     for idx in rescoring.chosen:
@@ -129,19 +131,26 @@ def start(run: RunFolder, context) -> Prefetch | None:
     return prefetch
 
 
-def _judged(result: LevelResult, record, pairs: dict, here: dict, bits: bool) -> None:
-    verdict = judge(pairs, bits, predict, basis=(
-        "this machine runs the lock's numeric mode: bit for bit required" if bits else
-        f"this machine cannot run the lock's numeric mode: drift bound {DRIFT_BOUND:g} per score"))
+def _judged(result: LevelResult, run: RunFolder, pairs: dict, rescoring: Rescoring) -> None:
+    record, here, change = run.record, rescoring.here, run.numeric_mode_change
+    # A run made in another numeric mode (its lock is the reviewer's but for the mode) is held to bits
+    # only where they came out equal; otherwise it is drift at best, never PASS, and the mode is named.
+    bits = rescoring.bits and change is None
+    basis = (f"{rescoring.why}: bit for bit required" if bits else
+             f"the run was made in another numeric mode ({mode_words(change[0])}): drift bound {DRIFT_BOUND:g} per score"
+             if change is not None else f"{rescoring.why}: drift bound {DRIFT_BOUND:g} per score")
+    verdict = judge(pairs, bits, predict, basis=basis)
     result.checks += verdict.compared
     result.notes.append(verdict.line())
     if not same_platform(here, record.platform):
         result.notes.append(f"run's platform (claimed):  {one_line(record.platform)}")
         result.notes.append(f"this platform:             {one_line(here)}")
-    if verdict.verdict == DRIFT:
+    if verdict.verdict == DRIFT or (verdict.verdict == IDENTICAL and not rescoring.bits):
+        # equal scores from a machine that does not run the mode say less than bits in the mode: never PASS
         result.drift_only = True
-        result.notes.append(f"scores equal within the drift bound {DRIFT_BOUND:g} only, not bit for bit: this "
-                            "machine cannot run the lock's numeric mode")
+        result.drift_reason = (f"the run was made in numeric mode {mode_words(change[0])}, not the lock's"
+                               if change is not None and rescoring.bits else rescoring.why)
+        result.notes.append(f"scores held to the drift bound {DRIFT_BOUND:g} only, not bit for bit: {result.drift_reason}")
     if verdict.verdict not in (IDENTICAL, DRIFT):
         for idx, (claimed, rescored) in pairs.items():
             if claimed != rescored:
@@ -172,7 +181,7 @@ def check(run: RunFolder, context, prefetch: Prefetch | None = None) -> LevelRes
     chosen, scored = rescoring.chosen, rescoring.scored
     result.notes.append(f"rows drawn with seed {rescoring.seed} (repeat with --seed {rescoring.seed}): "
                         f"{sorted(chosen) if len(chosen) <= 16 else f'{len(chosen)} rows'}")
-    _judged(result, record, pairs, rescoring.here, rescoring.bits)
+    _judged(result, run, pairs, rescoring)
     if len(chosen) < len(scored):
         result.sampled.append(f"{len(scored) - len(chosen)} of {len(scored)} scored rows not rescored "
                               f"(--rescore {rows}); " + sample_odds(len(scored), len(chosen)))

@@ -68,6 +68,7 @@ class Outcome:
     scores_unverified: list = field(default_factory=list)  # rows not rescored (none, a sample)
     drift_only: bool = False  # rescored, equal within the drift bound but not bit for bit
     shared: list = field(default_factory=list)  # steps both paths ran as the task's pinned code, in words
+    named: list = field(default_factory=list)  # what a PASS must say it accepted (another numeric mode)
 
     @property
     def failed(self) -> list:
@@ -86,10 +87,10 @@ class Outcome:
         shared = [f"shared pinned code, not re-derived: {', '.join(self.shared)}"] if self.shared else []
         if self.exit_code == EXIT_PASS:
             return ("VERDICT: PASS: every level passed and every scored row was rescored bit for bit; "
-                    + "".join(f"{note}; " for note in shared) + "exit 0")
+                    + "".join(f"{note}; " for note in self.named + shared) + "exit 0")
         head = ("SCORES NOT VERIFIED" if self.scores_unverified else
                 "SCORES WITHIN DRIFT, NOT BIT FOR BIT" if self.drift_only else "PASS WITH LIMITS")
-        return f"VERDICT: {head}: {'; '.join(self.scores_unverified + self.limits + shared)}; exit 4"
+        return f"VERDICT: {head}: {'; '.join(self.scores_unverified + self.limits + self.named + shared)}; exit 4"
 
 
 def _schema_gate(run, policy: Policy, outcome: Outcome) -> None:
@@ -133,6 +134,12 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
     _schema_gate(run, policy, outcome)
     if run.trusts_claimed_lock:
         outcome.limits.append("audited against the submitter's own lock (--trust-bundle-lock), not the reviewer's")
+    if run.numeric_mode_change is not None:
+        from ..numeric import mode_words
+
+        theirs, mine = run.numeric_mode_change
+        outcome.named.append(f"the run was made in numeric mode {mode_words(theirs)}, the lock you gave pins "
+                             f"{mode_words(mine)}")
     context = Context(cache, policy)
     prefetch = None
     _warm_libraries(policy)
@@ -169,6 +176,6 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
     outcome.scores_unverified += level.sampled
     if level.drift_only:
         outcome.drift_only = True
-        outcome.limits.append("the scores equal the records within the drift bound only: this machine cannot run "
-                              "the lock's numeric mode; a reviewer who needs bits rescores on a CPU with AVX2 and FMA")
+        outcome.limits.append(f"the scores were held to the drift bound only: {level.drift_reason}; a reviewer who "
+                              "needs bits rescores on a machine whose probe gives the lock's pinned digest")
     return outcome
