@@ -41,8 +41,10 @@ def _guarded(body, argv) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"error: internal error ({type(error).__name__}: {str(error)[:300]}); this is a bug in "
-              f"sst2-audit, not in your input. Re-run with --debug for the traceback.", file=sys.stderr)
+        from .sanitize import printable
+
+        print(printable(f"error: internal error ({type(error).__name__}: {str(error)[:300]}); this is a bug in "
+                        f"sst2-audit, not in your input. Re-run with --debug for the traceback."), file=sys.stderr)
         return InternalError.exit_code
 
 
@@ -62,3 +64,17 @@ def audit_main(argv=None) -> int:
     from .cmd_audit import main
 
     return _guarded(main, sys.argv[1:] if argv is None else argv)
+
+
+COMMANDS = {"prepare": prepare_main, "run": run_main, "audit": audit_main}
+
+
+def main(argv=None) -> int:
+    """`sst2-audit prepare|run|audit ...`: the installed command (pyproject's [project.scripts]); the same as
+    `python prepare.py|run.py|audit.py ...` with the Python that has lm-eval, whichever `python` is first on PATH."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: sst2-audit {{{','.join(COMMANDS)}}} [options]  (each command's --help lists its options)",
+              file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    return COMMANDS[argv[0]](argv[1:])

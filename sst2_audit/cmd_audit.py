@@ -25,7 +25,8 @@ def main(argv) -> int:
                             "\n\nexit codes: 0 PASS (every level passed, every scored row rescored bit for bit); "
                             "1 a check failed; 2 bad usage or input; 3 a bug in sst2-audit; 4 no problem found "
                             "but not everything verified (--structural, --rescore N, --arithmetic-only, drift "
-                            "only, --accept-old-schema, --trust-bundle-lock): the verdict line names what.")
+                            "only, --accept-old-schema, --trust-bundle-lock): the verdict line names what. "
+                            "--compare: 0 identical, 4 within the drift bound only, 1 different.")
     common(parser)
     parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
     parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
@@ -105,20 +106,22 @@ def _open_run(path: Path, args, scratch: Path):
 
 def _compare(args, scratch: Path) -> int:
     from .audit.compare import compare, render_html
-    from .sanitize import printable
+    from .drift import DRIFT, IDENTICAL
+    from .sanitize import printable, terminal
 
     for path in args.compare:
         if _is_group(path):
             raise InputError(f"--compare {path}: a group; compare two runs (a subtask's run folder or bundle).")
     runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
     result = compare(*runs)
-    print(printable("\n".join(result.lines()), keep_newlines=True))
+    print(terminal(result.lines()))
     if args.report:
         from . import atomic
 
         atomic.write_text(args.report, render_html(result))
         print(f"report: {printable(args.report)}")
-    return 0
+    # the exit code says what the last line says: identical 0, within the drift bound only 4, different 1
+    return {IDENTICAL: 0, DRIFT: 4}.get(result.verdict, 1)
 
 
 def _audit_one(args, scratch: Path) -> int:
@@ -176,7 +179,7 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     first and last over all of them. `folder` is the group folder or a verified group bundle unpacked."""
     from .audit import group_level
     from .lock import load_lock
-    from .sanitize import printable
+    from .sanitize import printable, terminal
 
     lock = load_lock(args.lock)
     record = group_level.read_group(folder)
@@ -206,7 +209,7 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
                f" and the group record was checked{', its numbers re-derived' if record.official else ''}; exit {code}")
     lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {shown}: {len(record.members)} subtasks"]
     lines += (sums.lines() if sums else []) + group.lines() + sections + [verdict]
-    print(printable("\n".join(lines), keep_newlines=True))
+    print(terminal(lines, verdicts=(verdict,)))
     if args.bundle:
         if failed:
             raise CheckFailed(f"the audit of {shown} failed; no bundle is packed for a group that does not pass.")
@@ -245,9 +248,9 @@ def _audit_subtask(args, run, member):
 
 
 def _print_levels(target, run, outcome) -> None:
-    from .sanitize import printable
+    from .sanitize import printable, terminal
 
-    print(printable("\n".join(_level_lines(target, run, outcome)), keep_newlines=True))
+    print(terminal(_level_lines(target, run, outcome), verdicts=(outcome.verdict(),)))
 
 
 def _level_lines(target, run, outcome) -> list:

@@ -57,6 +57,8 @@ def _parser() -> Parser:
     parser.add_argument("--data", type=Path, help="with --pin: a folder of <split>.parquet|.jsonl|.csv, or one file")
     parser.add_argument("--task", help="with --pin: the lm-eval task the data is for (pinned in --lock)")
     parser.add_argument("--new-lock", type=Path, help="with --pin: where the new lock is written (never overwritten)")
+    parser.add_argument("--replace", action="store_true", help="with --pin: replace this command's own earlier pin "
+                        "(--new-lock holding profile PROFILE, and its <PROFILE>-data folder) once the new pin succeeded")
     parser.add_argument("--notice", help="with --pin: mark the profile as a demo with this notice on every output")
     parser.add_argument("--attention", choices=("eager", "sdpa"), help="with --pin: the profile's attention "
                                                                       "implementation (default: the lock's)")
@@ -106,12 +108,18 @@ def _pin(args, parser) -> int:
              "num_fewshot": args.num_fewshot, "max_length": args.max_length,
              "shots_may_show_sealed_rows": args.shots_may_show_sealed_rows or None}
     settings = {key: value for key, value in given.items() if value is not None}
-    profile, model = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
-                         args.evaluator_wheel, settings)
+    profile, model, notes = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
+                         args.evaluator_wheel, settings, replace=args.replace)
+    from .sources.local import PLACEHOLDER
+
+    # a folder outside the new lock's is named by a variable (never a path in the lock): set it on each machine
+    variables = [f"{name}={args.model}" for name in PLACEHOLDER.findall(str(model.get("path") or ""))]
     print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, model entry "
           f"{profile['model']!r} with {len(model['files'])} files, splits "
           f"{', '.join(f['split'] + ' ' + str(f['rows']) + ' rows' for f in profile['data']['files'])}); next: "
-          f"python prepare.py --lock {args.new_lock} --profile {args.pin} --cache <cache>")
+          + " ".join(variables + [f"python prepare.py --lock {args.new_lock} --profile {args.pin} --cache <cache>"]))
+    for note in notes:
+        print(note)
     return 0
 
 

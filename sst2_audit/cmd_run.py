@@ -47,8 +47,27 @@ def main(argv) -> int:
 
         print(json.dumps(json_summary(record, out, private), indent=2))
     else:
-        print(quiet_line(record) if args.quiet else run_summary(record, out, private))
+        from .sanitize import terminal
+
+        lines = (quiet_line(record) if args.quiet else run_summary(record, out, private)).split("\n")
+        print(terminal(lines if args.quiet else lines + [f"  next          {audit_command(args, out)}"]))
     return 0
+
+
+def audit_command(args, out: Path) -> str:
+    """The audit of this run as it must be typed: the run's own lock and cache (the defaults left out), the
+    Python that ran this command (a bare `python` outside the venv has no lm-eval)."""
+    import shlex
+    import sys
+
+    from .command import DEFAULT_LOCK
+
+    words = [sys.executable, str(DEFAULT_LOCK.parent / "audit.py"), "--out", str(out)]
+    if Path(args.lock).resolve() != DEFAULT_LOCK:
+        words += ["--lock", str(args.lock)]
+    if Path(args.cache).resolve() != Path("cache").resolve():
+        words += ["--cache", str(args.cache)]
+    return "audit (every row rescored; add --bundle to pack it): " + " ".join(shlex.quote(w) for w in words)
 
 
 def _parser() -> Parser:
@@ -105,8 +124,10 @@ def _group(args) -> int:
     out, private = args.out or Path("runs") / name, args.private or Path("private") / name
     set_quiet(args.quiet or args.json)
     record = run_group(lock, args.group, args.cache, out, private, name)
-    print("\n".join(summary_lines(record) + [f"  group record  {out / 'group.json'} (audit: audit.py --out {out} "
-                                             f"--cache {args.cache})"]))
+    from .sanitize import terminal
+
+    print(terminal(summary_lines(record) + [f"  group record  {out / 'group.json'} (audit: audit.py --out {out} "
+                                            f"--cache {args.cache})"]))
     return 0
 
 

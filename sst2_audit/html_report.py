@@ -168,5 +168,30 @@ def render(record, lock, spec, docs: dict | None = None, written_schema: int = R
     )
 
 
+SHOWN_MISMATCHES = 10  # the page answers first; failure.json holds every sample
+
+
 def render_failure(failure, notice: str | None = None) -> str:
-    return render_page("failure.html.j2", failure=failure, notice=notice, mismatches=failure.mismatches[:500])
+    """The page of a run that stopped: what failed in one sentence, why (--unsorted-ids reproduces #4084 on
+    purpose), what to do, which fields differed and how often, the first few samples, the run's settings."""
+    import collections
+
+    counts = collections.Counter(field for m in failure.mismatches for field in (m.fields or ["(whole record)"]))
+    hidden = set()
+    # "doc_hash (of the logged doc)" repeats "doc_hash" where both name the same hash: shown once
+    if all(m.expected.get("doc_hash (of the logged doc)") == m.expected.get("doc_hash") and
+           m.logged.get("doc_hash (of the logged doc)") == m.logged.get("doc_hash") for m in failure.mismatches):
+        counts.pop("doc_hash (of the logged doc)", None)
+        hidden.add("doc_hash (of the logged doc)")
+    on_purpose = failure.settings.get("doc_id_order") == "hash order (unsorted)"
+    summary = failure.message if len(failure.message) <= 400 else failure.message[:400] + " … (failure.json: in full)"
+    next_step = ("Run again without --unsorted-ids for a measurement (the default passes the ids sorted, which lm-eval "
+                 "labels correctly)." if on_purpose else
+                 "Nothing of this run is a measurement. Check that the cache was prepared for this lock and profile "
+                 "(prepare.py --verify), and that the installed lm-eval is the pinned one; failure.json names every "
+                 "sample and field. A run that keeps failing this check on sorted ids is a finding: report it.")
+    shown = [m for m in failure.mismatches if m.logged_position >= 0][:SHOWN_MISMATCHES] or \
+        failure.mismatches[:SHOWN_MISMATCHES]
+    return render_page("failure.html.j2", failure=failure, notice=notice, mismatches=shown, summary=summary,
+                       on_purpose=on_purpose, next_step=next_step, field_counts=sorted(counts.items()), hidden=hidden,
+                       settings=sorted(failure.settings.items()))

@@ -62,6 +62,11 @@ class ExpectedQuestion:
         }
 
 
+def public_target(target):
+    """A logged target as public records hold it: an index as it is, text by its sha256."""
+    return target if not isinstance(target, str) else "sha256:" + sha256_text(target)
+
+
 def public_candidate(spec, candidate: str) -> str:
     return candidate if spec.fixed_choices is not None else "sha256:" + sha256_text(candidate)
 
@@ -76,6 +81,10 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
     if "f1" in spec.metrics and len(choices) != 2:  # lm-eval's f1 is scikit-learn's binary f1 (class 1)
         raise InputError(f"task {spec.name}: f1 is scikit-learn's binary f1 of class 1 (lm-eval's aggregation); it "
                          f"needs two choices, row {row.idx} has {len(choices)}.")
+    empty = [number for number, choice in enumerate(choices) if not len(choice)]
+    if empty and "acc_norm" in spec.metrics:  # lm-eval would divide by zero; the audit checks the same rule
+        raise InputError(f"task {spec.name}: row idx {row.idx}: choice {empty[0]} is empty, and acc_norm divides each "
+                         "score by its choice's length in characters; fix the data (other metrics accept empty choices).")
     pairs = encode_question(tokenizer, requests, row.idx, max_length, bos)
     candidates = [candidate for _, candidate in requests]
     true_choices = spec.true_choices(row.doc, len(choices))

@@ -365,8 +365,13 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
     if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
         raise InputError(f"{where}: models must map names to model resources, got {str(models)[:80]!r}.")
     profiles = {}
+    from .sanitize import RUN_NAME
+
     for name, body in _need(raw, "profiles", dict, where).items():
         here = f"{where}: profiles.{name}"
+        if not RUN_NAME.match(name):  # it names cache folders and lines of output
+            raise InputError(f"{where}: profile name {name[:80]!r}: expected 1-100 letters, digits, '.', '_' or '-', "
+                             "starting with a letter or digit.")
         if not isinstance(body, dict):
             raise InputError(f"{here}: expected an object, got {type(body).__name__}.")
         model_body, model_where = _model_of(body, models, here)

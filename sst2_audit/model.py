@@ -23,14 +23,26 @@ def load_tokenizer(model_dir: Path):
 def _load_tokenizer(model_dir: Path):
     import transformers
 
+    from .errors import InputError
+
+    where = Path(model_dir) / "tokenizer_config.json"
     try:
-        named = json.loads((Path(model_dir) / "tokenizer_config.json").read_text(encoding="utf-8")).get("tokenizer_class")
-    except (OSError, ValueError, AttributeError):
-        named = None
+        config = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    config = config if isinstance(config, dict) else {}
+    if "auto_map" in config:  # code from the model's folder: never run (no trust_remote_code anywhere)
+        raise InputError(f"{where}: auto_map names tokenizer code in the model's folder; sst2-audit never runs a "
+                         "model's own code. Use a tokenizer class transformers ships.")
+    named = config.get("tokenizer_class")
     klass = None
     if isinstance(named, str) and named.isidentifier():
         fast = named if named.endswith("Fast") else named + "Fast"
         klass = getattr(transformers, fast, None) or getattr(transformers, named, None)
+        # a tokenizer class, nothing else: a model class named here would build a model (seconds, a GB)
+        if klass is not None and not (isinstance(klass, type) and
+                                      issubclass(klass, transformers.PreTrainedTokenizerBase)):
+            raise InputError(f"{where}: tokenizer_class {named[:80]!r} is not a tokenizer class of transformers.")
     if klass is None:
         from transformers import AutoTokenizer as klass
     return klass.from_pretrained(str(model_dir), local_files_only=True)

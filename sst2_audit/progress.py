@@ -29,9 +29,11 @@ def set_quiet(quiet: bool) -> None:
 def say(message: str) -> None:
     if _QUIET:
         return
+    from .sanitize import printable
+
     with _LOCK:
         stream = _STREAM or sys.stderr
-        stream.write(message + "\n")
+        stream.write(printable(message) + "\n")  # one line, whatever a field in it holds
         stream.flush()
 
 

@@ -25,7 +25,7 @@ from .summaries import label_counts, summaries
 from .model import load as load_model
 from .protocol import notice_for, settings_record
 from .split import ROW_HASH_RULE, SMOKE_ROWS, mode_for, row_hash
-from .split_rows import shot_plan, verified_rows
+from .split_rows import shot_plan, shown_ids, verified_rows
 from .task_spec import TaskSpec
 
 
@@ -68,8 +68,12 @@ def _fail(options, check: str, message: str, mismatches: list, settings: dict) -
 
 
 def _public_samples(samples: list) -> list:
-    """lm-eval's logged samples without review text (doc and arguments carry the sentence)."""
-    return [{k: v for k, v in sample.items() if k not in ("doc", "arguments")} for sample in samples]
+    """lm-eval's logged samples without review text: doc and arguments carry the sentence, and a text target (a
+    multiple-input task's shared continuation, winogrande's sentence after the blank) becomes its sha256."""
+    from .identity import public_target
+
+    return [{k: public_target(v) if k == "target" else v for k, v in sample.items() if k not in ("doc", "arguments")}
+            for sample in samples]
 
 
 def _json_default(value):
@@ -177,14 +181,19 @@ class RunFailed(CheckFailed):
 def execute(options: RunOptions) -> records.RunRecord:
     scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-"))  # lm-eval's datasets cache, private to this run
     fresh = [folder for folder in (options.out, options.private) if not Path(folder).exists()]
+    emptied = [Path(folder) for folder in (options.out, options.private)
+               if Path(folder).is_dir() and not any(Path(folder).iterdir())]  # given empty: left empty again
     try:
         with contextlib.ExitStack() as stack:
             return _execute(options, scratch, stack)
     except RunFailed:
         raise
-    except BaseException:  # an error, Ctrl-C: nothing was recorded, so no folder is left to block the name
+    except BaseException:  # an error, Ctrl-C: nothing was recorded, so nothing is left to block a rerun
         for folder in fresh:
             shutil.rmtree(folder, ignore_errors=True)
+        for folder in emptied:
+            for leftover in folder.iterdir() if folder.is_dir() else ():
+                shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -263,16 +272,20 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
     own = shots.own_question(spec) if shots else []
     if own:  # before any model call: a prompt holding its own question and answer measures nothing
         _fail(options, "shots", f"{len(own)} scored question(s) would be shown their own question and answer as a "
-              f"shot (a duplicate row in the {shots.rule.split!r} split): ids {own[:20]}.",
+              f"shot (a duplicate row in the {shots.rule.split!r} split): ids {shown_ids(own)}.",
               [records.Mismatch(-1, idx, ["shots"], {"shots": "no shot with the question's own text"},
                                 {"shots": shots.positions[idx]}) for idx in own], setup.settings)
+    # Pre-flight, with the tokenizer alone: every question must fit without truncation before the model is loaded
+    # (a 5-shot MMLU row over max_length is named in seconds, not after the model load).
+    from .model import load_tokenizer
+
+    tokenizer = load_tokenizer(cache / "model")
+    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"],
+                                       shots) for idx in scored_ids}
     with phase("model load", setup.timings, "model_load"):
         model, tokenizer = load_model(cache / "model", settings)
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.
         verify_files(cache, setup.manifest, roles=("model",))
-    # Pre-flight: every question must fit without truncation before any model call.
-    expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"],
-                                       shots) for idx in scored_ids}
     return Prompts(split, scored_ids, by_idx, model, tokenizer, expected)
 
 
@@ -301,8 +314,10 @@ def _score(options: RunOptions, setup: Setup, prompts: Prompts) -> Scores:
             rows_named = sorted(m.claimed_id for m in mismatches if m.claimed_id is not None)
             _fail(options, "identity",
                   f"identity check failed: {len(mismatches)} logged sample(s) do not match the dataset row their "
-                  f"doc_id names (logged doc_ids {rows_named}); lm-eval was given the ids "
-                  f"{settings['doc_id_order']}.", mismatches, settings)
+                  f"doc_id names (logged doc_ids {shown_ids(rows_named)}); lm-eval was given the dev ids "
+                  + ("sorted." if settings["doc_id_order"] == "sorted" else
+                     "in hash order (--unsorted-ids: reproducing upstream issue #4084 on purpose)."),
+                  mismatches, settings)
         timings["checks"] = time.perf_counter() - check_start
     except BaseException:
         worker.stop.set()  # the run is failing: the independent path stops at its next row

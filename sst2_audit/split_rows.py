@@ -33,6 +33,12 @@ def verified_rows(lock, profile, spec, cache, roles, manifest=None) -> SplitRows
     return SplitRows(manifest, by_idx, split)
 
 
+def shown_ids(ids, limit: int = 20) -> str:
+    """An id list as a message shows it: the first `limit`, and how many more were cut."""
+    ids = list(ids)
+    return f"{ids[:limit]}" + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
 def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids: list):
     """The few-shot plan of a profile that pins num_fewshot > 0, else None. Its shot split's file was
     verified with the rest of the cache; a plan that would show a sealed confirmation row as a shot is
@@ -52,8 +58,9 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
     sealed = plan.sealed(spec, data.split.confirm_ids)
     if sealed and not settings.get("shots_may_show_sealed_rows"):
         raise InputError(f"profile {profile.name}: {settings['num_fewshot']} shots drawn from the evaluated split "
-                         f"{spec.eval_split!r} would show the sealed confirmation rows {sealed[:20]} as shots (with "
-                         "their answers); the confirmation set is never shown to a model. Pin a task whose shots "
-                         "come from another split, or allow it explicitly with the profile setting "
-                         "shots_may_show_sealed_rows: true (recorded and shown on the card).")
+                         f"{spec.eval_split!r} would show {len(sealed)} sealed confirmation rows as shots (with "
+                         f"their answers): {shown_ids(sealed)}; the confirmation set is never shown to a model. Pin "
+                         "a task whose shots come from another split, or allow it explicitly: prepare.py --pin ... "
+                         "--shots-may-show-sealed-rows (the profile setting shots_may_show_sealed_rows: true, "
+                         "recorded and shown on the card).")
     return plan

@@ -90,7 +90,7 @@ def read(root: Path, relative: str, pins: dict | None = None, where: str = "task
 def _bytes(root: Path, relative: str, pins: dict | None, where: str) -> bytes:
     path = confined(root, relative, where)
     if pins is not None and relative not in pins:
-        raise InputError(f"{where}: reads {relative}, which evaluator.files does not pin.")
+        raise InputError(f"{where} reads {relative}, which evaluator.files does not pin.")
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_YAML_BYTES + 1)

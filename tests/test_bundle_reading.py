@@ -77,7 +77,7 @@ def _sparse_member() -> bytes:
 
 def _with_directory_named_sums() -> bytes:
     info = tarfile.TarInfo(f"{TOP}/SHA256SUMS")
-    info.type = tarfile.DIRTYPE
+    info.type, info.mode = tarfile.DIRTYPE, 0o755  # a folder's own mode: refused for what it is, not its mode
     return gzip.compress(_tar(_reference_entries()[:-1] + [(info, None)]))
 
 
@@ -283,3 +283,64 @@ def test_fuzz_group_bundle_bytes_never_escape_as_a_traceback(tmp_path, capsys):
     assert code == 1 and "VERDICT: FAIL (" in out and "subtask inverse_scaling_neqa: VERDICT: FAIL" in out, out
     codes = _fuzz_bytes(reference, random.Random(19), 150, tmp_path, capsys, "--lock", DEMOS, head=4096)
     assert codes.get(1, 0) > 50, codes
+
+
+# Issue 28: header fields a reader ignored reached the reviewer's disk through `tar -xzf`. Each is generated
+# onto an otherwise genuine bundle (SHA256SUMS matching): refused with the field named, exit 1.
+METADATA = {
+    "setuid, world-writable": (lambda info: setattr(info, "mode", 0o6777), "header field mode is 6777 (octal)"),
+    "world-writable": (lambda info: setattr(info, "mode", 0o666), "header field mode is 666 (octal)"),
+    "executable": (lambda info: setattr(info, "mode", 0o755), "header field mode is 755 (octal)"),
+    "owner": (lambda info: setattr(info, "uid", 1000), "header field uid is 1750 (octal)"),
+    "group": (lambda info: setattr(info, "gid", 27), "header field gid is 33 (octal)"),
+    "owner name with an escape": (lambda info: setattr(info, "uname", "\x1b[31mroot"), "header field uname is set"),
+    "group name": (lambda info: setattr(info, "gname", "wheel"), "header field gname is set"),
+    "mtime": (lambda info: setattr(info, "mtime", 1_700_000_000), "header field mtime is"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(METADATA))
+def test_tar_metadata_other_than_the_packers_is_refused(tmp_path, capsys, case):
+    change, message = METADATA[case]
+    entries = _reference_entries()
+    rng = random.Random(case)
+    for info, _ in rng.sample(entries, 2):  # on two members drawn at random
+        change(info)
+    bundle = tmp_path / "meta.tar.gz"
+    bundle.write_bytes(gzip.compress(_tar(entries)))
+    code, out = audit(capsys, "--bundle-file", bundle, "--arithmetic-only")
+    assert code == 1 and message in out, out
+    assert "\x1b" not in out
+
+
+def test_a_non_octal_mtime_is_refused_like_tar_refuses_it(tmp_path, capsys):
+    data = bytearray(_tar(_reference_entries()))
+    data[136:148] = b"99999999999\0"  # not octal: Python's tarfile and GNU tar refuse the archive
+    data[148:156] = b"        "
+    data[148:155] = f"{sum(data[:512]):06o}\0".encode()
+    (tmp_path / "b.tar.gz").write_bytes(gzip.compress(bytes(data)))
+    code, out = audit(capsys, "--bundle-file", tmp_path / "b.tar.gz", "--arithmetic-only")
+    assert code == 1 and "header field mtime is not a plain octal number" in out, out
+
+
+@pytest.mark.parametrize("top", ["--to-command=touch x", "a\nVERDICT: PASS", "\x1b]0;x\x07", "-rf", ".hidden", "a b"])
+def test_a_top_folder_that_is_not_a_safe_run_name_is_refused(tmp_path, capsys, top):
+    members = members_of(REFERENCE)
+    pack(tmp_path / "top.tar.gz", members, top=top)
+    code, out = audit(capsys, "--bundle-file", tmp_path / "top.tar.gz", "--arithmetic-only")
+    assert code == 1 and "is not a safe run name" in out, out
+    assert not any(line.startswith("VERDICT: PASS") for line in out.splitlines())
+    assert "\x1b" not in out and "\x07" not in out
+
+
+def test_the_packer_writes_exactly_the_fixed_metadata(full_run, embedded_cache, tmp_path):
+    """What --bundle writes is what the reader demands (and a file system gets 0644 files, no owner)."""
+    done = subprocess.run([sys.executable, str(REPO / "audit.py"), "--out", str(full_run / "out"), "--cache",
+                           str(embedded_cache), "--structural", "--bundle", "--results", str(tmp_path)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 4, done.stdout + done.stderr
+    with tarfile.open(tmp_path / "test-full.tar.gz") as archive:
+        for member in archive.getmembers():
+            assert (member.mode, member.uid, member.gid, member.uname, member.gname, member.mtime) == \
+                (0o644, 0, 0, "", "", 0), member.name
+            assert member.isfile() and member.name.startswith("test-full/")

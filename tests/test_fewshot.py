@@ -137,10 +137,17 @@ def test_shots_drawn_from_the_evaluated_split_never_show_a_sealed_row(tmp_path):
     done = run_script("run.py", "--lock", lock, "--profile", "embedded-inverse-scaling", "--cache", cache, "--smoke",
                       "--out", tmp_path / "out", "--private", tmp_path / "private")
     assert done.returncode == 2, done.stderr
-    assert ("25 shots drawn from the evaluated split 'train' would show the sealed confirmation rows ["
-            in one_paragraph(done.stderr))
+    message = one_paragraph(done.stderr)
+    assert "25 shots drawn from the evaluated split 'train' would show " in message and " sealed confirmation rows " \
+        "as shots (with their answers): [" in message, message
     assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()
-    assert "allow it explicitly with the profile setting shots_may_show_sealed_rows: true" in one_paragraph(done.stderr)
+    assert "allow it explicitly: prepare.py --pin ... --shots-may-show-sealed-rows (the profile setting " \
+        "shots_may_show_sealed_rows: true" in message
+    import re
+
+    shown = re.search(r"as shots \(with their answers\): (\[[0-9, ]*\])( and (\d+) more)?;", message)
+    count = int(re.search(r"would show (\d+) sealed", message).group(1))
+    assert shown and len(eval(shown.group(1))) == min(20, count) and int(shown.group(3) or 0) == count - min(20, count)
 
 
 def test_sealed_rows_as_shots_only_when_the_lock_allows_it_and_then_on_record(tmp_path):

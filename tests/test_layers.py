@@ -11,7 +11,7 @@ from conftest import REPO
 PACKAGE = REPO / "sst2_audit"
 LAYERS = [
     ("base", {"errors", "hashing", "sanitize", "atomic", "strict_json", "progress", "console", "warm", "stats",
-              "numeric", "environment", "drift", "plots", "schema", "corpus"}),
+              "numeric", "environment", "drift", "plots", "schema", "corpus", "task_yaml"}),
     ("protocol and data", {"protocol", "metrics", "records", "dataset", "split", "lock", "manifest", "store",
                            "evaluator_pin", "task_spec", "task_config", "split_rows", "summaries", "agreement",
                            "lm_eval_notes", "fewshot", "hooks", "group"}),

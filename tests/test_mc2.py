@@ -102,7 +102,9 @@ def _tampered_records_fail(tmp_path):
     """A logged value moved by more than rounding, or a true choice dropped, is named by the audit."""
     for name, change, expected in (
         ("logged", lambda q: q["logged"].update(mc2=q["logged"]["mc2"] + 1e-9), "logged.mc2: re-derived from the scores"),
-        ("true", lambda q: q.update(true_choices=q["true_choices"][1:]), "true_choices: expected ["),
+        # a dropped true choice moves the re-derived mc2: named by arithmetic (identity, which would name the
+        # field itself, rebuilds no prompt for a record that failed an earlier level: no tokenizer load)
+        ("true", lambda q: q.update(true_choices=q["true_choices"][1:]), "logged.mc2: re-derived from the scores"),
     ):
         out = tmp_path / f"tampered-{name}"
         shutil.copytree(tmp_path / "out", out)

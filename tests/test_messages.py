@@ -91,3 +91,15 @@ def test_a_data_resource_without_columns_is_refused_before_any_model_file(tmp_pa
     assert done.returncode == 2, done.stderr
     assert "lock: data.columns is missing: a data resource states its columns" in one_paragraph(done.stderr)
     assert not (tmp_path / "c" / "manifest.json").exists() and not (tmp_path / "c" / "model").exists()
+
+
+def test_the_installed_command_runs_each_entry_point_with_the_venvs_python():
+    """`sst2-audit prepare|run|audit` (pyproject's [project.scripts]): no bare `python` that lacks lm-eval."""
+    import subprocess
+    from pathlib import Path
+
+    command = Path(sys.executable).parent / "sst2-audit"
+    done = subprocess.run([str(command), "run", "--list-tasks", "sst2"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.splitlines()[1].split()[:2] == ["sst2", "pinned"], done.stdout
+    done = subprocess.run([str(command), "bogus"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("usage: sst2-audit {prepare,run,audit}")

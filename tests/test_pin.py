@@ -41,7 +41,11 @@ def _rte_folder(folder, rows: int = 200):
     return folder
 
 
-def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
+def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path, monkeypatch):
+    # the model sits under the (fake) home folder, outside the new lock's folder (issue 29): no record names it
+    home = tmp_path / "home" / "someone"
+    own_model = shutil.copytree(own_model, home / "models" / "own-model")
+    monkeypatch.setenv("HOME", str(home))
     data = tmp_path / "my-data"
     data.mkdir()
     _write_jsonl(data, "train", _pairs(8))
@@ -55,13 +59,19 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
                       "--data", data, "--new-lock", new_lock)
     assert done.returncode == 0, done.stderr
     assert f"pinned: {new_lock} = resources.lock.json + profile mine (task rte" in done.stdout
+    pinned_line = next(line for line in done.stdout.splitlines() if line.startswith("pinned: "))
+    assert pinned_line.endswith(f"next: SST2_AUDIT_MINE_MODEL={own_model} python prepare.py --lock {new_lock} "
+                                "--profile mine --cache <cache>"), done.stdout
+    assert "input length: longest scored input " in done.stdout and "within max_length 512" in done.stdout
+    monkeypatch.setenv("SST2_AUDIT_MINE_MODEL", str(own_model))
     written = json.loads(new_lock.read_text())
     base = json.loads(LOCK.read_text())
     assert {k: v for k, v in written["profiles"].items() if k != "mine"} == base["profiles"]  # no pin changed
     profile = written["profiles"]["mine"]
     assert written["schema_version"] == 4 and profile["model"] == "mine"  # an entry of the lock's models
     model_entry = written["models"]["mine"]
-    assert model_entry["path"].startswith("../") and not model_entry["path"].startswith("/")
+    assert model_entry["path"] == "${SST2_AUDIT_MINE_MODEL}"  # outside the lock's folder: never a climbing path
+    assert profile["data"]["path"] == "mine-data" and "home" not in profile["description"]
     assert profile["data"]["columns"] == [["sentence1", "string"], ["sentence2", "string"], ["label", "int64"],
                                           ["idx", "int64"]]
     assert sorted(profile["data"]["converted_from"]) == ["train", "validation"]
@@ -80,6 +90,15 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path):
                       "--bundle", "--results", tmp_path / "results")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
+    # the bundle packed from the pinned lock passes its own audit, and no member names a machine folder
+    bundle = tmp_path / "results" / "mine-smoke.tar.gz"
+    done = run_script("audit.py", "--lock", new_lock, "--bundle-file", bundle, "--cache", cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    from test_attacks import members_of
+
+    for name, body in members_of(bundle).items():
+        for machine in (str(home), "someone", str(tmp_path), "<home>", "../"):
+            assert machine not in body.decode("utf-8", errors="replace"), (name, machine)
     # a second profile shares the model entry: one pin, and one copy of each model file in the caches
     shared_lock = locks / "shared.lock.json"
     # ... and is pinned at 3 shots (from the train split) with its own max_length, through the pin command alone
@@ -143,6 +162,84 @@ def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case
     assert message in one_paragraph(done.stderr)
     assert case != "fields" or "'passage' is undefined" in done.stderr
     assert not new_lock.exists() and not (tmp_path / "locks" / "x-data").exists()
+    # a late refusal (bos: after the data was converted) leaves no staging folder either: the retry is not blocked
+    assert not (tmp_path / "locks").exists() or not list((tmp_path / "locks").iterdir())
+
+
+def _model_copy(own_model, folder):
+    folder.mkdir()
+    for entry in own_model.iterdir():
+        shutil.copyfile(entry, folder / entry.name)
+    return folder
+
+
+@pytest.mark.parametrize("what", ["tokenizer.json", "config.json", "model-00001-of-00002.safetensors", "data"])
+def test_pin_never_follows_a_symlink_out_of_the_folders_it_was_given(own_model, tmp_path, what):
+    """Issue 28: a model or data file linked to a system file is refused (exit 2, named), nothing written."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not yours\n")
+    model = _model_copy(own_model, tmp_path / "model")
+    data = _rte_folder(tmp_path / "data")
+    if what == "data":
+        (data / "validation.jsonl").unlink()
+        (data / "validation.jsonl").symlink_to(secret)
+    else:
+        if not (model / what).exists():
+            what = sorted(p.name for p in model.glob("*.safetensors"))[0]
+        (model / what).unlink()
+        (model / what).symlink_to(secret)
+    locks = tmp_path / "locks"
+    done = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", model, "--data", data,
+                      "--new-lock", locks / "x.lock.json")
+    assert done.returncode == 2, done.stderr
+    assert "is a symbolic link; --pin reads only the folder's own files" in one_paragraph(done.stderr)
+    assert not locks.exists() or not list(locks.iterdir())
+
+
+def test_generated_profile_names_are_accepted_exactly_when_they_are_safe_slugs(own_model, tmp_path):
+    """Fuzz over names (path parts, newlines, escapes): a refused name exits 2 before anything is read or written;
+    an accepted one is a slug. In-process for the many, one subprocess for the newline the issue names."""
+    import random
+
+    from sst2_audit.errors import InputError
+    from sst2_audit.pin import _profile_name
+
+    rng = random.Random(28)
+    alphabet = list("aZ09._-/\\ \n\r\t\x1b$`;|&") + ["..", "../", "\u202e"]
+    for _ in range(2000):
+        name = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        try:
+            _profile_name(name)
+        except InputError:
+            continue
+        assert name[0].isalnum() and all(c.isalnum() or c in "._-" for c in name) and "\n" not in name, repr(name)
+    locks = tmp_path / "locks"
+    for bad in ("../../../x", "a/b", "x\n", "x\nVERDICT: PASS"):
+        done = run_script("prepare.py", "--pin", bad, "--task", "rte", "--model", own_model,
+                          "--data", _rte_folder(tmp_path / f"d{len(list(tmp_path.iterdir()))}"),
+                          "--new-lock", locks / "x.lock.json")
+        assert done.returncode == 2 and "a profile name is 1-100 letters" in one_paragraph(done.stderr), done.stderr
+        assert not locks.exists() and not (tmp_path.parent / "x-data").exists()
+        assert not any(line.startswith("VERDICT") for line in (done.stdout + done.stderr).splitlines())
+
+
+def test_a_huge_data_file_is_refused_by_its_size_before_it_is_read(own_model, tmp_path):
+    data = _rte_folder(tmp_path / "data")
+    with open(data / "validation.jsonl", "r+b") as handle:
+        handle.truncate(2 << 30)  # a sparse 2 GiB file: refused by its size, never read
+    done = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
+                      "--new-lock", tmp_path / "locks" / "x.lock.json")
+    assert done.returncode == 2 and f"validation.jsonl: {2 << 30} bytes, more than the 536870912 a split may have; " \
+        "refused before reading." in one_paragraph(done.stderr), done.stderr
+    assert not (tmp_path / "locks").exists() or not list((tmp_path / "locks").iterdir())
+
+
+def test_a_deeply_nested_jsonl_line_is_bad_input_not_a_crash(own_model, tmp_path):
+    data = _rte_folder(tmp_path / "data")
+    (data / "validation.jsonl").write_text("[" * 100_000 + "\n")
+    done = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
+                      "--new-lock", tmp_path / "locks" / "x.lock.json")
+    assert done.returncode == 2 and "validation.jsonl:1: not a document (nested too deeply)." in one_paragraph(done.stderr)
 
 
 def _arc_questions(count: int) -> list:
@@ -152,7 +249,8 @@ def _arc_questions(count: int) -> list:
              "answerKey": "ABCD"[n % 4]} for n in range(count)]
 
 
-def test_pin_a_task_the_lock_does_not_pin_with_a_struct_column(own_model, tmp_path):
+def test_pin_a_task_the_lock_does_not_pin_with_a_struct_column(own_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("SST2_AUDIT_ARC_MODEL", str(own_model))  # a folder outside the lock's: named by a variable
     """arc_easy: its YAML pinned from the installed lm-eval and checked against the pinned wheel; `choices`
     is a struct of lists, pinned as the parquet states it; prepare, run, audit pass bit for bit."""
     import pyarrow as pa
@@ -264,7 +362,8 @@ def test_prepare_refuses_a_small_scored_split_before_the_model(own_model, tmp_pa
     assert [p.name for p in cache.iterdir()] == []
 
 
-def test_a_lock_under_sdpa_attention_is_run_and_audited_as_such(own_model, tmp_path):
+def test_a_lock_under_sdpa_attention_is_run_and_audited_as_such(own_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("SST2_AUDIT_MINE_MODEL", str(own_model))  # a folder outside the lock's: named by a variable
     """Both paths share one loaded model, so under sdpa they run the same kernels: bit for bit again
     (measured on the embedded profile: 128/128 equal between the paths, 125/128 differ from eager by <= 2.86e-05)."""
     data = _rte_folder(tmp_path / "d")
@@ -306,7 +405,8 @@ def bos_model(embedded_cache, tmp_path_factory):
     return folder
 
 
-def test_a_model_that_needs_bos_is_pinned_run_and_audited_with_it(bos_model, tmp_path):
+def test_a_model_that_needs_bos_is_pinned_run_and_audited_with_it(bos_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("SST2_AUDIT_OPT_MODEL", str(bos_model))  # a folder outside the lock's: named by a variable
     data = _rte_folder(tmp_path / "d")
     lock = tmp_path / "bos.lock.json"
     done = run_script("prepare.py", "--pin", "opt", "--task", "rte", "--model", bos_model, "--data", data,
@@ -381,3 +481,75 @@ def test_a_wheel_that_is_not_the_pinned_one_is_refused(own_model, tmp_path):
                       "--new-lock", tmp_path / "arc.lock.json", "--evaluator-wheel", wheel)
     assert done.returncode == 1 and "but the lock pins lm_eval-0.4.9.2-py3-none-any.whl as" in one_paragraph(done.stderr)
     assert not (tmp_path / "arc.lock.json").exists()
+
+
+def _long_pairs(count: int, long_rows: set) -> list:
+    rows = _pairs(count)
+    for row in rows:
+        if row["idx"] in long_rows:
+            row["sentence1"] = " ".join(["a long premise about kites"] * 140)  # about 700 tokens
+    return rows
+
+
+def test_a_prompt_longer_than_max_length_is_found_at_pin_time_never_late(own_model, tmp_path):
+    """Issue 29: the pin measures every scored row's longest input with the pinned tokenizer; it pins a
+    max_length that fits (the model's context permitting), refuses an explicit --max-length that does not,
+    naming the row and the option, and refuses an input longer than the model's context."""
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_jsonl(data, "train", _pairs(8))
+    _write_jsonl(data, "validation", _long_pairs(200, set(range(200))))
+    locks = tmp_path / "locks"
+    done = run_script("prepare.py", "--pin", "long", "--task", "rte", "--model", own_model, "--data", data,
+                      "--new-lock", locks / "long.lock.json")
+    assert done.returncode == 0, done.stderr
+    pinned = json.loads((locks / "long.lock.json").read_text())["profiles"]["long"]["settings"]["max_length"]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("input length: "))
+    tokens = int(line.split("the longest scored input is ")[1].split(" ")[0])
+    assert tokens > 512 and pinned == -(-tokens // 64) * 64 and pinned <= 2048, line
+    assert line.endswith("more than the lock's 512"), line
+    done = run_script("prepare.py", "--pin", "short", "--task", "rte", "--model", own_model, "--data", data,
+                      "--max-length", "512", "--new-lock", locks / "short.lock.json")
+    assert done.returncode == 2, done.stderr
+    message = one_paragraph(done.stderr)
+    assert f"--max-length 512: row idx " in message and f"is {tokens} tokens long (with its shots); the protocol " \
+        f"never truncates. Give --max-length {tokens} or more (the model's context is 2048)." in message, message
+    assert not (locks / "short.lock.json").exists() and not (locks / "short-data").exists()
+    _write_jsonl(data, "validation", [dict(r, sentence1=r["sentence1"] * 4) for r in _long_pairs(200, set(range(200)))])
+    done = run_script("prepare.py", "--pin", "huge", "--task", "rte", "--model", own_model, "--data", data,
+                      "--new-lock", locks / "huge.lock.json")
+    assert done.returncode == 2 and "more than the model's context of 2048 (config.json max_position_embeddings)" \
+        in one_paragraph(done.stderr), done.stderr
+    # a run never meets it late: under the lock with the measured max_length, the run's pre-flight is silent
+    done = run_script("prepare.py", "--lock", locks / "long.lock.json", "--profile", "long", "--cache",
+                      tmp_path / "cache", env={"SST2_AUDIT_LONG_MODEL": str(own_model)})
+    assert done.returncode == 0, done.stderr
+
+
+def test_replace_swaps_ones_own_earlier_pin_and_nothing_else(own_model, tmp_path):
+    """Issue 29: a re-pin under the same name needs --replace; it replaces only this command's own earlier result."""
+    data = _rte_folder(tmp_path / "data")
+    (data / "notes.txt").write_text("not a split\n")
+    new_lock = tmp_path / "locks" / "x.lock.json"
+    first = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
+                       "--new-lock", new_lock)
+    assert first.returncode == 0, first.stderr
+    assert f"ignored in {data}: notes.txt (task rte reads the splits train, validation)" in first.stdout
+    before = json.loads(new_lock.read_text())
+    again = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
+                       "--new-lock", new_lock)
+    assert again.returncode == 2 and "To replace your own earlier pin of profile x, add --replace." in \
+        one_paragraph(again.stderr)
+    _write_jsonl(data, "validation", _pairs(210))
+    again = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
+                       "--new-lock", new_lock, "--replace")
+    assert again.returncode == 0, again.stderr
+    after = json.loads(new_lock.read_text())
+    assert after["profiles"]["x"]["data"]["files"][1]["rows"] == 210 != before["profiles"]["x"]["data"]["files"][1]["rows"]
+    assert sorted(p.name for p in new_lock.parent.iterdir()) == ["x-data", "x.lock.json"]  # nothing left behind
+    other = tmp_path / "locks" / "other.lock.json"
+    other.write_text(LOCK.read_text())  # not a pin of profile x: never replaced
+    done = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
+                      "--new-lock", other, "--replace")
+    assert done.returncode == 2 and "is not an earlier pin of profile x" in one_paragraph(done.stderr)
+    assert other.read_text() == LOCK.read_text()

@@ -84,7 +84,7 @@ def test_a_fresh_run_reproduces_the_reference(full_run):
 
     assert pins(fresh["resources"]) == pins(reference["resources"]) and fresh["settings"] == reference["settings"]
     done = run_script("audit.py", "--compare", BUNDLE, full_run / "out")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode in ((0,) if same_platform or pinned else (0, 4)), done.stderr
     verdict = done.stdout.splitlines()[-1]
     if same_platform or pinned:
         assert verdict.startswith("scores: 0 of 128 differ, max abs diff 0; 0 prediction flip(s); verdict: identical"), verdict
@@ -100,7 +100,7 @@ def test_a_fresh_run_reproduces_the_reference(full_run):
 def test_compare_across_platforms_reports_the_drift_and_a_verdict():
     """The pre-pin reference (schema 1, native mode of an AVX-512 machine) against the pinned one."""
     done = run_script("audit.py", "--compare", REPO / "tests" / "data" / "v1-embedded-full-reference.tar.gz", BUNDLE)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr  # within the drift bound only
     lines = done.stdout.splitlines()
     assert any(line.startswith("numeric platform: not recorded (a run made before the numeric platform was recorded) -> ")
                for line in lines)

@@ -168,7 +168,7 @@ def test_compare_with_another_model_and_lock_names_flips_mcnemar_and_pins(embedd
     reference = REPO / "results" / "embedded-full-reference.tar.gz"
     page = tmp_path / "compare.html"
     done = run_script("audit.py", "--compare", reference, tmp_path / "out", "--report", page)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # another model: the verdict is "different", and so is the exit code
     a = {q.idx: q for q in _reference_record(tmp_path).questions}
     b = {q.idx: q for q in records.read(tmp_path / "out" / records.RUN_FILE, records.RunRecord).questions}
     right_a = {i: a[i].predictions["official"]["acc"] == a[i].label for i in a}
@@ -201,14 +201,19 @@ KNOWN_NOISE = ("aggregation is not", "higher_is_better is not", "model kwarg is 
                "Overwriting default num_fewshot", "legacy behaviour", "it/s]", "Generating ")
 
 
-def test_the_default_console_of_a_full_run_fits_in_25_lines_without_third_party_warnings(full_run):
+def test_the_default_console_of_a_full_run_fits_in_25_lines_without_third_party_warnings(full_run, embedded_cache):
     console = (full_run / "console.txt").read_text()
     lines = console.splitlines()
     assert len(lines) <= 25, console
     assert not [line for line in lines if any(noise in line for noise in KNOWN_NOISE)], console
     assert "  accuracy              42/64 = 0.6562" in console and "peak RSS" in console and " GB" in console
-    # long values wrap between words, never cut (a records folder is printed whole, however long)
-    assert max(len(line) for line in lines if " records " not in line) <= 130, console
+    # long values wrap between words, never cut (a records folder or a command is printed whole, however long)
+    assert max(len(line) for line in lines if " records " not in line and not line.startswith("  next ")) <= 130, console
+    # the next step is the audit of this run as it must be typed: this Python, the run's cache (issue 31)
+    import sys
+
+    assert lines[-1] == (f"  next          audit (every row rescored; add --bundle to pack it): {sys.executable} "
+                         f"{REPO / 'audit.py'} --out {full_run / 'out'} --cache {embedded_cache}"), lines[-1]
     record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
     start = next(i for i, line in enumerate(lines) if line.startswith("  numeric platform"))
     shown = " ".join(line[24:].strip() for line in lines[start:] if line.startswith(("  numeric platform", " " * 24)))

@@ -110,13 +110,19 @@ def test_unsorted_ids_reproduce_the_doc_id_bug_and_stop_the_run(embedded_cache, 
     out = base / "out"
     assert done.returncode == 1
     message = one_paragraph(done.stderr)
-    assert "identity check failed:" in message and "lm-eval was given the ids hash order (unsorted)" in message
+    assert "identity check failed:" in message and "lm-eval was given the dev ids in hash order (--unsorted-ids: " \
+        "reproducing upstream issue #4084 on purpose)." in message
     assert f"Failure record: {out / records.FAILURE_FILE}" in message
     failure = records.read(out / records.FAILURE_FILE, records.FailureRecord)
     assert failure.check == "identity" and failure.run_name == "unsorted"
     assert not (out / records.RUN_FILE).exists()  # no record that looks like a finished run
     page = (out / records.REPORT_FILE).read_text()  # the failure's page: what a person opens first
-    assert "stopped: identity check failed" in page and "doc.idx" in page and "<script" not in page
+    assert "stopped: the identity check failed" in page and "doc.idx" in page and "<script" not in page
+    # issue 31: the page answers first (why, what to do), then counts, then a few samples: not 500 rows
+    assert "reproduces lm-eval&#x27;s doc_id mislabelling" in page or "reproduces lm-eval's doc_id mislabelling" in page
+    assert "Run again without --unsorted-ids for a measurement" in page
+    assert page.count("<tr><td class=\"n\">") <= 10 * 8 + 10 and "doc_hash (of the logged doc)" not in page
+    assert "<h2>Settings of the run</h2>" in page and "hash order (unsorted)" in page
     wrong = [m for m in failure.mismatches if m.logged_position >= 0]
     assert len(wrong) >= 32
     for m in wrong:

@@ -130,7 +130,8 @@ def test_a_lock_pinning_a_refused_task_exits_2_naming_it(tmp_path):
 
     yaml = "lm_eval/tasks/galician_bench/truthfulqa_gl_mc2.yaml"
     raw["evaluator"]["tasks"]["truthfulqa_gl_mc2"] = yaml
-    raw["evaluator"]["files"][yaml] = sha256_file(installed_root() / yaml)  # pinned as installed: refused for its code
+    for pinned in (yaml, "lm_eval/tasks/galician_bench/truthfulqa_gl_mc1.yaml"):  # the YAML and its include
+        raw["evaluator"]["files"][pinned] = sha256_file(installed_root() / pinned)  # as installed: refused for its code
     raw["profiles"]["embedded"]["task"] = "truthfulqa_gl_mc2"
     (tmp_path / "data" / "demo").mkdir(parents=True)
     lock = tmp_path / "lock.json"
@@ -238,12 +239,16 @@ def test_a_schema_1_bundle_is_read_and_audited_by_today_s_reader(embedded_cache,
     code = audit_main(["--bundle-file", str(REPO / "tests" / "data" / "v1-embedded-full-reference.tar.gz"),
                        "--cache", str(embedded_cache), "--accept-old-schema"])
     out = capsys.readouterr().out
-    assert code == 1, out  # it ran in the native numeric mode, not the lock's: the lock level says so
-    assert "bundled lock: run_settings.numeric_mode: expected {'ATEN_CPU_CAPABILITY': 'avx2'" in out
+    assert code == 1, out  # its card predates the fields today's card binds (the platform): claims fails on it
+    # it ran in the native numeric mode: a lock difference limited to the mode is named, not refused (issue 27)
+    assert "the run's lock pins another numeric mode: run native (nothing set); yours ATEN_CPU_CAPABILITY=avx2 " \
+        "MKL_CBWR=AVX2,STRICT" in out and "lock: PASS" in out
+    assert "- CARD.md differs from the one regenerated from the checked records at line 1" in out
     # 1115 = the checks of an acc-only record of 64 questions (schema 4 holds no empty acc_norm fields to check),
     # lm-eval's reported acc and stderr among them twice: from our scores, and from its own logged values;
-    # 970 = 906 + one shots check per question (its shots, none at zero shots, re-derived)
-    assert "arithmetic: PASS (1115 checks)" in out and "identity: PASS (970 checks)" in out
+    # after the claims level failed, identity re-hashes the data and re-derives the split only (no tokenizer)
+    assert "arithmetic: PASS (1115 checks)" in out and "identity: PASS (266 checks)" in out
+    assert "prompts and token boundaries not rebuilt: an earlier level did not pass" in out
 
 
 def test_a_bundle_written_before_the_any_task_change_passes_every_level(embedded_cache, capsys):

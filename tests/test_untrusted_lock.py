@@ -217,3 +217,26 @@ def test_the_safe_reader_refuses_object_tags_in_an_installed_shape(tmp_path):
     with pytest.raises(CheckFailed, match="expected sha256 0000"):
         read(root, "lm_eval/tasks/t.yaml", pins)  # the bytes are checked before they are parsed
     assert not marker.exists()
+
+
+def test_every_installed_task_yaml_reads_as_lm_evals_own_loader_reads_it():
+    """The one safe reader gives lm-eval's merged config for every installed YAML (run from the repository, where
+    no planted file shadows an include): nothing lm-eval reads differently, and nothing refused."""
+    import yaml
+    from lm_eval.utils import load_yaml_config
+
+    def plain(value):
+        if isinstance(value, yaml.Node):
+            return ("node", value.tag, value.value if isinstance(value.value, str) else None)
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    root = installed_root()
+    paths = sorted((root / "lm_eval" / "tasks").rglob("*.yaml"))
+    assert len(paths) == 12444
+    differing = [p for p in paths if plain(read(root, p.relative_to(root).as_posix()).config)
+                 != plain(load_yaml_config(str(p), mode="simple"))]
+    assert differing == [], differing[:5]

@@ -100,8 +100,10 @@ def archive(top: str, contents: dict) -> bytes:
     # plain ustar, the one layout every tar reader unpacks alike (ustar.py)
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for name, body in sorted(contents.items()):
-            info = tarfile.TarInfo(f"{top}/{name}")
+            info = tarfile.TarInfo(f"{top}/{name}")  # fixed metadata (ustar.py): owner 0, no names
             info.size, info.mode, info.mtime = len(body), 0o644, 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
             tar.addfile(info, io.BytesIO(body))
     packed = io.BytesIO()
     with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0, filename="") as compressed:
@@ -132,7 +134,7 @@ MAX_UNPACKED_BYTES = 32 << 20
 MAX_MEMBER_BYTES = 16 << 20
 MAX_MEMBERS = 16  # a bundle holds 9 files and their folder
 RUN_LIMITS = Limits(MAX_BUNDLE_BYTES, MAX_UNPACKED_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS)
-SUMS_LINE = re.compile(f"^([0-9a-f]{{64}})  ({SAFE_NAME})$")
+SUMS_LINE = re.compile(f"^([0-9a-f]{{64}})  ({SAFE_NAME})\\Z")
 
 
 def _gunzip(bundle: Path, limits: Limits = RUN_LIMITS) -> bytes:
@@ -200,6 +202,9 @@ def read_members(bundle: Path, limits: Limits = RUN_LIMITS) -> tuple:
         members[parts[1]] = entry.data
     if top is None:
         raise CheckFailed(f"{bundle}: refused: an empty archive.")
+    if not RUN_NAME.match(top):  # `tar -xzf` makes this folder on the reviewer's disk
+        raise CheckFailed(f"{bundle}: refused: the top folder {top[:100]!r} is not a safe run name (letters, digits, "
+                          "'.', '_', '-').")
     if raw[end:].strip(b"\0"):
         raise CheckFailed(f"{bundle}: refused: {len(raw) - end} bytes after the tar archive's end are not padding.")
     return top, members

@@ -22,6 +22,7 @@ class Comparison:
     changed: list = field(default_factory=list)  # (idx, prediction A, prediction B, gold)
     paired: PairedComparison | None = None
     summary: list = field(default_factory=list)  # further lines
+    verdict: str | None = None  # drift.IDENTICAL, DRIFT or DIFFERENT: the exit code follows it
 
     def lines(self) -> list:
         out = [f"{side}: {source}" for side, source in zip("AB", self.sources)] + [self.header]
@@ -106,6 +107,7 @@ def compare(a, b) -> Comparison:
                           f"{len(result.changed)} prediction(s) changed, {moved} question(s) with different scores")
     verdict = judge({idx: (qa[idx].scores["official"], qb[idx].scores["official"]) for idx in common}, same, predict)
     result.summary.append(verdict.line())
+    result.verdict = verdict.verdict
     return result
 
 

@@ -50,9 +50,32 @@ MAX_SHOWN = 240  # characters of one value in a finding: a 15 MB field is named,
 
 
 def shown(value) -> str:
-    text = repr(value) if not isinstance(value, (dict, list)) or len(value) < 64 else (
-        f"<{type(value).__name__} of {len(value)} items>")
+    """A value as a finding names it, truncated before its repr is built (a 21 MB string once cost 25 s)."""
+    if isinstance(value, (str, bytes)) and len(value) > MAX_SHOWN:
+        return f"{repr(value[:MAX_SHOWN])[:MAX_SHOWN]}... ({len(value)} characters)"
+    if isinstance(value, (dict, list, tuple)) and (len(value) >= 64 or _large(value)):
+        return f"<{type(value).__name__} of {len(value)} items>"
+    text = repr(value)
     return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text)} characters)"
+
+
+def _large(value, budget: int = 1 << 16) -> bool:
+    """Whether a small container holds more than `budget` characters of text (checked without a repr)."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (str, bytes)):
+            seen += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        else:
+            seen += 8
+        if seen > budget:
+            return True
+    return False
 
 
 def same_json(a, b) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import warm
 from ..errors import CheckFailed, InputError
-from ..identity import check_question_records, expected_question
+from ..identity import check_question_records, expected_question, public_target
 from ..model import load_tokenizer
 from ..split import row_hash, rows_of
 from ..split_rows import shot_plan, verified_rows
@@ -18,10 +18,10 @@ from .findings import LevelResult
 from .loading import RunFolder
 
 
-def _resources(result: LevelResult, run: RunFolder, spec, profile, cache):
+def _resources(result: LevelResult, run: RunFolder, spec, profile, cache, model: bool = True):
     """The reviewer's cache re-hashed, and the run's resources equal to it: the split rows, or None."""
     try:
-        data = verified_rows(run.lock, profile, spec, cache, roles=(*spec.splits, "model"))
+        data = verified_rows(run.lock, profile, spec, cache, roles=(*spec.splits, *(("model",) if model else ())))
         result.checks += 1
     except CheckFailed as error:
         result.fail(str(error))
@@ -72,6 +72,15 @@ def _questions(result: LevelResult, run: RunFolder, spec, data, cache) -> None:
                 for idx in record.split.scored_ids if idx in data.by_idx and idx not in sealed
                 and (shots is None or idx in shots.positions)}  # an id the reviewer does not score: named below
     mismatches = check_question_records(record.questions, expected)
+    for sample in run.lm_eval_samples or []:  # a text target (multiple input): its hash, from the row
+        if isinstance(sample.target, str) and sample.doc_id in expected:
+            row_target = expected[sample.doc_id].target
+            if sample.target.startswith("sha256:"):
+                result.expect(f"row idx {sample.doc_id}", "lm-eval sample target (sha256 of the row's)",
+                              public_target(row_target), sample.target)
+            else:  # a run written before targets were hashed published the text itself: still the row's
+                result.expect(f"row idx {sample.doc_id}", "lm-eval sample target (the row's)", row_target,
+                              sample.target)
     fields_per_question = len(next(iter(expected.values())).public_fields()) + 1 if expected else 1
     result.checks += len(record.questions) * fields_per_question - sum(len(m.fields) for m in mismatches)
     for mismatch in mismatches:
@@ -90,9 +99,14 @@ def check(run: RunFolder, context) -> LevelResult:
     if spec is None:
         result.skipped = f"profile {record.profile!r} is not in the audit's lock"
         return result
-    data = _resources(result, run, spec, run.lock.profile(record.profile), context.cache)
+    data = _resources(result, run, spec, run.lock.profile(record.profile), context.cache,
+                      model=not context.records_failed)
     if data is None:
         return result
     _split(result, run, data)
+    if context.records_failed:  # a hostile record costs no tokenizer load, no transformers import, no model hashing
+        result.notes.append("prompts and token boundaries not rebuilt: an earlier level did not pass (the tokenizer "
+                            "is loaded only for a record that passed them)")
+        return result
     _questions(result, run, spec, data, context.cache)
     return result

@@ -67,9 +67,10 @@ class RunFolder:
         settings = self.lock.settings_for(self.record.profile, self.task_spec())
         if self.numeric_mode_change is None:
             return settings
-        theirs = self.claimed_lock.run_settings
+        # the run's own lock's values, for the keys its record's schema wrote (schema 1 wrote no numeric mode)
+        theirs, written = self.claimed_lock.run_settings, self.record.settings
         return {**{k: v for k, v in settings.items() if k not in NUMERIC_MODE_KEYS},
-                **{k: theirs[k] for k in NUMERIC_MODE_KEYS if k in theirs}}
+                **{k: theirs[k] for k in NUMERIC_MODE_KEYS if k in theirs and k in written}}
 
     @property
     def trusts_claimed_lock(self) -> bool:

@@ -9,6 +9,7 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 (exit 1).
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from .. import warm
@@ -40,6 +41,7 @@ class Context:
     """What every level is given besides the run: the reviewer's cache and the policy."""
     cache: object
     policy: Policy
+    records_failed: bool = False  # an earlier level failed: the identity level loads no tokenizer, hashes no model
 
 
 @dataclass(frozen=True)
@@ -105,15 +107,12 @@ def _schema_gate(run, policy: Policy, outcome: Outcome) -> None:
 
 
 def _warm_libraries(policy: Policy) -> None:
-    """matplotlib (the claims level redraws report.html's plot) and transformers (the identity level's
-    tokenizer) set up in background threads while the first levels run: measured, the structural audit
-    of the reference took 4.5-4.8 s so, 5.2-6.0 s with the two one after the other. Each user waits for
-    its warm thread (warm.wait) before touching the library."""
+    """matplotlib (the claims level redraws report.html's plot) set up in a background thread while the lock
+    level runs; transformers (the identity level's tokenizer) only once the record levels passed (run_levels).
+    Each user waits for its warm thread (warm.wait) before touching the library."""
     from .. import plots
 
     warm.start("plots", plots.warm)
-    if policy.identity:
-        warm.start("transformers")
 
 
 def _checked(name: str, check) -> LevelResult:
@@ -143,12 +142,20 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
     context = Context(cache, policy)
     prefetch = None
     _warm_libraries(policy)
-    if policy.identity and policy.rescore:
-        from . import rescore
-
-        prefetch = rescore.start(run, context)
     for level in LEVELS:
+        if level.name == "identity" and not outcome.failed:
+            # The record levels that need no model have passed: only now is anything loaded (a hostile bundle
+            # that fails them costs no model, tokenizer or transformers import). The rescore's record-free
+            # work (the reviewer's own rows through the model) runs beside the identity level.
+            if policy.identity:
+                warm.start("transformers")
+            if policy.identity and policy.rescore:
+                from . import rescore
+
+                prefetch = rescore.start(run, context)
         reason = level.skip(policy) if level.skip else None
+        if level.name == "identity" and outcome.failed:  # nothing is loaded for a record that failed a level
+            context = dataclasses.replace(context, records_failed=True)
         if reason:
             outcome.levels.append(LevelResult(level.name, skipped=reason))
             outcome.limits.append(level.limit)

@@ -5,7 +5,10 @@ over a following pax `path`, GNU tar lets the pax `path` win, so one archive can
 different files in the audit and on the reviewer's disk. A bundle therefore holds only ustar
 headers (magic "ustar\\0", version "00") for regular files and one folder: no pax (`x`, `g`)
 or GNU (`L`, `K`, sparse) headers, no ustar `prefix`, no link name, sizes in octal. What is
-left has one meaning to Python's tarfile, GNU tar and bsdtar alike.
+left has one meaning to Python's tarfile, GNU tar and bsdtar alike. The metadata a tar writes to
+the reviewer's disk is fixed, as audit.py --bundle writes it: mode 0644 (a folder 0755), owner and
+group 0 with no names, mtime 0: no setuid or world-writable file, no escape sequence in a name a
+listing prints, nothing a tar reader would refuse that this reader accepted.
 """
 
 from dataclasses import dataclass
@@ -44,6 +47,26 @@ def _text(field: bytes, what: str, where: str) -> str:
         raise CheckFailed(f"{where}: refused: header field {what} is not ASCII.") from None
 
 
+FILE_MODE, FOLDER_MODE = 0o644, 0o755
+
+
+def _fixed_metadata(header: bytes, name: str, is_dir: bool, where: str) -> None:
+    """Mode, owner, group, their names, mtime and device numbers exactly as the packer writes them."""
+    expected = {"mode": FOLDER_MODE if is_dir else FILE_MODE, "uid": 0, "gid": 0, "mtime": 0}
+    fields = {"mode": header[100:108], "uid": header[108:116], "gid": header[116:124], "mtime": header[136:148]}
+    for what, field in fields.items():
+        value = _octal(field, what, where)
+        if value != expected[what]:
+            raise CheckFailed(f"{where}: refusing member {name!r}: header field {what} is {value:o} (octal); a "
+                              f"bundle's is {expected[what]:o}.")
+    for what, field in (("uname", header[265:297]), ("gname", header[297:329])):
+        if field.strip(b"\0"):
+            raise CheckFailed(f"{where}: refusing member {name!r}: header field {what} is set; a bundle's is empty.")
+    for what, field in (("devmajor", header[329:337]), ("devminor", header[337:345])):
+        if field.strip(b"\0") and _octal(field, what, where) != 0:
+            raise CheckFailed(f"{where}: refusing member {name!r}: header field {what} is set.")
+
+
 def read(raw: bytes, where: str, max_members: int, max_member_bytes: int) -> tuple:
     """(members in order, offset of the end-of-archive block). Every header is checked before its data is used."""
     members, offset = [], 0
@@ -70,6 +93,7 @@ def read(raw: bytes, where: str, max_members: int, max_member_bytes: int) -> tup
                               f"(magic {header[257:265]!r}; GNU and v7 headers are not accepted).")
         if header[345:500].strip(b"\0") or header[157:257].strip(b"\0"):
             raise CheckFailed(f"{where}: refusing member {name!r}: a ustar prefix or link name is set.")
+        _fixed_metadata(header, name, kind == DIRECTORY, where)
         size = _octal(header[124:136], "size", where)
         if kind == DIRECTORY and size:
             raise CheckFailed(f"{where}: refusing member {name!r}: a folder with data.")

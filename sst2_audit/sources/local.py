@@ -37,7 +37,13 @@ def folder(resource, lock_folder: Path) -> tuple:
         raise InputError(f"lock: the local {resource.kind} folder {written!r} uses ${{{missing[0]}}}, which is not "
                          f"set in the environment; set it to the folder that holds the files.")
     base = Path(PLACEHOLDER.sub(lambda m: os.environ[m.group(1)], written))
-    shown = f"<the lock's {resource.kind} folder>" if Path(written).is_absolute() else written
+    if PLACEHOLDER.search(written) and not base.is_absolute():  # a variable's folder is the user's: from here
+        base = base.resolve()
+    # records name a folder as the lock writes it only where that names no machine: a ${VARIABLE} or a
+    # folder inside the lock's own folder; an absolute folder or one that climbs out (it would name the
+    # folders above the lock, a home folder among them) is "<the lock's model folder>"
+    climbs = Path(written).is_absolute() or ".." in Path(written).parts
+    shown = f"<the lock's {resource.kind} folder>" if climbs else written
     return (base if base.is_absolute() else lock_folder / base), shown
 
 
