@@ -9,6 +9,8 @@ import threading
 import time
 from contextlib import contextmanager
 
+from .sanitize import printable  # at import: no import machinery (and its locks) on the path a Ctrl-C interrupts
+
 _LOCK = threading.Lock()
 _STREAM = None  # None: sys.stderr at the time of writing
 _QUIET = False
@@ -29,8 +31,6 @@ def set_quiet(quiet: bool) -> None:
 def say(message: str) -> None:
     if _QUIET:
         return
-    from .sanitize import printable
-
     with _LOCK:
         stream = _STREAM or sys.stderr
         stream.write(printable(message) + "\n")  # one line, whatever a field in it holds
