@@ -42,7 +42,7 @@ def _config(path: Path) -> dict:
     """A YAML as lm-eval reads it (includes merged; a subject's tag may sit in an included file), read by the
     one safe reader (task_yaml); {} for one it refuses."""
     from .evaluator_pin import installed_root
-    from .task_spec import read_yaml
+    from .task_yaml import read as read_yaml
 
     root = installed_root()
     try:

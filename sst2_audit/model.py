@@ -48,14 +48,15 @@ def _load_tokenizer(model_dir: Path):
     return klass.from_pretrained(str(model_dir), local_files_only=True)
 
 
-def load(model_dir: Path, settings: dict) -> tuple:
-    """(model, tokenizer): local files only, safetensors only, the lock's dtype and attention."""
+def load(model_dir: Path, settings: dict, tokenizer=None) -> tuple:
+    """(model, tokenizer): local files only, safetensors only, the lock's dtype and attention; a tokenizer
+    already loaded from model_dir (the run's pre-flight) is handed on, not loaded again."""
     import torch
 
     with _LOADING:
         from transformers import AutoModelForCausalLM
 
-        tokenizer = _load_tokenizer(model_dir)
+        tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model_dir)
         model = AutoModelForCausalLM.from_pretrained(
             str(model_dir), dtype=getattr(torch, settings["dtype"]), attn_implementation=settings["attention"],
             local_files_only=True, use_safetensors=True,

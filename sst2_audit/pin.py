@@ -323,7 +323,7 @@ def _shared_model(base_lock: Path, models: dict, name: str, model: Path) -> str 
 
 
 def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data: Path, notice: str | None,
-        evaluator_wheel: Path | None = None, settings: dict | None = None, replace: bool = False) -> dict:
+        evaluator_wheel: Path | None = None, settings: dict | None = None, replace: bool = False) -> tuple:
     """Write new_lock = base_lock + profile `name`; returns (the profile, its model entry, lines to show: files
     ignored, what the input-length measurement found)."""
     from .lock import lock_from_bytes, parse_lock, profile_settings
@@ -367,12 +367,15 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         model_entry = (models[shared] if shared is not None
                        else _model_entry(model, new_lock, bool((settings or {}).get("add_bos_token")), name))
         notes = _ignored_files(data, data_entry, spec)  # what the command says besides the pins
+        profile, text, checked = _new_lock_text(raw, name, task, spec, shared, model_entry, data_entry, notice,
+                                                settings, new_lock)
         if staging is not None and shared is None and not hub_pin.is_hub(model):  # measured with the pinned tokenizer
-            settings, note = _fitted_settings(spec, raw, dict(settings or {}), staging,
-                                              tuple((n, k) for n, k in data_entry["columns"]), model)
+            fitted, note = _fitted_settings(spec, raw, checked.settings_for(name, spec), dict(settings or {}), staging,
+                                            tuple((n, k) for n, k in data_entry["columns"]), model)
             notes.append(f"input length: {note}")
-        profile, text = _new_lock_text(raw, name, task, spec, shared, model_entry, data_entry, notice, settings,
-                                       new_lock)
+            if fitted != dict(settings or {}):  # a max_length that fits: the lock is written with it
+                profile, text, _ = _new_lock_text(raw, name, task, spec, shared, model_entry, data_entry, notice,
+                                                  fitted, new_lock)
         _commit(staging, target, new_lock, text, replace)
         staging = None
     finally:
@@ -425,14 +428,12 @@ def _model_context(folder: Path) -> int | None:
     return context if type(context) is int and context > 1 else None
 
 
-def _fitted_settings(spec, raw: dict, settings: dict, data_folder: Path, columns, model: Path) -> tuple:
+def _fitted_settings(spec, raw: dict, base: dict, settings: dict, data_folder: Path, columns, model: Path) -> tuple:
     """The profile's settings with a max_length every scored input fits, and a note saying what was measured;
-    exit 2 naming the row and the option where none can (the run would otherwise stop late)."""
+    exit 2 naming the row and the option where none can (the run would otherwise stop late). base: the settings
+    the run will use (the new lock's settings_for the profile)."""
     from .model import load_tokenizer
 
-    # the settings the run will use (lock.Lock.settings_for): defaults, the lock's, the YAML's shots, the profile's
-    base = {**{"add_bos_token": False}, **raw["run_settings"], **({"num_fewshot": spec.num_fewshot}
-                                                                    if spec.num_fewshot is not None else {}), **settings}
     tokens, idx = _longest_input(spec, raw, base, data_folder, columns, load_tokenizer(model))
     if tokens <= base["max_length"]:
         return settings, f"longest scored input {tokens} tokens (row idx {idx}), within max_length {base['max_length']}"
@@ -501,7 +502,7 @@ def _ignored_files(data, data_entry: dict, spec) -> list:
 
 def _new_lock_text(raw: dict, name: str, task: str, spec, shared, model_entry: dict, data_entry: dict, notice,
                    settings, new_lock: Path) -> tuple:
-    """(the new profile, the new lock's text), read back by the lock's reader before anything is written."""
+    """(the new profile, the new lock's text, that text read back by the lock's reader) before anything is written."""
     from .lock import LOCK_SCHEMA_VERSION, parse_lock
     from .task_spec import require_data_for
 
@@ -523,4 +524,4 @@ def _new_lock_text(raw: dict, name: str, task: str, spec, shared, model_entry: d
     text = json.dumps(raw, indent=2, sort_keys=True) + "\n"
     checked = parse_lock(json.loads(text), Path(new_lock), "")  # the new lock must read before it exists
     require_data_for(spec, checked.profile(name))
-    return profile, text
+    return profile, text, checked

@@ -15,7 +15,7 @@ from . import atomic, console, lm_eval_notes, records
 from .agreement import compare_scores, describe
 from .environment import peak_rss_bytes, scrub_paths, snapshot, versions
 from .errors import CheckFailed, InputError
-from .identity import check_logged_samples, expected_question
+from .identity import check_logged_samples, expected_question, public_target
 from .lock import Lock, Profile
 from .evaluator_pin import evaluator_record
 from .manifest import read_manifest, require_matching, verify_files
@@ -70,8 +70,6 @@ def _fail(options, check: str, message: str, mismatches: list, settings: dict) -
 def _public_samples(samples: list) -> list:
     """lm-eval's logged samples without review text: doc and arguments carry the sentence, and a text target (a
     multiple-input task's shared continuation, winogrande's sentence after the blank) becomes its sha256."""
-    from .identity import public_target
-
     return [{k: public_target(v) if k == "target" else v for k, v in sample.items() if k not in ("doc", "arguments")}
             for sample in samples]
 
@@ -283,7 +281,7 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
     expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"],
                                        shots) for idx in scored_ids}
     with phase("model load", setup.timings, "model_load"):
-        model, tokenizer = load_model(cache / "model", settings)
+        model, tokenizer = load_model(cache / "model", settings, tokenizer)
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.
         verify_files(cache, setup.manifest, roles=("model",))
     return Prompts(split, scored_ids, by_idx, model, tokenizer, expected)

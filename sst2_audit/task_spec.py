@@ -17,6 +17,7 @@ from pathlib import Path
 from .errors import CheckFailed, InputError
 from .hooks import HOOK_KEYS, RESULTS_KEY, Hook, load, source
 from .metrics import yaml_metrics
+from .task_yaml import read as read_yaml
 
 TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
 
@@ -245,14 +246,6 @@ def installed_tasks_root() -> Path:
     return installed_root() / "lm_eval" / "tasks"
 
 
-def read_yaml(root: Path, relative: str, pins: dict | None = None, where: str = "task YAML"):
-    """The task's YAML read once (task_yaml.read): confined to the package, verified against `pins` before
-    it is parsed, parsed safely, includes beside it. lm-eval never reads a task YAML itself here."""
-    from .task_yaml import read
-
-    return read(root, relative, pins, where)
-
-
 def _sources(reading) -> list:
     """(relative path, bytes) of every file a reading parsed: where a `!function` hook was written."""
     return [(relative, reading.data[relative]) for relative in reading.files]
@@ -365,7 +358,7 @@ def fewshot_reason(config: dict) -> str | None:
 
 def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = None) -> TaskSpec:
     """The spec of the YAML at root/relative; with the lock's pins, every file is verified before it is parsed."""
-    reading = read_yaml(root, relative, pins, f"task {name}")
+    reading = read_yaml(root, relative, pins, f"task {name}")  # lm-eval never reads a task YAML itself here
     config = reading.config
     reason = unsupported_reason(config, reading)
     if reason:

@@ -5,6 +5,7 @@ folder is read only as a claim that the lock level compares with the reviewer's,
 reviewer explicitly trusts it (--trust-bundle-lock, said in the report's first line).
 """
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +46,7 @@ class RunFolder:
             self._spec = spec_for(self.lock, self.lock.profile(self.record.profile).task)
         return self._spec
 
-    @property
+    @functools.cached_property
     def numeric_mode_change(self) -> tuple | None:
         """(the run's mode, the reviewer's mode) when the lock the run carries is the reviewer's but for its
         numeric mode (lock.NUMERIC_MODE_KEYS): a run made before the lock's mode changed."""

@@ -143,19 +143,18 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
     prefetch = None
     _warm_libraries(policy)
     for level in LEVELS:
-        if level.name == "identity" and not outcome.failed:
+        if level.name == "identity" and outcome.failed:  # nothing is loaded for a record that failed a level
+            context = dataclasses.replace(context, records_failed=True)
+        elif level.name == "identity" and policy.identity:
             # The record levels that need no model have passed: only now is anything loaded (a hostile bundle
             # that fails them costs no model, tokenizer or transformers import). The rescore's record-free
             # work (the reviewer's own rows through the model) runs beside the identity level.
-            if policy.identity:
-                warm.start("transformers")
-            if policy.identity and policy.rescore:
+            warm.start("transformers")
+            if policy.rescore:
                 from . import rescore
 
                 prefetch = rescore.start(run, context)
         reason = level.skip(policy) if level.skip else None
-        if level.name == "identity" and outcome.failed:  # nothing is loaded for a record that failed a level
-            context = dataclasses.replace(context, records_failed=True)
         if reason:
             outcome.levels.append(LevelResult(level.name, skipped=reason))
             outcome.limits.append(level.limit)
