@@ -25,7 +25,8 @@ import torch  # noqa: E402
 from lm_eval.api.task import ConfigurableTask  # noqa: E402
 from lm_eval.models.huggingface import HFLM  # noqa: E402
 
-from sst2_audit.dataset import columns_of, read_parquet  # noqa: E402
+from sst2_audit.dataset import read_parquet  # noqa: E402
+from sst2_audit.fields import columns_of  # noqa: E402
 from sst2_audit.official import task_config  # noqa: E402
 from sst2_audit.split import make_split  # noqa: E402
 from sst2_audit.task_spec import spec_for  # noqa: E402

@@ -13,13 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
-
-COLUMN_TYPES = ("string", "int64", "int32", "list<string>")  # flat types of demo files (JSONL, TSV)
-# JSONL demo files may also hold lists and structs of these, written as Arrow prints them
-# after a parquet round trip ("struct<text: list<element: string>, label: list<element: string>>", ARC's choices).
-# Nested types as Arrow prints them (pinned by prepare.py --pin from the data itself): compared as text.
-NESTED_TYPE = re.compile(r"^(bool|double|large_string|(large_list|list|struct)<[A-Za-z0-9_ :,<>]{1,500}>)$")
-
+from .fields import COLUMN_TYPES
 
 @dataclass(frozen=True)
 class Row:
@@ -29,20 +23,6 @@ class Row:
     def as_doc(self) -> dict:
         """The row as lm-eval sees it (parquet column order), for doc hashes."""
         return dict(self.doc)
-
-
-def columns_of(resource) -> tuple:
-    """The data resource's columns ((name, type), ...), validated."""
-    raw = resource.get("columns") if resource is not None else None
-    if raw is None:
-        raise InputError("lock: data.columns is missing: a data resource states its columns ([name, type] pairs; "
-                         "prepare.py --pin writes them from the data).")
-    if not (isinstance(raw, list) and raw and all(
-            isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], str)
-            and (c[1] in COLUMN_TYPES or NESTED_TYPE.match(c[1])) for c in raw)):
-        raise InputError(f"lock: data.columns must be a list of [name, type] with type one of {COLUMN_TYPES} or an "
-                         f"Arrow list/struct type as the data file states it, got {str(raw)[:80]!r}.")
-    return tuple((name, kind) for name, kind in raw)
 
 
 def _split_fields(body: str) -> list:

@@ -20,7 +20,10 @@ drawing from the docs themselves.
 import random
 from dataclasses import dataclass
 
+from .corpus import BOOTSTRAP_ITERS
 from .errors import InputError
+from .metrics import METRICS
+from .protocol import PROTOCOL_SETTINGS
 
 FEWSHOT_DELIMITER = "\n\n"  # TaskConfig's default
 
@@ -147,3 +150,13 @@ def shown_as_shots(questions) -> list:
     meaningful only when the shots come from the evaluated split (positions are then its ids)."""
     scored = {q.idx for q in questions}
     return sorted({p for q in questions for p in q.shots if p in scored and p != q.idx})
+
+
+def settings_record(run_settings: dict, spec, sort_ids: bool = True) -> dict:
+    """run.json's settings: the lock's run settings, where the shots come from (a few-shot profile), and
+    the protocol's fixed choices (run writes, audit checks)."""
+    # a corpus metric's stderr is a bootstrap whose resample count lm-eval takes from simple_evaluate: recorded
+    corpus = any(METRICS[m].kind == "corpus" for m in spec.metrics)
+    return dict(run_settings, **recorded(spec, run_settings["num_fewshot"]),
+                **({"bootstrap_iters": run_settings.get("bootstrap_iters", BOOTSTRAP_ITERS)} if corpus else {}),
+                doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import strict_json
-from .dataset import columns_of
 from .errors import InputError
+from .fields import columns_of, safe_relative
 from .hashing import canonical_json, sha256_text
 
 LOCK_SCHEMA = "sst2-audit/resources.lock"
@@ -339,7 +339,6 @@ def _evaluator(raw: dict, where: str) -> dict:
     evaluator = _need(raw, "evaluator", dict, where)
     for key in ("package", "version", "commit", "task", "task_yaml"):
         _need(evaluator, key, str, f"{where}: evaluator")
-    from .task_yaml import safe_relative
 
     # A lock can come from someone else: every evaluator path must name a file inside the installed lm_eval
     # package (the files hashed and parsed are the reviewer's own install, never a path the lock chose).

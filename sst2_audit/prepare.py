@@ -7,7 +7,8 @@ import tempfile
 from pathlib import Path
 
 from . import atomic
-from .dataset import columns_of, read_parquet
+from .dataset import read_parquet
+from .fields import columns_of
 from .errors import CheckFailed, InputError, mismatch
 from .hashing import sha256_file
 from .lock import Lock, Profile

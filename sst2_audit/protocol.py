@@ -17,20 +17,6 @@ PROTOCOL_SETTINGS = {"apply_chat_template": False, "system_instruction": None,
 DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
 
 
-def settings_record(run_settings: dict, spec, sort_ids: bool = True) -> dict:
-    """run.json's settings: the lock's run settings, where the shots come from (a few-shot profile), and
-    the protocol's fixed choices (run writes, audit checks)."""
-    from .corpus import BOOTSTRAP_ITERS
-    from .fewshot import recorded
-    from .metrics import METRICS
-
-    # a corpus metric's stderr is a bootstrap whose resample count lm-eval takes from simple_evaluate: recorded
-    corpus = any(METRICS[m].kind == "corpus" for m in spec.metrics)
-    return dict(run_settings, **recorded(spec, run_settings["num_fewshot"]),
-                **({"bootstrap_iters": run_settings.get("bootstrap_iters", BOOTSTRAP_ITERS)} if corpus else {}),
-                doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)
-
-
 def notice_for(profile) -> str:
     """What every output of a run says about what it measured: the lock's profile decides."""
     if profile.demo:  # the embedded SST-2 profile's own words, else a notice that names what it is not

@@ -23,7 +23,8 @@ from .progress import phase, say
 from .metrics import METRICS, VALUE_TOLERANCE, predictions
 from .summaries import label_counts, summaries
 from .model import load as load_model
-from .protocol import notice_for, settings_record
+from .fewshot import settings_record
+from .protocol import notice_for
 from .split import ROW_HASH_RULE, SMOKE_ROWS, mode_for, row_hash
 from .split_rows import shot_plan, shown_ids, verified_rows
 from .task_spec import TaskSpec

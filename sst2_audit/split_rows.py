@@ -4,7 +4,8 @@ lock first (hash before read), then the parquet read, the rows by position, and 
 from dataclasses import dataclass
 from pathlib import Path
 
-from .dataset import columns_of, read_parquet
+from .dataset import read_parquet
+from .fields import columns_of
 from .manifest import read_manifest, require_matching, verify_files
 from .split import Split, make_split
 

@@ -18,29 +18,16 @@ is read here (the official path gets the merged config, official.task_config), w
 """
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import yaml
 
 from .errors import CheckFailed, InputError
+from .fields import safe_relative
 
-# One part of a path under the package: the characters lm-eval's own file names use (some have spaces
-# or parentheses), never starting with a dot, no separators, no control characters.
-PART = re.compile(r"[A-Za-z0-9_(][A-Za-z0-9_.+() \-]{0,199}")
 MAX_YAML_BYTES = 1 << 20  # the largest installed task YAML is far smaller
 MAX_INCLUDE_DEPTH = 16
-
-
-def safe_relative(path, where: str) -> str:
-    """A lock's evaluator path as given, if it names a file inside the lm_eval package; else exit 2."""
-    parts = path.split("/") if isinstance(path, str) else []
-    if not (parts and parts[0] == "lm_eval" and len(parts) >= 2 and all(PART.fullmatch(p) for p in parts[1:])
-            and len(path) <= 400):
-        raise InputError(f"{where}: expected a relative POSIX path inside the lm_eval package (lm_eval/..., no "
-                         f"'..', '.', empty, absolute, drive, backslash or URL part), got {str(path)[:120]!r}.")
-    return path
 
 
 def confined(root: Path, relative: str, where: str) -> Path:

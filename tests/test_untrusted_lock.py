@@ -18,7 +18,8 @@ from sst2_audit.errors import CheckFailed, InputError
 from sst2_audit.evaluator_pin import installed_root
 from sst2_audit.lock import load_lock
 from sst2_audit.task_spec import spec_for
-from sst2_audit.task_yaml import confined, read, safe_relative
+from sst2_audit.fields import safe_relative
+from sst2_audit.task_yaml import confined, read
 from test_attacks import CURRENT, members_of, pack
 
 

@@ -17,7 +17,8 @@ from ..errors import CheckFailed
 from ..evaluator_pin import evaluator_record
 from ..lock import NUMERIC_MODE_KEYS, numeric_mode_change
 from ..numeric import mode_words
-from ..protocol import notice_for, settings_record
+from ..fewshot import settings_record
+from ..protocol import notice_for
 from ..sanitize import RUN_NAME
 from ..split import mode_for
 from .. import card

@@ -1,6 +1,7 @@
 """The embedded demo sets: reviewable TSV or JSONL in this repository, turned into parquet."""
 
-from ..dataset import columns_of, read_demo, write_parquet
+from ..dataset import read_demo, write_parquet
+from ..fields import columns_of
 from ..errors import InputError, mismatch
 from ..hashing import sha256_file
 from .interface import FetchContext, StagedFile, cache_path_for
