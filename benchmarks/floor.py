@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sst2_audit.lock import load_lock  # noqa: E402
-from sst2_audit.numeric import activate, threads_for  # noqa: E402
+from sst2_audit.formats.lock import load_lock  # noqa: E402
+from sst2_audit.protocol.numeric import activate, threads_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 what, cache = sys.argv[1], Path(sys.argv[2 if sys.argv[1] != "passes" else 3]).resolve()
@@ -28,12 +28,12 @@ profile_name = sys.argv[4] if what == "passes" and len(sys.argv) > 4 else "embed
 lock = load_lock(REPO / "resources.lock.json")
 activate(lock.run_settings["numeric_mode"])
 
-from sst2_audit.hashing import sha256_file  # noqa: E402
-from sst2_audit.manifest import read_manifest  # noqa: E402
+from sst2_audit.util.hashing import sha256_file  # noqa: E402
+from sst2_audit.formats.manifest import read_manifest  # noqa: E402
 
 manifest = read_manifest(cache)
 if what == "structural":
-    from sst2_audit.model import load_tokenizer
+    from sst2_audit.scoring.model import load_tokenizer
 
     load_tokenizer(cache / "model")
     for entry in manifest.files:
@@ -45,10 +45,10 @@ elif what in ("passes", "smoke"):
     if what == "smoke":
         import lm_eval  # noqa: F401 - what a run through lm-eval must import
 
-    from sst2_audit.independent import IndependentScorer, encode_question
-    from sst2_audit.model import load
-    from sst2_audit.split_rows import verified_rows
-    from sst2_audit.task_spec import spec_for
+    from sst2_audit.scoring.independent import IndependentScorer, encode_question
+    from sst2_audit.scoring.model import load
+    from sst2_audit.task.rows import verified_rows
+    from sst2_audit.task.spec import spec_for
 
     profile = lock.profile(profile_name)
     spec = spec_for(lock, profile.task)

@@ -14,8 +14,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_DATASETS_CACHE=tempfile.mkdtemp())
 
-from sst2_audit.lock import load_lock  # noqa: E402
-from sst2_audit.numeric import activate, threads_for  # noqa: E402
+from sst2_audit.formats.lock import load_lock  # noqa: E402
+from sst2_audit.protocol.numeric import activate, threads_for  # noqa: E402
 
 lock = load_lock(sys.argv[4] if len(sys.argv) > 4 else Path(__file__).resolve().parent.parent / "resources.lock.json")
 activate(lock.run_settings["numeric_mode"])
@@ -25,11 +25,11 @@ import torch  # noqa: E402
 from lm_eval.api.task import ConfigurableTask  # noqa: E402
 from lm_eval.models.huggingface import HFLM  # noqa: E402
 
-from sst2_audit.dataset import read_parquet  # noqa: E402
-from sst2_audit.fields import columns_of  # noqa: E402
-from sst2_audit.official import task_config  # noqa: E402
-from sst2_audit.split import make_split  # noqa: E402
-from sst2_audit.task_spec import spec_for  # noqa: E402
+from sst2_audit.task.dataset import read_parquet  # noqa: E402
+from sst2_audit.formats.fields import columns_of  # noqa: E402
+from sst2_audit.scoring.official import task_config  # noqa: E402
+from sst2_audit.task.split import make_split  # noqa: E402
+from sst2_audit.task.spec import spec_for  # noqa: E402
 
 cache, profile = Path(sys.argv[1]).resolve(), sys.argv[2]
 spec = spec_for(lock, lock.profile(profile).task)

@@ -5,7 +5,7 @@ of the few-shot audits, every one on the embedded model (one `models` entry, con
 
 The shipped resources.lock.json keeps its bytes (the reference bundle carries it and the audit compares
 it whole), so these profiles live in a lock of their own. Every task YAML it adds is pinned from the
-installed lm-eval and checked against the member of the pinned lm-eval wheel (sst2_audit/task_pin.py).
+installed lm-eval and checked against the member of the pinned lm-eval wheel (sst2_audit/resources/task_pin.py).
 Every profile is a DEMO on data written for sst2-audit (data/demo/README.md), never a measurement.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sst2_audit import atomic  # noqa: E402
-from sst2_audit.lock import LOCK_SCHEMA_VERSION, parse_lock  # noqa: E402
-from sst2_audit.task_pin import pin_files, pin_task  # noqa: E402
+from sst2_audit.util import atomic  # noqa: E402
+from sst2_audit.formats.lock import LOCK_SCHEMA_VERSION, parse_lock  # noqa: E402
+from sst2_audit.resources.task_pin import pin_files, pin_task  # noqa: E402
 
 MODEL = "embedded-smollm2"
 MMLU_GROUP_FILES = [f"lm_eval/tasks/mmlu/default/_mmlu{part}.yaml"
@@ -61,7 +61,7 @@ def _mmlu_data(subject: str) -> dict:
 
 
 def _sha(path: Path) -> str:
-    from sst2_audit.hashing import sha256_file
+    from sst2_audit.util.hashing import sha256_file
 
     return sha256_file(path)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sst2_audit.audit import bundle  # noqa: E402
+from sst2_audit.bundle import run as bundle  # noqa: E402
 from sst2_audit.audit.loading import load_run  # noqa: E402
-from sst2_audit.command import DEFAULT_LOCK  # noqa: E402
+from sst2_audit.cli.common import DEFAULT_LOCK  # noqa: E402
 
 CARRIED = bundle.PUBLIC_FILES
 

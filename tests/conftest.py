@@ -12,12 +12,12 @@ REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "resources.lock.json"
 DEMOS = REPO / "demos.lock.json"  # the few-shot demo profiles (scripts/make_demo_lock.py)
 TEST_CACHE = REPO / ".test-cache"
-# The suite's caches share one store (sst2_audit/store.py): the wheel is downloaded and converted once.
+# The suite's caches share one store (sst2_audit/resources/store.py): the wheel is downloaded and converted once.
 os.environ.setdefault("SST2_AUDIT_STORE", str(TEST_CACHE / "store"))
 
 # Tests that score in this process (rescore) run in the lock's numeric mode, as the entry scripts do;
 # it must be set before any test module imports torch.
-from sst2_audit.numeric import activate  # noqa: E402
+from sst2_audit.protocol.numeric import activate  # noqa: E402
 
 activate(json.loads(LOCK.read_text())["run_settings"]["numeric_mode"])
 
@@ -96,7 +96,7 @@ def full_run(embedded_cache, tmp_path_factory) -> Path:
 
 def local_lock(tmp_path, embedded_cache, *, break_sha=None, missing=None, name="mine"):
     """A reviewer's lock that pins files already on disk (item 6)."""
-    from sst2_audit.manifest import read_manifest
+    from sst2_audit.formats.manifest import read_manifest
 
     raw = load_lock_json()
     manifest = read_manifest(embedded_cache)

@@ -61,12 +61,12 @@ def edited(change, bundle=REFERENCE) -> dict:
 
 def regenerate_card(members: dict) -> None:
     """The submitter regenerates the card and the page from the forged record, so only the rescore can catch it."""
-    from sst2_audit import records
-    from sst2_audit import card
-    from sst2_audit.lock import load_lock
+    from sst2_audit.formats import records
+    from sst2_audit.pages import card
+    from sst2_audit.formats.lock import load_lock
 
-    from sst2_audit.html_report import render
-    from sst2_audit.task_spec import spec_for
+    from sst2_audit.pages.html_report import render
+    from sst2_audit.task.spec import spec_for
 
     record = records.from_dict(records.RunRecord, json.loads(members["run.json"]), "run.json")
     members["CARD.md"] = card.render(record, load_lock(LOCK)).encode()

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import EMBEDDED_COLUMNS, REPO, run_script
 from sst2_audit.cli import audit_main
-from sst2_audit.dataset import read_parquet
-from sst2_audit.identity import tokens_hash
+from sst2_audit.task.dataset import read_parquet
+from sst2_audit.scoring.identity import tokens_hash
 
 
 @pytest.fixture
@@ -178,9 +178,9 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
     card = (extracted / "test-full" / "CARD.md").read_text()
     assert card.startswith("# Reproducibility card ")
     assert "| num_fewshot | 0 |" in card and "| task_yaml_sha256 | " in card and "EMBEDDED DEMO" in card
-    from sst2_audit import records
-    from sst2_audit.card import card_fields, card_id
-    from sst2_audit.lock import load_lock
+    from sst2_audit.formats import records
+    from sst2_audit.pages.card import card_fields, card_id
+    from sst2_audit.formats.lock import load_lock
 
     record = records.read(extracted / "test-full" / "run.json", records.RunRecord)
     fields = card_fields(record, load_lock(extracted / "test-full" / "resources.lock.json"))
@@ -323,9 +323,9 @@ def test_bundle_refuses_a_cache_the_run_did_not_use(run_copy, embedded_cache, tm
     assert code == 1, out  # the identity level re-hashes the cache first: a cache the run did not use fails there
     assert "identity: FAIL" in out and "no bundle is packed for a run that does not pass" in out
     assert not (tmp_path / "results").exists()
-    from sst2_audit.audit.bundle import bundle_contents  # and the packer itself refuses such a manifest
+    from sst2_audit.bundle.run import bundle_contents  # and the packer itself refuses such a manifest
     from sst2_audit.audit.loading import load_run
-    from sst2_audit.errors import InputError
+    from sst2_audit.util.errors import InputError
 
     with pytest.raises(InputError, match="manifest.json does not describe the resources run test-full used"):
         bundle_contents(load_run(run_copy, REPO / "resources.lock.json"), tmp_path / "other")

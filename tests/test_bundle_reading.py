@@ -207,8 +207,8 @@ def test_many_tiny_members_are_refused_by_a_limit(tmp_path, capsys, count, messa
 def test_fuzz_schema_2_records_and_locks_through_the_upgrade_readers(tmp_path, capsys):
     """Records and locks written before tasks were data go through the 2 -> 3 upgraders, and today's lock
     through its reader: mutations end in exit 0, 1 or 2 (records), or an InputError (locks), never a traceback."""
-    from sst2_audit.errors import InputError
-    from sst2_audit.lock import lock_from_bytes
+    from sst2_audit.util.errors import InputError
+    from sst2_audit.formats.lock import lock_from_bytes
 
     members = members_of(REPO / "tests" / "data" / "v2-embedded-full-reference.tar.gz")
     run = tmp_path / "run"
@@ -239,9 +239,9 @@ def test_fuzz_schema_2_records_and_locks_through_the_upgrade_readers(tmp_path, c
 def test_fuzz_manifests_are_read_or_refused_never_a_traceback(embedded_cache, tmp_path):
     """The cache manifest through the strict reader and the lock match: every mutation is read (and
     then matched or refused by the lock) or refused as input, never anything else."""
-    from sst2_audit.errors import CheckFailed, InputError
-    from sst2_audit.lock import load_lock
-    from sst2_audit.manifest import read_manifest, require_matching
+    from sst2_audit.util.errors import CheckFailed, InputError
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.formats.manifest import read_manifest, require_matching
 
     original = json.loads((embedded_cache / "manifest.json").read_text())
     lock = load_lock(REPO / "resources.lock.json")
@@ -263,8 +263,8 @@ def test_fuzz_group_bundle_bytes_never_escape_as_a_traceback(tmp_path, capsys):
     import hashlib
 
     from conftest import DEMOS
-    from sst2_audit import records
-    from sst2_audit.audit import group_bundle
+    from sst2_audit.formats import records
+    from sst2_audit.bundle import group as group_bundle
 
     tasks = [("inverse_scaling_neqa", "embedded-inverse-scaling-neqa"),
              ("inverse_scaling_quote_repetition", "embedded-inverse-scaling-quote-repetition"),

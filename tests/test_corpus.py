@@ -9,9 +9,9 @@ import shutil
 import pytest
 
 from conftest import DEMOS, REPO, bundle_audited, prepare_run_audit, run_script
-from sst2_audit import corpus
-from sst2_audit.dataset import Row
-from sst2_audit.errors import InputError
+from sst2_audit.protocol import corpus
+from sst2_audit.task.dataset import Row
+from sst2_audit.util.errors import InputError
 
 
 def _items(rng, n: int, classes: int = 2) -> list:
@@ -59,9 +59,9 @@ def test_the_bootstrap_stderr_equals_lm_eval_s_bit_for_bit(monkeypatch, n, iters
 
 
 def test_f1_needs_two_choices():
-    from sst2_audit.identity import expected_question
-    from sst2_audit.lock import load_lock
-    from sst2_audit.task_spec import spec_for
+    from sst2_audit.scoring.identity import expected_question
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task.spec import spec_for
 
     spec = dataclasses.replace(spec_for(load_lock(DEMOS), "mrpc"), doc_to_choice=["no", "yes", "maybe"])
     doc = {"sentence1": "A.", "sentence2": "B.", "label": 1, "idx": 3}

@@ -20,7 +20,7 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
 
 
 def test_readme_documents_every_cli_option():
-    from sst2_audit import cmd_audit, cmd_prepare, cmd_run
+    from sst2_audit.cli import audit as cmd_audit, prepare as cmd_prepare, run as cmd_run
 
     for prog, body in (("prepare.py", cmd_prepare), ("run.py", cmd_run), ("audit.py", cmd_audit)):
         source = __import__("inspect").getsource(body)

@@ -1,4 +1,4 @@
-"""Few-shot contexts re-derived (sst2_audit/fewshot.py) against lm-eval's own ConfigurableTask and sampler,
+"""Few-shot contexts re-derived (sst2_audit/task/fewshot.py) against lm-eval's own ConfigurableTask and sampler,
 on the embedded demo data: the same shots, in the same draw order, the same context string."""
 
 import dataclasses
@@ -8,11 +8,11 @@ import pytest
 
 from conftest import (DEMOS, EMBEDDED_COLUMNS, LOCK, bundle_audited, one_paragraph, prepare_cache, prepare_run_audit,
                       run_script)
-from sst2_audit import fewshot
-from sst2_audit.dataset import read_parquet
-from sst2_audit.lock import load_lock
-from sst2_audit.task_config import data_config
-from sst2_audit.task_spec import spec_for
+from sst2_audit.task import fewshot
+from sst2_audit.task.dataset import read_parquet
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.task.config import data_config
+from sst2_audit.task.spec import spec_for
 
 
 @pytest.fixture()
@@ -115,8 +115,8 @@ def _smoke_and_full_shots_compared(record, cache):
     """lm-eval's one generator per task, consumed in dataset order: the smoke run's two questions (the first
     two dev ids in hash order) are drawn first and second there, but after every smaller dev id in a full
     run, so the same question gets other shots."""
-    from sst2_audit.split import SMOKE_ROWS
-    from sst2_audit.split_rows import shot_plan, verified_rows
+    from sst2_audit.task.split import SMOKE_ROWS
+    from sst2_audit.task.rows import shot_plan, verified_rows
 
     lock = load_lock(DEMOS)
     profile = lock.profile("embedded-sst2-5shot")
@@ -216,8 +216,8 @@ def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
     from types import SimpleNamespace
 
     from conftest import load_lock_json
-    from sst2_audit.errors import InputError
-    from sst2_audit.html_report import _shots_seen
+    from sst2_audit.util.errors import InputError
+    from sst2_audit.pages.html_report import _shots_seen
 
     raw = load_lock_json()
     raw["profiles"]["embedded"]["settings"] = {"num_fewshot": 25, "max_length": 2048}
@@ -257,7 +257,7 @@ def test_a_profile_s_shot_count_defaults_to_the_task_yaml_s():
     assert shipped.settings_for("embedded", stated)["num_fewshot"] == 3
     assert shipped.settings_for("embedded", sst2)["num_fewshot"] == 0  # run_settings.num_fewshot
     bad = dict(sst2.official, num_fewshot="5")
-    from sst2_audit.task_spec import unsupported_reason
+    from sst2_audit.task.spec import unsupported_reason
 
     assert unsupported_reason(bad) == "states num_fewshot '5', not an integer within 0..1024"
 
@@ -285,8 +285,8 @@ def test_a_run_whose_question_would_see_its_own_question_as_a_shot_fails_before_
     import shutil
 
     from conftest import REPO
-    from sst2_audit import records
-    from sst2_audit.hashing import sha256_file
+    from sst2_audit.formats import records
+    from sst2_audit.util.hashing import sha256_file
 
     shutil.copytree(REPO / "data" / "demo", tmp_path / "data" / "demo")
     validation = (REPO / "data" / "demo" / "validation.tsv").read_text().splitlines()

@@ -6,9 +6,9 @@ import random
 import pytest
 
 from conftest import DEMOS, one_paragraph, run_script
-from sst2_audit import group
-from sst2_audit.errors import InputError
-from sst2_audit.lock import load_lock, parse_lock
+from sst2_audit.task import group
+from sst2_audit.util.errors import InputError
+from sst2_audit.formats.lock import load_lock, parse_lock
 
 
 def test_our_aggregation_equals_lm_eval_s_bit_for_bit_on_generated_groups():
@@ -201,8 +201,8 @@ def _write(path, body):
 
 
 def test_a_group_bundle_name_too_long_for_plain_ustar_names_is_refused_before_packing(tmp_path):
-    from sst2_audit import records
-    from sst2_audit.audit.group_bundle import bundle_target
+    from sst2_audit.formats import records
+    from sst2_audit.bundle.group import bundle_target
 
     member = records.GroupMember("inverse_scaling_quote_repetition", "p", "inverse_scaling_quote_repetition", "0" * 64,
                                  4, {}, {})

@@ -1,4 +1,4 @@
-"""Task code hooks as pinned shared code (sst2_audit/hooks.py): read statically before they run, loaded
+"""Task code hooks as pinned shared code (sst2_audit/task/hooks.py): read statically before they run, loaded
 from the bytes the lock pins, run by both paths, named on every output; a changed byte is refused."""
 
 import json
@@ -7,9 +7,9 @@ import random
 import pytest
 
 from conftest import DEMOS, REPO, one_paragraph, prepare_run_audit, run_script
-from sst2_audit import hooks
-from sst2_audit.errors import CheckFailed
-from sst2_audit.evaluator_pin import installed_root
+from sst2_audit.task import hooks
+from sst2_audit.util.errors import CheckFailed
+from sst2_audit.task.evaluator_pin import installed_root
 
 GOOD = "import re\nimport datasets\n\n\ndef process_docs(dataset):\n    return dataset.map(lambda d: d)\n"
 

@@ -6,9 +6,9 @@ import pytest
 
 from conftest import EMBEDDED_COLUMNS, load_lock_json, one_paragraph, run_script, tree_state
 from hubserver import HubServer, Repo
-from sst2_audit.dataset import read_demo_tsv, write_parquet
-from sst2_audit.hashing import sha256_file
-from sst2_audit.manifest import read_manifest
+from sst2_audit.task.dataset import read_demo_tsv, write_parquet
+from sst2_audit.util.hashing import sha256_file
+from sst2_audit.formats.manifest import read_manifest
 
 MODEL_REV = "1" * 40
 DATA_REV = "2" * 40

@@ -3,8 +3,8 @@ import json
 import pytest
 
 from conftest import LOCK, load_lock_json, one_paragraph, run_script
-from sst2_audit.errors import InputError
-from sst2_audit.lock import load_lock
+from sst2_audit.util.errors import InputError
+from sst2_audit.formats.lock import load_lock
 
 
 def test_our_lock_pins_the_reference_resources():

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from conftest import DEMOS, REPO, bundle_audited, prepare_run_audit, run_script
-from sst2_audit import hooks
-from sst2_audit.evaluator_pin import installed_root
-from sst2_audit.metrics import VALUE_TOLERANCE
-from sst2_audit.protocol import mc2_mass
+from sst2_audit.task import hooks
+from sst2_audit.task.evaluator_pin import installed_root
+from sst2_audit.protocol.metrics import VALUE_TOLERANCE
+from sst2_audit.protocol.rules import mc2_mass
 from test_hooks import _refused_with_a_changed_hook, _shadow_lm_eval
 
 UTILS = "lm_eval/tasks/truthfulqa/utils.py"

@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script
-from sst2_audit import numeric
-from sst2_audit.numeric import MODE_VARIABLES
-from sst2_audit.drift import DIFFERENT, DRIFT, DRIFT_BOUND, IDENTICAL, judge
-from sst2_audit.errors import InternalError
-from sst2_audit.protocol import predict
+from sst2_audit.protocol import numeric
+from sst2_audit.protocol.numeric import MODE_VARIABLES
+from sst2_audit.protocol.drift import DIFFERENT, DRIFT, DRIFT_BOUND, IDENTICAL, judge
+from sst2_audit.util.errors import InternalError
+from sst2_audit.protocol.rules import predict
 
 
 def test_the_mode_is_in_effect_in_this_process():
@@ -95,9 +95,9 @@ def test_a_score_beyond_the_bound_or_a_flip_on_a_wide_margin_is_different():
 
 
 def test_two_cards_with_different_scores_never_share_an_id(full_run):
-    from sst2_audit import records
-    from sst2_audit.card import card_fields, card_id
-    from sst2_audit.lock import load_lock
+    from sst2_audit.formats import records
+    from sst2_audit.pages.card import card_fields, card_id
+    from sst2_audit.formats.lock import load_lock
 
     record = records.read(full_run / "out" / "run.json", records.RunRecord)
     lock = load_lock(LOCK)
@@ -139,7 +139,7 @@ def test_this_machine_in_the_locks_mode_gives_the_other_machines_scores(full_run
 
 def _probe(mode: dict) -> str:
     env = {k: v for k, v in os.environ.items() if k not in MODE_VARIABLES}
-    done = subprocess.run([sys.executable, "-c", "from sst2_audit.numeric import probe_digest; print(probe_digest())"],
+    done = subprocess.run([sys.executable, "-c", "from sst2_audit.protocol.numeric import probe_digest; print(probe_digest())"],
                           capture_output=True, text=True, env={**env, **mode}, cwd=REPO)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
@@ -161,7 +161,7 @@ def test_the_probe_gives_the_pinned_digest_in_the_locks_mode_and_another_in_mode
 def test_the_probe_runs_at_one_thread_whatever_the_process_runs_at():
     import torch
 
-    from sst2_audit.numeric import probe_digest
+    from sst2_audit.protocol.numeric import probe_digest
 
     threads = torch.get_num_threads()
     try:
@@ -175,7 +175,7 @@ def test_the_probe_runs_at_one_thread_whatever_the_process_runs_at():
 
 
 def test_threads_are_not_part_of_the_numeric_key():
-    from sst2_audit.numeric import numeric_key, same_platform
+    from sst2_audit.protocol.numeric import numeric_key, same_platform
 
     one = {"torch": "2.13.0+cpu", "torch_cpu_capability": "AVX2", "blas": "MKL", "onednn": "oneDNN", "threads": 1,
            "mode": {"MKL_CBWR": "AVX2,STRICT"}}

@@ -201,8 +201,8 @@ def test_generated_profile_names_are_accepted_exactly_when_they_are_safe_slugs(o
     an accepted one is a slug. In-process for the many, one subprocess for the newline the issue names."""
     import random
 
-    from sst2_audit.errors import InputError
-    from sst2_audit.pin import _profile_name
+    from sst2_audit.util.errors import InputError
+    from sst2_audit.resources.pin import _profile_name
 
     rng = random.Random(28)
     alphabet = list("aZ09._-/\\ \n\r\t\x1b$`;|&") + ["..", "../", "\u202e"]
@@ -340,7 +340,7 @@ def test_prepare_refuses_a_small_scored_split_before_the_model(own_model, tmp_pa
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sst2_audit.hashing import sha256_file
+    from sst2_audit.util.hashing import sha256_file
 
     data = _rte_folder(tmp_path / "d")
     new_lock = tmp_path / "ok.lock.json"

@@ -6,8 +6,8 @@ import pytest
 
 from conftest import LOCK, load_lock_json, local_lock, one_paragraph, run_script, tree_state
 from sst2_audit.cli import prepare_main
-from sst2_audit.hashing import sha256_file
-from sst2_audit.manifest import read_manifest
+from sst2_audit.util.hashing import sha256_file
+from sst2_audit.formats.manifest import read_manifest
 
 
 def test_embedded_cache_is_built_from_the_pinned_wheel(embedded_cache):

@@ -5,8 +5,9 @@ import os
 
 import pytest
 
-from sst2_audit import atomic, records
-from sst2_audit.errors import InputError
+from sst2_audit.util import atomic
+from sst2_audit.formats import records
+from sst2_audit.util.errors import InputError
 
 
 def test_atomic_write_never_overwrites_and_leaves_no_temporary(tmp_path):
@@ -52,8 +53,8 @@ def test_reader_names_missing_and_unexpected_fields(tmp_path):
 
 def test_an_int_or_text_field_takes_exactly_one_of_them():
     """lm-eval's logged `target`: an index, or a multiple-input task's continuation; nothing else."""
-    from sst2_audit.errors import InputError
-    from sst2_audit.schema import typed
+    from sst2_audit.util.errors import InputError
+    from sst2_audit.formats.schema import typed
 
     assert typed(int | str, 3, "t") == 3 and typed(int | str, "was leaving town.", "t") == "was leaving town."
     for value in (1.5, True, None, [1], {"a": 1}):

@@ -2,7 +2,7 @@
 
 It was made in the lock's pinned numeric mode (ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=AVX2,STRICT):
 a run on any machine whose probe gives the lock's pinned digest reproduces it bit for bit;
-elsewhere a run must stay within the drift bound with identical predictions (sst2_audit/drift.py).
+elsewhere a run must stay within the drift bound with identical predictions (sst2_audit/protocol/drift.py).
 The reference made before the strict mode (tests/data/amd-avx2-mode-reference.tar.gz, MKL_CBWR=AVX2
 on an AMD EPYC) is a user's older bundle: it passes, the verdict naming its mode.
 """
@@ -12,8 +12,8 @@ import tarfile
 
 from conftest import REPO, run_script
 from sst2_audit.cli import audit_main
-from sst2_audit.drift import DRIFT_BOUND
-from sst2_audit.numeric import numeric_key
+from sst2_audit.protocol.drift import DRIFT_BOUND
+from sst2_audit.protocol.numeric import numeric_key
 
 BUNDLE = REPO / "results" / "embedded-full-reference.tar.gz"
 AVX2_MACHINE = REPO / "tests" / "data" / "avx2-machine-scores.json"
@@ -45,9 +45,9 @@ def test_the_default_audit_rescores_the_reference_as_the_avx2_only_machine_score
 
 def test_reference_card_states_the_measurement():
     """The card today's code renders from the reference's records: what the audit compares the bundled one with."""
-    from sst2_audit import records
-    from sst2_audit.card import render
-    from sst2_audit.lock import load_lock
+    from sst2_audit.formats import records
+    from sst2_audit.pages.card import render
+    from sst2_audit.formats.lock import load_lock
 
     record = records.from_dict(records.RunRecord, _reference(), "run.json")
     card = render(record, load_lock(REPO / "resources.lock.json"))

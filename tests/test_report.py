@@ -8,9 +8,9 @@ from html.parser import HTMLParser
 import pytest
 
 from conftest import EMBEDDED_COLUMNS, REPO, load_lock_json, one_paragraph, run_script, tiny_llama
-from sst2_audit import records
-from sst2_audit.numeric import one_line
-from sst2_audit.stats import mcnemar_exact, paired_difference, wilson
+from sst2_audit.formats import records
+from sst2_audit.protocol.numeric import one_line
+from sst2_audit.protocol.stats import mcnemar_exact, paired_difference, wilson
 
 
 class Tables(HTMLParser):
@@ -89,7 +89,7 @@ def test_report_numbers_are_run_json_s(full_run):
 
 
 def test_the_public_report_carries_no_document_text(full_run, embedded_cache):
-    from sst2_audit.dataset import read_parquet
+    from sst2_audit.task.dataset import read_parquet
 
     page = (full_run / "out" / records.REPORT_FILE).read_text()
     private = (full_run / "private" / records.REPORT_FILE).read_text()
@@ -136,8 +136,8 @@ def test_statistics_match_their_closed_forms():
 
 def _tiny_model_lock(tmp_path, embedded_cache):
     """A reviewer's lock with another model: a tiny random Llama with SmolLM2's tokenizer, on the same data."""
-    from sst2_audit.hashing import sha256_file
-    from sst2_audit.manifest import read_manifest
+    from sst2_audit.util.hashing import sha256_file
+    from sst2_audit.formats.manifest import read_manifest
 
     model_dir = tmp_path / "tiny-model"
     tiny_llama(3).save_pretrained(model_dir, safe_serialization=True)
@@ -261,7 +261,7 @@ def test_every_page_renders_in_headless_chromium_within_1280_px(full_run, tmp_pa
     sys.path.insert(0, str(REPO / "scripts"))
     from screenshot_report import screenshot
 
-    from sst2_audit.html_report import render_failure
+    from sst2_audit.pages.html_report import render_failure
 
     failure = records.FailureRecord("unsorted", "identity", "identity check failed: " + "x" * 300, [
         records.Mismatch(0, 17, ["doc_hash", "prompt_hash"], {"doc_hash": "a" * 64, "prompt_hash": "b" * 64},

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from conftest import EMBEDDED_COLUMNS, one_paragraph, run_script, tree_state
-from sst2_audit import records
-from sst2_audit.dataset import read_parquet
-from sst2_audit.identity import tokens_hash
+from sst2_audit.formats import records
+from sst2_audit.task.dataset import read_parquet
+from sst2_audit.scoring.identity import tokens_hash
 
 
 def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):

@@ -3,13 +3,13 @@
 import pytest
 
 from conftest import LOCK, tiny_llama
-from sst2_audit.dataset import Row
-from sst2_audit.errors import CheckFailed, InputError
-from sst2_audit.independent import BoundaryError, IndependentScorer, encode_pair, encode_question
-from sst2_audit.lock import load_lock
-from sst2_audit.protocol import accuracy_stderr, predict
-from sst2_audit.split import make_split
-from sst2_audit.task_spec import spec_for
+from sst2_audit.task.dataset import Row
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.scoring.independent import BoundaryError, IndependentScorer, encode_pair, encode_question
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.protocol.rules import accuracy_stderr, predict
+from sst2_audit.task.split import make_split
+from sst2_audit.task.spec import spec_for
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,7 @@ def test_multi_token_candidate_matches_lm_eval_bit_for_bit(tokenizer, tiny_model
 def test_agreement_names_the_row_and_candidate_of_a_one_bit_difference():
     import math
 
-    from sst2_audit.agreement import compare_scores, describe
+    from sst2_audit.scoring.agreement import compare_scores, describe
 
     official = {7: [-4.25, -3.5], 9: [-1.0, -2.0]}
     independent = {7: [-4.25, math.nextafter(-3.5, 0.0)], 9: [-1.0, -2.0]}
@@ -152,8 +152,8 @@ def test_agreement_names_the_row_and_candidate_of_a_one_bit_difference():
 def test_task_config_may_differ_only_in_data_loading_fields(sst2):
     import dataclasses
 
-    from sst2_audit.errors import CheckFailed
-    from sst2_audit.official import config_differences
+    from sst2_audit.util.errors import CheckFailed
+    from sst2_audit.scoring.official import config_differences
 
     official = {"task": "sst2", "dataset_path": "nyu-mll/glue", "dataset_name": "sst2", "doc_to_text": "{{sentence}}"}
     spec = dataclasses.replace(sst2, official=official)

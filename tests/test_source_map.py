@@ -4,10 +4,10 @@
 import pytest
 
 from conftest import DEMOS, LOCK, REPO
-from sst2_audit import source_map
-from sst2_audit.evaluator_pin import files_for, installed_root, verify_installed
-from sst2_audit.lock import load_lock
-from sst2_audit.task_spec import spec_for
+from sst2_audit.task import source_map
+from sst2_audit.task.evaluator_pin import files_for, installed_root, verify_installed
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.task.spec import spec_for
 
 MAP = (REPO / "SOURCE_MAP.md").read_text()
 FACTS = REPO.parent / "shared" / "facts" / "lm-eval-v0.4.9.2.sha256"
@@ -36,8 +36,8 @@ def test_every_row_is_verified_against_the_installed_evaluator():
     ("`TemplateLM._encode_pair` | 387-399", "`TemplateLM.encode_pair` | 387-399",
      "TemplateLM.encode_pair is not defined in lm_eval/api/model.py"),
     ("| `mean` | 35-36 |", "| `mean` | 35-40 |", "lines 35-40 are not inside mean, which spans 35-36 of lm_eval/api/metrics.py"),
-    ("`sst2_audit/protocol.py::predict`", "`sst2_audit/protocol.py::argmax`", "counterpart argmax is not defined in sst2_audit/protocol.py"),
-    ("`sst2_audit/identity.py::check_logged_samples` | H1 |", "`sst2_audit/identities.py::check_logged_samples` | H1 |",
+    ("`sst2_audit/protocol/rules.py::predict`", "`sst2_audit/protocol/rules.py::argmax`", "counterpart argmax is not defined in sst2_audit/protocol/rules.py"),
+    ("`sst2_audit/scoring/identity.py::check_logged_samples` | H1 |", "`sst2_audit/identities.py::check_logged_samples` | H1 |",
      "counterpart file sst2_audit/identities.py does not exist"),
 ])
 def test_a_wrong_row_fails_the_check(old, new, problem):
@@ -97,7 +97,7 @@ def test_hazards_cite_upstream_issues():
 def test_a_changed_installed_file_is_named(tmp_path):
     import json
 
-    from sst2_audit.errors import CheckFailed
+    from sst2_audit.util.errors import CheckFailed
 
     raw = json.loads(LOCK.read_text())
     raw["evaluator"]["files"]["lm_eval/evaluator.py"] = "0" * 64

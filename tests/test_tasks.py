@@ -9,14 +9,14 @@ import json
 import pytest
 
 from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script, tiny_llama, tree_state
-from sst2_audit.dataset import Row, write_parquet
-from sst2_audit.errors import InputError
-from sst2_audit.evaluator_pin import installed_root
-from sst2_audit.identity import expected_question
-from sst2_audit.independent import IndependentScorer, encode_pair
-from sst2_audit.lock import load_lock
-from sst2_audit.protocol import predict, predict_norm
-from sst2_audit.task_spec import spec_for, spec_from_yaml
+from sst2_audit.task.dataset import Row, write_parquet
+from sst2_audit.util.errors import InputError
+from sst2_audit.task.evaluator_pin import installed_root
+from sst2_audit.scoring.identity import expected_question
+from sst2_audit.scoring.independent import IndependentScorer, encode_pair
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.protocol.rules import predict, predict_norm
+from sst2_audit.task.spec import spec_for, spec_from_yaml
 
 IS_TASK = "inverse_scaling_redefine_math"
 IS_COLUMNS = (("prompt", "string"), ("classes", "list<string>"), ("answer_index", "int64"))
@@ -92,7 +92,7 @@ def test_acc_norm_is_lm_eval_s_on_a_case_where_it_differs_from_acc(lock, tmp_pat
     """lm-eval's own ConfigurableTask.process_results on the installed YAML, against ours."""
     from lm_eval.api.task import ConfigurableTask
 
-    from sst2_audit.official import task_config
+    from sst2_audit.scoring.official import task_config
 
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
@@ -126,7 +126,7 @@ def test_a_task_with_a_process_results_hook_is_refused_with_the_reason():
 
 def test_a_lock_pinning_a_refused_task_exits_2_naming_it(tmp_path):
     raw = load_lock_json()
-    from sst2_audit.hashing import sha256_file
+    from sst2_audit.util.hashing import sha256_file
 
     yaml = "lm_eval/tasks/galician_bench/truthfulqa_gl_mc2.yaml"
     raw["evaluator"]["tasks"]["truthfulqa_gl_mc2"] = yaml
@@ -193,7 +193,7 @@ def test_list_tasks_says_supported_or_why_not():
     ("inverse_scaling_run", "embedded-inverse-scaling", ["acc", "acc_norm"]),
 ])
 def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profile, metrics, tmp_path, capsys):
-    from sst2_audit import records
+    from sst2_audit.formats import records
     from sst2_audit.cli import audit_main
 
     base = request.getfixturevalue(fixture)
@@ -269,7 +269,7 @@ def test_a_bundle_written_before_the_any_task_change_passes_every_level(embedded
 def test_a_multiple_input_template_and_a_blank_context_are_refused(lock, tokenizer):
     import dataclasses
 
-    from sst2_audit.independent import encode_question
+    from sst2_audit.scoring.independent import encode_question
 
     sst2 = spec_for(lock, "sst2")
     multiple_input = dataclasses.replace(sst2, doc_to_text="{{label}}")
@@ -339,7 +339,7 @@ def test_a_lock_whose_tasks_do_not_fit_exits_2_and_writes_nothing(case, tmp_path
 
 
 def test_a_malformed_demo_line_exits_2_naming_file_and_line(tmp_path):
-    from sst2_audit.hashing import sha256_file
+    from sst2_audit.util.hashing import sha256_file
 
     folder = tmp_path / "data" / "demo" / "rte"
     folder.mkdir(parents=True)
@@ -370,7 +370,7 @@ def test_demo_jsonl_holds_lists_and_structs_exactly_as_the_lock_types_them(tmp_p
     """Generated cases: a struct column's value must have exactly its fields, in order, each of its type."""
     import random
 
-    from sst2_audit.dataset import read_demo_jsonl
+    from sst2_audit.task.dataset import read_demo_jsonl
 
     columns = [["choices", "struct<text: list<element: string>, label: list<element: string>>"], ["n", "int64"]]
     good = {"choices": {"text": ["a", "b"], "label": ["A", "B"]}, "n": 1}

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from conftest import DEMOS, LOCK, REPO, load_lock_json, one_paragraph, run_script
-from sst2_audit.errors import CheckFailed, InputError
-from sst2_audit.evaluator_pin import installed_root
-from sst2_audit.lock import load_lock
-from sst2_audit.task_spec import spec_for
-from sst2_audit.fields import safe_relative
-from sst2_audit.task_yaml import confined, read
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.task.evaluator_pin import installed_root
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.task.spec import spec_for
+from sst2_audit.formats.fields import safe_relative
+from sst2_audit.task.yaml_file import confined, read
 from test_attacks import CURRENT, members_of, pack
 
 

@@ -84,7 +84,7 @@ def test_every_extension_header_is_refused(tmp_path, capsys, magic, kind, messag
 
 def test_what_the_audit_read_is_what_gnu_tar_unpacks(embedded_cache, full_run, tmp_path, capsys):
     """Every accepted bundle, unpacked by the system's tar, gives exactly the bytes the audit checked."""
-    from sst2_audit.audit.bundle import read_members
+    from sst2_audit.bundle.run import read_members
 
     run = tmp_path / "run"
     shutil.copytree(full_run / "out", run)
@@ -278,12 +278,12 @@ def test_fuzz_control_characters_and_markup_never_reach_terminal_card_or_page(tm
     """Every string field of run.json and lm-eval's results, one at a time, gets control characters
     and markup; whatever the verdict, the terminal sees no raw control character, and the card and page
     regenerated from records that pass carry none either."""
-    from sst2_audit import records
-    from sst2_audit import card
-    from sst2_audit.html_report import render
-    from sst2_audit.errors import InputError
-    from sst2_audit.lock import load_lock
-    from sst2_audit.task_spec import spec_for
+    from sst2_audit.formats import records
+    from sst2_audit.pages import card
+    from sst2_audit.pages.html_report import render
+    from sst2_audit.util.errors import InputError
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task.spec import spec_for
 
     base = members_of(REFERENCE)
     rng = random.Random(15)

@@ -6,14 +6,14 @@ lm-eval logged and reported and with what our summary said. Settings and every
 other field a person reads are checked by the claims level (claims.py).
 """
 
-from ..card import largest_value_difference
-from ..identity import public_candidate
-from ..metrics import METRICS, VALUE_TOLERANCE, predictions
-from ..summaries import label_counts, lm_eval_aggregate, path_summaries
-from ..records import PATHS
-from ..split import rows_of
-from .findings import LevelResult
-from .loading import RunFolder
+from sst2_audit.pages.card import largest_value_difference
+from sst2_audit.scoring.identity import public_candidate
+from sst2_audit.protocol.metrics import METRICS, VALUE_TOLERANCE, predictions
+from sst2_audit.scoring.summaries import label_counts, lm_eval_aggregate, path_summaries
+from sst2_audit.formats.records import PATHS
+from sst2_audit.task.split import rows_of
+from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.loading import RunFolder
 
 
 def _questions(result: LevelResult, record) -> list:

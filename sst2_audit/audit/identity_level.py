@@ -8,14 +8,14 @@ appears anywhere in the records.
 
 from pathlib import Path
 
-from .. import warm
-from ..errors import CheckFailed, InputError
-from ..identity import check_question_records, expected_question, public_target
-from ..model import load_tokenizer
-from ..split import row_hash, rows_of
-from ..split_rows import shot_plan, verified_rows
-from .findings import LevelResult
-from .loading import RunFolder
+from sst2_audit.util import warm
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.scoring.identity import check_question_records, expected_question, public_target
+from sst2_audit.scoring.model import load_tokenizer
+from sst2_audit.task.split import row_hash, rows_of
+from sst2_audit.task.rows import shot_plan, verified_rows
+from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.loading import RunFolder
 
 
 def _resources(result: LevelResult, run: RunFolder, spec, profile, cache, model: bool = True):

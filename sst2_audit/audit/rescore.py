@@ -15,19 +15,19 @@ from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
 
-from .. import warm
-from ..drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
-from ..errors import CheckFailed, InputError
-from ..identity import expected_question
-from ..independent import IndependentScorer
-from ..model import load as load_model
-from ..numeric import fingerprint, mode_words, threads_for, one_line, runs_the_mode, same_platform
-from ..progress import say
-from ..protocol import predict
-from ..split import rows_of
-from ..split_rows import shot_plan, verified_rows
-from .findings import LevelResult
-from .loading import RunFolder
+from sst2_audit.util import warm
+from sst2_audit.protocol.drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.scoring.identity import expected_question
+from sst2_audit.scoring.independent import IndependentScorer
+from sst2_audit.scoring.model import load as load_model
+from sst2_audit.protocol.numeric import fingerprint, mode_words, threads_for, one_line, runs_the_mode, same_platform
+from sst2_audit.util.progress import say
+from sst2_audit.protocol.rules import predict
+from sst2_audit.task.split import rows_of
+from sst2_audit.task.rows import shot_plan, verified_rows
+from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.loading import RunFolder
 
 
 def draw(dev_ids: list, rows, seed: int) -> list:

@@ -1,0 +1,293 @@
+"""The reviewer bundle: a deterministic tar.gz of public records, with SHA256SUMS and a card.
+
+It never carries a sentence, a prompt or a token id of the data. Reading one works like a
+package installer: size limits from the file and the tar headers first, one gzip member
+with its CRC, no trailing data, plain file names in one folder, no duplicates, and
+SHA256SUMS checked over the in-memory members before any record is parsed.
+"""
+
+import gzip
+import hashlib
+import io
+import json
+import re
+import tarfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from sst2_audit.util import atomic
+from sst2_audit.formats import records
+from sst2_audit.util.environment import scrub_paths
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.util.sanitize import RUN_NAME, SAFE_NAME
+from sst2_audit.formats.manifest import MANIFEST_NAME, read_manifest
+from sst2_audit.pages import card
+from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
+
+SUMS = "SHA256SUMS"
+CARD = "CARD.md"
+PUBLIC_FILES = (records.RUN_FILE, records.FAILURE_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE,
+                records.ENVIRONMENT_FILE)
+
+
+def _refuse_machine_folders(lock) -> None:
+    """The bundle carries the lock byte for byte; an absolute local folder in it would publish
+    where files live on the submitter's machine (and would not exist on the reviewer's)."""
+    for name, profile in sorted(lock.profiles.items()):
+        for resource in profile.resources:
+            written = resource.get("path") if resource.source == "local" else None
+            if isinstance(written, str) and written.startswith("/"):
+                raise InputError(
+                    f"{lock.path}: profiles.{name}.{resource.kind}.path is the absolute folder {written!r}; a "
+                    "bundle carries the lock as it is and would publish it. Write the folder relative to the "
+                    "lock file or as ${VARIABLE} (e.g. \"${SST2_AUDIT_DATA}\"), prepare again, and re-run; "
+                    "no bundle is written.")
+
+
+def bundle_contents(run, cache: Path) -> dict:
+    """{name: bytes} of everything the bundle holds, SHA256SUMS last."""
+    contents = {}
+    for name in PUBLIC_FILES:
+        if (run.path / name).exists():
+            contents[name] = (run.path / name).read_bytes()
+    _refuse_machine_folders(run.lock)
+    contents[BUNDLE_LOCK] = run.lock.path.read_bytes()  # the reviewer's lock the audit just passed
+    manifest = read_manifest(cache)
+    if manifest is None:
+        raise InputError(f"{cache}: no {MANIFEST_NAME}; the bundle needs the manifest of the cache the run used (--cache).")
+    if run.record is not None:
+        used = {entry.path: entry.sha256 for entry in run.record.resources}
+        here = {entry.path: entry.sha256 for entry in manifest.files}
+        if used != here:
+            raise InputError(f"{cache}/{MANIFEST_NAME} does not describe the resources run {run.name} used; "
+                             "pass the --cache the run was made with.")
+    scrub = {str(Path(cache).resolve()): "<cache>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
+    contents[BUNDLE_MANIFEST] = (json.dumps(scrub_paths(manifest.to_dict(), scrub), indent=2, sort_keys=True) + "\n").encode()
+    if run.record is not None:
+        from sst2_audit.pages.html_report import render
+
+        contents[CARD] = card.render(run.record, run.lock).encode()
+        # regenerated from the checked records, as the card: what the audit will compare it with
+        contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec(), written_schema=run.record_schema).encode()
+    contents[SUMS] = sums_file(contents)
+    return contents
+
+
+def sums_file(contents: dict) -> bytes:
+    """SHA256SUMS of {name: bytes}: `sha256sum -c` reads it."""
+    return "".join(f"{hashlib.sha256(body).hexdigest()}  {name}\n" for name, body in sorted(contents.items())).encode()
+
+
+MAX_TOP_NAME = 100 - 1 - len("lm_eval_samples.public.jsonl")  # a ustar name field holds 100 bytes
+
+
+def bundle_path(run_name: str, results: Path) -> Path:
+    """Where --bundle writes; refused before any audit work when it cannot be written."""
+    if len(run_name) > MAX_TOP_NAME:
+        raise InputError(f"run name {run_name!r} has {len(run_name)} characters; a bundle's folder name holds at "
+                         f"most {MAX_TOP_NAME} (plain ustar names). Re-run with a shorter --run-name.")
+    target = Path(results) / f"{run_name}.tar.gz"
+    if target.exists():
+        raise InputError(f"{target} already exists; a bundle is never overwritten. Move it away first.")
+    if Path(results).exists() and not Path(results).is_dir():
+        raise InputError(f"--results {results} is not a folder.")
+    return target
+
+
+def archive(top: str, contents: dict) -> bytes:
+    """The deterministic .tar.gz of {name: bytes} under one folder `top`: same contents, same bytes."""
+    raw = io.BytesIO()
+    # plain ustar, the one layout every tar reader unpacks alike (ustar.py)
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, body in sorted(contents.items()):
+            info = tarfile.TarInfo(f"{top}/{name}")  # fixed metadata (ustar.py): owner 0, no names
+            info.size, info.mode, info.mtime = len(body), 0o644, 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(body))
+    packed = io.BytesIO()
+    with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0, filename="") as compressed:
+        compressed.write(raw.getvalue())
+    return packed.getvalue()
+
+
+def pack(run, cache: Path, results: Path) -> Path:
+    if not RUN_NAME.match(run.name):  # the name decides where the bundle is written
+        raise InputError(f"run name {run.name!r} is not a safe file name (letters, digits, '.', '_', '-'); "
+                         "no bundle is written.")
+    target = bundle_path(run.name, results)
+    atomic.write_bytes(target, archive(run.name, bundle_contents(run, cache)))
+    return target
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Checked from sizes and headers before anything is read whole (README: "Bundles")."""
+    bundle_bytes: int  # compressed
+    unpacked_bytes: int  # the whole tar stream after gunzip
+    member_bytes: int
+    members: int
+
+
+MAX_BUNDLE_BYTES = 8 << 20  # compressed; the reference bundle is about 25 KB
+MAX_UNPACKED_BYTES = 32 << 20
+MAX_MEMBER_BYTES = 16 << 20
+MAX_MEMBERS = 16  # a bundle holds 9 files and their folder
+RUN_LIMITS = Limits(MAX_BUNDLE_BYTES, MAX_UNPACKED_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS)
+SUMS_LINE = re.compile(f"^([0-9a-f]{{64}})  ({SAFE_NAME})\\Z")
+
+
+def _gunzip(bundle: Path, limits: Limits = RUN_LIMITS) -> bytes:
+    """One gzip member, CRC and length checked, nothing after it, at most limits.unpacked_bytes out."""
+    from sst2_audit.formats.strict_json import read_bytes
+
+    data = read_bytes(bundle, limits.bundle_bytes)
+    if data[:2] != b"\x1f\x8b":
+        raise InputError(f"{bundle}: not a gzip file (a bundle is a .tar.gz written by audit.py --bundle).")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip header and trailer (CRC32, ISIZE) checked by zlib
+    try:
+        out = inflater.decompress(data, limits.unpacked_bytes + 1)
+    except zlib.error as error:
+        raise CheckFailed(f"{bundle}: refused: the gzip stream is corrupt ({error}).") from None
+    if len(out) > limits.unpacked_bytes or inflater.unconsumed_tail:
+        raise CheckFailed(f"{bundle}: refused: unpacks to more than {limits.unpacked_bytes} bytes (limit).")
+    if not inflater.eof:
+        raise InputError(f"{bundle}: the gzip stream is truncated.")
+    if inflater.unused_data:
+        raise CheckFailed(f"{bundle}: refused: {len(inflater.unused_data)} bytes of trailing data after the gzip stream.")
+    return out
+
+
+def first_member_name(bundle: Path, limits: Limits) -> str | None:
+    """The name in the first tar header, or None when it cannot be read: which reader applies (a group
+    bundle's first member is GROUP.md). Both readers check everything, so the choice loosens nothing."""
+    from sst2_audit.formats.strict_json import read_bytes
+
+    try:
+        head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(read_bytes(bundle, limits.bundle_bytes), 512)
+    except (zlib.error, InputError):
+        return None
+    return head[:100].partition(b"\0")[0].decode("ascii", errors="replace") if len(head) == 512 else None
+
+
+def read_members(bundle: Path, limits: Limits = RUN_LIMITS) -> tuple:
+    """(top folder, {name: bytes}) of a bundle, every rule checked from the headers before a byte is used."""
+    from sst2_audit.bundle import ustar
+
+    bundle = Path(bundle)
+    raw = _gunzip(bundle, limits)
+    entries, end = ustar.read(raw, str(bundle), limits.members, limits.member_bytes)
+    members, folded, top = {}, {}, None
+    for entry in entries:
+        name = entry.name.removesuffix("/") if entry.is_dir else entry.name
+        parts = name.split("/")
+        if name.startswith("/") or "\\" in name or ".." in parts or "" in parts or "." in parts:
+            raise CheckFailed(f"{bundle}: refusing member {name!r}: absolute path, '..' or an unclean name.")
+        if top is None:
+            top = parts[0]
+        if parts[0] != top:
+            raise CheckFailed(f"{bundle}: expected one top-level run folder, found {top!r} and {parts[0]!r}.")
+        if entry.is_dir:
+            if len(parts) != 1:
+                raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle has no sub-folders.")
+            continue
+        if len(parts) != 2:
+            raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle's files sit in its one folder.")
+        if parts[1] in members:
+            raise CheckFailed(f"{bundle}: refused: member {name!r} appears twice.")
+        if parts[1].casefold() in folded:  # one file on a case-insensitive disk
+            raise CheckFailed(f"{bundle}: refused: members {folded[parts[1].casefold()]!r} and {parts[1]!r} "
+                              "differ only in case.")
+        folded[parts[1].casefold()] = parts[1]
+        members[parts[1]] = entry.data
+    if top is None:
+        raise CheckFailed(f"{bundle}: refused: an empty archive.")
+    if not RUN_NAME.match(top):  # `tar -xzf` makes this folder on the reviewer's disk
+        raise CheckFailed(f"{bundle}: refused: the top folder {top[:100]!r} is not a safe run name (letters, digits, "
+                          "'.', '_', '-').")
+    if raw[end:].strip(b"\0"):
+        raise CheckFailed(f"{bundle}: refused: {len(raw) - end} bytes after the tar archive's end are not padding.")
+    return top, members
+
+
+def check_sums(members: dict, limits: Limits = RUN_LIMITS) -> list:
+    """SHA256SUMS first: strict lines, plain names, every member listed once and unchanged."""
+    if SUMS not in members:
+        return [f"{SUMS} is missing from the bundle"]
+    most = limits.members * (64 + 2 + 100 + 1)
+    if len(members[SUMS]) > most:  # bounded before it is decoded or split
+        return [f"{SUMS}: {len(members[SUMS])} bytes, more than the {most} a list of {limits.members} members needs"]
+    problems, listed = [], {}
+    try:
+        text = members[SUMS].decode("utf-8")
+    except UnicodeDecodeError:
+        return [f"{SUMS}: not valid UTF-8"]
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = SUMS_LINE.match(line)
+        if not match or match.group(2) == SUMS:
+            problems.append(f"{SUMS}:{number}: malformed line {line[:120]!r} (expected '<sha256>  <file name>')")
+            continue
+        digest, name = match.groups()
+        if name in listed:
+            problems.append(f"{SUMS}:{number}: {name} listed twice")
+        listed[name] = digest
+    for name, digest in listed.items():
+        if name not in members:
+            problems.append(f"{name}: listed in {SUMS} but missing")
+        elif hashlib.sha256(members[name]).hexdigest() != digest:
+            problems.append(f"{name}: sha256 expected {digest} (SHA256SUMS), got {hashlib.sha256(members[name]).hexdigest()}")
+    for name in sorted(set(members) - set(listed) - {SUMS}):
+        problems.append(f"{name}: in the bundle but not listed in {SUMS}")
+    return problems
+
+
+# Exactly the members a bundle of each record schema holds: nothing unchecked rides along.
+_OLD_MEMBERS = frozenset({records.RUN_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE,
+                          records.ENVIRONMENT_FILE, BUNDLE_LOCK, BUNDLE_MANIFEST, CARD, SUMS})
+SCHEMA_MEMBERS = {1: _OLD_MEMBERS, 2: _OLD_MEMBERS, 3: _OLD_MEMBERS | {records.REPORT_FILE},
+                  4: _OLD_MEMBERS | {records.REPORT_FILE}}
+
+
+def check_member_set(members: dict, bundle: Path) -> None:
+    """The members must be exactly those of the schema run.json names (read after SHA256SUMS matched)."""
+    from sst2_audit.formats.strict_json import loads
+
+    if records.RUN_FILE not in members:
+        raise CheckFailed(f"{bundle}: refused: no {records.RUN_FILE}; a bundle packs a passing run "
+                          f"(members: {', '.join(sorted(members))}).")
+    raw = loads(members[records.RUN_FILE], f"{bundle}: {records.RUN_FILE}")
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if type(version) is not int:
+        raise InputError(f"{bundle}: {records.RUN_FILE}: schema_version must be an integer, got {repr(version)[:40]}.")
+    expected = SCHEMA_MEMBERS.get(version)
+    if expected is None:
+        raise InputError(f"{bundle}: {records.RUN_FILE}: schema_version {version!r} is not one this audit reads "
+                         f"({', '.join(map(str, sorted(SCHEMA_MEMBERS)))}).")
+    require_exactly(members, expected, bundle, f"record schema {version}")
+
+
+def require_exactly(members: dict, expected, bundle: Path, what: str) -> None:
+    """Refuse a bundle whose members are not exactly `expected`, naming what is extra and what is missing."""
+    extra, missing = sorted(set(members) - set(expected)), sorted(set(expected) - set(members))
+    if extra or missing:
+        raise CheckFailed(f"{bundle}: refused: a bundle of {what} holds exactly {', '.join(sorted(expected))}; "
+                          + "; ".join(([f"unexpected {', '.join(map(repr, extra))}"] if extra else [])
+                                      + ([f"missing {', '.join(missing)}"] if missing else [])) + ".")
+
+
+def unpack_verified(bundle: Path, target: Path, name: str = "bundle") -> tuple:
+    """Check a bundle (limits, names, SHA256SUMS, its exact members) and only then write its files
+    under target. Nothing is parsed before SHA256SUMS matched; a bundle that fails is refused (exit 1).
+    (folder, checks made).
+    """
+    top, members = read_members(bundle)
+    problems = check_sums(members)
+    if problems:
+        raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
+    check_member_set(members, bundle)
+    folder = Path(target) / name  # the top name is the submitter's; the folder name is ours
+    folder.mkdir(parents=True)
+    for name, body in members.items():
+        (folder / name).write_bytes(body)
+    return folder, len(members) + 1

@@ -1,0 +1,273 @@
+"""audit.py: re-check a run folder or bundle, pack a bundle, or compare two runs."""
+
+import argparse
+from pathlib import Path
+
+from sst2_audit.cli.common import Parser, common, numeric_mode
+from sst2_audit.util.errors import AuditError, CheckFailed, InputError
+
+
+def _rescore_rows(text: str):
+    """--rescore N or all."""
+    if text == "all":
+        return "all"
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of rows or 'all', got {text!r}")
+    return int(text)
+
+
+def main(argv) -> int:
+    import tempfile
+
+    parser = Parser(prog="audit.py", description="Re-check a finished run offline; pack or check a reviewer bundle.",
+                     epilog="examples:\n  python audit.py --bundle-file results/embedded-full-reference.tar.gz\n"
+                            "  python audit.py --out runs/NAME --bundle\n  python audit.py --compare A B --report cmp.html"
+                            "\n\nexit codes: 0 PASS (every level passed, every scored row rescored bit for bit); "
+                            "1 a check failed; 2 bad usage or input; 3 a bug in sst2-audit; 4 no problem found "
+                            "but not everything verified (--structural, --rescore N, --arithmetic-only, drift "
+                            "only, --accept-old-schema, --trust-bundle-lock): the verdict line names what. "
+                            "--compare: 0 identical, 4 within the drift bound only, 1 different.")
+    common(parser)
+    parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
+    parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="explain how two runs or bundles differ")
+    parser.add_argument("--arithmetic-only", action="store_true",
+                        help="skip the identity level and the rescore (no cache needed; exit 4: scores not verified)")
+    parser.add_argument("--structural", action="store_true",
+                        help="every level but the rescore: quick, and the verdict says SCORES NOT VERIFIED (exit 4)")
+    parser.add_argument("--rescore", type=_rescore_rows, default=None, metavar="N|all",
+                        help="rescore N dev rows drawn at random instead of all of them (default: all; "
+                             "a sample gives exit 4 and the odds of missing forged rows)")
+    parser.add_argument("--seed", type=int, help="seed of the rescore draw (default: drawn fresh and printed)")
+    parser.add_argument("--accept-old-schema", action="store_true",
+                        help="audit records older than the oldest schema accepted by default (exit 4, limits named)")
+    parser.add_argument("--trust-bundle-lock", action="store_true",
+                        help="audit against the lock the run or bundle carries instead of --lock (said in the report)")
+    parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit "
+                        "(a group folder: one bundle of group.json, GROUP.md and each subtask's run bundle)")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: results/)")
+    parser.add_argument("--report", type=Path, metavar="PATH", help="with --compare: also write the comparison as an HTML page")
+    args = parser.parse_args(argv)
+    _check_usage(parser, args)
+    from sst2_audit.formats.lock import load_lock
+
+    numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
+    group = not args.compare and _is_group(args.run or args.bundle_file)
+    if group and args.trust_bundle_lock:
+        raise InputError("--trust-bundle-lock audits one run against the lock it carries; a group is audited "
+                         "against the reviewer's lock (--lock) only: leave out --trust-bundle-lock.")
+    with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
+        if group:
+            return _audit_group(args, args.run, args.run) if args.run else _audit_group_bundle(args, Path(scratch))
+        if args.compare:
+            return _compare(args, Path(scratch))
+        return _audit_one(args, Path(scratch))
+
+
+def _check_usage(parser, args) -> None:
+    chosen = [bool(args.run), bool(args.bundle_file), bool(args.compare)]
+    if sum(chosen) != 1:
+        parser.error("give exactly one of --out DIR, --bundle-file FILE, --compare A B")
+    if args.bundle and not args.run:
+        parser.error("--bundle packs a run folder (--out DIR)")
+    if args.bundle and args.arithmetic_only:
+        parser.error("--bundle packs only a run whose identity level was checked; leave out --arithmetic-only")
+    if args.structural and args.rescore is not None:
+        parser.error("--structural rescores nothing; leave out --rescore")
+    if args.report and not args.compare:
+        parser.error("--report writes the page of a comparison (--compare A B); a run's page is its report.html")
+    if args.report and args.report.exists():
+        raise InputError(f"--report {args.report} already exists; a report is never overwritten.")
+    if args.bundle_file and not args.bundle_file.is_file():
+        raise InputError(f"--bundle-file {args.bundle_file}: expected a bundle file (.tar.gz), got "
+                         f"{'a folder (audit a run folder with --out)' if args.bundle_file.is_dir() else 'nothing there'}.")
+    if args.run and not args.run.is_dir():
+        raise InputError(f"--out {args.run}: expected a run folder (run.py's --out); a bundle file is audited "
+                         "with --bundle-file.")
+
+
+def _open_run(path: Path, args, scratch: Path):
+    """(run, sums level or None). A bundle is unpacked only after its SHA256SUMS matched."""
+    from sst2_audit.bundle import run as bundle
+    from sst2_audit.audit.findings import LevelResult
+    from sst2_audit.audit.loading import load_run
+
+    if path.is_file():
+        folder, checks = bundle.unpack_verified(path, scratch)
+        try:
+            run = load_run(folder, args.lock, args.trust_bundle_lock)
+        except AuditError as error:  # name the bundle the reviewer gave, not our scratch folder
+            error.args = (str(error).replace(f"{folder}/", f"{path}: "),)
+            raise
+        run.shown_as = str(path)
+        return run, LevelResult("bundle SHA256SUMS and members", checks=checks)
+    return load_run(path, args.lock, args.trust_bundle_lock), None
+
+
+def _compare(args, scratch: Path) -> int:
+    from sst2_audit.audit.compare import compare, render_html
+    from sst2_audit.protocol.drift import DRIFT, IDENTICAL
+    from sst2_audit.util.sanitize import printable, terminal
+
+    for path in args.compare:
+        if _is_group(path):
+            raise InputError(f"--compare {path}: a group; compare two runs (a subtask's run folder or bundle).")
+    runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
+    result = compare(*runs)
+    print(terminal(result.lines()))
+    if args.report:
+        from sst2_audit.util import atomic
+
+        atomic.write_text(args.report, render_html(result))
+        print(f"report: {printable(args.report)}")
+    # the exit code says what the last line says: identical 0, within the drift bound only 4, different 1
+    return {IDENTICAL: 0, DRIFT: 4}.get(result.verdict, 1)
+
+
+def _audit_one(args, scratch: Path) -> int:
+    from sst2_audit.bundle import run as bundle
+    from sst2_audit.audit.runner import Policy, run_levels
+
+    target = args.bundle_file or args.run
+    try:
+        run, sums = _open_run(target, args, scratch)
+    except CheckFailed:  # the bundle level failed: no record was read; the reason follows on stderr
+        print("VERDICT: FAIL (bundle SHA256SUMS and members): the bundle was refused before any record was read; "
+              "exit 1")
+        raise
+    if args.bundle:  # refused before the audit's work, not after it
+        bundle.bundle_path(run.name, args.results)
+    rows = len(run.record.questions) if run.record else 0
+    rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    if rescore not in ("all", 0) and rescore > rows:
+        raise InputError(f"--rescore {rescore}: the run has {rows} scored rows; give at most {rows} or 'all'.")
+    outcome = run_levels(run, args.cache, Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed),
+                         sums)
+    _print_levels(target, run, outcome)
+    if args.bundle:
+        if outcome.failed:
+            raise CheckFailed(f"the audit of {target} failed; no bundle is packed for a run that does not pass.")
+        path = bundle.pack(run, args.cache, args.results)
+        print(f"bundle: {path}")
+    return outcome.exit_code
+
+
+def _is_group(path: Path) -> bool:
+    """A group folder (it holds group.json) or a group bundle (audit/group_bundle.py); else a run."""
+    from sst2_audit.bundle.group import is_group_bundle
+    from sst2_audit.task.group import GROUP_FILE
+
+    return (path / GROUP_FILE).is_file() if path.is_dir() else path.is_file() and is_group_bundle(path)
+
+
+def _audit_group_bundle(args, scratch: Path) -> int:
+    from sst2_audit.bundle import group as group_bundle
+    from sst2_audit.audit.findings import LevelResult
+    from sst2_audit.formats.lock import load_lock
+
+    try:
+        folder, checks = group_bundle.unpack_verified(args.bundle_file, scratch, load_lock(args.lock))
+    except CheckFailed:  # no record was read; the reason follows on stderr
+        print("VERDICT: FAIL (group bundle SHA256SUMS and members): the bundle was refused before any record was "
+              "read; exit 1")
+        raise
+    return _audit_group(args, folder, args.bundle_file, LevelResult("group bundle SHA256SUMS and members", checks=checks))
+
+
+def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
+    """Every subtask's run audited as any run (its cache: --cache/<profile>), then the group level; one verdict
+    first and last over all of them. `folder` is the group folder or a verified group bundle unpacked."""
+    from sst2_audit.audit import group_level
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.util.sanitize import printable, terminal
+
+    lock = load_lock(args.lock)
+    record = group_level.read_group(folder)
+    group = group_level.check(folder, record, lock)
+    if args.bundle:  # refused before the audit's work, not after it
+        from sst2_audit.bundle.group import bundle_target
+
+        bundle_target(record, args.results)
+    pin = lock.groups.get(record.group_name)
+    if pin is not None and isinstance(args.rescore, int) and args.rescore > pin.rows:
+        raise InputError(f"--rescore {args.rescore}: each subtask of group {record.group_name} scores {pin.rows} rows "
+                         f"(the reviewer's lock); give at most {pin.rows} or 'all'.")
+    sections, codes, runs = [], [], {}
+    for member, run in _group_runs(args, folder, record, lock):
+        outcome = _audit_subtask(args, run, member)
+        where = folder / member.task if folder == shown else f"{shown} ({member.task}.tar.gz)"
+        sections += [f"--- subtask {member.task}: {outcome.verdict()}"] + _level_lines(where, run, outcome)[1:-1]
+        codes.append(outcome.exit_code)
+        runs[member.task] = (run, outcome)
+    failed = [t for t, (_, o) in runs.items() if o.exit_code not in (0, 4)] + (["group"] if not group.passed else [])
+    if len(codes) < len(record.members) and "group" not in failed:
+        failed.append("group")
+    code = 1 if failed else (4 if 4 in codes else 0)
+    verdict = (f"VERDICT: FAIL ({', '.join(failed)}); exit 1" if failed else
+               f"VERDICT: {'PASS' if code == 0 else 'SCORES NOT VERIFIED'}: every subtask's audit "
+               f"{'passed with every scored row rescored bit for bit' if code == 0 else 'found no problem but not everything was verified (see each subtask)'}"
+               f" and the group record was checked{', its numbers re-derived' if record.official else ''}; exit {code}")
+    lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {shown}: {len(record.members)} subtasks"]
+    lines += (sums.lines() if sums else []) + group.lines() + sections + [verdict]
+    print(terminal(lines, verdicts=(verdict,)))
+    if args.bundle:
+        if failed:
+            raise CheckFailed(f"the audit of {shown} failed; no bundle is packed for a group that does not pass.")
+        from sst2_audit.bundle import group as group_bundle
+
+        path = group_bundle.pack(folder, record, {t: run for t, (run, _) in runs.items()},
+                                 {m.task: args.cache / m.profile for m in record.members}, args.results)
+        print(f"bundle: {printable(path)}")
+    return code
+
+
+def _group_runs(args, folder: Path, record, lock):
+    """(member, run) of each subtask the reviewer's lock names whose folder holds a record; the group level
+    names the rest, and a folder the lock does not name is never opened."""
+    from sst2_audit.formats import records
+    from sst2_audit.audit.loading import load_run
+    from sst2_audit.task.group import group_spec
+
+    named = [list(member) for member in group_spec(lock, record.group_name).members]
+    for member in record.members:
+        run_folder = folder / member.task
+        if [member.task, member.profile] in named and any(
+                (run_folder / name).is_file() for name in (records.RUN_FILE, records.FAILURE_FILE)):
+            yield member, load_run(run_folder, args.lock)
+
+
+def _audit_subtask(args, run, member):
+    from sst2_audit.audit.runner import Policy, run_levels
+
+    rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    if rescore not in ("all", 0) and run.record and rescore > len(run.record.questions):
+        raise InputError(f"--rescore {rescore}: subtask {member.task} has {len(run.record.questions)} scored rows; "
+                         f"give at most {len(run.record.questions)} or 'all'.")
+    return run_levels(run, args.cache / member.profile,
+                      Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed), None)
+
+
+def _print_levels(target, run, outcome) -> None:
+    from sst2_audit.util.sanitize import printable, terminal
+
+    print(terminal(_level_lines(target, run, outcome), verdicts=(outcome.verdict(),)))
+
+
+def _level_lines(target, run, outcome) -> list:
+    """The verdict first and last: what a reviewer reads is what was verified (printed escaped by the caller)."""
+    record = run.record
+    head = [outcome.verdict(), f"{'WARNING: ' if run.trusts_claimed_lock else ''}audited against {run.lock_source}"]
+    line = f"audit of {target}: run {run.name}"
+    if record is not None:
+        line += f", profile {record.profile}, {len(record.questions)} rows"
+        profile = run.lock.profiles.get(record.profile)
+        if profile is not None and profile.demo:  # the lock's profile decides, not the record's flag
+            from sst2_audit.protocol.rules import notice_for
+
+            head.insert(2, f"*** {notice_for(profile)} ***")
+    lines = head + [line]
+    for level in outcome.levels:
+        lines += level.lines()
+    return lines + [outcome.verdict()]
+
+

@@ -1,0 +1,83 @@
+"""What the three commands share: exit codes, the parser, the lock and profile a command names.
+Each command's options and steps are in its own module (cmd_prepare, cmd_run, cmd_audit); cli.py
+runs one with the exit-code contract.
+
+0: all checks passed; 1: a check failed; 2: bad usage or unreadable input; 3: our own bug
+(a short message; the traceback only with --debug).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from sst2_audit.util.errors import InputError
+
+DEFAULT_LOCK = Path(__file__).resolve().parents[2] / "resources.lock.json"
+
+
+EXIT_CODES = ("exit codes: 0 all checks passed; 1 a check failed; 2 bad usage or input (one paragraph naming the "
+              "file or option); 3 a bug in sst2-audit (--debug shows the traceback)")
+
+
+class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):  # no prefixes: `--smok` is an error, not --smoke
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def error(self, message):  # bad usage: exit 2 through the same path as every input error
+        self.print_usage(sys.stderr)
+        raise InputError(f"{self.prog}: {message}")
+
+
+def common(parser):
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK, help="lock file (default: resources.lock.json)")
+    parser.add_argument("--cache", type=Path, default=Path("cache"), help="cache folder (default: ./cache)")
+
+
+def with_profile(parser):
+    """prepare and run name a profile of the lock; audit takes it from the run record."""
+    common(parser)
+    parser.add_argument("--profile", help="profile of the lock (default: the one the cache was prepared for; "
+                                           "required for a new cache unless the lock has one profile)")
+
+
+def lock_and_profile(args) -> tuple:
+    """The profile named, else the one the cache's manifest names, else the lock's only profile."""
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.formats.manifest import read_manifest
+
+    lock = load_lock(args.lock)
+    numeric_mode(lock)
+    name = args.profile
+    if name is None:
+        manifest = read_manifest(args.cache)
+        if manifest is not None:
+            name = manifest.profile
+        elif len(lock.profiles) == 1:
+            name = next(iter(lock.profiles))
+        else:
+            raise InputError(f"--profile is missing: {args.cache} is not prepared yet, so name one of the profiles of "
+                             f"{args.lock}: {', '.join(sorted(lock.profiles))}.")
+    return lock, lock.profile(name)
+
+
+def numeric_mode(lock) -> None:
+    """The lock's CPU numeric mode, set before anything imports torch (sst2_audit/protocol/numeric.py)."""
+    from sst2_audit.protocol.numeric import activate
+
+    activate(lock.run_settings["numeric_mode"])
+
+
+def spec_for_run(lock, profile, task: str | None):
+    """The profile's data is for one task; --task must name it (and say which profile would fit otherwise)."""
+    from sst2_audit.task.spec import require_data_for, spec_for
+
+    if task is not None and task != profile.task:
+        fitting = sorted(name for name, p in lock.profiles.items() if p.task == task)
+        hint = (f"profiles with data for {task}: {', '.join(fitting)}" if fitting
+                else f"no profile of {lock.path.name} has data for {task}")
+        raise InputError(f"--task {task}: profile {profile.name} holds data for task {profile.task}; {hint}.")
+    spec = spec_for(lock, profile.task)
+    require_data_for(spec, profile)
+    return spec

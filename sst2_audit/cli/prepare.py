@@ -1,0 +1,125 @@
+"""prepare.py: fetch, verify and cache a profile's pinned resources, or pin a new profile (--pin)."""
+
+from pathlib import Path
+
+from sst2_audit.cli.common import EXIT_CODES, Parser, lock_and_profile, spec_for_run, with_profile
+
+
+def main(argv) -> int:
+    import os
+
+    from sst2_audit.resources import prepare
+    from sst2_audit.util.console import QUIET_ENVIRONMENT
+    from sst2_audit.formats.manifest import read_manifest
+
+    # our own progress lines only: no third-party progress bars or notices (the GGUF converter's bar,
+    # transformers' tokenizer notice); their errors still reach the terminal
+    os.environ.update(QUIET_ENVIRONMENT)
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.pin is not None:
+        return _pin(args, parser)
+    if args.group is not None:
+        return _group(args)
+    lock, profile = lock_and_profile(args)
+    spec = spec_for_run(lock, profile, None)  # the lock's data must fit the task before anything is fetched
+    if args.verify:
+        manifest = prepare.verify(lock, profile, args.cache)
+        print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
+        return 0
+    manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir, spec.eval_split)
+    if args.update_lock:
+        prepare.update_lock(lock, profile, args.cache, manifest)
+        manifest = read_manifest(args.cache)  # rewritten by update_lock; its files were just verified
+    from sst2_audit.protocol.rules import notice_for
+
+    label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
+    print(f"{action}: {args.cache} holds {len(manifest.files)} verified files for the {label}; "
+          f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
+    return 0
+
+
+def _parser() -> Parser:
+    parser = Parser(prog="prepare.py", description="Fetch, verify and cache the pinned resources.", epilog=(
+        "profiles of the shipped lock: embedded (offline demo, SST-2-shaped), embedded-rte, embedded-inverse-scaling, "
+        "glue-sst2 (needs the hub)\n\nexamples:\n  python prepare.py --profile embedded\n"
+        "  python prepare.py --pin mine --task rte --model my-model/ --data my-data/ --new-lock locks/mine.lock.json\n"
+        "  python prepare.py --lock locks/mine.lock.json --profile mine --cache cache-mine\n\n" + EXIT_CODES))
+    with_profile(parser)
+    parser.add_argument("--from", dest="import_dir", type=Path, help="import files copied from a connected machine")
+    parser.add_argument("--verify", action="store_true", help="only re-hash the cache against manifest and lock")
+    parser.add_argument("--update-lock", action="store_true", help="fill the lock's unknown sha256s after a verified download")
+    parser.add_argument("--pin", metavar="PROFILE", help="write a NEW lock (--new-lock) = --lock + this profile, pinning "
+                                                         "--model DIR and --data DIR|FILE for --task")
+    parser.add_argument("--model", type=Path, help="with --pin: a local Hugging Face causal LM folder (safetensors), "
+                                                   "hub:ORG/NAME@REV, or model:NAME to share an entry of the lock's models")
+    parser.add_argument("--data", type=Path, help="with --pin: a folder of <split>.parquet|.jsonl|.csv, or one file")
+    parser.add_argument("--task", help="with --pin: the lm-eval task the data is for (pinned in --lock)")
+    parser.add_argument("--new-lock", type=Path, help="with --pin: where the new lock is written (never overwritten)")
+    parser.add_argument("--replace", action="store_true", help="with --pin: replace this command's own earlier pin "
+                        "(--new-lock holding profile PROFILE, and its <PROFILE>-data folder) once the new pin succeeded")
+    parser.add_argument("--notice", help="with --pin: mark the profile as a demo with this notice on every output")
+    parser.add_argument("--attention", choices=("eager", "sdpa"), help="with --pin: the profile's attention "
+                                                                      "implementation (default: the lock's)")
+    parser.add_argument("--add-bos-token", action="store_true", help="with --pin: the tokenizer adds its BOS token "
+                                                                     "(lm-eval's add_bos_token=True), in both paths")
+    parser.add_argument("--num-fewshot", type=int, metavar="N", help="with --pin: the profile's few-shot count "
+                                                                    "(default: the lock's, 0)")
+    parser.add_argument("--max-length", type=int, metavar="N", help="with --pin: the profile's longest input in "
+                                                                   "tokens (long few-shot contexts; nothing is truncated)")
+    parser.add_argument("--shots-may-show-sealed-rows", action="store_true",
+                        help="with --pin: allow shots drawn from the evaluated split to show sealed confirmation rows "
+                             "(recorded and shown on the card)")
+    parser.add_argument("--evaluator-wheel", type=Path, help="with --pin of a task the lock does not pin: the pinned "
+                                                             "lm-eval wheel (default: downloaded with pip)")
+    parser.add_argument("--group", metavar="NAME", help="prepare every profile of the lock's group NAME, each into "
+                        "--cache/<profile>")
+    return parser
+
+
+def _group(args) -> int:
+    from sst2_audit.resources import prepare
+    from sst2_audit.cli.common import numeric_mode
+    from sst2_audit.task.group import group_spec
+    from sst2_audit.formats.lock import load_lock
+
+    lock = load_lock(args.lock)
+    numeric_mode(lock)
+    spec = group_spec(lock, args.group)
+    for task, profile_name in spec.members:
+        profile = lock.profile(profile_name)
+        manifest, action = prepare.prepare(lock, profile, args.cache / profile_name, args.import_dir,
+                                           spec_for_run(lock, profile, None).eval_split)
+        print(f"{action}: {args.cache / profile_name} holds {len(manifest.files)} verified files for {task} "
+              f"(profile {profile_name})")
+    return 0
+
+
+def _pin(args, parser) -> int:
+    from sst2_audit.resources.pin import pin
+
+    missing = [option for option, value in (("--model", args.model), ("--data", args.data), ("--task", args.task),
+                                            ("--new-lock", args.new_lock)) if value is None]
+    if missing:
+        parser.error(f"--pin needs {', '.join(missing)}")
+    # only what is given: the lock's reader validates each value before the new lock is written
+    given = {"attention": args.attention, "add_bos_token": args.add_bos_token or None,
+             "num_fewshot": args.num_fewshot, "max_length": args.max_length,
+             "shots_may_show_sealed_rows": args.shots_may_show_sealed_rows or None}
+    settings = {key: value for key, value in given.items() if value is not None}
+    profile, model, notes = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
+                         args.evaluator_wheel, settings, replace=args.replace)
+    from sst2_audit.resources.sources.local import PLACEHOLDER
+
+    # a folder outside the new lock's is named by a variable (never a path in the lock): set it on each machine
+    variables = [f"{name}={args.model}" for name in PLACEHOLDER.findall(str(model.get("path") or ""))]
+    print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, model entry "
+          f"{profile['model']!r} with {len(model['files'])} files, splits "
+          f"{', '.join(f['split'] + ' ' + str(f['rows']) + ' rows' for f in profile['data']['files'])}); next: "
+          + " ".join(variables + [f"python prepare.py --lock {args.new_lock} --profile {args.pin} --cache <cache>"]))
+    for note in notes:
+        print(note)
+    return 0
+
+

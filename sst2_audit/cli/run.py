@@ -1,0 +1,152 @@
+"""run.py: score the dev rows through lm-eval and the independent path; --list-tasks."""
+
+from pathlib import Path
+
+from sst2_audit.cli.common import EXIT_CODES, Parser, lock_and_profile, spec_for_run, with_profile
+from sst2_audit.util.errors import InputError
+
+
+def main(argv) -> int:
+    from sst2_audit.run import job as run_job
+    from sst2_audit.pages.report import json_summary, quiet_line, run_summary
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.list_tasks is not None:
+        return _list_tasks(args)
+    if args.group is not None:
+        if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None:
+            parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, --rows, "
+                         "--unsorted-ids")
+        return _group(args)
+    if args.supported:
+        parser.error("--supported filters --list-tasks")
+    lock, profile = lock_and_profile(args)
+    _rows(parser, args, lock)
+    spec = spec_for_run(lock, profile, args.task)
+    name = args.run_name or run_job.default_run_name(profile.name, args.smoke, args.rows)
+    from sst2_audit.util.sanitize import RUN_NAME
+
+    if not RUN_NAME.match(name):  # it names folders and the bundle file
+        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 100), "
+                         "starting with a letter or digit.")
+    out = args.out or Path("runs") / name
+    private = args.private or Path("private") / name
+    public_dir, private_dir = out.resolve(), private.resolve()
+    if public_dir == private_dir or public_dir in private_dir.parents or private_dir in public_dir.parents:
+        raise InputError(f"--out {out} and --private {private} must be different folders, neither inside the other: "
+                         "the private records (sentences, prompts) must never sit with the public ones.")
+    from sst2_audit.util.progress import set_quiet
+
+    set_quiet(args.quiet or args.json)
+    record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec,
+                                                smoke=args.smoke, sort_ids=not args.unsorted_ids,
+                                                rows=args.rows))
+    if args.json:
+        import json
+
+        print(json.dumps(json_summary(record, out, private), indent=2))
+    else:
+        from sst2_audit.util.sanitize import terminal
+
+        lines = (quiet_line(record) if args.quiet else run_summary(record, out, private)).split("\n")
+        print(terminal(lines if args.quiet else lines + [f"  next          {audit_command(args, out)}"]))
+    return 0
+
+
+def audit_command(args, out: Path) -> str:
+    """The audit of this run as it must be typed: the run's own lock and cache (the defaults left out), the
+    Python that ran this command (a bare `python` outside the venv has no lm-eval)."""
+    import shlex
+    import sys
+
+    from sst2_audit.cli.common import DEFAULT_LOCK
+
+    words = [sys.executable, str(DEFAULT_LOCK.parent / "audit.py"), "--out", str(out)]
+    if Path(args.lock).resolve() != DEFAULT_LOCK:
+        words += ["--lock", str(args.lock)]
+    if Path(args.cache).resolve() != Path("cache").resolve():
+        words += ["--cache", str(args.cache)]
+    return "audit (every row rescored; add --bundle to pack it): " + " ".join(shlex.quote(w) for w in words)
+
+
+def _parser() -> Parser:
+    parser = Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.", epilog=(
+        "examples:\n  python run.py --profile embedded\n  python run.py --profile embedded --smoke --quiet\n"
+        "  python run.py --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
+    with_profile(parser)
+    parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
+    parser.add_argument("--rows", type=int, metavar="N", help="score only the first N dev rows in hash order (a prefix, "
+                        "2 to the lock's dev_rows; run mode first-N), e.g. to time a long few-shot task")
+    parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
+    parser.add_argument("--private", type=Path, help="private records folder (default: private/<run-name>)")
+    parser.add_argument("--run-name", help="name of the run (default: <profile>-<mode>-<UTC time>)")
+    parser.add_argument("--unsorted-ids", action="store_true",
+                        help="pass dev ids to lm-eval in hash order: reproduces upstream #4084, the run must fail")
+    parser.add_argument("--task", help="the lm-eval task (default: the profile's task; the lock pins which)")
+    parser.add_argument("--quiet", action="store_true", help="no progress; one result line")
+    parser.add_argument("--json", action="store_true", help="no progress; the summary as JSON on stdout")
+    parser.add_argument("--list-tasks", nargs="?", const="*", metavar="PATTERN",
+                        help="list the installed multiple_choice tasks whose name matches PATTERN (a glob, default *): "
+                             "pinned, supported or refused and why, then exit")
+    parser.add_argument("--supported", action="store_true", help="with --list-tasks: only pinned and supported tasks")
+    parser.add_argument("--group", metavar="NAME", help="run every subtask of the lock's group NAME (its first rows "
+                        "dev rows each; --cache holds one prepared cache per profile: prepare.py --group) and write "
+                        "group.json")
+    return parser
+
+
+def _rows(parser, args, lock) -> None:
+    """--rows N: 2 to the lock's dev_rows; 2 and dev_rows are the rows of --smoke and of a full run, named so."""
+    if args.smoke and args.rows is not None:
+        parser.error("--smoke scores the first 2 dev rows; leave out --rows")
+    if args.rows is not None and not 2 <= args.rows <= lock.split.dev_rows:
+        raise InputError(f"--rows {args.rows}: expected 2 to {lock.split.dev_rows} (the lock's split.dev_rows in "
+                         f"{args.lock}), the first rows in hash order.")
+    if args.rows in (2, lock.split.dev_rows):
+        args.smoke, args.rows = args.rows == 2, None
+
+
+def _group(args) -> int:
+    from sst2_audit.run.group import run_group, summary_lines
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.util.progress import set_quiet
+    from sst2_audit.run.job import default_run_name
+    from sst2_audit.util.sanitize import RUN_NAME
+
+    lock = load_lock(args.lock)
+    from sst2_audit.cli.common import numeric_mode
+
+    numeric_mode(lock)
+    name = args.run_name or default_run_name(f"group-{args.group}", False).replace("-full-", "-")
+    if not RUN_NAME.match(name):
+        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-', starting with a letter or digit.")
+    out, private = args.out or Path("runs") / name, args.private or Path("private") / name
+    set_quiet(args.quiet or args.json)
+    record = run_group(lock, args.group, args.cache, out, private, name)
+    from sst2_audit.util.sanitize import terminal
+
+    print(terminal(summary_lines(record) + [f"  group record  {out / 'group.json'} (audit: audit.py --out {out} "
+                                            f"--cache {args.cache})"]))
+    return 0
+
+
+def _list_tasks(args) -> int:
+    """One aligned line a task: name, pinned / supported / refused, and its YAML or the reason."""
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task.spec import list_installed
+
+    pinned = load_lock(args.lock).evaluator.tasks
+    found = list_installed(args.list_tasks)
+    supported = [entry for entry in found if entry[2] is None]
+    shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]
+    print(f"{len(found)} installed multiple_choice tasks match {args.list_tasks!r}, {len(supported)} within the audit's "
+          f"protocol (acc, acc_norm, f1, mcc, a re-derived mc2; hooks as pinned shared code; shots re-derivable); pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "
+          "a supported task is pinned with prepare.py --pin")
+    width = min(max((len(name) for name, _, _ in shown), default=0), 48)
+    for name, path, reason in shown:
+        state = "pinned" if name in pinned else "supported" if reason is None else "refused"
+        print(f"{name:<{width}}  {state:<9}  {path if reason is None else reason}")
+    return 0
+
+

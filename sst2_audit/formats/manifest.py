@@ -1,0 +1,128 @@
+"""cache/manifest.json: what prepare verified and placed in the cache.
+
+Written last, after every file is in place, so its presence means the cache is
+complete. run and audit re-hash against it before loading anything.
+"""
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sst2_audit.util import atomic
+from sst2_audit.formats import strict_json
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.util.hashing import sha256_file
+from sst2_audit.formats.lock import Lock, Profile
+from sst2_audit.formats.schema import convert
+
+MANIFEST_SCHEMA = "sst2-audit/manifest"
+MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    path: str  # relative to the cache folder
+    role: str  # "model", "train", "validation" or "download"
+    size: int
+    sha256: str
+    source: str  # where the bytes came from, in words
+    locked_sha256: str | None  # the lock's pin, None where the lock has none
+
+
+@dataclass(frozen=True)
+class Manifest:
+    profile: str
+    demo: bool
+    pins_sha256: str  # the profile's section of the lock this cache was prepared for
+    lock_fully_hashed: bool
+    files: tuple[ManifestFile, ...]
+    schema: str = MANIFEST_SCHEMA
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["files"] = [asdict(f) for f in self.files]
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict, where: str) -> "Manifest":
+        if not isinstance(raw, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
+        if raw.get("schema") != MANIFEST_SCHEMA or raw.get("schema_version") != MANIFEST_SCHEMA_VERSION:
+            raise InputError(
+                f"{where}: expected schema {MANIFEST_SCHEMA!r} version {MANIFEST_SCHEMA_VERSION}, "
+                f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
+            )
+        return convert(cls, raw, where)  # exact fields and types (schema.py)
+
+    def file(self, role: str) -> ManifestFile:
+        return next(f for f in self.files if f.role == role)
+
+    def model_files(self):
+        return [f for f in self.files if f.role == "model"]
+
+
+def require_folder(cache: Path) -> None:
+    if Path(cache).exists() and not Path(cache).is_dir():
+        raise InputError(f"--cache {cache}: expected a cache folder (or a new path), got an existing "
+                         "file that is not a folder.")
+
+
+def read_manifest(cache: Path) -> Manifest | None:
+    require_folder(cache)
+    path = Path(cache) / MANIFEST_NAME
+    if not path.exists():
+        return None
+    return Manifest.from_dict(strict_json.read(path), str(path))
+
+
+def write_manifest(cache: Path, manifest: Manifest, *, overwrite: bool = False) -> None:
+    atomic.write_json(Path(cache) / MANIFEST_NAME, manifest.to_dict(), overwrite=overwrite)
+
+
+def require_matching(manifest: Manifest | None, cache: Path, lock: Lock, profile: Profile) -> Manifest:
+    """The cache must have been prepared for exactly this profile and lock."""
+    if manifest is None:
+        raise InputError(
+            f"{cache}: no {MANIFEST_NAME}; the cache is not prepared. "
+            f"Run: python prepare.py --profile {profile.name} --cache {cache}"
+        )
+    if manifest.profile != profile.name or manifest.pins_sha256 != profile.pins_sha256:
+        fits = lock.profiles.get(manifest.profile)
+        advice = (f"`--profile {manifest.profile}` (or no --profile) would use this cache as it is"
+                  if fits is not None and fits.pins_sha256 == manifest.pins_sha256
+                  else f"no profile of {lock.path.name} matches it")
+        raise InputError(
+            f"{cache}/{MANIFEST_NAME}: this cache was prepared for profile {manifest.profile!r} "
+            f"with pins sha256 {manifest.pins_sha256[:12]}…, expected profile {profile.name!r} "
+            f"as pinned by {lock.path} (pins sha256 {profile.pins_sha256[:12]}…). {advice[0].upper() + advice[1:]}; "
+            f"for profile {profile.name!r} use another --cache folder."
+        )
+    pins = {f"model/{Path(f.path).name}": f.sha256 for f in profile.model.files}  # the cache layout (sources/interface.py)
+    for entry in manifest.files:  # a pin edited to null in the manifest must not bypass the lock
+        if entry.role == "model" and entry.locked_sha256 != pins.get(entry.path):
+            raise CheckFailed(f"{cache}/{MANIFEST_NAME}: {entry.path} records the lock pin {entry.locked_sha256!r}, "
+                              f"but {lock.path} pins {pins.get(entry.path)!r}. Remove the cache folder and prepare again.")
+    return manifest
+
+
+def verify_files(cache: Path, manifest: Manifest, roles=None) -> None:
+    """Re-hash cached files against the manifest and the lock; any changed byte fails."""
+    problems = []
+    for entry in manifest.files:
+        if roles is not None and entry.role not in roles:
+            continue
+        path = Path(cache) / entry.path
+        if not path.is_file():
+            problems.append(f"{entry.path} is missing")
+            continue
+        actual = sha256_file(path)
+        if actual != entry.sha256:
+            problems.append(f"{entry.path}: expected sha256 {entry.sha256}, got {actual}")
+        elif entry.locked_sha256 and actual != entry.locked_sha256:
+            problems.append(f"{entry.path}: lock pins sha256 {entry.locked_sha256}, got {actual}")
+    if problems:
+        raise CheckFailed(
+            f"{cache}: the cache no longer matches {MANIFEST_NAME}: " + "; ".join(problems)
+            + ". Remove the cache folder and prepare again."
+        )

@@ -1,0 +1,105 @@
+"""The one strict reader of typed JSON: records, manifests and lm-eval's output go through it.
+
+A value is checked against a type hint exactly as JSON gives it: exact types (1 is not 1.0, true is
+not 1), finite floats, objects with exactly their fields (missing and unexpected ones named together),
+lists and maps item by item, tuples built from lists. A dataclass is built, a TypedDict stays a dict.
+strict_json sits in front of it (duplicate keys, size and depth limits); each schema's upgrade chain
+runs before it.
+
+Why not pydantic or msgspec (tried: pydantic 2 with strict=True and extra="forbid", msgspec's
+convert(strict=True) with forbid_unknown_fields): both accept `1` for a float field and NaN for a
+float, msgspec names only the first missing or unexpected field, and either would be one more
+dependency (and its import) for this one job. Hostile input gets the stricter rule here.
+"""
+
+import dataclasses
+import math
+import types
+import typing
+
+from sst2_audit.util.errors import InputError
+
+
+def _type_name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def typed(hint, value, where):
+    """Check a plain JSON value against a type hint: exact types, finite floats, no bool for int.
+
+    A TypedDict stays a dict, with exactly its keys; a dataclass is built.
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return typed(inner[0], value, where)  # X | None: X's own message
+        for choice in inner:  # int | str: the first type the value is exactly
+            try:
+                return typed(choice, value, where)
+            except InputError:
+                continue
+        raise InputError(f"{where}: expected {' or '.join(_type_name(h) for h in inner)}, got "
+                         f"{type(value).__name__} {str(value)[:60]!r}.")
+    if hint is typing.Any or hint is object:
+        return value
+    if dataclasses.is_dataclass(hint):
+        return convert(hint, value, where)
+    if typing.is_typeddict(hint):
+        return _object(typing.get_type_hints(hint), value, where, hint.__required_keys__)
+    if hint is bool:
+        ok = type(value) is bool
+    elif hint is int:
+        ok = type(value) is int
+    elif hint is float:
+        ok = type(value) is float and math.isfinite(value)
+        if type(value) is float and not ok:
+            raise InputError(f"{where}: expected a finite number, got {value!r}.")
+    elif hint is str:
+        ok = type(value) is str
+    elif hint is list or origin is list:
+        ok = type(value) is list
+        if ok and args:
+            return [typed(args[0], item, f"{where}[{i}]") for i, item in enumerate(value)]
+    elif origin is tuple:  # tuple[X, ...]: a JSON list, built as a tuple
+        ok = type(value) is list
+        if ok:
+            return tuple(typed(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
+    elif hint is dict or origin is dict:
+        ok = type(value) is dict
+        if ok and args:
+            return {key: typed(args[1], item, f"{where}.{key}") for key, item in value.items()}
+    else:
+        ok = True
+    if not ok:
+        raise InputError(f"{where}: expected {_type_name(hint)}, got {type(value).__name__} {str(value)[:60]!r}.")
+    return value
+
+
+def _object(schema: dict, value, where: str, required) -> dict:
+    """A TypedDict's object: its required keys present (a NotRequired key may be absent), nothing else."""
+    if type(value) is not dict:
+        raise InputError(f"{where}: expected an object, got {type(value).__name__}.")
+    missing, extra = sorted(set(required) - set(value)), sorted(set(value) - set(schema))
+    if missing or extra:
+        raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
+    return {key: typed(hint, value[key], f"{where}.{key}") for key, hint in schema.items() if key in value}
+
+
+def convert(kind, value, where):
+    """Build nested dataclasses from plain JSON, checking field names and types exactly."""
+    if not dataclasses.is_dataclass(kind):
+        return typed(kind, value, where)
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected an object, got {type(value).__name__}.")
+    hints = typing.get_type_hints(kind)
+    fields = dataclasses.fields(kind)
+    missing = [f.name for f in fields if f.name not in value
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    extra = sorted(set(value) - {f.name for f in fields})
+    if missing or extra:
+        raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
+    built = {name: typed(hints[name], item, f"{where}.{name}") for name, item in value.items()}
+    return kind(**built)

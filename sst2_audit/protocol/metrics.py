@@ -1,0 +1,100 @@
+"""The metric registry: a metric is one entry of METRICS, how a question's logged value and the task's
+reported number follow from the candidate scores. Run, arithmetic, card, report and compare iterate the
+registry in the task's metric order (summaries.py aggregates); nothing else names a metric.
+
+Three kinds, as lm-eval computes them:
+- "accuracy" (acc, acc_norm): a predicted choice; the logged value is 1.0 when it is the gold choice; the
+  reported number is their mean;
+- "value" (mc2): a number per question, re-derived here from the scores with our own code (never with the
+  task's process_results hook that lm-eval runs); the reported number is their mean;
+- "corpus" (f1, mcc): a predicted choice; the logged value is the pair [gold, prediction]; the reported
+  number is a statistic of all pairs, its stderr a seeded bootstrap (corpus.py).
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from sst2_audit.protocol import corpus
+from sst2_audit.protocol.rules import accuracy, accuracy_stderr, mc2_mass, predict, predict_norm
+
+# A value metric's re-derivation sums in another order than lm-eval's numpy (pairwise sums, SIMD exp), so
+# it agrees with lm-eval's logged value to rounding, not bit for bit: this is the largest |difference|
+# accepted. The candidate scores themselves stay bit for bit.
+VALUE_TOLERANCE = 1e-12
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # as run.json names it
+    reported_as: str  # lm-eval's key for it in samples and results
+    kind: str  # "accuracy", "value" or "corpus" (above)
+    what: str  # one line for pages: what decides a question
+    prediction: Callable | None = None  # (candidate scores, question record) -> predicted choice
+    compared: Callable | None = None  # (candidate scores, question record) -> the values whose argmax is the prediction
+    mass: Callable | None = None  # a value metric: (candidate scores, question record) -> its value
+    bounds: tuple = (0.0, 1.0)  # the range of the reported number (an interval is clipped to it)
+
+    @property
+    def argmax(self) -> bool:
+        """It predicts a choice: run.json records the prediction per path."""
+        return self.prediction is not None
+
+    def value(self, scores, question):
+        """The per-question value lm-eval logs: 1.0 / 0.0, a value metric's own, or [gold, prediction]."""
+        if self.kind == "accuracy":
+            return float(self.prediction(scores, question) == question.label)
+        if self.kind == "corpus":
+            return [question.label, self.prediction(scores, question)]
+        return self.mass(scores, question)
+
+    def agrees(self, ours, logged) -> bool:
+        """Our per-question value against lm-eval's: exact, but to rounding for a value metric."""
+        return abs(ours - logged) <= VALUE_TOLERANCE if self.kind == "value" else ours == logged
+
+    def aggregate(self, values: list, bootstrap_iters: int) -> tuple:
+        """(reported number, its stderr) from the per-question values, in the order given."""
+        if self.kind == "corpus":
+            pairs = [tuple(v) for v in values]
+            statistic = corpus.f1_binary if self.name == "f1" else corpus.mcc
+            return (statistic([g for g, _ in pairs], [p for _, p in pairs]),
+                    corpus.bootstrap_stderr(self.name, pairs, bootstrap_iters))
+        return accuracy(values), accuracy_stderr(values)
+
+
+def _per_character(scores, question) -> list:
+    return [score / float(length) for score, length in zip(scores, question.choice_lengths)]
+
+
+def _argmax(scores, question) -> int:
+    return predict(scores)
+
+
+METRICS = {
+    "acc": Metric("acc", "acc", "accuracy", "argmax of the log-likelihoods (nats)", _argmax,
+                  lambda scores, q: list(scores)),
+    "acc_norm": Metric("acc_norm", "acc_norm", "accuracy",
+                       "argmax of log-likelihood / characters of the choice (nats per character)",
+                       lambda scores, q: predict_norm(scores, q.choice_lengths), _per_character),
+    # truthfulqa's process_results_mc2 (lm-eval logs and reports it as `acc`): re-derived, SOURCE_MAP step 63
+    "mc2": Metric("mc2", "acc", "value", "probability mass on the true choices: exp(score) normalised over all choices",
+                  mass=lambda scores, q: mc2_mass(scores, q.true_choices)),
+    # sklearn's binary f1 of class 1 and matthews_corrcoef over every (gold, prediction), SOURCE_MAP steps 65-67
+    "f1": Metric("f1", "f1", "corpus", "argmax of the log-likelihoods; f1 of class 1 over the set", _argmax,
+                 lambda scores, q: list(scores)),
+    "mcc": Metric("mcc", "mcc", "corpus", "argmax of the log-likelihoods; Matthews correlation over the set", _argmax,
+                  lambda scores, q: list(scores), bounds=(-1.0, 1.0)),
+}
+
+
+def predictions(metrics, scores: list, question) -> dict:
+    """{metric: predicted choice} of one path's scores for one question (the metrics that predict one)."""
+    return {name: METRICS[name].prediction(scores, question) for name in metrics if METRICS[name].argmax}
+
+
+def argmax_metrics(metrics) -> list:
+    return [name for name in metrics if METRICS[name].argmax]
+
+
+def yaml_metrics() -> list:
+    """The metric_list names a task YAML may use (mc2 comes only with truthfulqa's process_results)."""
+    return [name for name, metric in METRICS.items() if metric.kind != "value"]

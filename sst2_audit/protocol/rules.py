@@ -1,0 +1,83 @@
+"""The scoring protocol, stated once, for every task (the task itself is data: task_spec.py).
+
+Zero-shot, no chat template, no system prompt, no BOS/EOS added; a candidate's score is the
+sum of its tokens' log-probabilities; `acc` predicts the argmax of the scores, `acc_norm` the
+argmax of score / (characters of the choice), ties going to the first candidate in both;
+accuracy is the mean of the per-question 0/1.
+"""
+
+import json
+import math
+
+from sst2_audit.util.hashing import sha256_text
+
+# Fixed choices of the protocol, recorded with the lock's run settings in every run.json.
+PROTOCOL_SETTINGS = {"apply_chat_template": False, "system_instruction": None,
+                     "length_normalization": False, "tie_rule": "first candidate"}
+DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
+
+
+def notice_for(profile) -> str:
+    """What every output of a run says about what it measured: the lock's profile decides."""
+    if profile.demo:  # the embedded SST-2 profile's own words, else a notice that names what it is not
+        return profile.notice or (DEMO_NOTICE if profile.task == "sst2" else
+                                  f"DEMO: profile {profile.name}; not a measurement of {profile.task}.")
+    return profile.description
+
+
+def prompt_hash(context: str) -> str:
+    """sha256 of the exact context string (lm-eval logs the same as prompt_hash)."""
+    return sha256_text(context)
+
+
+def doc_hash(doc: dict) -> str:
+    """sha256 of the document as lm-eval serialises it for its doc_hash."""
+    return sha256_text(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def predict(candidate_scores) -> int:
+    """Index of the highest score; a tie goes to the first candidate (strict >)."""
+    best = 0
+    for index, score in enumerate(candidate_scores):
+        if score > candidate_scores[best]:
+            best = index
+    return best
+
+
+def predict_norm(candidate_scores, choice_lengths) -> int:
+    """acc_norm's prediction: argmax of score / len(choice) in characters, ties to the first.
+
+    lm-eval divides float64 arrays (numpy); Python floats are the same IEEE doubles.
+    """
+    if any(length <= 0 for length in choice_lengths):
+        raise ValueError(f"acc_norm needs non-empty choices, got lengths {list(choice_lengths)}")
+    return predict([score / float(length) for score, length in zip(candidate_scores, choice_lengths)])
+
+
+def accuracy(correct: list) -> float:
+    return sum(correct) / len(correct)
+
+
+def accuracy_stderr(correct: list) -> float:
+    """Sample standard deviation over sqrt(n), in lm-eval's order of operations."""
+    if len(correct) < 2:
+        return float("nan")
+    mean = sum(correct) / len(correct)
+    deviation = math.sqrt(sum((x - mean) ** 2 for x in correct) / (len(correct) - 1))
+    return deviation / math.sqrt(len(correct))
+
+
+def mc2_mass(candidate_scores, true_choices) -> float:
+    """truthfulqa's mc2, re-derived: exp of each log-likelihood, normalised over all choices, summed over the
+    true ones. As lm-eval's hook, without shifting the scores first: a question whose every probability
+    underflows to 0.0 in float64 has no mc2 (lm-eval logs NaN there), which is bad input here.
+
+    math.exp and exactly rounded sums (fsum): lm-eval's numpy rounds otherwise (metrics.VALUE_TOLERANCE)."""
+    try:
+        probabilities = [math.exp(score) for score in candidate_scores]
+    except OverflowError:  # a log-likelihood above 709: not a log-likelihood (lm-eval: inf / inf = NaN)
+        raise ValueError(f"a score above 709 overflows exp(): mc2 is undefined (NaN in lm-eval)") from None
+    total = math.fsum(probabilities)
+    if total == 0.0:
+        raise ValueError("every choice's probability exp(score) underflows to 0.0: mc2 is undefined (NaN in lm-eval)")
+    return math.fsum(probabilities[index] / total for index in true_choices)

@@ -1,0 +1,69 @@
+"""GGUF -> float32 safetensors snapshot with a tokenizer that behaves like SmolLM2's own.
+
+transformers de-quantizes the Q4_1 GGUF to a float32 LlamaForCausalLM. Its
+converted tokenizer is a LlamaTokenizerFast that prepends <|im_start|> to every
+encode and calls it eos; lm-eval would silently score BOS+prompt with it. The
+original SmolLM2 tokenizer is a byte-level BPE (GPT2TokenizerFast) that adds
+nothing and ends turns with <|im_end|>, so that is what we write.
+"""
+
+import json
+from pathlib import Path
+
+from sst2_audit.util.errors import CheckFailed
+
+TOKENIZER_CONFIG = {
+    "tokenizer_class": "GPT2TokenizerFast",
+    "add_bos_token": False,
+    "add_prefix_space": False,
+    "bos_token": "<|im_start|>",
+    "eos_token": "<|im_end|>",
+    "unk_token": "<|endoftext|>",
+    "pad_token": "<|im_end|>",
+    "model_max_length": 8192,
+    "clean_up_tokenization_spaces": False,
+}
+SNAPSHOT_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+
+
+def _write_tokenizer(gguf: Path, out: Path) -> None:
+    from tokenizers import decoders, processors
+    from transformers import AutoTokenizer
+
+    converted = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    backend = converted.backend_tokenizer
+    backend.post_processor = processors.ByteLevel(trim_offsets=False)  # adds no special token
+    backend.decoder = decoders.ByteLevel()
+    backend.save(str(out / "tokenizer.json"))
+    (out / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2, sort_keys=True) + "\n")
+
+
+def check_tokenizer(folder: Path) -> None:
+    """The converted tokenizer must behave like the original SmolLM2 tokenizer."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    problems = []  # the converted files' bytes are then checked against the lock's sha256 pins
+    if tokenizer.eos_token != "<|im_end|>":
+        problems.append(f"eos expected '<|im_end|>', got {tokenizer.eos_token!r}")
+    if tokenizer.encode("a") != tokenizer.encode("a", add_special_tokens=False):
+        problems.append("encode() adds special tokens")
+    if problems:
+        raise CheckFailed(f"{folder}: converted tokenizer differs from SmolLM2's: " + "; ".join(problems) + ".")
+
+
+def convert_gguf(gguf: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from sst2_audit.util.progress import phase
+
+    out.mkdir(parents=True, exist_ok=True)
+    with phase("convert GGUF to float32 snapshot (about 25 s)", announce=True):
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        model.save_pretrained(str(out), safe_serialization=True)
+        _write_tokenizer(gguf, out)
+    for extra in out.iterdir():
+        if extra.name not in SNAPSHOT_FILES:  # e.g. a chat template: the protocol uses none
+            extra.unlink()
+    check_tokenizer(out)

@@ -1,0 +1,173 @@
+"""Identity: which dataset row is this record, really?
+
+Every record, whether lm-eval's logged sample during a run or our own
+QuestionRecord during an audit, is compared field by field with what the
+dataset row it claims to be implies under the task spec. This module is the one
+place that decides.
+"""
+
+from dataclasses import dataclass
+
+from sst2_audit.task.dataset import Row
+from sst2_audit.util.errors import InputError
+from sst2_audit.util.hashing import canonical_json, sha256_text
+from sst2_audit.scoring.independent import EncodedPair, encode_question
+from sst2_audit.protocol.rules import doc_hash, prompt_hash
+from sst2_audit.formats.records import Mismatch
+
+
+def tokens_hash(token_lists) -> str:
+    return sha256_text(canonical_json([list(ids) for ids in token_lists]))
+
+
+@dataclass(frozen=True)
+class ExpectedQuestion:
+    idx: int
+    label: int  # gold choice index
+    doc_idx: int | None  # the document's own idx field, where the data has one (= idx)
+    target: object  # doc_to_target as lm-eval logs it
+    doc_hash: str
+    prompt_hash: str  # of `context`, as lm-eval logs it
+    candidates: tuple  # target_delimiter + choice (a multiple-input task: the shared continuation each time)
+    public_candidates: tuple  # the text when the YAML fixes the choices, else its sha256
+    choice_lengths: tuple
+    candidate_token_ids: tuple
+    shots: tuple  # positions of its shots in the shot split (few-shot), in context order; () at zero shots
+    contexts: tuple  # each candidate's context: all the same but for a multiple-input task
+    contexts_tokens: tuple  # each candidate's context tokens
+    true_choices: tuple | None = None  # a value metric's true choices (mc2), None for an argmax task
+
+    @property
+    def context(self) -> str:
+        """The first request's context: what lm-eval logs as the prompt."""
+        return self.contexts[0]
+
+    @property
+    def context_tokens(self) -> tuple:
+        return self.contexts_tokens[0]
+
+    def pairs(self) -> list:
+        """The encoded (context, candidate) pairs the independent path scores."""
+        return [EncodedPair(tokens, ids) for tokens, ids in zip(self.contexts_tokens, self.candidate_token_ids)]
+
+    def public_fields(self) -> dict:
+        return {
+            "idx": self.idx, "label": self.label, "doc_hash": self.doc_hash, "prompt_hash": self.prompt_hash,
+            "candidates": list(self.public_candidates), "choice_lengths": list(self.choice_lengths),
+            "context_length": len(self.context_tokens),
+            "candidate_token_counts": [len(ids) for ids in self.candidate_token_ids],
+            "candidate_tokens_sha256": tokens_hash(self.candidate_token_ids),
+            "shots": list(self.shots),
+            **({"true_choices": list(self.true_choices)} if self.true_choices is not None else {}),
+        }
+
+
+def public_target(target):
+    """A logged target as public records hold it: an index as it is, text by its sha256."""
+    return target if not isinstance(target, str) else "sha256:" + sha256_text(target)
+
+
+def public_candidate(spec, candidate: str) -> str:
+    return candidate if spec.fixed_choices is not None else "sha256:" + sha256_text(candidate)
+
+
+def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = False,
+                      shots=None) -> ExpectedQuestion:
+    """shots: a fewshot.Plan when the profile pins num_fewshot > 0, else None (zero-shot). lm-eval logs the
+    first request's context as the prompt (its prompt_hash): for a multiple-input task, with the first choice."""
+    prefix = shots.prefix(spec, row.idx, row.doc) if shots is not None else spec.prefix(row.doc)
+    requests = spec.requests(row.doc, prefix)
+    choices = spec.choices(row.doc)
+    if "f1" in spec.metrics and len(choices) != 2:  # lm-eval's f1 is scikit-learn's binary f1 (class 1)
+        raise InputError(f"task {spec.name}: f1 is scikit-learn's binary f1 of class 1 (lm-eval's aggregation); it "
+                         f"needs two choices, row {row.idx} has {len(choices)}.")
+    empty = [number for number, choice in enumerate(choices) if not len(choice)]
+    if empty and "acc_norm" in spec.metrics:  # lm-eval would divide by zero; the audit checks the same rule
+        raise InputError(f"task {spec.name}: row idx {row.idx}: choice {empty[0]} is empty, and acc_norm divides each "
+                         "score by its choice's length in characters; fix the data (other metrics accept empty choices).")
+    pairs = encode_question(tokenizer, requests, row.idx, max_length, bos)
+    candidates = [candidate for _, candidate in requests]
+    true_choices = spec.true_choices(row.doc, len(choices))
+    return ExpectedQuestion(
+        row.idx, spec.gold(row.doc, choices), row.doc.get("idx"), spec.target(row.doc), doc_hash(row.as_doc()),
+        prompt_hash(requests[0][0]), tuple(candidates), tuple(public_candidate(spec, c) for c in candidates),
+        tuple(len(choice) for choice in choices), tuple(p.continuation_tokens for p in pairs),
+        tuple(shots.positions[row.idx]) if shots is not None else (),
+        tuple(c for c, _ in requests), tuple(p.context_tokens for p in pairs),
+        tuple(true_choices) if true_choices is not None else None,
+    )
+
+
+def differing_fields(expected: dict, actual: dict) -> list:
+    return [key for key in expected if actual.get(key) != expected[key]]
+
+
+def _mismatch(position, claimed_id, expected: dict, actual: dict):
+    fields = differing_fields(expected, actual)
+    if not fields:
+        return None
+    return Mismatch(position, claimed_id, fields, {k: expected[k] for k in fields}, {k: actual.get(k) for k in fields})
+
+
+def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, official_encode) -> list:
+    """Compare every lm-eval logged sample with the row its doc_id names.
+
+    official_encode(context, continuation) -> (context_tokens, continuation_tokens)
+    is lm-eval's own encoding, so the token boundary checked is the one it scored;
+    a special token slipped in before the context (the BOS hazard) changes the tokens' hash.
+    """
+    mismatches = []
+    requested = set(requested_ids)
+    for position, sample in enumerate(samples):
+        doc_id = sample["doc_id"]
+        claimed = expected_by_idx.get(doc_id)  # the row this sample says it is
+        if doc_id not in requested or claimed is None:
+            mismatches.append(Mismatch(position, doc_id, ["doc_id"], {"doc_id": "one of the requested dev ids"},
+                                       {"doc_id": doc_id}))
+            continue
+        arguments = [tuple(argument) for argument in sample["arguments"]]
+        encoded = [official_encode(context, candidate) for context, candidate in arguments]
+        context_tokens = encoded[0][0] if encoded else ()
+        # Text and token ids stay out of records: mismatches name them through hashes.
+        actual = {
+            "doc_id": doc_id, "doc.idx": sample["doc"].get("idx"), "doc_hash (of the logged doc)": doc_hash(sample["doc"]),
+            "target": sample["target"], "doc_hash": sample["doc_hash"], "prompt_hash": sample["prompt_hash"],
+            "context_hashes": sorted({prompt_hash(context) for context, _ in arguments}),
+            "candidates_sha256": [sha256_text(candidate) for _, candidate in arguments],
+            "context_tokens_hash": tokens_hash([context_tokens]),
+            "context_length": len(context_tokens),
+            "candidate_tokens_sha256": tokens_hash(continuation for _, continuation in encoded),
+        }
+        expected = {
+            "doc_id": claimed.idx, "doc.idx": claimed.doc_idx, "doc_hash (of the logged doc)": claimed.doc_hash,
+            "target": claimed.target, "doc_hash": claimed.doc_hash, "prompt_hash": claimed.prompt_hash,
+            "context_hashes": sorted({prompt_hash(context) for context in claimed.contexts}),
+            "candidates_sha256": [sha256_text(candidate) for candidate in claimed.candidates],
+            "context_tokens_hash": tokens_hash([claimed.context_tokens]),
+            "context_length": len(claimed.context_tokens),
+            "candidate_tokens_sha256": tokens_hash(claimed.candidate_token_ids),
+        }
+        found = _mismatch(position, doc_id, expected, actual)
+        if found:
+            mismatches.append(found)
+    logged_ids = [sample["doc_id"] for sample in samples]
+    if sorted(logged_ids) != sorted(requested):
+        mismatches.append(Mismatch(-1, None, ["doc_id set"], {"doc_id set": sorted(requested)}, {"doc_id set": sorted(logged_ids)}))
+    return mismatches
+
+
+def check_question_records(questions: list, expected_by_idx: dict) -> list:
+    """The audit's identity level: our public records against the dataset rows."""
+    mismatches = []
+    for position, question in enumerate(questions):
+        claimed = expected_by_idx.get(question.idx)
+        if claimed is None:
+            mismatches.append(Mismatch(position, question.idx, ["idx"], {"idx": "a scored dev id"}, {"idx": question.idx}))
+            continue
+        expected = claimed.public_fields()
+        expected["logged_doc_id"] = question.idx
+        actual = {key: getattr(question, key) for key in expected}
+        found = _mismatch(position, question.idx, expected, actual)
+        if found:
+            mismatches.append(found)
+    return mismatches

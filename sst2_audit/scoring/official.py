@@ -1,0 +1,81 @@
+"""The official path: lm_eval.simple_evaluate on the task's official config.
+
+Only the data-loading fields of the installed, hash-verified YAML (includes merged by
+lm-eval's own loader, see task_spec.py) are changed, so that the task reads the verified
+cached parquet; the task keeps its name, prompt, choices, target, metrics and aggregation.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from sst2_audit.protocol.corpus import BOOTSTRAP_ITERS
+from sst2_audit.task.config import data_config, differences
+
+
+@dataclass
+class OfficialOutput:
+    results: dict  # lm-eval's results dict without "samples"
+    samples: list  # lm-eval's logged samples, in the order it logged them
+    effective_config: dict
+    config_differences: dict
+    lm: object  # the HFLM, whose _encode_pair the identity check uses
+
+
+task_config = data_config  # the config the official path hands lm-eval (task_config.py)
+
+
+def config_differences(spec, effective: dict, num_fewshot: int) -> dict:
+    """The differences from the official YAML, with TaskConfig's defaults as lm-eval itself declares them
+    (the audit rebuilds the same from the pinned source file without importing lm-eval)."""
+    from lm_eval.api.task import TaskConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(TaskConfig) if f.default is not dataclasses.MISSING}
+    return differences(spec, effective, num_fewshot, defaults)
+
+
+def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_ids, *, sort_ids: bool = True) -> OfficialOutput:
+    """Score dev_ids through simple_evaluate.
+
+    lm-eval 0.4.9.2 pairs the k-th document (in dataset order) with the k-th
+    entry of `samples`, so unsorted ids log wrong doc_ids (upstream #4084);
+    we pass them sorted. sort_ids=False reproduces the bug on purpose.
+    """
+    import lm_eval
+    from lm_eval.api.task import ConfigurableTask
+    from lm_eval.models.huggingface import HFLM
+
+    ids = sorted(dev_ids) if sort_ids else list(dev_ids)
+    # A ConfigurableTask object with the task's own name, not include_path: 0.4.9.2's
+    # pretty-printer crashes on task YAMLs outside the package.
+    task = ConfigurableTask(config=task_config(spec, data_files))
+    lm = HFLM(
+        pretrained=model, tokenizer=tokenizer, backend="causal", batch_size=settings["batch_size"],
+        max_length=settings["max_length"], device=settings["device"],
+        add_bos_token=settings["add_bos_token"],
+    )
+    output = lm_eval.simple_evaluate(
+        model=lm, tasks=[task], num_fewshot=settings["num_fewshot"], samples={task.config.task: ids},
+        log_samples=True, cache_requests=False, use_cache=None, apply_chat_template=False,
+        system_instruction=None, random_seed=settings["seed"], numpy_random_seed=settings["seed"],
+        torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
+        bootstrap_iters=settings.get("bootstrap_iters", BOOTSTRAP_ITERS),  # f1 / mcc stderr; the default otherwise
+    )
+    samples = output.pop("samples")[task.config.task]
+    if spec.hooks:  # a partial's logged str() holds a memory address (hooks.stable)
+        from sst2_audit.task.hooks import stable
+
+        output["configs"] = stable(output["configs"])
+    effective = output["configs"][task.config.task]
+    differences = config_differences(spec, effective, settings["num_fewshot"])
+    return OfficialOutput(output, samples, effective, differences, lm)
+
+
+def official_encode_pair(lm, context: str, continuation: str) -> tuple:
+    """lm-eval's own context/continuation encoding, for the boundary check."""
+    context_tokens, continuation_tokens = lm._encode_pair(context, continuation)
+    return tuple(context_tokens), tuple(continuation_tokens)
+
+
+def data_files_of(cache: Path, manifest, spec) -> dict:
+    return {split: str(Path(cache) / manifest.file(split).path) for split in spec.splits}

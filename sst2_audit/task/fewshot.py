@@ -1,0 +1,162 @@
+"""Few-shot contexts as lm-eval 0.4.9.2 builds them, re-derived without importing lm_eval.
+
+Used by run (the independent path's contexts), the identity level and the rescore when a profile
+pins `num_fewshot` above 0. What lm-eval does:
+- The shots come from `fewshot_split`, else the training split, else the validation split, else the
+  test split, the evaluated one (ConfigurableTask.fewshot_docs, Task.fewshot_docs: inverse_scaling).
+- ONE `random.Random(fewshot_random_seed)` per task object is shared by every document and consumed
+  in the order the requests are built (ContextSampler.sample: `rnd.sample(docs, n)`), so a question's
+  shots depend on which questions were built before it.
+- The `default` sampler draws `num_fewshot + 1` docs only when `fewshot_split == test_split` (compared
+  as they are: two unset names are equal, so sst2 draws 6 docs for 5 shots), else `num_fewshot`; it then drops every drawn doc equal (dict `!=`) to the evaluated one and keeps the
+  first `num_fewshot`. A task that evaluates its validation split and takes shots from it therefore
+  gets `num_fewshot - 1` shots whenever the evaluated doc is drawn. `first_n` takes `docs[:n]`.
+- A shot is doc_to_text + target_delimiter + the target (a choice's text for multiple_choice) +
+  fewshot_delimiter; the context is description + the shots + doc_to_text (fewshot_context, get_context).
+`random.sample` picks by position, so drawing from `range(len(docs))` picks the same positions as
+drawing from the docs themselves.
+"""
+
+import random
+from dataclasses import dataclass
+
+from sst2_audit.protocol.corpus import BOOTSTRAP_ITERS
+from sst2_audit.util.errors import InputError
+from sst2_audit.protocol.metrics import METRICS
+from sst2_audit.protocol.rules import PROTOCOL_SETTINGS
+
+FEWSHOT_DELIMITER = "\n\n"  # TaskConfig's default
+
+
+@dataclass(frozen=True)
+class ShotRule:
+    split: str  # the split the shots come from
+    sampler: str  # "default" or "first_n"
+    extra_draw: bool  # lm-eval draws one more when fewshot_split == test_split
+    delimiter: str  # fewshot_delimiter, after every shot
+
+
+def rule_for(spec) -> ShotRule:
+    """The task's few-shot rule from its official config; what this re-derivation does not cover is refused."""
+    from sst2_audit.task.spec import fewshot_reason
+
+    config = spec.official
+    reason = fewshot_reason(config)
+    if reason:
+        raise InputError(f"task {spec.name}: it {reason}.")
+    sampler = (config.get("fewshot_config") or {}).get("sampler", "default")
+    # fewshot_docs: the fewshot split, else training, else validation, else (with a warning) the test split
+    split = (config.get("fewshot_split") or config.get("training_split") or config.get("validation_split")
+             or config.get("test_split"))
+    if split is None:
+        raise InputError(f"task {spec.name}: no split to take shots from.")
+    # lm-eval compares the two names as they are: None == None, so a task naming neither (sst2: shots
+    # from train, validation evaluated) also draws one extra doc, and consumes the generator for it
+    return ShotRule(split, sampler, config.get("fewshot_split") == config.get("test_split"),
+                    config.get("fewshot_delimiter", FEWSHOT_DELIMITER))
+
+
+def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluated: list) -> dict:
+    """{idx: positions of its shots in shot_docs} for `evaluated` [(idx, doc)] in the order lm-eval builds
+    their requests, with one generator for them all, as lm-eval shares one per task."""
+    generator, shots = random.Random(seed), {}
+    count = num_fewshot + 1 if rule.extra_draw else num_fewshot
+    for idx, doc in evaluated:
+        if num_fewshot == 0:  # fewshot_context does not call the sampler: nothing is drawn
+            shots[idx] = []
+            continue
+        if rule.sampler == "first_n":
+            if count > len(shot_docs):
+                raise InputError(f"first_n needs {count} shots, the {rule.split} split has {len(shot_docs)}.")
+            drawn = list(range(count))
+        else:
+            drawn = generator.sample(range(len(shot_docs)), count)
+        shots[idx] = [position for position in drawn if shot_docs[position] != doc][:num_fewshot]
+    return shots
+
+
+def shot_text(spec, doc: dict, delimiter: str) -> str:
+    """One labelled example: its text, the target delimiter, its answer as text, the few-shot delimiter."""
+    target, question = spec.target(doc), spec.shot_question(doc)
+    if target == "":
+        return question
+    if isinstance(target, list):
+        answer = str(target[0])
+    elif isinstance(target, str):
+        answer = target
+    else:
+        answer = str(spec.choices(doc)[target])
+    return question + spec.target_delimiter + answer + delimiter
+
+
+def prefix(spec, doc: dict, shots: list, delimiter: str) -> str:
+    """description + every shot: what fewshot_context puts before the question (a multiple-input task's
+    whole context, each choice then appended by construct_requests)."""
+    return spec.prefix(doc) + "".join(shot_text(spec, shot, delimiter) for shot in shots)
+
+
+def context(spec, doc: dict, shots: list, delimiter: str) -> str:
+    """description + every shot + the question's own text (fewshot_context without a chat template)."""
+    return prefix(spec, doc, shots, delimiter) + spec.text(doc)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every scored question's shots: positions in the shot split, drawn as lm-eval draws them."""
+    rule: ShotRule
+    docs: tuple  # the shot split's documents, in dataset order
+    positions: dict  # idx -> positions of its shots
+    evaluated: dict  # idx -> the scored document
+
+    def prefix(self, spec, idx: int, doc: dict) -> str:
+        return prefix(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
+
+    def own_question(self, spec) -> list:
+        """Scored ids shown their own question as a shot: a shot whose requests (its text and choices; a
+        multiple-input task's whole sentences) equal the question's, a duplicate row (lm-eval drops only a
+        dict-equal doc). Its answer would be in its own prompt."""
+        return sorted(idx for idx, positions in self.positions.items() for doc in [self.evaluated[idx]]
+                      if any(spec.requests(self.docs[p], "") == spec.requests(doc, "") for p in positions))
+
+    def sealed(self, spec, confirm_ids) -> list:
+        """Sealed confirmation rows it would show as shots (only when shots come from the evaluated split)."""
+        if self.rule.split != spec.eval_split:
+            return []
+        return sorted({p for positions in self.positions.values() for p in positions} & set(confirm_ids))
+
+
+def plan(spec, num_fewshot: int, seed: int, shot_rows: list, scored_rows: list) -> Plan:
+    """lm-eval builds the requests of the scored documents in dataset order (Task.doc_iterator over
+    `samples`), one shared generator for them all: a smoke run's question can get other shots than the
+    same question in a full run."""
+    rule = rule_for(spec)
+    docs = tuple(row.as_doc() for row in shot_rows)
+    evaluated = [(row.idx, row.as_doc()) for row in sorted(scored_rows, key=lambda row: row.idx)]
+    return Plan(rule, docs, draws(rule, num_fewshot, seed, list(docs), evaluated), dict(evaluated))
+
+
+def recorded(spec, num_fewshot: int) -> dict:
+    """What run.json's settings say about the shots (written by run, checked by the claims level): the
+    split they come from and the sampler; nothing at zero shots, so zero-shot records keep their bytes."""
+    if num_fewshot == 0:
+        return {}
+    rule = rule_for(spec)
+    return {"fewshot_split": rule.split, "fewshot_sampler": rule.sampler,
+            "shots_from_evaluated_split": rule.split == spec.eval_split}
+
+
+def shown_as_shots(questions) -> list:
+    """Scored ids shown (with their answers) as another question's shot, from the records' shot positions;
+    meaningful only when the shots come from the evaluated split (positions are then its ids)."""
+    scored = {q.idx for q in questions}
+    return sorted({p for q in questions for p in q.shots if p in scored and p != q.idx})
+
+
+def settings_record(run_settings: dict, spec, sort_ids: bool = True) -> dict:
+    """run.json's settings: the lock's run settings, where the shots come from (a few-shot profile), and
+    the protocol's fixed choices (run writes, audit checks)."""
+    # a corpus metric's stderr is a bootstrap whose resample count lm-eval takes from simple_evaluate: recorded
+    corpus = any(METRICS[m].kind == "corpus" for m in spec.metrics)
+    return dict(run_settings, **recorded(spec, run_settings["num_fewshot"]),
+                **({"bootstrap_iters": run_settings.get("bootstrap_iters", BOOTSTRAP_ITERS)} if corpus else {}),
+                doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)

@@ -1,0 +1,149 @@
+"""An lm-eval group (mmlu) run as its subtasks, and lm-eval's group aggregation re-derived (SOURCE_MAP 68-70).
+
+A lock's `groups` entry names the group's YAML and one profile per subtask it runs, each on its first
+`rows` dev rows (hash order: a prefix, never a choice). Every subtask is an ordinary run with both paths,
+identity and records (run_job); the group adds group.json.
+
+lm-eval 0.4.9.2 aggregates a group over every leaf task below it, nested groups flattened
+(evaluator_utils.consolidate_group_results), with aggregate_subtask_metrics (the mean, weighted by each
+subtask's size when the group says weight_by_size) and pooled_sample_stderr. The run calls those two
+functions of the pinned lm-eval on lm-eval's per-subtask numbers (simple_evaluate runs one subtask at a
+time here, so it never aggregates itself): the official group number. Our own code re-derives the same
+from each path's per-subtask summaries; the run and the audit compare them bit for bit. Subtasks are
+aggregated in task-name order (lm-eval's order follows its task index; the sums may round otherwise in
+the last bit, which is why the order is recorded).
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from sst2_audit.util.errors import CheckFailed, InputError
+
+GROUP_FILE = "group.json"
+GROUP_CARD = "GROUP.md"  # card.group_card of group.json: the audit regenerates it byte for byte
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    pin: object  # lock.GroupPin
+    yaml_files: tuple  # the group YAMLs read: the group's own, then its subgroups'
+    aggregate: tuple  # ((metric, weight_by_size), ...) from aggregate_metric_list; () when it aggregates nothing
+    leaves: tuple  # every installed leaf task of the group, nested groups flattened
+    members: tuple  # (task, profile) of the subtasks run, in aggregation order (task name)
+
+
+def _tags(raw: dict) -> list:
+    tag = raw.get("tag")
+    return [tag] if isinstance(tag, str) else [t for t in tag or [] if isinstance(t, str)]
+
+
+def _config(path: Path) -> dict:
+    """A YAML as lm-eval reads it (includes merged; a subject's tag may sit in an included file), read by the
+    one safe reader (task_yaml); {} for one it refuses."""
+    from sst2_audit.task.evaluator_pin import installed_root
+    from sst2_audit.task.yaml_file import read as read_yaml
+
+    root = installed_root()
+    try:
+        config = read_yaml(root, path.relative_to(root).as_posix(), where="group YAML").config
+    except (InputError, CheckFailed, ValueError):  # a YAML the reader refuses is no member
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _index(folder: Path) -> tuple:
+    """({group name: (YAML path, config)}, {tag: [tasks]}, {tasks}) of the YAMLs in the group's folder."""
+    groups, tags, tasks = {}, {}, set()
+    for path in sorted(folder.glob("*.yaml")):
+        config = _config(path)
+        if isinstance(config.get("group"), str):
+            groups[config["group"]] = (path, config)
+        elif isinstance(config.get("task"), str):
+            tasks.add(config["task"])
+            for tag in _tags(config):
+                tags.setdefault(tag, []).append(config["task"])
+    return groups, tags, tasks
+
+
+def group_spec(lock, name: str) -> GroupSpec:
+    from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
+
+    if name not in lock.groups:
+        raise InputError(f"{lock.path}: unknown group {name!r}; this lock defines groups "
+                         f"{', '.join(sorted(lock.groups)) or '(none)'}.")
+    pin, root = lock.groups[name], installed_root()
+    groups, tags, tasks = _index((root / pin.yaml).parent)
+    read, leaves = [], []
+
+    def walk(entry: str, depth: int) -> None:
+        if depth > 8:
+            raise InputError(f"group {pin.group}: nested more than 8 deep at {entry}.")
+        if entry in groups:
+            path, config = groups[entry]
+            read.append(str(path.relative_to(root)))
+            for child in config.get("task") or []:
+                if not isinstance(child, str):
+                    raise InputError(f"group {entry}: an inline task config ({str(child)[:40]!r}) is not re-derived.")
+                walk(child, depth + 1)
+        elif entry in tags:
+            leaves.extend(sorted(tags[entry]))
+        elif entry in tasks:
+            leaves.append(entry)
+        else:
+            raise InputError(f"group {pin.group}: member {entry!r} is no task, tag or group beside {pin.yaml}.")
+
+    if pin.group in groups and str(groups[pin.group][0].relative_to(root)) == pin.yaml:
+        walk(pin.group, 0)
+        aggregate = _aggregate(groups[pin.group][1], pin.group)
+    elif pin.group not in groups and pin.group in tags and pin.group in _tags(_config(root / pin.yaml)):
+        # a tag (inverse_scaling_mc in 0.4.9.2): lm-eval runs its tasks and reports no group number
+        read, aggregate = [pin.yaml], ()
+        leaves.extend(sorted(tags[pin.group]))
+    else:
+        raise InputError(f"{lock.path}: groups.{name}.yaml {pin.yaml} defines no group (nor tag) {pin.group!r}.")
+    unpinned = [path for path in read if path not in lock.evaluator.files]
+    if unpinned:
+        raise InputError(f"{lock.path}: group {pin.group} reads {', '.join(unpinned)}, which evaluator.files does not pin.")
+    verify_pinned(lock, {path: lock.evaluator.files[path] for path in read})
+    members = sorted((lock.profile(profile).task, profile) for profile in pin.profiles)
+    outside = [task for task, _ in members if task not in leaves]
+    if outside:
+        raise InputError(f"{lock.path}: groups.{name}: {', '.join(outside)} is not a subtask of {pin.group}.")
+    return GroupSpec(pin, tuple(read), aggregate, tuple(leaves), tuple(members))
+
+
+def _aggregate(raw: dict, group: str) -> tuple:
+    found = []
+    for entry in raw.get("aggregate_metric_list") or []:
+        if not isinstance(entry, dict) or entry.get("aggregation", "mean") != "mean" or \
+                entry.get("filter_list", "none") not in ("none", ["none"]):
+            raise InputError(f"group {group}: aggregate_metric_list entry {str(entry)[:60]!r} is not a mean over "
+                             "unfiltered results, the one aggregation re-derived.")
+        found.append((entry["metric"], bool(entry.get("weight_by_size", False))))
+    return tuple(found)
+
+
+# --- lm-eval's group aggregation, re-derived (lm_eval/api/metrics.py) ---
+
+def aggregate(values: list, sizes: list, weight_by_size: bool) -> float:
+    """aggregate_subtask_metrics: the mean of the subtasks' numbers, weighted by size when asked."""
+    weights = sizes if weight_by_size else [1] * len(sizes)
+    return sum([value * size for value, size in zip(values, weights)]) / sum(weights)
+
+
+def pooled_stderr(stderrs: list, sizes: list) -> float:
+    """pooled_sample_stderr."""
+    variance = sum([(size - 1) * stderr ** 2 * size for size, stderr in zip(sizes, stderrs)]) / (sum(sizes) - len(sizes))
+    return math.sqrt(variance / sum(sizes))
+
+
+def numbers(spec: GroupSpec, per_member: list, sizes: list, functions=None) -> dict:
+    """{metric: value, metric_stderr: value} of the group from each member's {metric: .., metric_stderr: ..};
+    `functions` = lm-eval's own (aggregate_subtask_metrics, pooled_sample_stderr) for the official number."""
+    mean, pooled = functions or (aggregate, pooled_stderr)
+    found = {}
+    for metric, weight_by_size in spec.aggregate:
+        found[metric] = float(mean([m[metric] for m in per_member], sizes, weight_by_size))
+        found[f"{metric}_stderr"] = float(pooled([m[f"{metric}_stderr"] for m in per_member], sizes))
+    return found

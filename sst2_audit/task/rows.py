@@ -1,0 +1,67 @@
+"""The evaluated split's rows as run, identity and rescore all take them: the cache verified against the
+lock first (hash before read), then the parquet read, the rows by position, and the lock's split rule."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sst2_audit.task.dataset import read_parquet
+from sst2_audit.formats.fields import columns_of
+from sst2_audit.formats.manifest import read_manifest, require_matching, verify_files
+from sst2_audit.task.split import Split, make_split
+
+
+@dataclass(frozen=True)
+class SplitRows:
+    manifest: object  # the cache's manifest, matched to the lock's profile
+    by_idx: dict  # position -> dataset.Row
+    split: Split
+
+
+def matching_manifest(lock, profile, cache):
+    """The cache's manifest, refused unless it was prepared for this lock's profile."""
+    return require_matching(read_manifest(cache), Path(cache), lock, profile)
+
+
+def verified_rows(lock, profile, spec, cache, roles, manifest=None) -> SplitRows:
+    """Raises CheckFailed when a file of `roles` differs from the manifest."""
+    manifest = manifest or matching_manifest(lock, profile, cache)
+    verify_files(cache, manifest, roles=roles)
+    parquet = Path(cache) / manifest.file(spec.eval_split).path
+    rows = spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet)  # lm-eval's docs
+    by_idx = {row.idx: row for row in rows}
+    split = make_split(list(by_idx), lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows,
+                       spec.eval_split)
+    return SplitRows(manifest, by_idx, split)
+
+
+def shown_ids(ids, limit: int = 20) -> str:
+    """An id list as a message shows it: the first `limit`, and how many more were cut."""
+    ids = list(ids)
+    return f"{ids[:limit]}" + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids: list):
+    """The few-shot plan of a profile that pins num_fewshot > 0, else None. Its shot split's file was
+    verified with the rest of the cache; a plan that would show a sealed confirmation row as a shot is
+    refused here, before any model call."""
+    from sst2_audit.task import fewshot
+    from sst2_audit.util.errors import InputError
+
+    settings = lock.settings_for(profile.name, spec)
+    if settings["num_fewshot"] == 0:
+        return None
+    rule = fewshot.rule_for(spec)
+    parquet = Path(cache) / manifest.file(rule.split).path
+    shot_rows = (list(data.by_idx.values()) if rule.split == spec.eval_split else
+                 spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet))
+    plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], shot_rows,
+                        [data.by_idx[idx] for idx in scored_ids])
+    sealed = plan.sealed(spec, data.split.confirm_ids)
+    if sealed and not settings.get("shots_may_show_sealed_rows"):
+        raise InputError(f"profile {profile.name}: {settings['num_fewshot']} shots drawn from the evaluated split "
+                         f"{spec.eval_split!r} would show {len(sealed)} sealed confirmation rows as shots (with "
+                         f"their answers): {shown_ids(sealed)}; the confirmation set is never shown to a model. Pin "
+                         "a task whose shots come from another split, or allow it explicitly: prepare.py --pin ... "
+                         "--shots-may-show-sealed-rows (the profile setting shots_may_show_sealed_rows: true, "
+                         "recorded and shown on the card).")
+    return plan

@@ -1,0 +1,456 @@
+"""The task as data: one typed spec per lm-eval multiple_choice task, read from the installed YAML.
+
+Every other module asks the spec: which split is evaluated, how a document becomes a context,
+its choices and its gold index, which delimiter goes before a choice, which metrics are reported.
+The YAML is read with lm-eval's own loader (`include:` resolved) from the installed package,
+whose files the lock pins by sha256; rendering is our own Jinja2 environment configured as
+lm-eval's (StrictUndefined, trailing newlines kept, the `regex_replace` filter), so the
+independent path never imports lm_eval. SST-2 is one instance: nothing outside this module
+asks for a task by name.
+"""
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.task.hooks import HOOK_KEYS, RESULTS_KEY, Hook, load, source
+from sst2_audit.protocol.metrics import yaml_metrics
+from sst2_audit.task.yaml_file import read as read_yaml
+
+TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
+
+
+@dataclass(frozen=True)
+class ResultsRule:
+    """A process_results hook we re-derive: the metric of METRICS computing it, the YAML metric_list it must
+    come with (lm-eval's names), and the document field holding the 0/1 label of each choice."""
+    metric: str
+    metric_list: tuple
+    labels: tuple  # the path of keys to the choices' labels in a document
+
+
+# process_results hooks recognised by the sha256 of the function's own source (hooks.source_sha256): the
+# same bytes in another file are the same function; any edit is another function, refused.
+RESULTS_RULES = {
+    # truthfulqa/utils.py and okapi/truthfulqa_multilingual/utils.py process_results_mc2 (SOURCE_MAP step 62)
+    "e4c822b6b242625dce81f4a63c00630d81b4cd406ccebe64e8399091917e6d14": ResultsRule("mc2", ("acc",),
+                                                                                   ("mc2_targets", "labels")),
+}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    yaml_path: str  # relative to the folder holding the lm_eval package
+    yaml_files: tuple  # every YAML file the loader read (the task's own first, then its includes)
+    official: dict  # the merged official config, as lm-eval's loader returns it
+    eval_split: str  # the split lm-eval scores: test_split if named, else validation_split
+    splits: tuple  # every split the config names (fewshot_split too): the data files a run needs
+    doc_to_text: object
+    doc_to_choice: object
+    doc_to_target: object
+    target_delimiter: str
+    description: str
+    metrics: tuple  # from metric_list, in its order
+    num_fewshot: int | None = None  # the YAML's own shot count (a profile's default), None when unstated
+    hooks: tuple = ()  # the task's `!function` hooks (hooks.Hook), pinned: shared code, and a process_results
+    results_rule: ResultsRule | None = None  # how we re-derive the task's process_results hook, if it has one
+
+    @property
+    def shared_hooks(self) -> tuple:
+        """The hooks both paths run as the same pinned code (not a process_results: that one is re-derived)."""
+        return tuple(hook for hook in self.hooks if hook.key in HOOK_KEYS)
+
+    @property
+    def rederived_hooks(self) -> tuple:
+        """The process_results hook lm-eval alone runs, whose metric the independent path re-derives."""
+        return tuple(hook for hook in self.hooks if hook.key not in HOOK_KEYS)
+
+    def true_choices(self, doc: dict, count: int) -> list | None:
+        """A value metric's true choices (mc2: the choices labelled 1), None for an argmax task."""
+        if self.results_rule is None:
+            return None
+        labels = doc
+        for key in self.results_rule.labels:
+            labels = labels.get(key) if isinstance(labels, dict) else None
+        field = ".".join(self.results_rule.labels)
+        if not (isinstance(labels, list) and len(labels) == count and all(type(x) is int and x in (0, 1) for x in labels)):
+            raise InputError(f"task {self.name}: {field} must be a 0/1 integer per choice ({count} choices), "
+                             f"got {str(labels)[:60]!r}.")
+        return [index for index, label in enumerate(labels) if label == 1]
+
+    @property
+    def code_files(self) -> tuple:
+        """The hook files the task runs (relative to the lm_eval package's folder), pinned like its YAML."""
+        return tuple(dict.fromkeys(hook.path for hook in self.hooks))
+
+    @property
+    def process_docs(self) -> Hook | None:
+        return next((hook for hook in self.hooks if hook.key == "process_docs"), None)
+
+    def config(self, callables: bool) -> dict:
+        """The official config with each hook as lm-eval holds it: the function (to run the task), or
+        its source as TaskConfig.to_dict logs it (to rebuild the logged config)."""
+        import copy
+
+        config = copy.deepcopy({key: value for key, value in self.official.items()
+                                if key not in {hook.key for hook in self.hooks}})
+        config.update({hook.key: load(hook) if callables else source(hook) for hook in self.hooks})
+        return config
+
+    def processed(self, rows: list, parquet) -> list:
+        """A split's rows as lm-eval's docs: through the pinned process_docs hook when the task has one
+        (it gets a datasets.Dataset of the verified parquet, as lm-eval's loader builds one)."""
+        hook = self.process_docs
+        if hook is None:
+            return rows
+        from sst2_audit.util import warm
+
+        warm.wait("transformers")  # datasets' fingerprint pickler reads transformers if it is in sys.modules
+        import datasets
+        import pyarrow.parquet as pq
+
+        from sst2_audit.task.dataset import Row
+
+        docs = hook(datasets.Dataset(pq.read_table(str(parquet))))
+        return [Row(position, dict(doc)) for position, doc in enumerate(docs)]
+
+    @property
+    def fixed_choices(self) -> tuple | None:
+        """The choice list when the YAML states it (public); None when it comes from the document."""
+        return tuple(self.doc_to_choice) if isinstance(self.doc_to_choice, list) else None
+
+    def choice_names(self, count: int) -> tuple:
+        """How summaries name choice k: its text when the YAML fixes it, else 'choice k'."""
+        fixed = self.fixed_choices
+        return fixed if fixed is not None else tuple(f"choice {k}" for k in range(count))
+
+    # --- rendering, as lm-eval's ConfigurableTask does it (SOURCE_MAP steps 9-12) ---
+    def prefix(self, doc: dict) -> str:
+        """The task's description rendered for this document ("" when it has none)."""
+        return render(self.description, doc) if self.description else ""
+
+    def text(self, doc: dict) -> str:
+        """doc_to_text alone (a few-shot context puts the shots between the description and this)."""
+        text = self._doc_to_text(doc)
+        if not isinstance(text, str):
+            raise InputError(f"task {self.name}: doc_to_text gave {type(text).__name__} {str(text)[:40]!r}; "
+                             "a context must be text.")
+        return text
+
+    def input_index(self, doc: dict) -> int | None:
+        """A multiple-input task's doc_to_text gives the right choice's index (winogrande), else None."""
+        text = self._doc_to_text(doc)
+        return text if type(text) is int else None
+
+    def shot_question(self, doc: dict) -> str:
+        """A shot's question text (ContextSampler.get_context): doc_to_text, or the chosen choice of a
+        multiple-input task."""
+        index = self.input_index(doc)
+        return self.text(doc) if index is None else self.choices(doc)[index]
+
+    def requests(self, doc: dict, prefix: str) -> list:
+        """(context, continuation) per choice as construct_requests builds them; `prefix` is the description
+        and the shots. A multiple-input task puts each choice in the context and scores the shared
+        continuation, doc_to_target (SOURCE_MAP step 61)."""
+        choices, text = self.choices(doc), self._doc_to_text(doc)
+        if isinstance(text, str):
+            return [(prefix + text, self.target_delimiter + choice) for choice in choices]
+        target = self.target(doc)
+        if not isinstance(target, str):
+            raise InputError(f"task {self.name}: a multiple-input doc_to_target must give the shared continuation "
+                             f"as text, got {type(target).__name__} {str(target)[:40]!r}.")
+        return [(prefix + choice, self.target_delimiter + target) for choice in choices]
+
+    def _doc_to_text(self, doc: dict):
+        setting = self.doc_to_text
+        if isinstance(setting, str) and setting in doc:
+            text = doc[setting]
+        elif isinstance(setting, str):
+            text = render(setting, doc)
+            if text.isdigit():  # lm-eval reads digits as a choice index: a multiple-input task
+                text = int(text)
+        elif isinstance(setting, Hook):
+            text = setting(doc)
+        else:
+            text = setting
+        if not (isinstance(text, str) or type(text) is int):
+            raise InputError(f"task {self.name}: doc_to_text gave {type(text).__name__} {str(text)[:40]!r}; "
+                             "expected text, or a choice index (a multiple-input task).")
+        return text
+
+    def choices(self, doc: dict) -> list:
+        setting = self.doc_to_choice
+        if isinstance(setting, str):
+            choices = doc[setting] if setting in doc else ast.literal_eval(render(setting, doc))
+        elif isinstance(setting, dict):
+            choices = list(setting.values())
+        elif isinstance(setting, Hook):
+            choices = setting(doc)
+        else:
+            choices = setting
+        if not (isinstance(choices, list) and choices and all(isinstance(c, str) for c in choices)):
+            raise InputError(f"task {self.name}: doc_to_choice must give a non-empty list of strings, "
+                             f"got {str(choices)[:60]!r}.")
+        return list(choices)
+
+    def target(self, doc: dict):
+        """doc_to_target as lm-eval returns it (and logs it as the sample's `target`)."""
+        setting = self.doc_to_target
+        if isinstance(setting, str) and setting in doc:
+            return doc[setting]
+        if isinstance(setting, str):
+            text = render(setting, doc)
+            return ast.literal_eval(text) if text.isdigit() else text
+        if isinstance(setting, Hook):
+            return setting(doc)
+        return setting
+
+    def gold(self, doc: dict, choices: list) -> int:
+        """The target resolved to a choice index as process_results does (a multiple-input task's gold is
+        doc_to_text's index); out of range is bad data."""
+        index = self.input_index(doc)
+        target = self.target(doc) if index is None else index
+        if isinstance(target, str):
+            target = choices.index(target) if target in choices else -1
+        if type(target) is not int or not 0 <= target < len(choices):
+            raise InputError(f"task {self.name}: the gold answer {str(target)[:40]!r} is not an index into the "
+                             f"{len(choices)} choices.")
+        return target
+
+
+_ENVIRONMENT = None
+
+
+def render(template: str, doc: dict) -> str:
+    """A Jinja2 template rendered as lm_eval.utils.apply_template does (SOURCE_MAP step 9b)."""
+    global _ENVIRONMENT
+    if _ENVIRONMENT is None:
+        from jinja2 import BaseLoader, Environment, StrictUndefined
+
+        _ENVIRONMENT = Environment(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)
+        _ENVIRONMENT.filters["regex_replace"] = lambda s, pattern, repl, count=0: re.sub(pattern, repl, s, count=count)
+    try:
+        return _ENVIRONMENT.from_string(template).render(**doc)
+    except Exception as error:  # a template naming a field the data lacks, etc.
+        raise InputError(f"template {template[:60]!r}: cannot render it for this document ({error}).") from None
+
+
+# --- reading the installed YAML ---
+
+def installed_tasks_root() -> Path:
+    from sst2_audit.task.evaluator_pin import installed_root
+
+    return installed_root() / "lm_eval" / "tasks"
+
+
+def _sources(reading) -> list:
+    """(relative path, bytes) of every file a reading parsed: where a `!function` hook was written."""
+    return [(relative, reading.data[relative]) for relative in reading.files]
+
+
+def hook_reason(config: dict, reading) -> tuple:
+    """(why the config's `!function` hooks cannot run as pinned shared code or None, the process_results
+    hook's rule or None). Without the YAML's path any hook is refused: it cannot be located."""
+    import yaml
+
+    functions = sorted(key for key, value in config.items() if isinstance(value, yaml.Node))
+    if not functions:
+        return None, None
+    other = [key for key in functions if key not in (*HOOK_KEYS, RESULTS_KEY)]
+    if other:
+        return (f"uses `!function` hooks for {', '.join(other)} (shared hooks: {', '.join(HOOK_KEYS)}; "
+                f"a {RESULTS_KEY} hook only where its metric is re-derived)"), None
+    if reading is None:
+        return f"uses `!function` hooks ({', '.join(functions)})", None
+    from sst2_audit.task.hooks import code_reason, find
+
+    root = installed_tasks_root().parent.parent
+    try:
+        hooks = find(config, _sources(reading), root)
+    except (InputError, ValueError) as error:
+        return f"has a `!function` hook that cannot be located ({error})", None
+    rule = None
+    for hook in hooks:
+        if hook.key == RESULTS_KEY:
+            rule = results_rule(hook)  # the function's source hashed once, for the reason and the metric
+            if rule is None:
+                return (f"has its own process_results ({hook.path}::{hook.function}), a metric computed by task "
+                        f"code that is not re-derived (re-derived: truthfulqa's process_results_mc2)"), None
+        reason = code_reason(Path(hook.file), hook.function)
+        if reason:
+            return f"has a `!function` {hook.key} hook that cannot run as pinned shared code: {reason}", None
+    return None, rule
+
+
+def results_rule(hook: Hook) -> ResultsRule | None:
+    from sst2_audit.task.hooks import source_sha256
+
+    return RESULTS_RULES.get(source_sha256(Path(hook.file), hook.function))
+
+
+def metrics_of(config: dict, rule: ResultsRule | None) -> tuple:
+    """The metrics a run records, in metric_list's order: the YAML's argmax metrics, or a re-derived
+    process_results hook's metric (lm-eval reports it under the YAML's name)."""
+    names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}])
+    return (rule.metric,) if rule is not None and names == rule.metric_list else names
+
+
+def unsupported_reason(config: dict, reading=None) -> str | None:
+    """Why this config is outside the audit's protocol, or None."""
+    hooks, rule = hook_reason(config, reading)
+    if hooks:
+        return hooks
+    if config.get("output_type") != "multiple_choice":
+        return f"output_type is {config.get('output_type')!r}, not multiple_choice"
+    if config.get("process_results") is not None:
+        if rule is None:  # a plain (not `!function`) process_results, or one hook_reason did not accept
+            return "has its own process_results"
+        names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [])
+        if names != rule.metric_list:
+            return (f"reports metrics {list(names)} through its process_results, which is re-derived for "
+                    f"{list(rule.metric_list)} only")
+    names = metrics_of(config, rule)
+    other = [n for n in names if n not in (yaml_metrics() if rule is None else (rule.metric,))]
+    if other:
+        return f"reports metrics {other} (supported: {', '.join(yaml_metrics())})"
+    fixed = config.get("doc_to_choice")
+    if "f1" in names and isinstance(fixed, (list, dict)) and len(fixed) != 2:
+        return f"reports f1, scikit-learn's binary f1 (lm-eval's aggregation), over {len(fixed)} choices"
+    fewshot = fewshot_reason(config)
+    if fewshot:
+        return fewshot
+    if config.get("use_prompt"):
+        return "uses a promptsource prompt"
+    if isinstance(config.get("doc_to_text"), int):
+        return "has multiple inputs"
+    if config.get("doc_to_choice") is None:
+        return "has no doc_to_choice"
+    if config.get("filter_list"):
+        return "applies filters"
+    if not (config.get("test_split") or config.get("validation_split")):
+        return "names neither a test nor a validation split"
+    return None
+
+
+SAMPLERS = ("default", "first_n")  # the few-shot samplers fewshot.py re-derives
+
+
+def fewshot_reason(config: dict) -> str | None:
+    """Why this config's few-shot prompts cannot be re-derived, or None. Checked for every config, not only
+    few-shot ones: a profile may pin shots for any task (a `fewshot_config` alone draws nothing at 0 shots)."""
+    fewshot = config.get("fewshot_config") or {}
+    if not isinstance(fewshot, dict):
+        return f"has a fewshot_config that is not a mapping ({str(fewshot)[:40]!r})"
+    sampler = fewshot.get("sampler", "default")
+    if sampler not in SAMPLERS:
+        return f"draws shots with the sampler {sampler!r} (re-derived: {', '.join(SAMPLERS)})"
+    overrides = sorted(set(fewshot) & {"doc_to_text", "doc_to_target", "doc_to_choice", "samples", "process_docs"})
+    if overrides:
+        return f"overrides {', '.join(overrides)} for its shots (fewshot_config), which is not re-derived"
+    shots = config.get("num_fewshot")
+    if shots is not None and not (type(shots) is int and 0 <= shots <= 1024):
+        return f"states num_fewshot {str(shots)[:20]!r}, not an integer within 0..1024"
+    return None
+
+
+def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = None) -> TaskSpec:
+    """The spec of the YAML at root/relative; with the lock's pins, every file is verified before it is parsed."""
+    reading = read_yaml(root, relative, pins, f"task {name}")  # lm-eval never reads a task YAML itself here
+    config = reading.config
+    reason = unsupported_reason(config, reading)
+    if reason:
+        raise InputError(f"task {name} ({relative}) is not supported: it {reason}.")
+    if config.get("task") != name:
+        raise InputError(f"task {name}: {relative} defines task {config.get('task')!r}, not {name!r}.")
+    files = tuple(reading.files)
+    # every split lm-eval reads: its loader builds each one named, and shots come from fewshot_split (MMLU's dev)
+    splits = tuple(dict.fromkeys(s for s in (config.get("training_split"), config.get("validation_split"),
+                                             config.get("test_split"), config.get("fewshot_split")) if s))
+    from sst2_audit.task.hooks import find
+
+    hooks = find(config, _sources(reading), root)
+    hooked = {hook.key: hook for hook in hooks}
+    rule = results_rule(hooked[RESULTS_KEY]) if RESULTS_KEY in hooked else None
+    metrics = metrics_of(config, rule)
+    return TaskSpec(
+        name=name, yaml_path=relative, yaml_files=files, official=config,
+        eval_split=config.get("test_split") or config["validation_split"], splits=splits,
+        doc_to_text=hooked.get("doc_to_text", config.get("doc_to_text")),
+        doc_to_choice=hooked.get("doc_to_choice", config["doc_to_choice"]),
+        doc_to_target=hooked.get("doc_to_target", config.get("doc_to_target")),
+        target_delimiter=config.get("target_delimiter", TASKCONFIG_DEFAULTS["target_delimiter"]),
+        description=config.get("description") or TASKCONFIG_DEFAULTS["description"], metrics=metrics,
+        num_fewshot=config.get("num_fewshot"), hooks=hooks, results_rule=rule,
+    )
+
+
+def spec_for(lock, name: str) -> TaskSpec:
+    """The spec of a task the lock pins (evaluator.tasks names its YAML; every file read must be pinned)."""
+    from sst2_audit.task.evaluator_pin import installed_root
+
+    tasks = lock.evaluator.tasks
+    if name not in tasks:
+        raise InputError(f"{lock.path}: task {name!r} is not pinned (evaluator.tasks has {sorted(tasks)}); "
+                         "`run.py --list-tasks` lists the installed tasks and whether they are supported.")
+    from sst2_audit.task.evaluator_pin import verify_pinned
+
+    root = installed_root()
+    # the pinned files beside the task's YAML first: a changed hook is a failed check naming its file, before its
+    # changed source could make the task look unsupported
+    folder = str(Path(tasks[name]).parent) + "/"
+    verify_pinned(lock, {path: sha for path, sha in lock.evaluator.files.items()
+                         if path.startswith(folder) and "/" not in path[len(folder):]})
+    spec = spec_from_yaml(name, tasks[name], root, lock.evaluator.files)  # each YAML verified before parsed
+    unpinned = [f for f in spec.yaml_files + spec.code_files if f not in lock.evaluator.files]
+    if unpinned:
+        raise InputError(f"{lock.path}: task {name} reads {', '.join(unpinned)}, which evaluator.files does not pin.")
+    import dataclasses
+
+    # each hook carries the lock's pin: it is loaded only from bytes of that sha256 (hooks.load)
+    pinned = tuple(dataclasses.replace(hook, sha256=lock.evaluator.files[hook.path]) for hook in spec.hooks)
+    rendering = {hook.key: hook for hook in pinned if hook.key not in ("process_docs", RESULTS_KEY)}  # doc_to_*
+    return dataclasses.replace(spec, hooks=pinned, **rendering)
+
+
+TASK_LINE = re.compile(r"^['\"]?task['\"]?:[ \t]*(.+?)[ \t]*$", re.MULTILINE)  # a YAML's own task name
+
+
+def installed_configs(pattern: str = "*"):
+    """(path, reading) of every installed task YAML whose task name matches the glob `pattern` (a YAML
+    names its own task, so a file whose `task:` line cannot match is skipped before it is parsed)."""
+    import fnmatch
+
+    tasks = installed_tasks_root()
+    root = tasks.parent.parent
+    for path in sorted(tasks.rglob("*.yaml")):
+        if pattern != "*":
+            named = TASK_LINE.search(path.read_text(encoding="utf-8", errors="replace"))
+            if named is None or not fnmatch.fnmatchcase(named.group(1).strip("'\""), pattern):
+                continue
+        try:
+            reading = read_yaml(root, path.relative_to(root).as_posix())
+        except (InputError, CheckFailed):  # a YAML this reader refuses is not a task we can list
+            continue
+        config = reading.config
+        if isinstance(config, dict) and isinstance(config.get("task"), str) and fnmatch.fnmatchcase(config["task"], pattern):
+            yield path, reading
+
+
+def list_installed(pattern: str = "*") -> list:
+    """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
+    whose name matches the glob `pattern`."""
+    root = installed_tasks_root()
+    return [(reading.config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(reading.config, reading))
+            for path, reading in installed_configs(pattern) if reading.config.get("output_type") == "multiple_choice"]
+
+
+def require_data_for(spec: TaskSpec, profile) -> None:
+    """A profile's data files must be exactly the splits the task config names."""
+    have = sorted(f.split for f in profile.data.files)
+    if have != sorted(spec.splits):
+        raise InputError(f"profile {profile.name}: its data files are for splits {have}; task {spec.name} names "
+                         f"{sorted(spec.splits)} (it scores {spec.eval_split!r}; lm-eval 0.4.9.2 builds every split "
+                         "its YAML names, so each needs a file).")

@@ -1,0 +1,92 @@
+"""Every file is written to a temporary name, flushed, then renamed into place.
+
+An interrupted step therefore leaves either the old file or none, never a
+half-written file that looks complete.
+"""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from sst2_audit.util.errors import InputError
+
+
+def _unwritable(path: Path, error: OSError) -> InputError:
+    """The user's environment, not our bug: exit 2 naming the folder."""
+    return InputError(f"{path}: cannot write here ({error.strerror or error}); choose a folder you can write to.")
+
+
+def write_bytes(path: Path, data: bytes, *, overwrite: bool = False) -> None:
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise InputError(f"{path}: refusing to overwrite an existing file.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise _unwritable(path.parent, error) from None
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make shared records unreadable to others
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _link_new(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _link_new(tmp: str, path: Path) -> None:
+    """Rename into place only if nothing is there: two writers of one name cannot both succeed
+    (a check then os.replace could let the second silently replace the first)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise InputError(f"{path}: refusing to overwrite an existing file (another process wrote it first).") from None
+    except OSError:  # a file system without hard links: the check above, then a plain rename
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
+def write_text(path: Path, text: str, *, overwrite: bool = False) -> None:
+    write_bytes(path, text.encode("utf-8"), overwrite=overwrite)
+
+
+def write_json(path: Path, value, *, overwrite: bool = False) -> None:
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    write_text(path, text, overwrite=overwrite)
+
+
+def temp_path_beside(path: Path) -> Path:
+    """A fresh temporary name in the target's folder, so the final rename is atomic."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def new_directory(path: Path, what: str) -> Path:
+    """Create a run folder that did not exist: a finished run is never overwritten."""
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise InputError(
+            f"{what} {path} already exists and is not empty; a finished run is never "
+            "overwritten. Choose another folder or move the old one away."
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{what} {path}: cannot create the folder ({error.strerror or error}).") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {path}: the folder is not writable.")
+    return path

@@ -1,0 +1,50 @@
+"""Console progress on stderr (or the terminal saved by console.captured), so stdout stays for summaries.
+
+Lines are written whole, under a lock: the two scoring paths report from two threads and their
+lines never interleave. --quiet silences them.
+"""
+
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+from sst2_audit.util.sanitize import printable  # at import: no import machinery (and its locks) on the path a Ctrl-C interrupts
+
+_LOCK = threading.Lock()
+_STREAM = None  # None: sys.stderr at the time of writing
+_QUIET = False
+
+
+def set_stream(stream):
+    """Where progress goes from now on; returns the previous stream."""
+    global _STREAM
+    previous, _STREAM = _STREAM, stream
+    return previous
+
+
+def set_quiet(quiet: bool) -> None:
+    global _QUIET
+    _QUIET = quiet
+
+
+def say(message: str) -> None:
+    if _QUIET:
+        return
+    with _LOCK:
+        stream = _STREAM or sys.stderr
+        stream.write(printable(message) + "\n")  # one line, whatever a field in it holds
+        stream.flush()
+
+
+@contextmanager
+def phase(name: str, timings: dict | None = None, key: str | None = None, announce: bool = False):
+    """Time a step and report it when done; a long step (announce=True) is also announced at its start."""
+    if announce:
+        say(f"[{name}] ...")
+    start = time.perf_counter()
+    yield
+    elapsed = time.perf_counter() - start
+    if timings is not None:
+        timings[key or name] = round(elapsed, 3)
+    say(f"[{name}] done in {elapsed:.1f} s")
