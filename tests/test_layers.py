@@ -1,31 +1,22 @@
-"""The package's shape: each module on a layer, no import running up a layer, short functions.
+"""The package's shape, read from its folders: each folder is a room with one job, rooms stand in one
+order, and no import runs from a lower room to a higher one or round in a circle.
 
-Layers, bottom to top: a module may import its own layer and those below. Function-level imports
-count too (they are how the heavy ones are deferred). A new module must be placed here."""
+A module may import modules of its own folder and of the folders below it. The package's own modules
+are imported at the top of a module, never inside a function (a reader sees the whole graph at the
+top); only the heavy third-party packages are imported where they are used."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import REPO
 
 PACKAGE = REPO / "sst2_audit"
-LAYERS = [
-    ("base", {"errors", "hashing", "sanitize", "atomic", "strict_json", "progress", "console", "warm", "stats",
-              "numeric", "environment", "drift", "plots", "schema", "corpus", "task_yaml"}),
-    ("protocol and data", {"protocol", "metrics", "records", "dataset", "split", "lock", "manifest", "store",
-                           "evaluator_pin", "task_spec", "task_config", "split_rows", "summaries", "agreement",
-                           "lm_eval_notes", "fewshot", "hooks", "group"}),
-    ("scoring and resources", {"independent", "identity", "official", "model", "convert", "hub_pin", "task_pin",
-                               "source_map", "sources", "sources.interface", "sources.demo", "sources.hub",
-                               "sources.local", "sources.wheel"}),
-    ("pages", {"pages", "card", "html_report", "html_report_v3", "report"}),
-    ("jobs", {"prepare", "pin", "run_job", "group_job", "audit.group_level", "audit.group_bundle", "audit", "audit.arithmetic", "audit.bundle", "audit.claims",
-              "audit.compare", "audit.findings", "audit.identity_level", "audit.loading", "audit.rescore",
-              "audit.runner", "audit.ustar"}),
-    ("commands", {"command", "cmd_prepare", "cmd_run", "cmd_audit"}),
-    ("entry points", {"cli"}),
-]
-LAYER = {module: number for number, (_, modules) in enumerate(LAYERS) for module in modules}
+# bottom to top: what each room holds is in its __init__'s docstring
+FOLDERS = ["util", "protocol", "formats", "task", "scoring", "resources", "pages", "run", "audit", "bundle", "cli"]
+HEAVY = ("torch", "transformers", "lm_eval", "pyarrow", "matplotlib")
+MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_LINE = 400, 60, 120
 
 
 def _modules() -> dict:
@@ -37,43 +28,87 @@ def _modules() -> dict:
     return found
 
 
-def _imports(name: str, path: Path, known: set) -> set:
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+def _imports(path: Path, known: set, top_only: bool = False) -> set:
+    """The package modules a file imports (`from sst2_audit.x import y` names module x.y when it is one)."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_only else ast.walk(tree)
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.level:
-            base = package
-            for _ in range(node.level - 1):
-                base = base.rpartition(".")[0]
-            target = ".".join(p for p in (base, node.module or "") if p)
-            for alias in node.names:
-                full = f"{target}.{alias.name}".strip(".")
-                found.add(full if full in known else target)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            found |= {n.removeprefix("sst2_audit.") for n in names if n.startswith("sst2_audit.")}
-    return found - {name, ""}
+            raise AssertionError(f"{path}: a relative import; the package imports itself by absolute names")
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [f"{node.module}.{a.name}" if f"{node.module}.{a.name}".removeprefix("sst2_audit.") in known
+                  else node.module for a in node.names] if isinstance(node, ast.ImportFrom) and node.module else [])
+        found |= {n.removeprefix("sst2_audit.") for n in names if n.startswith("sst2_audit.")}
+    return found
 
 
-def test_every_module_has_a_layer_and_no_import_runs_up_a_layer():
+def _folder(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_every_module_lives_in_a_room_and_no_import_runs_up():
     modules = _modules()
-    assert sorted(set(modules) - set(LAYER)) == [], "place the new module on a layer in tests/test_layers.py"
-    assert sorted(set(LAYER) - set(modules)) == [], "a module in LAYERS no longer exists"
-    upward = [f"{name} ({LAYERS[LAYER[name]][0]}) imports {dep} ({LAYERS[LAYER[dep]][0]})"
-              for name, path in modules.items() for dep in sorted(_imports(name, path, set(modules)))
-              if LAYER[dep] > LAYER[name]]
+    assert sorted({_folder(m) for m in modules} - set(FOLDERS)) == [], "a new folder needs its place in FOLDERS"
+    upward = [f"{name} imports {dep}" for name, path in modules.items() for dep in sorted(_imports(path, set(modules)))
+              if FOLDERS.index(_folder(dep)) > FOLDERS.index(_folder(name))]
     assert upward == []
+
+
+def test_no_import_circle():
+    modules = _modules()
+    graph = {name: _imports(path, set(modules)) - {name} for name, path in modules.items()}
+    state, circles = {}, []
+
+    def visit(name, trail):
+        state[name] = "open"
+        for dep in sorted(graph.get(name, ())):
+            if state.get(dep) == "open":
+                circles.append(" -> ".join(trail[trail.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, trail + [dep])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert circles == []
+
+
+def test_own_modules_are_imported_at_the_top():
+    modules = _modules()
+    inner = [f"{name}: {sorted(_imports(path, set(modules)) - _imports(path, set(modules), top_only=True))}"
+             for name, path in modules.items()
+             if _imports(path, set(modules)) - _imports(path, set(modules), top_only=True)]
+    assert inner == []
+
+
+def test_importing_every_module_loads_no_heavy_package():
+    probe = ("import importlib, pkgutil, sys, sst2_audit\n"
+             "for m in pkgutil.walk_packages(sst2_audit.__path__, 'sst2_audit.'): importlib.import_module(m.name)\n"
+             f"print(sorted(k for k in {HEAVY!r} if k in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_layer_check_sees_a_function_level_import(tmp_path):
     path = tmp_path / "probe.py"
-    path.write_text("def f():\n    from .cli import audit_main\n    from . import records\n")
-    assert _imports("lock", path, set(LAYER)) == {"cli", "records"}
+    path.write_text("def f():\n    from sst2_audit.cli import audit_main\n    from sst2_audit.formats import records\n")
+    assert _imports(path, {"cli", "formats.records"}) == {"cli", "formats.records"}
+    assert _imports(path, {"cli", "formats.records"}, top_only=True) == set()
 
 
-def test_entry_module_is_short_and_no_function_is_long():
-    assert len((PACKAGE / "cli.py").read_text().splitlines()) < 150
-    long = [f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-            for path in sorted(PACKAGE.rglob("*.py")) for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60]
-    assert long == []
+def test_modules_functions_and_lines_are_short():
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        where = path.relative_to(REPO)
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{where} ({len(text.splitlines())} lines)")
+        too_long += [f"{where}:{number} ({len(line)} characters)" for number, line in enumerate(text.splitlines(), 1)
+                     if len(line) > MAX_LINE]
+        too_long += [f"{where}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+                     for node in ast.walk(ast.parse(text))
+                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert too_long == []

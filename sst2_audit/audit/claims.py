@@ -12,18 +12,21 @@ lm-eval's results, the effective task config (rebuilt from the installed YAML), 
 import dataclasses
 from pathlib import PurePosixPath
 
-from sst2_audit.util.environment import versions as installed_versions
-from sst2_audit.util.errors import CheckFailed
-from sst2_audit.task.evaluator_pin import evaluator_record
-from sst2_audit.formats.lock import NUMERIC_MODE_KEYS, numeric_mode_change
-from sst2_audit.protocol.numeric import mode_words
-from sst2_audit.task.fewshot import settings_record
-from sst2_audit.protocol.rules import notice_for
-from sst2_audit.util.sanitize import RUN_NAME
-from sst2_audit.task.split import mode_for
-from sst2_audit.pages import card
 from sst2_audit.audit.findings import LevelResult, same_json
 from sst2_audit.audit.loading import RunFolder
+from sst2_audit.formats.lock import numeric_mode_change, NUMERIC_MODE_KEYS
+from sst2_audit.pages import card
+from sst2_audit.pages.html_report import render
+from sst2_audit.protocol.numeric import mode_words
+from sst2_audit.protocol.rules import notice_for
+from sst2_audit.task import config as task_config, lm_eval_notes
+from sst2_audit.task.evaluator_pin import evaluator_record, files_for
+from sst2_audit.task.fewshot import settings_record
+from sst2_audit.task.split import mode_for
+from sst2_audit.util.console import KNOWN_WARNINGS
+from sst2_audit.util.environment import versions as installed_versions
+from sst2_audit.util.errors import CheckFailed
+from sst2_audit.util.sanitize import RUN_NAME
 
 CHECKED_VERSIONS = ("lm_eval", "torch", "transformers", "tokenizers")  # what decides the scores
 
@@ -98,7 +101,6 @@ def check_lock(run: RunFolder, context) -> LevelResult:
     if record is None:
         return result
     spec = run.task_spec()
-    from sst2_audit.task.evaluator_pin import files_for
 
     mine, theirs = files_for(lock, spec), files_for(claimed, spec)
     for path in sorted(set(mine) | set(theirs)):
@@ -150,7 +152,6 @@ RESULTS_PER_TASK = ("configs", "group_subtasks", "higher_is_better", "n-samples"
 
 def _exact_fields(result: LevelResult, run: RunFolder, record) -> None:
     """No field rides along unchecked: every file's keys are exactly those the writer writes."""
-    from sst2_audit.util.console import KNOWN_WARNINGS
 
     if run.environment is not None:
         keys = ENVIRONMENT_KEYS if (run.record_schema or 0) >= 2 else [k for k in ENVIRONMENT_KEYS if k != "platform"]
@@ -214,7 +215,6 @@ def _versions(result: LevelResult, run: RunFolder, record) -> None:
 
 def _task_config(result: LevelResult, lock, spec, record) -> None:
     """The effective config lm-eval logged, rebuilt from the installed, pinned YAML and the data files."""
-    from sst2_audit.task import config as task_config
 
     data_files = {e.role: f"<cache>/{e.path}" for e in record.resources if e.role in spec.splits}
     config = task_config.data_config(spec, data_files, callables=False)
@@ -256,7 +256,6 @@ def check_claims(run: RunFolder, context) -> LevelResult:
     result.expect("split", "rule (the lock's)", lock.split.rule, record.split.rule)
     result.expect("split", "confirmation rows (the lock's count)", lock.split.confirm_rows, len(record.split.confirm))
     result.expect("run", "task (the lock's profile)", spec.name, record.task)
-    from sst2_audit.task.evaluator_pin import files_for
 
     result.expect("run", "evaluator", evaluator_record(lock, files_for(lock, spec), spec), record.evaluator)
     _resources(result, run, record, profile)
@@ -281,8 +280,6 @@ def check_claims(run: RunFolder, context) -> LevelResult:
 
 def _report(result: LevelResult, run: RunFolder, lock, spec, record) -> None:
     """report.html must be the page regenerated from the checked records (runs of schema 3 have one)."""
-    from sst2_audit.task import lm_eval_notes
-    from sst2_audit.pages.html_report import render
 
     if record.lm_eval_notes is not None and run.lm_eval_results is not None:
         result.expect("run", "lm_eval_notes (re-derived from lm-eval's results)",

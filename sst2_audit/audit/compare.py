@@ -4,12 +4,14 @@
 
 from dataclasses import dataclass, field
 
+from sst2_audit.audit.loading import MAX_CANDIDATES
+from sst2_audit.pages.render import render
 from sst2_audit.protocol.drift import judge
-from sst2_audit.util.errors import InputError
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.numeric import one_line, same_platform
 from sst2_audit.protocol.rules import predict
-from sst2_audit.protocol.stats import PairedComparison, paired_difference
+from sst2_audit.protocol.stats import paired_difference, PairedComparison
+from sst2_audit.util.errors import InputError
 
 
 @dataclass
@@ -42,7 +44,6 @@ def _differences(label: str, a: dict, b: dict) -> list:
 
 def _name(run, choice: int) -> str:
     """A choice by its text when the task fixes the choices, else by its number."""
-    from sst2_audit.audit.loading import MAX_CANDIDATES
 
     spec = run.task_spec()
     if not 0 <= choice < MAX_CANDIDATES:  # a claimed prediction never sizes a list
@@ -113,6 +114,5 @@ def compare(a, b) -> Comparison:
 
 def render_html(result: Comparison) -> str:
     """The comparison as a page (templates/compare.html.j2)."""
-    from sst2_audit.pages.render import render
 
     return render("compare.html.j2", result=result)

@@ -3,12 +3,14 @@ group's numbers re-derived from the subtask records (group.py); every subtask's 
 
 from pathlib import Path
 
-from sst2_audit.formats import records
-from sst2_audit.task.group import GROUP_CARD, GROUP_FILE, group_spec, numbers
-from sst2_audit.util.hashing import sha256_file
-from sst2_audit.protocol.rules import notice_for
-from sst2_audit.task.split import mode_for
 from sst2_audit.audit.findings import LevelResult
+from sst2_audit.formats import records
+from sst2_audit.pages.card import group_card
+from sst2_audit.protocol.rules import notice_for
+from sst2_audit.run.group import member_numbers
+from sst2_audit.task.group import GROUP_CARD, GROUP_FILE, group_spec, numbers
+from sst2_audit.task.split import mode_for
+from sst2_audit.util.hashing import sha256_file
 
 
 def read_group(folder: Path) -> records.GroupRecord:
@@ -16,12 +18,9 @@ def read_group(folder: Path) -> records.GroupRecord:
 
 
 def check(folder: Path, record: records.GroupRecord, lock) -> LevelResult:
-    from sst2_audit.run.group import member_numbers
-
     result = LevelResult("group")
     spec = group_spec(lock, record.group_name)  # the reviewer's lock decides what the group is
     profile = lock.profile(spec.pin.profiles[0])
-    from sst2_audit.pages.card import group_card
 
     card = Path(folder) / GROUP_CARD
     result.expect("group", f"{GROUP_CARD} (regenerated from group.json)", group_card(record),

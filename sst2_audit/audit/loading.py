@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats import records, strict_json
+from sst2_audit.formats.lock import load_lock, Lock, lock_from_bytes, numeric_mode_change, NUMERIC_MODE_KEYS
+from sst2_audit.task.spec import spec_for
 from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.formats.lock import Lock, load_lock, lock_from_bytes
 
 BUNDLE_LOCK = "resources.lock.json"
 BUNDLE_MANIFEST = "manifest.json"
@@ -41,8 +42,6 @@ class RunFolder:
         if self.record is None or self.record.profile not in self.lock.profiles:
             return None
         if not hasattr(self, "_spec"):
-            from sst2_audit.task.spec import spec_for
-
             self._spec = spec_for(self.lock, self.lock.profile(self.record.profile).task)
         return self._spec
 
@@ -52,7 +51,6 @@ class RunFolder:
         numeric mode (lock.NUMERIC_MODE_KEYS): a run made before the lock's mode changed."""
         if self.claimed_lock is None or self.trusts_claimed_lock:
             return None
-        from sst2_audit.formats.lock import numeric_mode_change
 
         mine, theirs = self.lock, self.claimed_lock
         if mine.schema_version_read != theirs.schema_version_read:  # the lock level compares the rest by field
@@ -63,7 +61,6 @@ class RunFolder:
     def settings_for_record(self) -> dict:
         """The reviewer's run settings for the record's profile, in the run's numeric mode when the lock
         level accepted a numeric-mode-only difference (named in the verdict)."""
-        from sst2_audit.formats.lock import NUMERIC_MODE_KEYS
 
         settings = self.lock.settings_for(self.record.profile, self.task_spec())
         if self.numeric_mode_change is None:

@@ -12,10 +12,12 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 import dataclasses
 from dataclasses import dataclass, field
 
+from sst2_audit.audit import arithmetic, claims, identity_level, rescore
+from sst2_audit.audit.findings import LevelResult
+from sst2_audit.pages import plots
+from sst2_audit.protocol.numeric import mode_words
 from sst2_audit.util import warm
 from sst2_audit.util.errors import CheckFailed
-from sst2_audit.audit import arithmetic, claims, identity_level
-from sst2_audit.audit.findings import LevelResult
 
 EXIT_PASS, EXIT_FAIL, EXIT_LIMITED = 0, 1, 4
 # The oldest record schema the audit accepts without --accept-old-schema, and what older ones cannot prove.
@@ -110,7 +112,6 @@ def _warm_libraries(policy: Policy) -> None:
     """matplotlib (the claims level redraws report.html's plot) set up in a background thread while the lock
     level runs; transformers (the identity level's tokenizer) only once the record levels passed (run_levels).
     Each user waits for its warm thread (warm.wait) before touching the library."""
-    from sst2_audit.pages import plots
 
     warm.start("plots", plots.warm)
 
@@ -134,8 +135,6 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
     if run.trusts_claimed_lock:
         outcome.limits.append("audited against the submitter's own lock (--trust-bundle-lock), not the reviewer's")
     if run.numeric_mode_change is not None:
-        from sst2_audit.protocol.numeric import mode_words
-
         theirs, mine = run.numeric_mode_change
         outcome.named.append(f"the run was made in numeric mode {mode_words(theirs)}, the lock you gave pins "
                              f"{mode_words(mine)}")
@@ -151,8 +150,6 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
             # work (the reviewer's own rows through the model) runs beside the identity level.
             warm.start("transformers")
             if policy.rescore:
-                from sst2_audit.audit import rescore
-
                 prefetch = rescore.start(run, context)
         reason = level.skip(policy) if level.skip else None
         if reason:
@@ -175,7 +172,6 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
         outcome.levels.append(LevelResult("rescore", skipped="an earlier level did not pass; the record's scores "
                                                              "were not compared"))
         return outcome
-    from sst2_audit.audit import rescore
 
     level = _checked("rescore", lambda: rescore.check(run, context, prefetch))
     outcome.levels.append(level)

@@ -8,11 +8,12 @@ group (group.json names the group; the lock, not group.json, names its subtasks)
 
 from pathlib import Path
 
+from sst2_audit.bundle import run as bundle
+from sst2_audit.formats import strict_json
+from sst2_audit.task.group import GROUP_CARD, GROUP_FILE, group_spec
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.task.group import GROUP_CARD, GROUP_FILE
 from sst2_audit.util.sanitize import RUN_NAME
-from sst2_audit.bundle import run as bundle
 
 MAX_SUBTASKS = 64
 # the members are compressed run bundles: the stream unpacks to about the file's own size
@@ -58,8 +59,6 @@ def pack(folder: Path, record, runs: dict, caches: dict, results: Path) -> Path:
 def unpack_verified(path: Path, scratch: Path, lock) -> tuple:
     """The group folder a group bundle unpacks to (group.json, GROUP.md, one run folder per subtask), and
     the checks made. Nothing is written before every member passed its rules."""
-    from sst2_audit.formats import strict_json
-    from sst2_audit.task.group import group_spec
 
     path = Path(path)
     _, members = bundle.read_members(path, LIMITS)

@@ -16,14 +16,17 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from sst2_audit.util import atomic
+from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
+from sst2_audit.bundle import ustar
 from sst2_audit.formats import records
+from sst2_audit.formats.manifest import MANIFEST_NAME, read_manifest
+from sst2_audit.formats.strict_json import loads, read_bytes
+from sst2_audit.pages import card
+from sst2_audit.pages.html_report import render
+from sst2_audit.util import atomic
 from sst2_audit.util.environment import scrub_paths
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.sanitize import RUN_NAME, SAFE_NAME
-from sst2_audit.formats.manifest import MANIFEST_NAME, read_manifest
-from sst2_audit.pages import card
-from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
 
 SUMS = "SHA256SUMS"
 CARD = "CARD.md"
@@ -65,8 +68,6 @@ def bundle_contents(run, cache: Path) -> dict:
     scrub = {str(Path(cache).resolve()): "<cache>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     contents[BUNDLE_MANIFEST] = (json.dumps(scrub_paths(manifest.to_dict(), scrub), indent=2, sort_keys=True) + "\n").encode()
     if run.record is not None:
-        from sst2_audit.pages.html_report import render
-
         contents[CARD] = card.render(run.record, run.lock).encode()
         # regenerated from the checked records, as the card: what the audit will compare it with
         contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec(), written_schema=run.record_schema).encode()
@@ -140,7 +141,6 @@ SUMS_LINE = re.compile(f"^([0-9a-f]{{64}})  ({SAFE_NAME})\\Z")
 
 def _gunzip(bundle: Path, limits: Limits = RUN_LIMITS) -> bytes:
     """One gzip member, CRC and length checked, nothing after it, at most limits.unpacked_bytes out."""
-    from sst2_audit.formats.strict_json import read_bytes
 
     data = read_bytes(bundle, limits.bundle_bytes)
     if data[:2] != b"\x1f\x8b":
@@ -162,7 +162,6 @@ def _gunzip(bundle: Path, limits: Limits = RUN_LIMITS) -> bytes:
 def first_member_name(bundle: Path, limits: Limits) -> str | None:
     """The name in the first tar header, or None when it cannot be read: which reader applies (a group
     bundle's first member is GROUP.md). Both readers check everything, so the choice loosens nothing."""
-    from sst2_audit.formats.strict_json import read_bytes
 
     try:
         head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(read_bytes(bundle, limits.bundle_bytes), 512)
@@ -173,7 +172,6 @@ def first_member_name(bundle: Path, limits: Limits) -> str | None:
 
 def read_members(bundle: Path, limits: Limits = RUN_LIMITS) -> tuple:
     """(top folder, {name: bytes}) of a bundle, every rule checked from the headers before a byte is used."""
-    from sst2_audit.bundle import ustar
 
     bundle = Path(bundle)
     raw = _gunzip(bundle, limits)
@@ -251,7 +249,6 @@ SCHEMA_MEMBERS = {1: _OLD_MEMBERS, 2: _OLD_MEMBERS, 3: _OLD_MEMBERS | {records.R
 
 def check_member_set(members: dict, bundle: Path) -> None:
     """The members must be exactly those of the schema run.json names (read after SHA256SUMS matched)."""
-    from sst2_audit.formats.strict_json import loads
 
     if records.RUN_FILE not in members:
         raise CheckFailed(f"{bundle}: refused: no {records.RUN_FILE}; a bundle packs a passing run "

@@ -6,7 +6,9 @@
 
 import sys
 
+from sst2_audit.cli import audit, prepare, run
 from sst2_audit.util.errors import AuditError, InternalError
+from sst2_audit.util.sanitize import printable
 
 
 def _guarded(body, argv) -> int:
@@ -18,7 +20,6 @@ def _guarded(body, argv) -> int:
             import traceback
 
             traceback.print_exc()
-        from sst2_audit.util.sanitize import printable
 
         print(printable(f"error: {error}"), file=sys.stderr)
         return error.exit_code
@@ -41,7 +42,6 @@ def _guarded(body, argv) -> int:
             import traceback
 
             traceback.print_exc()
-        from sst2_audit.util.sanitize import printable
 
         print(printable(f"error: internal error ({type(error).__name__}: {str(error)[:300]}); this is a bug in "
                         f"sst2-audit, not in your input. Re-run with --debug for the traceback."), file=sys.stderr)
@@ -49,21 +49,15 @@ def _guarded(body, argv) -> int:
 
 
 def prepare_main(argv=None) -> int:
-    from sst2_audit.cli.prepare import main
-
-    return _guarded(main, sys.argv[1:] if argv is None else argv)
+    return _guarded(prepare.main, sys.argv[1:] if argv is None else argv)
 
 
 def run_main(argv=None) -> int:
-    from sst2_audit.cli.run import main
-
-    return _guarded(main, sys.argv[1:] if argv is None else argv)
+    return _guarded(run.main, sys.argv[1:] if argv is None else argv)
 
 
 def audit_main(argv=None) -> int:
-    from sst2_audit.cli.audit import main
-
-    return _guarded(main, sys.argv[1:] if argv is None else argv)
+    return _guarded(audit.main, sys.argv[1:] if argv is None else argv)
 
 
 COMMANDS = {"prepare": prepare_main, "run": run_main, "audit": audit_main}

@@ -3,8 +3,22 @@
 import argparse
 from pathlib import Path
 
-from sst2_audit.cli.common import Parser, common, numeric_mode
+from sst2_audit.audit import group_level
+from sst2_audit.audit.compare import compare, render_html
+from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.loading import load_run
+from sst2_audit.audit.runner import Policy, run_levels
+from sst2_audit.bundle import group as group_bundle, run as bundle
+from sst2_audit.bundle.group import bundle_target, is_group_bundle
+from sst2_audit.cli.common import common, numeric_mode, Parser
+from sst2_audit.formats import records
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.protocol.drift import DRIFT, IDENTICAL
+from sst2_audit.protocol.rules import notice_for
+from sst2_audit.task.group import GROUP_FILE, group_spec
+from sst2_audit.util import atomic
 from sst2_audit.util.errors import AuditError, CheckFailed, InputError
+from sst2_audit.util.sanitize import printable, terminal
 
 
 def _rescore_rows(text: str):
@@ -49,7 +63,6 @@ def main(argv) -> int:
     parser.add_argument("--report", type=Path, metavar="PATH", help="with --compare: also write the comparison as an HTML page")
     args = parser.parse_args(argv)
     _check_usage(parser, args)
-    from sst2_audit.formats.lock import load_lock
 
     numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
     group = not args.compare and _is_group(args.run or args.bundle_file)
@@ -88,9 +101,6 @@ def _check_usage(parser, args) -> None:
 
 def _open_run(path: Path, args, scratch: Path):
     """(run, sums level or None). A bundle is unpacked only after its SHA256SUMS matched."""
-    from sst2_audit.bundle import run as bundle
-    from sst2_audit.audit.findings import LevelResult
-    from sst2_audit.audit.loading import load_run
 
     if path.is_file():
         folder, checks = bundle.unpack_verified(path, scratch)
@@ -105,10 +115,6 @@ def _open_run(path: Path, args, scratch: Path):
 
 
 def _compare(args, scratch: Path) -> int:
-    from sst2_audit.audit.compare import compare, render_html
-    from sst2_audit.protocol.drift import DRIFT, IDENTICAL
-    from sst2_audit.util.sanitize import printable, terminal
-
     for path in args.compare:
         if _is_group(path):
             raise InputError(f"--compare {path}: a group; compare two runs (a subtask's run folder or bundle).")
@@ -116,8 +122,6 @@ def _compare(args, scratch: Path) -> int:
     result = compare(*runs)
     print(terminal(result.lines()))
     if args.report:
-        from sst2_audit.util import atomic
-
         atomic.write_text(args.report, render_html(result))
         print(f"report: {printable(args.report)}")
     # the exit code says what the last line says: identical 0, within the drift bound only 4, different 1
@@ -125,9 +129,6 @@ def _compare(args, scratch: Path) -> int:
 
 
 def _audit_one(args, scratch: Path) -> int:
-    from sst2_audit.bundle import run as bundle
-    from sst2_audit.audit.runner import Policy, run_levels
-
     target = args.bundle_file or args.run
     try:
         run, sums = _open_run(target, args, scratch)
@@ -154,17 +155,11 @@ def _audit_one(args, scratch: Path) -> int:
 
 def _is_group(path: Path) -> bool:
     """A group folder (it holds group.json) or a group bundle (audit/group_bundle.py); else a run."""
-    from sst2_audit.bundle.group import is_group_bundle
-    from sst2_audit.task.group import GROUP_FILE
 
     return (path / GROUP_FILE).is_file() if path.is_dir() else path.is_file() and is_group_bundle(path)
 
 
 def _audit_group_bundle(args, scratch: Path) -> int:
-    from sst2_audit.bundle import group as group_bundle
-    from sst2_audit.audit.findings import LevelResult
-    from sst2_audit.formats.lock import load_lock
-
     try:
         folder, checks = group_bundle.unpack_verified(args.bundle_file, scratch, load_lock(args.lock))
     except CheckFailed:  # no record was read; the reason follows on stderr
@@ -177,15 +172,11 @@ def _audit_group_bundle(args, scratch: Path) -> int:
 def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     """Every subtask's run audited as any run (its cache: --cache/<profile>), then the group level; one verdict
     first and last over all of them. `folder` is the group folder or a verified group bundle unpacked."""
-    from sst2_audit.audit import group_level
-    from sst2_audit.formats.lock import load_lock
-    from sst2_audit.util.sanitize import printable, terminal
 
     lock = load_lock(args.lock)
     record = group_level.read_group(folder)
     group = group_level.check(folder, record, lock)
     if args.bundle:  # refused before the audit's work, not after it
-        from sst2_audit.bundle.group import bundle_target
 
         bundle_target(record, args.results)
     pin = lock.groups.get(record.group_name)
@@ -213,7 +204,6 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     if args.bundle:
         if failed:
             raise CheckFailed(f"the audit of {shown} failed; no bundle is packed for a group that does not pass.")
-        from sst2_audit.bundle import group as group_bundle
 
         path = group_bundle.pack(folder, record, {t: run for t, (run, _) in runs.items()},
                                  {m.task: args.cache / m.profile for m in record.members}, args.results)
@@ -224,9 +214,6 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
 def _group_runs(args, folder: Path, record, lock):
     """(member, run) of each subtask the reviewer's lock names whose folder holds a record; the group level
     names the rest, and a folder the lock does not name is never opened."""
-    from sst2_audit.formats import records
-    from sst2_audit.audit.loading import load_run
-    from sst2_audit.task.group import group_spec
 
     named = [list(member) for member in group_spec(lock, record.group_name).members]
     for member in record.members:
@@ -237,8 +224,6 @@ def _group_runs(args, folder: Path, record, lock):
 
 
 def _audit_subtask(args, run, member):
-    from sst2_audit.audit.runner import Policy, run_levels
-
     rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     if rescore not in ("all", 0) and run.record and rescore > len(run.record.questions):
         raise InputError(f"--rescore {rescore}: subtask {member.task} has {len(run.record.questions)} scored rows; "
@@ -248,8 +233,6 @@ def _audit_subtask(args, run, member):
 
 
 def _print_levels(target, run, outcome) -> None:
-    from sst2_audit.util.sanitize import printable, terminal
-
     print(terminal(_level_lines(target, run, outcome), verdicts=(outcome.verdict(),)))
 
 
@@ -262,7 +245,6 @@ def _level_lines(target, run, outcome) -> list:
         line += f", profile {record.profile}, {len(record.questions)} rows"
         profile = run.lock.profiles.get(record.profile)
         if profile is not None and profile.demo:  # the lock's profile decides, not the record's flag
-            from sst2_audit.protocol.rules import notice_for
 
             head.insert(2, f"*** {notice_for(profile)} ***")
     lines = head + [line]

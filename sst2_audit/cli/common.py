@@ -10,6 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.formats.manifest import read_manifest
+from sst2_audit.protocol.numeric import activate
+from sst2_audit.task.spec import require_data_for, spec_for
 from sst2_audit.util.errors import InputError
 
 DEFAULT_LOCK = Path(__file__).resolve().parents[2] / "resources.lock.json"
@@ -44,8 +48,6 @@ def with_profile(parser):
 
 def lock_and_profile(args) -> tuple:
     """The profile named, else the one the cache's manifest names, else the lock's only profile."""
-    from sst2_audit.formats.lock import load_lock
-    from sst2_audit.formats.manifest import read_manifest
 
     lock = load_lock(args.lock)
     numeric_mode(lock)
@@ -64,14 +66,12 @@ def lock_and_profile(args) -> tuple:
 
 def numeric_mode(lock) -> None:
     """The lock's CPU numeric mode, set before anything imports torch (sst2_audit/protocol/numeric.py)."""
-    from sst2_audit.protocol.numeric import activate
 
     activate(lock.run_settings["numeric_mode"])
 
 
 def spec_for_run(lock, profile, task: str | None):
     """The profile's data is for one task; --task must name it (and say which profile would fit otherwise)."""
-    from sst2_audit.task.spec import require_data_for, spec_for
 
     if task is not None and task != profile.task:
         fitting = sorted(name for name, p in lock.profiles.items() if p.task == task)

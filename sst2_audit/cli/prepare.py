@@ -2,15 +2,20 @@
 
 from pathlib import Path
 
-from sst2_audit.cli.common import EXIT_CODES, Parser, lock_and_profile, spec_for_run, with_profile
+from sst2_audit.cli.common import EXIT_CODES, lock_and_profile, numeric_mode, Parser, spec_for_run, with_profile
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.formats.manifest import read_manifest
+from sst2_audit.protocol.rules import notice_for
+from sst2_audit.resources import prepare
+from sst2_audit.resources.pin import pin
+from sst2_audit.resources.sources.local import PLACEHOLDER
+from sst2_audit.task.group import group_spec
+from sst2_audit.util.console import QUIET_ENVIRONMENT
 
 
 def main(argv) -> int:
     import os
 
-    from sst2_audit.resources import prepare
-    from sst2_audit.util.console import QUIET_ENVIRONMENT
-    from sst2_audit.formats.manifest import read_manifest
 
     # our own progress lines only: no third-party progress bars or notices (the GGUF converter's bar,
     # transformers' tokenizer notice); their errors still reach the terminal
@@ -32,7 +37,6 @@ def main(argv) -> int:
     if args.update_lock:
         prepare.update_lock(lock, profile, args.cache, manifest)
         manifest = read_manifest(args.cache)  # rewritten by update_lock; its files were just verified
-    from sst2_audit.protocol.rules import notice_for
 
     label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
     print(f"{action}: {args.cache} holds {len(manifest.files)} verified files for the {label}; "
@@ -79,11 +83,6 @@ def _parser() -> Parser:
 
 
 def _group(args) -> int:
-    from sst2_audit.resources import prepare
-    from sst2_audit.cli.common import numeric_mode
-    from sst2_audit.task.group import group_spec
-    from sst2_audit.formats.lock import load_lock
-
     lock = load_lock(args.lock)
     numeric_mode(lock)
     spec = group_spec(lock, args.group)
@@ -97,8 +96,6 @@ def _group(args) -> int:
 
 
 def _pin(args, parser) -> int:
-    from sst2_audit.resources.pin import pin
-
     missing = [option for option, value in (("--model", args.model), ("--data", args.data), ("--task", args.task),
                                             ("--new-lock", args.new_lock)) if value is None]
     if missing:
@@ -110,7 +107,6 @@ def _pin(args, parser) -> int:
     settings = {key: value for key, value in given.items() if value is not None}
     profile, model, notes = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
                          args.evaluator_wheel, settings, replace=args.replace)
-    from sst2_audit.resources.sources.local import PLACEHOLDER
 
     # a folder outside the new lock's is named by a variable (never a path in the lock): set it on each machine
     variables = [f"{name}={args.model}" for name in PLACEHOLDER.findall(str(model.get("path") or ""))]

@@ -2,14 +2,27 @@
 
 from pathlib import Path
 
-from sst2_audit.cli.common import EXIT_CODES, Parser, lock_and_profile, spec_for_run, with_profile
+from sst2_audit.cli.common import (
+    DEFAULT_LOCK,
+    EXIT_CODES,
+    Parser,
+    lock_and_profile,
+    numeric_mode,
+    spec_for_run,
+    with_profile,
+)
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.pages.report import json_summary, quiet_line, run_summary
+from sst2_audit.run import job as run_job
+from sst2_audit.run.group import run_group, summary_lines
+from sst2_audit.run.job import default_run_name
+from sst2_audit.task.spec import list_installed
 from sst2_audit.util.errors import InputError
+from sst2_audit.util.progress import set_quiet
+from sst2_audit.util.sanitize import RUN_NAME, terminal
 
 
 def main(argv) -> int:
-    from sst2_audit.run import job as run_job
-    from sst2_audit.pages.report import json_summary, quiet_line, run_summary
-
     parser = _parser()
     args = parser.parse_args(argv)
     if args.list_tasks is not None:
@@ -25,7 +38,6 @@ def main(argv) -> int:
     _rows(parser, args, lock)
     spec = spec_for_run(lock, profile, args.task)
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke, args.rows)
-    from sst2_audit.util.sanitize import RUN_NAME
 
     if not RUN_NAME.match(name):  # it names folders and the bundle file
         raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 100), "
@@ -36,7 +48,6 @@ def main(argv) -> int:
     if public_dir == private_dir or public_dir in private_dir.parents or private_dir in public_dir.parents:
         raise InputError(f"--out {out} and --private {private} must be different folders, neither inside the other: "
                          "the private records (sentences, prompts) must never sit with the public ones.")
-    from sst2_audit.util.progress import set_quiet
 
     set_quiet(args.quiet or args.json)
     record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec,
@@ -47,8 +58,6 @@ def main(argv) -> int:
 
         print(json.dumps(json_summary(record, out, private), indent=2))
     else:
-        from sst2_audit.util.sanitize import terminal
-
         lines = (quiet_line(record) if args.quiet else run_summary(record, out, private)).split("\n")
         print(terminal(lines if args.quiet else lines + [f"  next          {audit_command(args, out)}"]))
     return 0
@@ -60,7 +69,6 @@ def audit_command(args, out: Path) -> str:
     import shlex
     import sys
 
-    from sst2_audit.cli.common import DEFAULT_LOCK
 
     words = [sys.executable, str(DEFAULT_LOCK.parent / "audit.py"), "--out", str(out)]
     if Path(args.lock).resolve() != DEFAULT_LOCK:
@@ -108,14 +116,7 @@ def _rows(parser, args, lock) -> None:
 
 
 def _group(args) -> int:
-    from sst2_audit.run.group import run_group, summary_lines
-    from sst2_audit.formats.lock import load_lock
-    from sst2_audit.util.progress import set_quiet
-    from sst2_audit.run.job import default_run_name
-    from sst2_audit.util.sanitize import RUN_NAME
-
     lock = load_lock(args.lock)
-    from sst2_audit.cli.common import numeric_mode
 
     numeric_mode(lock)
     name = args.run_name or default_run_name(f"group-{args.group}", False).replace("-full-", "-")
@@ -124,7 +125,6 @@ def _group(args) -> int:
     out, private = args.out or Path("runs") / name, args.private or Path("private") / name
     set_quiet(args.quiet or args.json)
     record = run_group(lock, args.group, args.cache, out, private, name)
-    from sst2_audit.util.sanitize import terminal
 
     print(terminal(summary_lines(record) + [f"  group record  {out / 'group.json'} (audit: audit.py --out {out} "
                                             f"--cache {args.cache})"]))
@@ -133,8 +133,6 @@ def _group(args) -> int:
 
 def _list_tasks(args) -> int:
     """One aligned line a task: name, pinned / supported / refused, and its YAML or the reason."""
-    from sst2_audit.formats.lock import load_lock
-    from sst2_audit.task.spec import list_installed
 
     pinned = load_lock(args.lock).evaluator.tasks
     found = list_installed(args.list_tasks)

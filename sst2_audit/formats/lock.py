@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.formats import strict_json
-from sst2_audit.util.errors import InputError
 from sst2_audit.formats.fields import columns_of, safe_relative
+from sst2_audit.protocol.numeric import MODE_VARIABLES
+from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
+from sst2_audit.util.sanitize import RUN_NAME
 
 LOCK_SCHEMA = "sst2-audit/resources.lock"
 # 4: `models`, model entries that several profiles reference by name; 3: evaluator.tasks and a profile's
@@ -237,7 +239,6 @@ MAX_ROWS = 100_000  # dev and confirmation rows: every per-id loop of run and au
 
 def _check_numbers(split: dict, settings: dict, where: str) -> None:
     """Values that would make a run meaningless are refused here, not deep inside torch."""
-    from sst2_audit.protocol.numeric import MODE_VARIABLES
 
     if not (1 <= split["dev_rows"] <= MAX_ROWS and 0 <= split["confirm_rows"] <= MAX_ROWS):
         raise InputError(f"{where}: split.dev_rows must be within 1..{MAX_ROWS} and split.confirm_rows within "
@@ -364,7 +365,6 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
     if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
         raise InputError(f"{where}: models must map names to model resources, got {str(models)[:80]!r}.")
     profiles = {}
-    from sst2_audit.util.sanitize import RUN_NAME
 
     for name, body in _need(raw, "profiles", dict, where).items():
         here = f"{where}: profiles.{name}"

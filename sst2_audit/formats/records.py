@@ -9,11 +9,13 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sst2_audit.util import atomic
-from sst2_audit.util.errors import InputError
+from sst2_audit.formats import strict_json
 from sst2_audit.formats.manifest import ManifestFile
 from sst2_audit.formats.schema import convert, typed
 from sst2_audit.protocol.metrics import METRICS
+from sst2_audit.util import atomic
+from sst2_audit.util.errors import InputError
+from sst2_audit.util.hashing import canonical_json, sha256_text
 
 # 4: paths and metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]);
 # 3: any task (task, metrics, acc_norm, token counts and hashes instead of public token ids);
@@ -240,7 +242,6 @@ def _upgrade_from_1(raw: dict) -> dict:
 
 def _upgrade_from_2(raw: dict) -> dict:
     """Schema 2 knew SST-2 only: choices ' negative' / ' positive', acc only, public token ids."""
-    from sst2_audit.util.hashing import canonical_json, sha256_text
 
     upgraded = dict(raw, schema_version=3)
     if raw.get("kind") == "sst2-audit/run":
@@ -353,8 +354,6 @@ def write(path: Path, record) -> None:
 
 
 def read(path: Path, kind):
-    from sst2_audit.formats import strict_json
-
     return from_dict(kind, strict_json.read(Path(path)), str(path))
 
 

@@ -1,9 +1,12 @@
 """The reproducibility card: the fields that define the measurement, and an id derived from them."""
 
-from sst2_audit.util.hashing import canonical_json, sha256_text
-from sst2_audit.protocol.numeric import one_line
-from sst2_audit.protocol.metrics import METRICS, VALUE_TOLERANCE
 from sst2_audit.formats.records import PATHS
+from sst2_audit.pages.render import environment
+from sst2_audit.protocol.metrics import METRICS, VALUE_TOLERANCE
+from sst2_audit.protocol.numeric import one_line
+from sst2_audit.task.fewshot import shown_as_shots
+from sst2_audit.util.hashing import canonical_json, sha256_text
+from sst2_audit.util.sanitize import markdown_cell
 
 
 def _model(profile) -> str:
@@ -67,7 +70,6 @@ def _rederived_fields(record) -> dict:
 
 def _shot_fields(record) -> dict:
     """Where a few-shot run's shots came from, and what they showed; nothing at zero shots (cards keep their bytes)."""
-    from sst2_audit.task.fewshot import shown_as_shots
 
     settings = record.settings
     if not settings.get("num_fewshot"):
@@ -130,7 +132,6 @@ def card_id(fields: dict) -> str:
 def render(record, lock, legacy: bool = False) -> str:
     """The card (templates/card.md.j2); `legacy` only to regenerate cards of record schema 1 and 2, written
     before cells were escaped."""
-    from sst2_audit.pages.render import environment
 
     env = environment(html=False, plain_cells=legacy)
     fields = card_fields(record, lock)
@@ -150,7 +151,6 @@ def basis(record, metric: str) -> str:
 
 def group_card(record) -> str:
     """GROUP.md: a group's subtasks and numbers, a pure function of group.json."""
-    from sst2_audit.util.sanitize import markdown_cell
 
     lines = [f"# Group {markdown_cell(record.group)} ({markdown_cell(record.group_name)})", ""]
     if record.demo:

@@ -10,11 +10,14 @@ and compares it byte for byte. Runs of record schema 3 keep their own layout (ht
 
 from markupsafe import Markup
 
+from sst2_audit.formats.records import PATHS, RECORD_SCHEMA_VERSION
 from sst2_audit.pages.card import card_fields, card_id
+from sst2_audit.pages.html_report_v3 import render as render_v3
+from sst2_audit.pages.plots import margin_plot
+from sst2_audit.pages.render import render as render_page
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.scoring.summaries import choice_names, interval
-from sst2_audit.pages.render import render as render_page
-from sst2_audit.formats.records import PATHS, RECORD_SCHEMA_VERSION
+from sst2_audit.task.fewshot import shown_as_shots
 
 
 def margin(values: list, gold: int) -> float:
@@ -41,7 +44,6 @@ def _accuracy_rows(record) -> list:
 def _shots_seen(record) -> list:
     """Scored questions shown (with their answers) as another question's shot: only when the shots come
     from the evaluated split. Informational: lm-eval's own rule, counted so a reader can weigh it."""
-    from sst2_audit.task.fewshot import shown_as_shots
 
     if not record.settings.get("shots_from_evaluated_split"):
         return []
@@ -128,8 +130,6 @@ def _questions(record, names: list, docs: dict | None) -> list:
 
 
 def _plots(record) -> list:
-    from sst2_audit.pages.plots import margin_plot
-
     plots = []
     for metric in (m for m in record.metrics if METRICS[m].argmax):  # a value metric has no margin to plot
         entry = METRICS[metric]
@@ -154,7 +154,6 @@ def render(record, lock, spec, docs: dict | None = None, written_schema: int = R
     """The run's page; `docs` ({idx: document}) only for the private variant. A record read from an
     older schema gets the page that schema's runs wrote."""
     if written_schema < 4:  # only the public page is regenerated (claims, bundle); runs write schema 4
-        from sst2_audit.pages.html_report_v3 import render as render_v3
 
         return render_v3(record, lock, spec)
     fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))

@@ -9,12 +9,13 @@ run record and the lock, so the audit regenerates it and compares it byte for by
 """
 
 
-from sst2_audit.util.sanitize import html_text
-
+from sst2_audit.formats.records import PATHS
 from sst2_audit.pages.card import card_fields, card_id
 from sst2_audit.pages.plots import margin_plot
-from sst2_audit.formats.records import PATHS
 from sst2_audit.protocol.stats import wilson
+from sst2_audit.scoring.summaries import choice_names
+from sst2_audit.util.sanitize import html_text
+
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;line-height:1.4}
@@ -105,7 +106,6 @@ def _questions(record, names: list, docs: dict | None) -> str:
 
 def render(record, lock, spec, docs: dict | None = None) -> str:
     """The run's page; `docs` ({idx: text}) only for the private variant."""
-    from sst2_audit.scoring.summaries import choice_names
 
     fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
     parts = [f"<h1>{escape(record.task)}: run {escape(record.run_name)} ({escape(record.mode)})</h1>"]

@@ -8,6 +8,8 @@ report.html and compares it): no date in the metadata, a fixed id salt, text kep
 import functools
 import io
 
+from sst2_audit.util import warm as warming
+
 CORRECT, WRONG = "#1b7f3b", "#c0392b"
 
 
@@ -17,9 +19,7 @@ def warm() -> None:
 
 
 def _figure(width: float, height: float):
-    from sst2_audit.util import warm
-
-    warm.wait("plots")  # a set-up started early (audit.runner) finishes first
+    warming.wait("plots")  # a set-up started early (audit.runner) finishes first
     import matplotlib
 
     matplotlib.use("Agg", force=True)

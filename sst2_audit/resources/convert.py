@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from sst2_audit.util.errors import CheckFailed
+from sst2_audit.util.progress import phase
 
 TOKENIZER_CONFIG = {
     "tokenizer_class": "GPT2TokenizerFast",
@@ -56,7 +57,6 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from sst2_audit.util.progress import phase
 
     out.mkdir(parents=True, exist_ok=True)
     with phase("convert GGUF to float32 snapshot (about 25 s)", announce=True):

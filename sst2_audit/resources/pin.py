@@ -15,11 +15,19 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from sst2_audit.util import atomic
+from sst2_audit.formats.lock import load_lock, lock_from_bytes, LOCK_SCHEMA_VERSION, parse_lock, profile_settings
 from sst2_audit.resources import hub_pin
+from sst2_audit.resources.task_pin import pin_task
+from sst2_audit.scoring.independent import encode_pair
+from sst2_audit.scoring.model import load_tokenizer
+from sst2_audit.task import fewshot
 from sst2_audit.task.dataset import parquet_columns, read_parquet
+from sst2_audit.task.spec import require_data_for, spec_for
+from sst2_audit.task.split import make_split
+from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import sha256_file, sha256_text
+from sst2_audit.util.sanitize import printable, RUN_NAME
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
                    "tokenizer.model", "added_tokens.json")
@@ -41,7 +49,6 @@ def _own_file(path: Path, where: str) -> Path:
 
 def _profile_name(name: str) -> str:
     """Profile names name a folder beside the new lock (<name>-data) and lines of output: a safe slug."""
-    from sst2_audit.util.sanitize import RUN_NAME
 
     if not (isinstance(name, str) and RUN_NAME.match(name)):
         raise InputError(f"--pin {name!r}: a profile name is 1-100 letters, digits, '.', '_' or '-', starting with a "
@@ -66,7 +73,6 @@ def model_names(names: list, where: str) -> list:
 
 def _listed(folder: Path) -> list:
     """The names of a model folder's files, refused with the name shown escaped where one is not UTF-8 text."""
-    from sst2_audit.util.sanitize import printable
 
     names = []
     for entry in folder.iterdir():
@@ -262,7 +268,6 @@ def _check_bos(folder: Path, bos: bool, model) -> None:
     special token is added at all, so there is nothing to check)."""
     if not bos:
         return
-    from sst2_audit.scoring.model import load_tokenizer
 
     tokenizer = load_tokenizer(folder)  # the class run, identity and rescore load
     first = tokenizer("Question", add_special_tokens=bos)["input_ids"][:1]
@@ -327,8 +332,6 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         evaluator_wheel: Path | None = None, settings: dict | None = None, replace: bool = False) -> tuple:
     """Write new_lock = base_lock + profile `name`; returns (the profile, its model entry, lines to show: files
     ignored, what the input-length measurement found)."""
-    from sst2_audit.formats.lock import lock_from_bytes, parse_lock, profile_settings
-    from sst2_audit.task.spec import spec_for
 
     _profile_name(name)
     profile_settings(settings or {}, f"--pin {name}: the profile's settings")  # before any data is converted
@@ -342,7 +345,6 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         raise InputError(f"--pin {name}: {base_lock} already has a profile of that name; choose another.")
     raw = json.loads(Path(base_lock).read_text(encoding="utf-8"))  # the base as written: no pin rewritten
     if task not in base.evaluator.tasks:  # its YAML pinned from the installed lm-eval, checked against the wheel
-        from sst2_audit.resources.task_pin import pin_task
 
         pin_task(raw, task, evaluator_wheel)
         base = parse_lock(raw, Path(base_lock), "")
@@ -391,10 +393,6 @@ MAX_LENGTH_STEP = 64  # a pinned max_length is the longest input rounded up to t
 def _longest_input(spec, lock_raw: dict, settings: dict, data_folder: Path, columns, tokenizer) -> tuple:
     """(tokens, row idx) of the longest model input over the dev rows the lock's split rule scores, shots
     included: what the run's pre-flight would find, found here with the pinned tokenizer."""
-    from sst2_audit.task import fewshot
-    from sst2_audit.task.dataset import read_parquet
-    from sst2_audit.scoring.independent import encode_pair
-    from sst2_audit.task.split import make_split
 
     def rows_of(split: str) -> list:
         parquet = data_folder / f"{split}.parquet"
@@ -433,7 +431,6 @@ def _fitted_settings(spec, raw: dict, base: dict, settings: dict, data_folder: P
     """The profile's settings with a max_length every scored input fits, and a note saying what was measured;
     exit 2 naming the row and the option where none can (the run would otherwise stop late). base: the settings
     the run will use (the new lock's settings_for the profile)."""
-    from sst2_audit.scoring.model import load_tokenizer
 
     tokens, idx = _longest_input(spec, raw, base, data_folder, columns, load_tokenizer(model))
     if tokens <= base["max_length"]:
@@ -479,7 +476,6 @@ def _commit(staging: Path | None, target: Path, new_lock: Path, text: str, repla
 def _earlier_pin(new_lock: Path, base_lock: Path, name: str) -> None:
     """--replace replaces only this command's own earlier result: a lock that reads, holds profile `name`, and is
     the base lock plus that profile (nothing else of it differs)."""
-    from sst2_audit.formats.lock import load_lock
 
     try:
         earlier, base = load_lock(new_lock), load_lock(base_lock)
@@ -504,8 +500,6 @@ def _ignored_files(data, data_entry: dict, spec) -> list:
 def _new_lock_text(raw: dict, name: str, task: str, spec, shared, model_entry: dict, data_entry: dict, notice,
                    settings, new_lock: Path) -> tuple:
     """(the new profile, the new lock's text, that text read back by the lock's reader) before anything is written."""
-    from sst2_audit.formats.lock import LOCK_SCHEMA_VERSION, parse_lock
-    from sst2_audit.task.spec import require_data_for
 
     profile = {
         "task": task,

@@ -6,12 +6,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from sst2_audit.util import atomic
-from sst2_audit.task.dataset import read_parquet
 from sst2_audit.formats.fields import columns_of
-from sst2_audit.util.errors import CheckFailed, InputError, mismatch
-from sst2_audit.util.hashing import sha256_file
-from sst2_audit.formats.lock import Lock, Profile
+from sst2_audit.formats.lock import load_lock, Lock, Profile
 from sst2_audit.formats.manifest import (
     Manifest,
     ManifestFile,
@@ -21,8 +17,14 @@ from sst2_audit.formats.manifest import (
     verify_files,
     write_manifest,
 )
+from sst2_audit.resources.sources import fetch, FetchContext
+from sst2_audit.resources.sources.interface import cache_path_for
+from sst2_audit.resources.store import share
+from sst2_audit.task.dataset import read_parquet
+from sst2_audit.util import atomic
+from sst2_audit.util.errors import CheckFailed, InputError, mismatch
+from sst2_audit.util.hashing import sha256_file
 from sst2_audit.util.progress import phase, say
-from sst2_audit.resources.sources import FetchContext, fetch
 
 STAGING_PREFIX = ".staging-"
 
@@ -75,7 +77,6 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
                 entries += [_check_staged(f, profile, needed) for f in fetched]
             staged += fetched
         entries = tuple(entries)
-        from sst2_audit.resources.store import share
 
         for entry, f in zip(entries, staged):  # profiles that share a model keep one copy of each file
             if entry.role == "model":
@@ -119,8 +120,6 @@ def verify(lock: Lock, profile: Profile, cache: Path) -> Manifest:
 
 def update_lock(lock: Lock, profile: Profile, cache: Path, manifest: Manifest) -> int:
     """Fill the lock's unknown sha256s from a verified cache; a known pin is never changed."""
-    from sst2_audit.formats.lock import load_lock
-    from sst2_audit.resources.sources.interface import cache_path_for
 
     raw = json.loads(json.dumps(lock.raw))
     by_cache_path = {f.path: f for f in manifest.files}

@@ -14,6 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from sst2_audit.util.hashing import sha256_file
+
 COMPLETE = ".complete"  # written last: a folder without it is an interrupted put, ignored and replaced
 
 
@@ -70,7 +72,6 @@ def share(path: Path, sha256: str) -> None:
 
     An object already there is re-hashed before it replaces anything: the store is never trusted.
     """
-    from sst2_audit.util.hashing import sha256_file
 
     objects = root() / "objects"
     target = objects / sha256

@@ -12,6 +12,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from sst2_audit.task.evaluator_pin import installed_root
+from sst2_audit.task.spec import installed_configs, spec_from_yaml
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_file
 
@@ -20,7 +22,6 @@ def find_yaml(name: str, root: Path) -> str:
     """The installed YAML (relative to root) that defines task `name`."""
     import glob
 
-    from sst2_audit.task.spec import installed_configs
 
     found = [str(path.relative_to(root)) for path, _ in installed_configs(glob.escape(name))]  # the name, literally
     if len(found) != 1:
@@ -47,8 +48,6 @@ def evaluator_wheel(pin: dict, given: Path | None) -> Path:
 
 def pin_task(raw: dict, name: str, wheel: Path | None) -> None:
     """Add task `name` (its YAML and every file it includes) to raw's evaluator; never change a pin."""
-    from sst2_audit.task.evaluator_pin import installed_root
-    from sst2_audit.task.spec import spec_from_yaml
 
     root = installed_root()
     relative = find_yaml(name, root)
@@ -60,7 +59,6 @@ def pin_task(raw: dict, name: str, wheel: Path | None) -> None:
 def pin_files(raw: dict, paths, wheel: Path | None) -> None:
     """Pin installed lm-eval files (relative to the lm_eval package's folder), each checked against the member of
     the same path in the pinned wheel; never change a pin."""
-    from sst2_audit.task.evaluator_pin import installed_root
 
     evaluator, root = raw["evaluator"], installed_root()
     with zipfile.ZipFile(evaluator_wheel(evaluator, wheel)) as archive:

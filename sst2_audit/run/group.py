@@ -3,13 +3,16 @@ group.json with the group's numbers computed by lm-eval's own aggregation functi
 
 from pathlib import Path
 
-from sst2_audit.util import atomic
 from sst2_audit.formats import records
-from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.pages.card import group_card
+from sst2_audit.protocol.rules import notice_for
+from sst2_audit.run import job as run_job
 from sst2_audit.task.group import GROUP_CARD, GROUP_FILE, group_spec, numbers
+from sst2_audit.task.spec import require_data_for, spec_for
+from sst2_audit.util import atomic
+from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_file
 from sst2_audit.util.progress import say
-from sst2_audit.protocol.rules import notice_for
 
 
 def member_numbers(record, metrics: list) -> tuple:
@@ -47,9 +50,6 @@ def group_record(lock, spec, run_name: str, out: Path, runs: list, official_func
 
 
 def run_group(lock, name: str, cache: Path, out: Path, private: Path, run_name: str) -> records.GroupRecord:
-    from sst2_audit.run import job as run_job
-    from sst2_audit.task.spec import require_data_for, spec_for
-
     spec = group_spec(lock, name)
     if Path(out).exists():
         raise InputError(f"--out {out} already exists; a group's folder is never overwritten.")
@@ -68,7 +68,6 @@ def run_group(lock, name: str, cache: Path, out: Path, private: Path, run_name: 
     ours = numbers(spec, [m.official for m in record.members], [m.rows for m in record.members])
     if ours != record.official:  # our aggregation of lm-eval's numbers must be lm-eval's, bit for bit
         raise CheckFailed(f"group {spec.pin.group}: lm-eval's aggregation gives {record.official}, ours {ours}.")
-    from sst2_audit.pages.card import group_card
 
     atomic.write_text(Path(out) / GROUP_CARD, group_card(record))
     atomic.write_json(Path(out) / GROUP_FILE, records.to_dict(record))  # last: its presence means complete

@@ -11,25 +11,30 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sst2_audit.util import atomic, console
-from sst2_audit.task import lm_eval_notes
 from sst2_audit.formats import records
-from sst2_audit.scoring.agreement import compare_scores, describe
-from sst2_audit.util.environment import peak_rss_bytes, scrub_paths, snapshot, versions
-from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.scoring.identity import check_logged_samples, expected_question, public_target
 from sst2_audit.formats.lock import Lock, Profile
-from sst2_audit.task.evaluator_pin import evaluator_record
 from sst2_audit.formats.manifest import read_manifest, require_matching, verify_files
-from sst2_audit.util.progress import phase, say
-from sst2_audit.protocol.metrics import METRICS, VALUE_TOLERANCE, predictions
-from sst2_audit.scoring.summaries import label_counts, summaries
-from sst2_audit.scoring.model import load as load_model
-from sst2_audit.task.fewshot import settings_record
+from sst2_audit.pages.html_report import render, render_failure
+from sst2_audit.pages.plots import warm
+from sst2_audit.protocol.metrics import METRICS, predictions, VALUE_TOLERANCE
+from sst2_audit.protocol.numeric import fingerprint, one_line, threads_for
 from sst2_audit.protocol.rules import notice_for
-from sst2_audit.task.split import ROW_HASH_RULE, SMOKE_ROWS, mode_for, row_hash
+from sst2_audit.scoring.agreement import compare_scores, describe
+from sst2_audit.scoring.identity import check_logged_samples, expected_question, public_target
+from sst2_audit.scoring.independent import IndependentScorer
+from sst2_audit.scoring.model import load as load_model, load_tokenizer
+from sst2_audit.scoring.official import data_files_of, official_encode_pair, run_official
+from sst2_audit.scoring.summaries import label_counts, summaries
+from sst2_audit.task import lm_eval_notes
+from sst2_audit.task.evaluator_pin import evaluator_record, verify_installed
+from sst2_audit.task.fewshot import settings_record
 from sst2_audit.task.rows import shot_plan, shown_ids, verified_rows
 from sst2_audit.task.spec import TaskSpec
+from sst2_audit.task.split import mode_for, row_hash, ROW_HASH_RULE, SMOKE_ROWS
+from sst2_audit.util import atomic, console
+from sst2_audit.util.environment import peak_rss_bytes, scrub_paths, snapshot, versions
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.util.progress import phase, say
 
 
 @dataclass
@@ -61,8 +66,6 @@ def _offline_environment(scratch: Path) -> None:
 
 
 def _fail(options, check: str, message: str, mismatches: list, settings: dict) -> None:
-    from sst2_audit.pages.html_report import render_failure
-
     record = records.FailureRecord(options.run_name, check, message, mismatches, settings)
     notice = notice_for(options.profile) if options.profile.demo else None  # the failure page keeps the banner
     atomic.write_text(options.out / records.REPORT_FILE, render_failure(record, notice))
@@ -165,7 +168,6 @@ class IndependentWorker(threading.Thread):
             self.elapsed = round(time.perf_counter() - start, 3)
         if self.error is None and not self.stop.is_set():
             say(f"[independent path: own forward passes on {total} rows] done in {self.elapsed:.1f} s")
-            from sst2_audit.pages.plots import warm
 
             warm()  # the report's plotting library loads while the official path still runs
 
@@ -244,14 +246,12 @@ def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
     scrub = {str(cache): "<cache>", str(scratch): "<scratch>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     with phase("verify cache and evaluator (hash before load)", timings, "verify"):
         verify_files(cache, manifest)
-        from sst2_audit.task.evaluator_pin import verify_installed
 
         evaluator_files = verify_installed(lock, spec)
     with phase("imports", timings):
         import torch
         import transformers  # noqa: F401
         import lm_eval  # noqa: F401
-    from sst2_audit.protocol.numeric import fingerprint, one_line, threads_for
 
     threads = threads_for(settings, paths=2)  # the official and independent paths run concurrently
     torch.set_num_threads(threads)
@@ -278,7 +278,6 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
                                 {"shots": shots.positions[idx]}) for idx in own], setup.settings)
     # Pre-flight, with the tokenizer alone: every question must fit without truncation before the model is loaded
     # (a 5-shot MMLU row over max_length is named in seconds, not after the model load).
-    from sst2_audit.scoring.model import load_tokenizer
 
     tokenizer = load_tokenizer(cache / "model")
     expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"],
@@ -292,8 +291,6 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
 
 def _score(options: RunOptions, setup: Setup, prompts: Prompts) -> Scores:
     """Both paths; the identity check of lm-eval's logged samples before anything else reads them."""
-    from sst2_audit.scoring.independent import IndependentScorer
-    from sst2_audit.scoring.official import data_files_of, official_encode_pair, run_official
 
     settings, ids, timings = setup.settings, prompts.scored_ids, setup.timings
     # The independent path runs in a worker thread beside the official path: torch releases
@@ -388,7 +385,6 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
 
 def _write_records(options: RunOptions, setup: Setup, prompts: Prompts, record: records.RunRecord) -> None:
     """Private records and page, environment, public page; run.json last: its presence means complete."""
-    from sst2_audit.pages.html_report import render
 
     ids, by_idx, expected = prompts.scored_ids, prompts.by_idx, prompts.expected
     private = records.PrivateRecord(options.run_name, [

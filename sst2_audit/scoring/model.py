@@ -4,6 +4,8 @@ import json
 import threading
 from pathlib import Path
 
+from sst2_audit.util.errors import InputError
+
 # transformers' lazy modules import a submodule on first attribute access; two threads doing that at once
 # can see a half-initialised module (seen in the audit, the rescore thread loading the model while the
 # identity level loaded the tokenizer: "cannot import name 'GGUF_CONFIG_MAPPING' from
@@ -23,7 +25,6 @@ def load_tokenizer(model_dir: Path):
 def _load_tokenizer(model_dir: Path):
     import transformers
 
-    from sst2_audit.util.errors import InputError
 
     where = Path(model_dir) / "tokenizer_config.json"
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sst2_audit.protocol.corpus import BOOTSTRAP_ITERS
 from sst2_audit.task.config import data_config, differences
+from sst2_audit.task.hooks import stable
 
 
 @dataclass
@@ -63,7 +64,6 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
     )
     samples = output.pop("samples")[task.config.task]
     if spec.hooks:  # a partial's logged str() holds a memory address (hooks.stable)
-        from sst2_audit.task.hooks import stable
 
         output["configs"] = stable(output["configs"])
     effective = output["configs"][task.config.task]

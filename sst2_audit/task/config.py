@@ -12,6 +12,7 @@ import copy
 import functools
 from pathlib import Path
 
+from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.util.errors import CheckFailed
 from sst2_audit.util.hashing import sha256_file
 
@@ -29,7 +30,6 @@ def _defaults(path: str) -> tuple:
 
 def taskconfig_defaults(lock) -> dict:
     """TaskConfig's fields and defaults, in declaration order, from the installed file the lock pins."""
-    from sst2_audit.task.evaluator_pin import installed_root
 
     path = installed_root() / TASK_MODULE
     pinned = lock.evaluator.files.get(TASK_MODULE)

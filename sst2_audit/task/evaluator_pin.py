@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from sst2_audit.task.yaml_file import confined
 from sst2_audit.util.errors import CheckFailed
 from sst2_audit.util.hashing import sha256_file
 
@@ -58,7 +59,6 @@ def verify_installed(lock, spec) -> dict:
 
 def verify_pinned(lock, pins: dict) -> dict:
     """Hash these pinned files ({path: sha256}) of the installed evaluator; returns {path: actual sha256}."""
-    from sst2_audit.task.yaml_file import confined
 
     root = installed_root()
     problems, seen = [], {}

@@ -21,9 +21,10 @@ import random
 from dataclasses import dataclass
 
 from sst2_audit.protocol.corpus import BOOTSTRAP_ITERS
-from sst2_audit.util.errors import InputError
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.rules import PROTOCOL_SETTINGS
+from sst2_audit.task.spec import fewshot_reason
+from sst2_audit.util.errors import InputError
 
 FEWSHOT_DELIMITER = "\n\n"  # TaskConfig's default
 
@@ -38,7 +39,6 @@ class ShotRule:
 
 def rule_for(spec) -> ShotRule:
     """The task's few-shot rule from its official config; what this re-derivation does not cover is refused."""
-    from sst2_audit.task.spec import fewshot_reason
 
     config = spec.official
     reason = fewshot_reason(config)

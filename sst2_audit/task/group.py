@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
+from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util.errors import CheckFailed, InputError
 
 GROUP_FILE = "group.json"
@@ -41,8 +43,6 @@ def _tags(raw: dict) -> list:
 def _config(path: Path) -> dict:
     """A YAML as lm-eval reads it (includes merged; a subject's tag may sit in an included file), read by the
     one safe reader (task_yaml); {} for one it refuses."""
-    from sst2_audit.task.evaluator_pin import installed_root
-    from sst2_audit.task.yaml_file import read as read_yaml
 
     root = installed_root()
     try:
@@ -67,8 +67,6 @@ def _index(folder: Path) -> tuple:
 
 
 def group_spec(lock, name: str) -> GroupSpec:
-    from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
-
     if name not in lock.groups:
         raise InputError(f"{lock.path}: unknown group {name!r}; this lock defines groups "
                          f"{', '.join(sorted(lock.groups)) or '(none)'}.")

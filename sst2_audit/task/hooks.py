@@ -21,6 +21,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.task.yaml_file import confined
 from sst2_audit.util.errors import CheckFailed, InputError
 
 HOOK_KEYS = ("process_docs", "doc_to_text", "doc_to_target", "doc_to_choice")  # hooks both paths may share
@@ -109,7 +110,6 @@ def find(config: dict, sources: list, root: Path) -> tuple:
     of every YAML the task's reading parsed (task_yaml.Reading)."""
     import yaml
 
-    from sst2_audit.task.yaml_file import confined
 
     keys = [key for key, value in config.items() if isinstance(value, yaml.Node)]
     hooks = []

@@ -4,10 +4,12 @@ lock first (hash before read), then the parquet read, the rows by position, and 
 from dataclasses import dataclass
 from pathlib import Path
 
-from sst2_audit.task.dataset import read_parquet
 from sst2_audit.formats.fields import columns_of
 from sst2_audit.formats.manifest import read_manifest, require_matching, verify_files
-from sst2_audit.task.split import Split, make_split
+from sst2_audit.task import fewshot
+from sst2_audit.task.dataset import read_parquet
+from sst2_audit.task.split import make_split, Split
+from sst2_audit.util.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,6 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
     """The few-shot plan of a profile that pins num_fewshot > 0, else None. Its shot split's file was
     verified with the rest of the cache; a plan that would show a sealed confirmation row as a shot is
     refused here, before any model call."""
-    from sst2_audit.task import fewshot
-    from sst2_audit.util.errors import InputError
 
     settings = lock.settings_for(profile.name, spec)
     if settings["num_fewshot"] == 0:

@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.task.evaluator_pin import installed_root
+
 REPO = Path(__file__).resolve().parents[2]
 ROW = re.compile(r"^\|(?P<cells>.*)\|\s*$")
 LINES = re.compile(r"^(\d+)-(\d+)$")
@@ -122,8 +124,6 @@ def check(text: str, lm_eval_root: Path, repo: Path = REPO) -> tuple:
 
 
 def main() -> int:
-    from sst2_audit.task.evaluator_pin import installed_root
-
     rows, problems = check((REPO / "SOURCE_MAP.md").read_text(encoding="utf-8"), installed_root())
     for problem in problems:
         print(problem)

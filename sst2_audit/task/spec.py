@@ -14,10 +14,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.task.hooks import HOOK_KEYS, RESULTS_KEY, Hook, load, source
 from sst2_audit.protocol.metrics import yaml_metrics
+from sst2_audit.task.dataset import Row
+from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
+from sst2_audit.task.hooks import code_reason, find, Hook, HOOK_KEYS, load, RESULTS_KEY, source, source_sha256
 from sst2_audit.task.yaml_file import read as read_yaml
+from sst2_audit.util import warm
+from sst2_audit.util.errors import CheckFailed, InputError
 
 TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
 
@@ -106,13 +109,11 @@ class TaskSpec:
         hook = self.process_docs
         if hook is None:
             return rows
-        from sst2_audit.util import warm
 
         warm.wait("transformers")  # datasets' fingerprint pickler reads transformers if it is in sys.modules
         import datasets
         import pyarrow.parquet as pq
 
-        from sst2_audit.task.dataset import Row
 
         docs = hook(datasets.Dataset(pq.read_table(str(parquet))))
         return [Row(position, dict(doc)) for position, doc in enumerate(docs)]
@@ -241,8 +242,6 @@ def render(template: str, doc: dict) -> str:
 # --- reading the installed YAML ---
 
 def installed_tasks_root() -> Path:
-    from sst2_audit.task.evaluator_pin import installed_root
-
     return installed_root() / "lm_eval" / "tasks"
 
 
@@ -265,7 +264,6 @@ def hook_reason(config: dict, reading) -> tuple:
                 f"a {RESULTS_KEY} hook only where its metric is re-derived)"), None
     if reading is None:
         return f"uses `!function` hooks ({', '.join(functions)})", None
-    from sst2_audit.task.hooks import code_reason, find
 
     root = installed_tasks_root().parent.parent
     try:
@@ -286,8 +284,6 @@ def hook_reason(config: dict, reading) -> tuple:
 
 
 def results_rule(hook: Hook) -> ResultsRule | None:
-    from sst2_audit.task.hooks import source_sha256
-
     return RESULTS_RULES.get(source_sha256(Path(hook.file), hook.function))
 
 
@@ -369,7 +365,6 @@ def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = Non
     # every split lm-eval reads: its loader builds each one named, and shots come from fewshot_split (MMLU's dev)
     splits = tuple(dict.fromkeys(s for s in (config.get("training_split"), config.get("validation_split"),
                                              config.get("test_split"), config.get("fewshot_split")) if s))
-    from sst2_audit.task.hooks import find
 
     hooks = find(config, _sources(reading), root)
     hooked = {hook.key: hook for hook in hooks}
@@ -389,13 +384,11 @@ def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = Non
 
 def spec_for(lock, name: str) -> TaskSpec:
     """The spec of a task the lock pins (evaluator.tasks names its YAML; every file read must be pinned)."""
-    from sst2_audit.task.evaluator_pin import installed_root
 
     tasks = lock.evaluator.tasks
     if name not in tasks:
         raise InputError(f"{lock.path}: task {name!r} is not pinned (evaluator.tasks has {sorted(tasks)}); "
                          "`run.py --list-tasks` lists the installed tasks and whether they are supported.")
-    from sst2_audit.task.evaluator_pin import verify_pinned
 
     root = installed_root()
     # the pinned files beside the task's YAML first: a changed hook is a failed check naming its file, before its

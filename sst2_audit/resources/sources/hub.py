@@ -7,9 +7,10 @@ revision: the LFS sha256 for large files, the git blob sha1 for small ones.
 import re
 from pathlib import Path
 
+from sst2_audit.resources.sources.interface import cache_path_for, FetchContext, StagedFile
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import git_blob_sha1, sha256_file
-from sst2_audit.resources.sources.interface import FetchContext, StagedFile, cache_path_for
+from sst2_audit.util.progress import say
 
 WAYS_FORWARD = (
     "Two ways forward without the hub: `python prepare.py --profile embedded` (the offline demo), "
@@ -76,7 +77,6 @@ def fetch(resource, context: FetchContext) -> list:
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub import errors as hub_errors
 
-    from sst2_audit.util.progress import say
 
     repo_id, repo_type, revision = resource.get("repo_id"), resource.get("repo_type"), resource.get("revision")
     _probe(resource)

