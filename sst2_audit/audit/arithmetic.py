@@ -23,7 +23,8 @@ def _questions(result: LevelResult, record) -> list:
     seen = {}
     for position, question in enumerate(record.questions):
         if question.idx in seen:
-            result.fail(f"row idx {question.idx}: duplicated (questions[{seen[question.idx]}] and questions[{position}])")
+            result.fail(f"row idx {question.idx}: duplicated (questions[{seen[question.idx]}] and "
+                        f"questions[{position}])")
         seen.setdefault(question.idx, position)
     for idx in split.scored_ids:
         if idx not in seen:
@@ -169,7 +170,8 @@ def check(run: RunFolder, context) -> LevelResult:
     if all(shaped):
         _summaries(result, spec, record)
         for metric in (m for m in spec.metrics if METRICS[m].kind == "value"):
-            result.notes.append(f"{metric}: re-derived from the scores by sst2-audit's own code (lm-eval ran the task's "
+            result.notes.append(f"{metric}: re-derived from the scores by sst2-audit's own code (lm-eval ran the "
+                                "task's "
                                 f"process_results); largest difference from lm-eval's logged values "
                                 f"{largest_value_difference(record, metric)!r} (accepted up to {VALUE_TOLERANCE})")
     return result

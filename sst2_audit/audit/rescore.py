@@ -137,7 +137,8 @@ def _judged(result: LevelResult, run: RunFolder, pairs: dict, rescoring: Rescori
     # only where they came out equal; otherwise it is drift at best, never PASS, and the mode is named.
     bits = rescoring.bits and change is None
     basis = (f"{rescoring.why}: bit for bit required" if bits else
-             f"the run was made in another numeric mode ({mode_words(change[0])}): drift bound {DRIFT_BOUND:g} per score"
+             f"the run was made in another numeric mode ({mode_words(change[0])}): drift bound {DRIFT_BOUND:g} per "
+             "score"
              if change is not None else f"{rescoring.why}: drift bound {DRIFT_BOUND:g} per score")
     verdict = judge(pairs, bits, predict, basis=basis)
     result.checks += verdict.compared
@@ -150,7 +151,8 @@ def _judged(result: LevelResult, run: RunFolder, pairs: dict, rescoring: Rescori
         result.drift_only = True
         result.drift_reason = (f"the run was made in numeric mode {mode_words(change[0])}, not the lock's"
                                if change is not None and rescoring.bits else rescoring.why)
-        result.notes.append(f"scores held to the drift bound {DRIFT_BOUND:g} only, not bit for bit: {result.drift_reason}")
+        result.notes.append(f"scores held to the drift bound {DRIFT_BOUND:g} only, not bit for bit: "
+                            f"{result.drift_reason}")
     if verdict.verdict not in (IDENTICAL, DRIFT):
         for idx, (claimed, rescored) in pairs.items():
             if claimed != rescored:

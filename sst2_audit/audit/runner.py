@@ -102,7 +102,8 @@ def _schema_gate(run, policy: Policy, outcome: Outcome) -> None:
     if version is None or version >= MIN_RECORD_SCHEMA:
         return
     if not policy.accept_old_schema:
-        raise CheckFailed(f"{run.shown_as or run.path}: record schema {version} is older than {MIN_RECORD_SCHEMA}, the oldest this "
+        raise CheckFailed(f"{run.shown_as or run.path}: record schema {version} is older than {MIN_RECORD_SCHEMA}, the "
+                          "oldest this "
                           f"audit accepts by default ({OLD_SCHEMA_LIMITS.get(version, 'an unknown old schema')}). "
                           "Audit it anyway with --accept-old-schema; the verdict then names these limits.")
     outcome.limits.append(OLD_SCHEMA_LIMITS.get(version, f"record schema {version}"))

@@ -58,7 +58,8 @@ def bundle_contents(run, cache: Path) -> dict:
     contents[BUNDLE_LOCK] = run.lock.path.read_bytes()  # the reviewer's lock the audit just passed
     manifest = read_manifest(cache)
     if manifest is None:
-        raise InputError(f"{cache}: no {MANIFEST_NAME}; the bundle needs the manifest of the cache the run used (--cache).")
+        raise InputError(f"{cache}: no {MANIFEST_NAME}; the bundle needs the manifest of the cache the run used "
+                         "(--cache).")
     if run.record is not None:
         used = {entry.path: entry.sha256 for entry in run.record.resources}
         here = {entry.path: entry.sha256 for entry in manifest.files}
@@ -155,7 +156,8 @@ def _gunzip(bundle: Path, limits: Limits = RUN_LIMITS) -> bytes:
     if not inflater.eof:
         raise InputError(f"{bundle}: the gzip stream is truncated.")
     if inflater.unused_data:
-        raise CheckFailed(f"{bundle}: refused: {len(inflater.unused_data)} bytes of trailing data after the gzip stream.")
+        raise CheckFailed(f"{bundle}: refused: {len(inflater.unused_data)} bytes of trailing data after the gzip "
+                          "stream.")
     return out
 
 
@@ -234,7 +236,8 @@ def check_sums(members: dict, limits: Limits = RUN_LIMITS) -> list:
         if name not in members:
             problems.append(f"{name}: listed in {SUMS} but missing")
         elif hashlib.sha256(members[name]).hexdigest() != digest:
-            problems.append(f"{name}: sha256 expected {digest} (SHA256SUMS), got {hashlib.sha256(members[name]).hexdigest()}")
+            problems.append(f"{name}: sha256 expected {digest} (SHA256SUMS), got "
+                            f"{hashlib.sha256(members[name]).hexdigest()}")
     for name in sorted(set(members) - set(listed) - {SUMS}):
         problems.append(f"{name}: in the bundle but not listed in {SUMS}")
     return problems

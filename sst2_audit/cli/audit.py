@@ -35,7 +35,8 @@ def main(argv) -> int:
 
     parser = Parser(prog="audit.py", description="Re-check a finished run offline; pack or check a reviewer bundle.",
                      epilog="examples:\n  python audit.py --bundle-file results/embedded-full-reference.tar.gz\n"
-                            "  python audit.py --out runs/NAME --bundle\n  python audit.py --compare A B --report cmp.html"
+                            "  python audit.py --out runs/NAME --bundle\n  python audit.py --compare A B --report "
+                            "cmp.html"
                             "\n\nexit codes: 0 PASS (every level passed, every scored row rescored bit for bit); "
                             "1 a check failed; 2 bad usage or input; 3 a bug in sst2-audit; 4 no problem found "
                             "but not everything verified (--structural, --rescore N, --arithmetic-only, drift "
@@ -44,7 +45,8 @@ def main(argv) -> int:
     common(parser)
     parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
     parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
-    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="explain how two runs or bundles differ")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="explain how two runs or bundles "
+                                                                                  "differ")
     parser.add_argument("--arithmetic-only", action="store_true",
                         help="skip the identity level and the rescore (no cache needed; exit 4: scores not verified)")
     parser.add_argument("--structural", action="store_true",
@@ -59,8 +61,10 @@ def main(argv) -> int:
                         help="audit against the lock the run or bundle carries instead of --lock (said in the report)")
     parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit "
                         "(a group folder: one bundle of group.json, GROUP.md and each subtask's run bundle)")
-    parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: results/)")
-    parser.add_argument("--report", type=Path, metavar="PATH", help="with --compare: also write the comparison as an HTML page")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: "
+                                                                              "results/)")
+    parser.add_argument("--report", type=Path, metavar="PATH", help="with --compare: also write the comparison as an "
+                                                                    "HTML page")
     args = parser.parse_args(argv)
     _check_usage(parser, args)
 

@@ -29,7 +29,8 @@ def main(argv) -> int:
         return _list_tasks(args)
     if args.group is not None:
         if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None:
-            parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, --rows, "
+            parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, "
+                         "--rows, "
                          "--unsorted-ids")
         return _group(args)
     if args.supported:
@@ -84,7 +85,8 @@ def _parser() -> Parser:
         "  python run.py --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
     with_profile(parser)
     parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
-    parser.add_argument("--rows", type=int, metavar="N", help="score only the first N dev rows in hash order (a prefix, "
+    parser.add_argument("--rows", type=int, metavar="N", help="score only the first N dev rows in hash order (a "
+                                                              "prefix, "
                         "2 to the lock's dev_rows; run mode first-N), e.g. to time a long few-shot task")
     parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
     parser.add_argument("--private", type=Path, help="private records folder (default: private/<run-name>)")
@@ -121,7 +123,8 @@ def _group(args) -> int:
     numeric_mode(lock)
     name = args.run_name or default_run_name(f"group-{args.group}", False).replace("-full-", "-")
     if not RUN_NAME.match(name):
-        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-', starting with a letter or digit.")
+        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-', starting with a letter or "
+                         "digit.")
     out, private = args.out or Path("runs") / name, args.private or Path("private") / name
     set_quiet(args.quiet or args.json)
     record = run_group(lock, args.group, args.cache, out, private, name)
@@ -138,8 +141,10 @@ def _list_tasks(args) -> int:
     found = list_installed(args.list_tasks)
     supported = [entry for entry in found if entry[2] is None]
     shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]
-    print(f"{len(found)} installed multiple_choice tasks match {args.list_tasks!r}, {len(supported)} within the audit's "
-          f"protocol (acc, acc_norm, f1, mcc, a re-derived mc2; hooks as pinned shared code; shots re-derivable); pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "
+    print(f"{len(found)} installed multiple_choice tasks match {args.list_tasks!r}, {len(supported)} within the "
+          "audit's "
+          "protocol (acc, acc_norm, f1, mcc, a re-derived mc2; hooks as pinned shared code; shots re-derivable); "
+          f"pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "
           "a supported task is pinned with prepare.py --pin")
     width = min(max((len(name) for name, _, _ in shown), default=0), 48)
     for name, path, reason in shown:

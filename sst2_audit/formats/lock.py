@@ -145,7 +145,8 @@ def _groups(raw: dict, profiles: dict, evaluator: dict, dev_rows: int, where: st
             raise InputError(f"{here}.profiles: expected distinct profiles of this lock, got {members!r}.")
         tasks = [profiles[m].task for m in members]
         if len(set(tasks)) != len(tasks):
-            raise InputError(f"{here}.profiles: two profiles run the same task ({tasks}); a group runs each subtask once.")
+            raise InputError(f"{here}.profiles: two profiles run the same task ({tasks}); a group runs each subtask "
+                             "once.")
         if yaml not in evaluator["files"]:
             raise InputError(f"{here}.yaml: {yaml} is not pinned in evaluator.files.")
         if not 2 <= rows <= dev_rows:  # one row has no stderr (lm-eval: "N/A"), so no group stderr
@@ -255,7 +256,8 @@ def _check_numbers(split: dict, settings: dict, where: str) -> None:
         raise InputError(f"{where}: run_settings.device must be 'cpu' and attention one of {ATTENTION}, got "
                          f"{settings['device']!r} and {settings['attention']!r}.")
     if type(settings.get("add_bos_token", False)) is not bool:
-        raise InputError(f"{where}: run_settings.add_bos_token must be true or false, got {settings['add_bos_token']!r}.")
+        raise InputError(f"{where}: run_settings.add_bos_token must be true or false, got "
+                         f"{settings['add_bos_token']!r}.")
     mode = settings["numeric_mode"]
     if not isinstance(mode, dict) or not all(
             name in MODE_VARIABLES and isinstance(value, str) and value for name, value in mode.items()):
@@ -264,7 +266,8 @@ def _check_numbers(split: dict, settings: dict, where: str) -> None:
     _sha(settings.get("numeric_probe_sha256"), f"{where}: run_settings.numeric_probe_sha256")
 
 
-# The run settings of the numeric bootstrap (mode, its probe, threads): a lock that differs from another only here pins the same
+# The run settings of the numeric bootstrap (mode, its probe, threads): a lock that differs from another only here pins
+# the same
 # measurement in another numeric mode (the audit names the difference; numeric.py, "Numeric platform").
 NUMERIC_MODE_KEYS = ("numeric_mode", "numeric_mode_note", "numeric_probe_sha256", "threads", "threads_note")
 
@@ -287,7 +290,8 @@ def _model_of(body: dict, models: dict, here: str) -> tuple:
     model = body.get("model")
     if isinstance(model, str):
         if model not in models:
-            raise InputError(f"{here}.model: {model!r} is not one of the lock's models ({', '.join(sorted(models)) or 'none'}).")
+            raise InputError(f"{here}.model: {model!r} is not one of the lock's models "
+                             f"({', '.join(sorted(models)) or 'none'}).")
         return models[model], f"models.{model}"
     return _need(body, "model", dict, here), f"{here}.model"
 
@@ -355,7 +359,8 @@ def _evaluator(raw: dict, where: str) -> dict:
                          f"{evaluator['task_yaml']!r}, got {tasks.get(evaluator['task'])!r}.")
     for name, yaml_path in tasks.items():
         if not isinstance(yaml_path, str) or yaml_path not in evaluator["files"]:
-            raise InputError(f"{where}: evaluator.tasks.{name}: its YAML {yaml_path!r} must be pinned in evaluator.files.")
+            raise InputError(f"{where}: evaluator.tasks.{name}: its YAML {yaml_path!r} must be pinned in "
+                             "evaluator.files.")
     return evaluator
 
 

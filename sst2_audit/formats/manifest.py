@@ -98,11 +98,13 @@ def require_matching(manifest: Manifest | None, cache: Path, lock: Lock, profile
             f"as pinned by {lock.path} (pins sha256 {profile.pins_sha256[:12]}…). {advice[0].upper() + advice[1:]}; "
             f"for profile {profile.name!r} use another --cache folder."
         )
-    pins = {f"model/{Path(f.path).name}": f.sha256 for f in profile.model.files}  # the cache layout (sources/interface.py)
+    # the cache layout (sources/interface.py)
+    pins = {f"model/{Path(f.path).name}": f.sha256 for f in profile.model.files}
     for entry in manifest.files:  # a pin edited to null in the manifest must not bypass the lock
         if entry.role == "model" and entry.locked_sha256 != pins.get(entry.path):
             raise CheckFailed(f"{cache}/{MANIFEST_NAME}: {entry.path} records the lock pin {entry.locked_sha256!r}, "
-                              f"but {lock.path} pins {pins.get(entry.path)!r}. Remove the cache folder and prepare again.")
+                              f"but {lock.path} pins {pins.get(entry.path)!r}. Remove the cache folder and prepare "
+                              "again.")
     return manifest
 
 

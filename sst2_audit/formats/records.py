@@ -95,7 +95,8 @@ class QuestionRecord:
     shots: list[int]  # positions of its few-shot examples in the shot split, in context order; [] at zero shots
     scores: dict[str, list[float]]  # path -> the candidates' log-likelihoods
     predictions: dict[str, dict[str, int]]  # path -> argmax metric -> the predicted choice index
-    logged: dict[str, float | list[int]]  # metric -> the per-document value lm-eval logged ([gold, prediction]: f1, mcc)
+    # metric -> the per-document value lm-eval logged ([gold, prediction]: f1, mcc)
+    logged: dict[str, float | list[int]]
     true_choices: list[int] | None = None  # a value metric's true choices (mc2); written only for such a task
 
 
@@ -296,7 +297,8 @@ def _upgrade_from_3(raw: dict) -> dict:
     return upgraded
 
 
-UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}  # schema_version -> function returning the next version's dict
+# schema_version -> function returning the next version's dict
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
 
 
 def from_dict(kind, raw: dict, where: str):

@@ -156,11 +156,13 @@ def group_card(record) -> str:
     if record.demo:
         lines += [f"> {markdown_cell(record.notice)}", ""]
     lines += [f"Run `{record.run_name}`: {len(record.members)} of the group's {record.leaves_installed} installed "
-              f"subtasks, the first {record.rows_per_subtask} dev rows of each (hash order), every one a run of its own "
+              f"subtasks, the first {record.rows_per_subtask} dev rows of each (hash order), every one a run of its "
+              "own "
               "(both paths, identity, records) in the folder of its task's name. The group's numbers are lm-eval's "
               "aggregation (aggregate_subtask_metrics, pooled_sample_stderr) of lm-eval's per-subtask numbers, and the "
               "same re-derived by sst2-audit from its independent path's; "
-              + ("aggregated: " + ", ".join(f"{a['metric']} ({'weighted by size' if a['weight_by_size'] else 'unweighted'})"
+              + ("aggregated: " + ", ".join(f"{a['metric']} "
+                                            f"({'weighted by size' if a['weight_by_size'] else 'unweighted'})"
                                             for a in record.aggregate) if record.aggregate else
                  "nothing: lm-eval reports no number for it (a tag, as inverse_scaling_mc is in lm-eval 0.4.9.2, or a "
                  "group without aggregate_metric_list)")

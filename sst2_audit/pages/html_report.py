@@ -61,7 +61,8 @@ def _checks(record) -> list:
         ("pinned lm-eval files verified (code and the task's YAML)", f"{record.evaluator['files_verified']} files", True),
         ("logged samples match their dataset rows (doc_id, doc hash, prompt hash, target, candidates, token boundary)",
          f"{record.identity_checks_passed}/{n}", record.identity_checks_passed == n),
-        ("candidate scores equal bit for bit on both paths", f"{equal}/{candidates} (max abs diff {record.max_abs_diff!r})",
+        ("candidate scores equal bit for bit on both paths", f"{equal}/{candidates} (max abs diff "
+                                                             f"{record.max_abs_diff!r})",
          equal == candidates),
         ("confirmation rows sealed (never scored nor shown as a shot; row hashes recorded)",
          str(len(record.split.confirm)), True),

@@ -148,7 +148,8 @@ def _read_csv(path: Path) -> list:
         docs = [dict(row) for row in csv.DictReader(handle)]
     for number, doc in enumerate(docs, start=2):  # line 1 is the header
         if None in doc or None in doc.values():
-            raise InputError(f"{path}:{number}: the row has {'more' if None in doc else 'fewer'} fields than the header.")
+            raise InputError(f"{path}:{number}: the row has {'more' if None in doc else 'fewer'} fields than the "
+                             "header.")
     integer = {name for name in (docs[0] if docs else {})  # CSV has no types: a column of integers only is one
                if all(str(d.get(name, "")).lstrip("-").isdigit() for d in docs)}
     return [{k: int(v) if k in integer else v for k, v in doc.items()} for doc in docs]
@@ -444,7 +445,8 @@ def _fitted_settings(spec, raw: dict, base: dict, settings: dict, data_folder: P
     if context is not None:
         fit = min(fit, context)
     if context is not None and tokens > context:
-        raise InputError(f"row idx {idx} of the dev rows the lock scores is {tokens} tokens long (with its shots), more "
+        raise InputError(f"row idx {idx} of the dev rows the lock scores is {tokens} tokens long (with its shots), "
+                         "more "
                          f"than the model's context of {context} (config.json max_position_embeddings); the protocol "
                          "never truncates. Pin fewer shots (--num-fewshot) or a model with a longer context.")
     return dict(settings, max_length=fit), (f"max_length {fit} pinned: the longest scored input is {tokens} tokens "

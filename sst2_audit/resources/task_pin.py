@@ -25,7 +25,8 @@ def find_yaml(name: str, root: Path) -> str:
 
     found = [str(path.relative_to(root)) for path, _ in installed_configs(glob.escape(name))]  # the name, literally
     if len(found) != 1:
-        raise InputError(f"--task {name}: {'no installed lm-eval YAML defines it' if not found else 'defined by ' + ', '.join(found)}"
+        raise InputError(f"--task {name}: "
+                         f"{'no installed lm-eval YAML defines it' if not found else 'defined by ' + ', '.join(found)}"
                          "; `run.py --list-tasks` lists the installed tasks.")
     return found[0]
 
@@ -42,7 +43,8 @@ def evaluator_wheel(pin: dict, given: Path | None) -> Path:
                              f"{done.stderr.strip()[-300:]}); pass it with --evaluator-wheel PATH.")
     actual = sha256_file(given)
     if actual != pin["wheel"]["sha256"]:
-        raise CheckFailed(f"{given}: sha256 {actual}, but the lock pins {pin['wheel']['name']} as {pin['wheel']['sha256']}.")
+        raise CheckFailed(f"{given}: sha256 {actual}, but the lock pins {pin['wheel']['name']} as "
+                          f"{pin['wheel']['sha256']}.")
     return given
 
 
@@ -72,5 +74,6 @@ def pin_files(raw: dict, paths, wheel: Path | None) -> None:
                 raise CheckFailed(f"{root / path}: sha256 {installed}, but the pinned wheel's member is {in_wheel}; "
                                   "the installed lm-eval is not the pinned one.")
             if evaluator["files"].get(path, in_wheel) != in_wheel:
-                raise CheckFailed(f"evaluator.files[{path}] is pinned as {evaluator['files'][path]}, the wheel has {in_wheel}.")
+                raise CheckFailed(f"evaluator.files[{path}] is pinned as {evaluator['files'][path]}, the wheel has "
+                                  f"{in_wheel}.")
             evaluator["files"][path] = in_wheel

@@ -257,7 +257,8 @@ def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
     torch.set_num_threads(threads)
     torch.manual_seed(settings["seed"])
     platform = fingerprint(settings["numeric_mode"], threads)
-    if not platform["mode_in_effect"]:  # e.g. a CPU without AVX2: scores are this CPU's own, comparable within the drift bound
+    # e.g. a CPU without AVX2: scores are this CPU's own, comparable within the drift bound
+    if not platform["mode_in_effect"]:
         say(f"warning: the lock's numeric mode is not in effect on this CPU: {one_line(platform)}")
     return Setup(settings, manifest, scrub, log_path, platform, evaluator_files, timings)
 

@@ -84,7 +84,8 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
     empty = [number for number, choice in enumerate(choices) if not len(choice)]
     if empty and "acc_norm" in spec.metrics:  # lm-eval would divide by zero; the audit checks the same rule
         raise InputError(f"task {spec.name}: row idx {row.idx}: choice {empty[0]} is empty, and acc_norm divides each "
-                         "score by its choice's length in characters; fix the data (other metrics accept empty choices).")
+                         "score by its choice's length in characters; fix the data (other metrics accept empty "
+                         "choices).")
     pairs = encode_question(tokenizer, requests, row.idx, max_length, bos)
     candidates = [candidate for _, candidate in requests]
     true_choices = spec.true_choices(row.doc, len(choices))

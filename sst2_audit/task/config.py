@@ -52,7 +52,8 @@ def effective(config: dict, defaults: dict) -> dict:
     """TaskConfig(**config).to_dict() for a multiple_choice config (no callables, no generation_kwargs)."""
     unknown = sorted(set(config) - set(defaults))
     if unknown or config.get("generation_kwargs") is not None:
-        raise CheckFailed(f"the task config has fields TaskConfig does not rebuild here: {unknown or 'generation_kwargs'}.")
+        raise CheckFailed("the task config has fields TaskConfig does not rebuild here: "
+                          f"{unknown or 'generation_kwargs'}.")
     merged = {name: copy.deepcopy(config.get(name, default)) for name, default in defaults.items()}
     return {name: value for name, value in merged.items() if value is not None}
 

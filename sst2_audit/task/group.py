@@ -102,7 +102,8 @@ def group_spec(lock, name: str) -> GroupSpec:
         raise InputError(f"{lock.path}: groups.{name}.yaml {pin.yaml} defines no group (nor tag) {pin.group!r}.")
     unpinned = [path for path in read if path not in lock.evaluator.files]
     if unpinned:
-        raise InputError(f"{lock.path}: group {pin.group} reads {', '.join(unpinned)}, which evaluator.files does not pin.")
+        raise InputError(f"{lock.path}: group {pin.group} reads {', '.join(unpinned)}, which evaluator.files does not "
+                         "pin.")
     verify_pinned(lock, {path: lock.evaluator.files[path] for path in read})
     members = sorted((lock.profile(profile).task, profile) for profile in pin.profiles)
     outside = [task for task, _ in members if task not in leaves]

@@ -9,7 +9,8 @@ import threading
 import time
 from contextlib import contextmanager
 
-from sst2_audit.util.sanitize import printable  # at import: no import machinery (and its locks) on the path a Ctrl-C interrupts
+# at import: no import machinery (and its locks) on the path a Ctrl-C interrupts
+from sst2_audit.util.sanitize import printable
 
 _LOCK = threading.Lock()
 _STREAM = None  # None: sys.stderr at the time of writing

@@ -112,7 +112,8 @@ def fetch(resource, context: FetchContext) -> list:
             raise CheckFailed(f"{label}: download failed ({type(error).__name__}: {error}).") from None
         if metadata.size is not None and downloaded.stat().st_size != metadata.size:
             raise CheckFailed(
-                f"{label}: expected {metadata.size} bytes from the hub, got {downloaded.stat().st_size} (truncated download)."
+                f"{label}: expected {metadata.size} bytes from the hub, got {downloaded.stat().st_size} (truncated "
+                "download)."
             )
         _check_hub_hash(downloaded, (metadata.etag or "").strip('"'), label)
         cache_path, role = cache_path_for(resource, locked)
