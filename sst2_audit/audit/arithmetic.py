@@ -43,10 +43,12 @@ def _per_question(result: LevelResult, spec, question) -> bool:
     if spec.fixed_choices is not None:
         result.expect(where, "candidates (the task's)", [public_candidate(spec, spec.target_delimiter + c)
                                                         for c in spec.fixed_choices], question.candidates)
-        result.expect(where, "choice_lengths (the task's)", [len(c) for c in spec.fixed_choices], question.choice_lengths)
+        result.expect(where, "choice_lengths (the task's)", [len(c) for c in spec.fixed_choices],
+                      question.choice_lengths)
     result.expect(where, "logged_doc_id", question.idx, question.logged_doc_id)
     shaped = all([
-        result.expect(where, "label (a choice index)", True, type(question.label) is int and 0 <= question.label < count),
+        result.expect(where, "label (a choice index)", True, type(question.label) is int
+                      and 0 <= question.label < count),
         # one rule with the run (identity.expected_question): lengths > 0 only where acc_norm divides by them
         result.expect(where, "choice_lengths (count" + (", all > 0)" if "acc_norm" in spec.metrics else ")"),
                       (count, True), (len(question.choice_lengths), "acc_norm" not in spec.metrics or
@@ -106,8 +108,10 @@ def _against_lm_eval(result: LevelResult, run: RunFolder, spec, record) -> None:
         result.expect(where, "doc_hash", sample.doc_hash, question.doc_hash)
     reported = run.lm_eval_results.get("results", {}).get(spec.name, {})
     for metric in spec.metrics:  # run.json names lm-eval's numbers by our metric (mc2 is lm-eval's `acc`)
-        for key, name in ((metric, METRICS[metric].reported_as), (f"{metric}_stderr", f"{METRICS[metric].reported_as}_stderr")):
-            result.expect("lm-eval results", f"{name},none", reported.get(f"{name},none"), record.lm_eval_reported.get(key))
+        for key, name in ((metric, METRICS[metric].reported_as), (f"{metric}_stderr",
+                                                                  f"{METRICS[metric].reported_as}_stderr")):
+            result.expect("lm-eval results", f"{name},none", reported.get(f"{name},none"),
+                          record.lm_eval_reported.get(key))
     result.expect("lm-eval reported", "keys", sorted(k for m in spec.metrics for k in (m, f"{m}_stderr")),
                   sorted(record.lm_eval_reported))
     config = run.lm_eval_results.get("configs", {}).get(spec.name, {})

@@ -95,9 +95,11 @@ def check_lock(run: RunFolder, context) -> LevelResult:
         result.expect("bundled lock", f"split.{key}", mine_raw["split"].get(key), theirs_raw["split"].get(key))
     for key in sorted(set(lock.run_settings) | set(claimed.run_settings)):
         if key not in NUMERIC_MODE_KEYS:  # a numeric mode of its own is named by the rescore, not refused
-            result.expect("bundled lock", f"run_settings.{key}", lock.run_settings.get(key), claimed.run_settings.get(key))
+            result.expect("bundled lock", f"run_settings.{key}", lock.run_settings.get(key),
+                          claimed.run_settings.get(key))
     for key in EVALUATOR_KEYS:
-        result.expect("bundled lock", f"evaluator.{key}", mine_raw["evaluator"].get(key), theirs_raw["evaluator"].get(key))
+        result.expect("bundled lock", f"evaluator.{key}", mine_raw["evaluator"].get(key),
+                      theirs_raw["evaluator"].get(key))
     if record is None:
         return result
     spec = run.task_spec()
@@ -126,7 +128,8 @@ def _resources(result: LevelResult, run: RunFolder, record, profile) -> None:
             result.expect(f"resource {path}", "sha256 (the lock's pin)", pin, listed[path].sha256)
     roles = sorted(e.role for e in record.resources if e.role != "model")
     wheel = profile.model.get("wheel")
-    result.expect("resources", "other roles", sorted([f.split for f in profile.data.files] + (["download"] if wheel else [])),
+    result.expect("resources", "other roles", sorted([f.split for f in profile.data.files] + (["download"] if wheel
+                                                                                              else [])),
                   roles)
     for entry in record.resources:
         if entry.role == "download" and wheel:
@@ -162,7 +165,8 @@ def _exact_fields(result: LevelResult, run: RunFolder, record) -> None:
         packages = run.environment.get("installed_packages")
         result.expect("environment.json", "installed_packages (a list of 'name==version' texts)", True,
                       isinstance(packages, list) and all(isinstance(p, str) and len(p) < 200 for p in packages))
-    result.expect("versions", "packages (those sst2-audit records)", sorted(installed_versions()), sorted(record.versions))
+    result.expect("versions", "packages (those sst2-audit records)", sorted(installed_versions()),
+                  sorted(record.versions))
     if run.claimed_manifest is not None:
         result.expect("bundled manifest", "fields", MANIFEST_KEYS, sorted(run.claimed_manifest))
     if run.lm_eval_results is not None:
@@ -174,7 +178,8 @@ def _exact_fields(result: LevelResult, run: RunFolder, record) -> None:
         counts = (run.lm_eval_results.get("n-samples") or {}).get(record.task)
         rows = run.lock.split.dev_rows + run.lock.split.confirm_rows
         result.expect("lm-eval results", f"n-samples.{record.task} (original = effective = the split's rows, "
-                      f"at least {rows})", True, isinstance(counts, dict) and sorted(counts) == ["effective", "original"]
+                      f"at least {rows})", True, isinstance(counts, dict) and sorted(counts) == ["effective",
+                                                                                                 "original"]
                       and all(type(v) is int for v in counts.values()) and counts["effective"] == counts["original"]
                       and rows <= counts["effective"] <= 10 ** 9)
     if record.third_party_log is not None:  # informational counts, but only of messages that exist, and positive
@@ -204,8 +209,10 @@ def _versions(result: LevelResult, run: RunFolder, record) -> None:
     for name in CHECKED_VERSIONS:
         result.expect("versions", f"{name} (installed here)", here.get(name), record.versions.get(name))
     if run.environment is not None:
-        result.expect("environment.json", "versions (equal to run.json's)", record.versions, run.environment.get("versions"))
-        result.expect("environment.json", "platform (equal to run.json's)", record.platform, run.environment.get("platform"))
+        result.expect("environment.json", "versions (equal to run.json's)", record.versions,
+                      run.environment.get("versions"))
+        result.expect("environment.json", "platform (equal to run.json's)", record.platform,
+                      run.environment.get("platform"))
     if run.lm_eval_results is not None:
         result.expect("lm-eval results", "lm_eval_version", record.versions.get("lm_eval"),
                       run.lm_eval_results.get("lm_eval_version"))

@@ -29,7 +29,8 @@ def _resources(result: LevelResult, run: RunFolder, spec, profile, cache, model:
     recorded = {entry.path: entry.sha256 for entry in run.record.resources}
     for entry in data.manifest.files:
         if entry.role != "download":
-            result.expect(f"resource {entry.path}", "sha256 (run record vs this cache)", entry.sha256, recorded.get(entry.path))
+            result.expect(f"resource {entry.path}", "sha256 (run record vs this cache)", entry.sha256,
+                          recorded.get(entry.path))
     return data
 
 

@@ -147,4 +147,5 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
     if record is not None:
         _bounded(record, lock, samples, str(run_file))
     return RunFolder(path, record, failure, results, samples, environment, lock, source, claimed_lock,
-                     manifest, card_text, report_text, record_schema=raw_record[0]["schema_version"] if raw_record else None)
+                     manifest, card_text, report_text, record_schema=raw_record[0]["schema_version"] if raw_record
+                     else None)

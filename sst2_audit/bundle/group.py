@@ -46,11 +46,13 @@ def bundle_target(record, results: Path) -> Path:
 def pack(folder: Path, record, runs: dict, caches: dict, results: Path) -> Path:
     """results/<group run name>.tar.gz of a group folder whose audit passed; runs and caches by task."""
     target = bundle_target(record, results)
-    contents = {GROUP_FILE: (Path(folder) / GROUP_FILE).read_bytes(), GROUP_CARD: (Path(folder) / GROUP_CARD).read_bytes()}
+    contents = {GROUP_FILE: (Path(folder) / GROUP_FILE).read_bytes(),
+                GROUP_CARD: (Path(folder) / GROUP_CARD).read_bytes()}
     for member in record.members:
         run = runs[member.task]
         # the subtask's top folder is its task name: the run name may exceed a ustar name with the group's prefix
-        contents[subtask_member(member.task)] = bundle.archive(member.task, bundle.bundle_contents(run, caches[member.task]))
+        contents[subtask_member(member.task)] = bundle.archive(member.task, bundle.bundle_contents(run,
+                                                                                                   caches[member.task]))
     contents[bundle.SUMS] = bundle.sums_file(contents)
     atomic.write_bytes(target, bundle.archive(record.run_name, contents))
     return target

@@ -67,11 +67,13 @@ def bundle_contents(run, cache: Path) -> dict:
             raise InputError(f"{cache}/{MANIFEST_NAME} does not describe the resources run {run.name} used; "
                              "pass the --cache the run was made with.")
     scrub = {str(Path(cache).resolve()): "<cache>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
-    contents[BUNDLE_MANIFEST] = (json.dumps(scrub_paths(manifest.to_dict(), scrub), indent=2, sort_keys=True) + "\n").encode()
+    contents[BUNDLE_MANIFEST] = (json.dumps(scrub_paths(manifest.to_dict(), scrub), indent=2,
+                                            sort_keys=True) + "\n").encode()
     if run.record is not None:
         contents[CARD] = card.render(run.record, run.lock).encode()
         # regenerated from the checked records, as the card: what the audit will compare it with
-        contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec(), written_schema=run.record_schema).encode()
+        contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec(),
+                                               written_schema=run.record_schema).encode()
     contents[SUMS] = sums_file(contents)
     return contents
 

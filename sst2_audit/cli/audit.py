@@ -96,8 +96,8 @@ def _check_usage(parser, args) -> None:
     if args.report and args.report.exists():
         raise InputError(f"--report {args.report} already exists; a report is never overwritten.")
     if args.bundle_file and not args.bundle_file.is_file():
-        raise InputError(f"--bundle-file {args.bundle_file}: expected a bundle file (.tar.gz), got "
-                         f"{'a folder (audit a run folder with --out)' if args.bundle_file.is_dir() else 'nothing there'}.")
+        found = "a folder (audit a run folder with --out)" if args.bundle_file.is_dir() else "nothing there"
+        raise InputError(f"--bundle-file {args.bundle_file}: expected a bundle file (.tar.gz), got {found}.")
     if args.run and not args.run.is_dir():
         raise InputError(f"--out {args.run}: expected a run folder (run.py's --out); a bundle file is audited "
                          "with --bundle-file.")
@@ -170,7 +170,8 @@ def _audit_group_bundle(args, scratch: Path) -> int:
         print("VERDICT: FAIL (group bundle SHA256SUMS and members): the bundle was refused before any record was "
               "read; exit 1")
         raise
-    return _audit_group(args, folder, args.bundle_file, LevelResult("group bundle SHA256SUMS and members", checks=checks))
+    return _audit_group(args, folder, args.bundle_file, LevelResult("group bundle SHA256SUMS and members",
+                                                                    checks=checks))
 
 
 def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
@@ -200,7 +201,8 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     code = 1 if failed else (4 if 4 in codes else 0)
     verdict = (f"VERDICT: FAIL ({', '.join(failed)}); exit 1" if failed else
                f"VERDICT: {'PASS' if code == 0 else 'SCORES NOT VERIFIED'}: every subtask's audit "
-               f"{'passed with every scored row rescored bit for bit' if code == 0 else 'found no problem but not everything was verified (see each subtask)'}"
+               + ("passed with every scored row rescored bit for bit" if code == 0 else
+                  "found no problem but not everything was verified (see each subtask)") +
                f" and the group record was checked{', its numbers re-derived' if record.official else ''}; exit {code}")
     lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {shown}: {len(record.members)} subtasks"]
     lines += (sums.lines() if sums else []) + group.lines() + sections + [verdict]

@@ -65,7 +65,8 @@ def _parser() -> Parser:
     parser.add_argument("--task", help="with --pin: the lm-eval task the data is for (pinned in --lock)")
     parser.add_argument("--new-lock", type=Path, help="with --pin: where the new lock is written (never overwritten)")
     parser.add_argument("--replace", action="store_true", help="with --pin: replace this command's own earlier pin "
-                        "(--new-lock holding profile PROFILE, and its <PROFILE>-data folder) once the new pin succeeded")
+                        "(--new-lock holding profile PROFILE, and its <PROFILE>-data folder) once the new pin "
+                        "succeeded")
     parser.add_argument("--notice", help="with --pin: mark the profile as a demo with this notice on every output")
     parser.add_argument("--attention", choices=("eager", "sdpa"), help="with --pin: the profile's attention "
                                                                       "implementation (default: the lock's)")

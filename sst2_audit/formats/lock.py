@@ -138,7 +138,8 @@ def _groups(raw: dict, profiles: dict, evaluator: dict, dev_rows: int, where: st
     found = {}
     for name, entry in (raw.get("groups") or {}).items():
         here = f"{where}: groups.{name}"
-        group, yaml, rows = _need(entry, "group", str, here), _need(entry, "yaml", str, here), _need(entry, "rows", int, here)
+        group, yaml, rows = _need(entry, "group", str, here), _need(entry, "yaml", str, here), _need(entry, "rows",
+                                                                                                     int, here)
         members = _need(entry, "profiles", list, here)
         unknown = [m for m in members if not isinstance(m, str) or m not in profiles]
         if not members or unknown or len(set(members)) != len(members):
@@ -205,7 +206,8 @@ def _resource(raw, kind, where):
     if source not in SOURCES:
         raise InputError(f"{where}: source must be one of {SOURCES}, got {source!r}.")
     options = {k: v for k, v in raw.items() if k not in ("source", "files")}
-    required = {"hub": ("repo_id", "repo_type", "revision"), "wheel": ("package", "version", "wheel", "member"), "local": ("path",), "demo": ()}
+    required = {"hub": ("repo_id", "repo_type", "revision"), "wheel": ("package", "version", "wheel", "member"),
+                "local": ("path",), "demo": ()}
     for key in required[source]:
         if key not in options:
             raise InputError(f"{where}: a {source} resource needs field {key!r}.")
@@ -406,7 +408,8 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object at the top level.")
     written = raw.get("schema_version")
-    while raw.get("schema") == LOCK_SCHEMA and type(raw.get("schema_version")) is int and raw["schema_version"] in UPGRADES:
+    while (raw.get("schema") == LOCK_SCHEMA and type(raw.get("schema_version")) is int
+           and raw["schema_version"] in UPGRADES):
         raw = UPGRADES[raw["schema_version"]](raw)
     if raw.get("schema") != LOCK_SCHEMA or raw.get("schema_version") != LOCK_SCHEMA_VERSION:
         raise InputError(

@@ -264,7 +264,8 @@ def _upgrade_from_2(raw: dict) -> dict:
             questions.append(question)
         upgraded["questions"] = questions
     if raw.get("kind") == "sst2-audit/private":
-        upgraded["questions"] = [dict({k: v for k, v in q.items() if k != "sentence"}, doc={"sentence": q.get("sentence")})
+        upgraded["questions"] = [dict({k: v for k, v in q.items() if k != "sentence"},
+                                      doc={"sentence": q.get("sentence")})
                                  if isinstance(q, dict) else q for q in raw.get("questions") or []]
     return upgraded
 
@@ -400,7 +401,8 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",)) -> dict:
     reported = tuple(((("results", task, f"{m},none"), float), (("results", task, f"{m}_stderr,none"), float))
                      for m in names)
     for path, hint in (*(entry for pair in reported for entry in pair),
-                       (("configs", task), dict), (("n-shot", task), int), (("n-samples", task), dict), (("config", "random_seed"), int),
+                       (("configs", task), dict), (("n-shot", task), int), (("n-samples", task), dict),
+                       (("config", "random_seed"), int),
                        (("lm_eval_version",), str), (("transformers_version",), str)):
         value = raw
         for key in path:

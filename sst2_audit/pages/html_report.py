@@ -58,7 +58,8 @@ def _checks(record) -> list:
     equal = sum(a == b for q in record.questions for a, b in zip(*(q.scores[p] for p in PATHS)))
     return [
         ("cached files re-hashed against the lock before loading", f"{len(record.resources)} files", True),
-        ("pinned lm-eval files verified (code and the task's YAML)", f"{record.evaluator['files_verified']} files", True),
+        ("pinned lm-eval files verified (code and the task's YAML)", f"{record.evaluator['files_verified']} files",
+         True),
         ("logged samples match their dataset rows (doc_id, doc hash, prompt hash, target, candidates, token boundary)",
          f"{record.identity_checks_passed}/{n}", record.identity_checks_passed == n),
         ("candidate scores equal bit for bit on both paths", f"{equal}/{candidates} (max abs diff "
@@ -122,7 +123,8 @@ def _questions(record, names: list, docs: dict | None) -> list:
             "scores": [(names[i] if i < len(names) else str(i), s) for i, s in enumerate(official)],
             "same": official == q.scores["independent"],
             # a value metric's headline sorts by the value itself: the least mass on true choices first
-            "margin": margin(headline.compared(official, q), q.label) if headline.argmax else headline.value(official, q),
+            "margin": margin(headline.compared(official, q), q.label) if headline.argmax else headline.value(official,
+                                                                                                             q),
             "logged_doc_id": q.logged_doc_id,
             "shots": len(q.shots),
             "doc": None if docs is None else list(docs.get(q.idx, {}).items()),

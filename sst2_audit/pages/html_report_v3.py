@@ -63,7 +63,8 @@ def _confusion(record, names: list) -> str:
     for q in record.questions:
         predicted = q.predictions["official"][record.metrics[0]]
         counts[(q.label, predicted)] = counts.get((q.label, predicted), 0) + 1
-    rows = [[f"<b>{escape(names[g])}</b>"] + [str(counts[(g, p)]) for p in range(len(names))] for g in range(len(names))]
+    rows = [[f"<b>{escape(names[g])}</b>"] + [str(counts[(g, p)]) for p in range(len(names))]
+            for g in range(len(names))]
     return table(["gold \\ predicted"] + names, rows, numeric=range(1, len(names) + 1))
 
 
@@ -118,7 +119,9 @@ def render(record, lock, spec, docs: dict | None = None) -> str:
                  "sst2-audit's independent float32 scorer; both must agree bit for bit.</p>")
     parts.append("<h2>What was measured, with what</h2>")
     measured = [[escape(k), f"<code>{escape(v)}</code>"] for k, v in fields.items()]
-    measured += [["settings", f"<code>{escape(', '.join(f'{k}={v!r}' for k, v in sorted(record.settings.items()) if not k.endswith('_note')))}</code>"]]
+    settings = [f'{k}={v!r}' for k, v in sorted(record.settings.items()) if not k.endswith('_note')]
+    measured += [["settings",
+                  f"<code>{escape(', '.join(settings))}</code>"]]
     parts.append(table(["field", "value"], measured))
     parts.append("<h2>Accuracy (95% Wilson interval)</h2>")
     rows = [_accuracy_row(f"{path} {metric}" if number else ("official (lm-eval)" if path == "official" else path),
@@ -135,14 +138,16 @@ def render(record, lock, spec, docs: dict | None = None) -> str:
     if record.lm_eval_notes:
         parts.append("<h2>lm-eval's own output, read correctly</h2>")
         parts.append(table(["field in lm_eval_results.json", "lm-eval says", "true value", "why"],
-                            [[f"<code>{escape(n['field'])}</code>", escape(n["lm_eval_says"]), escape(n["truth"]), escape(n["why"])]
+                            [[f"<code>{escape(n['field'])}</code>", escape(n["lm_eval_says"]), escape(n["truth"]),
+                              escape(n["why"])]
                              for n in record.lm_eval_notes]))
     if record.third_party_log:
         parts.append("<h2>Third-party messages kept off the console</h2><p>lm-eval, transformers and datasets "
                      "wrote these to the run's log (<code>run.log</code> in the private folder; a message may quote "
                      "a document). All listed by name are expected here. Informational: the counts are the run's "
                      "own; the audit checks only that each names a known message.</p>")
-        parts.append(table(["message", "lines"], [[escape(k), str(v)] for k, v in sorted(record.third_party_log.items())],
+        parts.append(table(["message", "lines"], [[escape(k), str(v)] for k,
+                                                  v in sorted(record.third_party_log.items())],
                             numeric=(1,)))
     parts.append("<h2>Every question, closest calls first</h2>" + _questions(record, names, docs))
     return page(f"sst2-audit report: {record.run_name}", "\n".join(parts))

@@ -1,7 +1,8 @@
 """Telling platform drift from tampering when two sets of float32 scores differ.
 
 Same numeric key (numeric.numeric_key: torch, capability, BLAS, oneDNN, mode; threads and the
-probe digest is recorded to explain a difference, it is not part of the key): the scores must be identical bit for bit; any difference is "different".
+probe digest is recorded to explain a difference, it is not part of the key): the scores must be identical
+bit for bit; any difference is "different".
 Different numeric key: a candidate score may move by at most DRIFT_BOUND, and a prediction
 may flip only on a question whose margin (|difference of its two best scores|) is within
 2 * DRIFT_BOUND in both runs, since each of the two scores can move by the bound.

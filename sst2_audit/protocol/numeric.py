@@ -122,7 +122,8 @@ def fingerprint(mode: dict, threads: int) -> dict:
         "onednn": onednn,
         "threads": threads,
         "mode": {name: os.environ.get(name) for name in sorted(set(MODE_VARIABLES) | set(mode))},
-        "mode_in_effect": native or (pinned and all(os.environ.get(name) == str(value) for name, value in mode.items())),
+        "mode_in_effect": native or (pinned and all(os.environ.get(name) == str(value) for name,
+                                                    value in mode.items())),
         "probe_sha256": probe_digest(),
     }
 

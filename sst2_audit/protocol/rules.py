@@ -14,7 +14,8 @@ from sst2_audit.util.hashing import sha256_text
 # Fixed choices of the protocol, recorded with the lock's run settings in every run.json.
 PROTOCOL_SETTINGS = {"apply_chat_template": False, "system_instruction": None,
                      "length_normalization": False, "tie_rule": "first candidate"}
-DEMO_NOTICE = "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; not a GLUE SST-2 measurement."
+DEMO_NOTICE = ("EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; "
+               "not a GLUE SST-2 measurement.")
 
 
 def notice_for(profile) -> str:

@@ -24,7 +24,8 @@ TOKENIZER_CONFIG = {
     "model_max_length": 8192,
     "clean_up_tokenization_spaces": False,
 }
-SNAPSHOT_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+SNAPSHOT_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                  "tokenizer_config.json")
 
 
 def _write_tokenizer(gguf: Path, out: Path) -> None:

@@ -35,7 +35,8 @@ def evaluator_wheel(pin: dict, given: Path | None) -> Path:
     """The pinned lm-eval wheel: the one given, or downloaded from the package registry (pip, no install)."""
     if given is None:
         folder = Path(tempfile.mkdtemp(prefix="sst2-audit-lm-eval-wheel-"))
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary",
+                               ":all:",
                                "-d", str(folder), f"lm-eval=={pin['version']}"], capture_output=True, text=True)
         given = folder / pin["wheel"]["name"]
         if done.returncode != 0 or not given.is_file():

@@ -337,7 +337,8 @@ def _agreement(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scor
     if disagreements:
         _fail(options, "agreement", describe(disagreements, max_abs_diff), disagreements, setup.settings)
     questions = [_question_record(options.spec, prompts.expected[idx], logged[idx], {
-        "official": official_scores[idx], "independent": list(scores.independent[idx].candidate_scores)}) for idx in ids]
+        "official": official_scores[idx], "independent": list(scores.independent[idx].candidate_scores)})
+                 for idx in ids]
     wrong = _value_disagreements(options.spec, questions)
     if wrong:
         _fail(options, "agreement", f"{len(wrong)} question(s) whose value we re-derive from the scores differ from "

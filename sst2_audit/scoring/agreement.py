@@ -8,7 +8,8 @@ def compare_scores(scored_ids: list, official: dict, independent: dict) -> tuple
     max_abs_diff, disagreements = 0.0, []
     for position, idx in enumerate(scored_ids):
         if len(official[idx]) != len(independent[idx]):
-            disagreements.append(Mismatch(position, idx, ["candidate count"], {"candidate count": len(independent[idx])},
+            disagreements.append(Mismatch(position, idx, ["candidate count"],
+                                          {"candidate count": len(independent[idx])},
                                           {"candidate count": len(official[idx])}))
             continue
         for number, (a, b) in enumerate(zip(official[idx], independent[idx])):

@@ -131,7 +131,8 @@ def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, of
         context_tokens = encoded[0][0] if encoded else ()
         # Text and token ids stay out of records: mismatches name them through hashes.
         actual = {
-            "doc_id": doc_id, "doc.idx": sample["doc"].get("idx"), "doc_hash (of the logged doc)": doc_hash(sample["doc"]),
+            "doc_id": doc_id, "doc.idx": sample["doc"].get("idx"),
+                  "doc_hash (of the logged doc)": doc_hash(sample["doc"]),
             "target": sample["target"], "doc_hash": sample["doc_hash"], "prompt_hash": sample["prompt_hash"],
             "context_hashes": sorted({prompt_hash(context) for context, _ in arguments}),
             "candidates_sha256": [sha256_text(candidate) for _, candidate in arguments],
@@ -153,7 +154,8 @@ def check_logged_samples(samples: list, requested_ids, expected_by_idx: dict, of
             mismatches.append(found)
     logged_ids = [sample["doc_id"] for sample in samples]
     if sorted(logged_ids) != sorted(requested):
-        mismatches.append(Mismatch(-1, None, ["doc_id set"], {"doc_id set": sorted(requested)}, {"doc_id set": sorted(logged_ids)}))
+        mismatches.append(Mismatch(-1, None, ["doc_id set"], {"doc_id set": sorted(requested)},
+                                   {"doc_id set": sorted(logged_ids)}))
     return mismatches
 
 
@@ -163,7 +165,8 @@ def check_question_records(questions: list, expected_by_idx: dict) -> list:
     for position, question in enumerate(questions):
         claimed = expected_by_idx.get(question.idx)
         if claimed is None:
-            mismatches.append(Mismatch(position, question.idx, ["idx"], {"idx": "a scored dev id"}, {"idx": question.idx}))
+            mismatches.append(Mismatch(position, question.idx, ["idx"], {"idx": "a scored dev id"},
+                                       {"idx": question.idx}))
             continue
         expected = claimed.public_fields()
         expected["logged_doc_id"] = question.idx

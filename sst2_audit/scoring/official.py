@@ -35,7 +35,8 @@ def config_differences(spec, effective: dict, num_fewshot: int) -> dict:
     return differences(spec, effective, num_fewshot, defaults)
 
 
-def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_ids, *, sort_ids: bool = True) -> OfficialOutput:
+def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_ids, *,
+                 sort_ids: bool = True) -> OfficialOutput:
     """Score dev_ids through simple_evaluate.
 
     lm-eval 0.4.9.2 pairs the k-th document (in dataset order) with the k-th

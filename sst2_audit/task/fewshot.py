@@ -8,8 +8,9 @@ pins `num_fewshot` above 0. What lm-eval does:
   in the order the requests are built (ContextSampler.sample: `rnd.sample(docs, n)`), so a question's
   shots depend on which questions were built before it.
 - The `default` sampler draws `num_fewshot + 1` docs only when `fewshot_split == test_split` (compared
-  as they are: two unset names are equal, so sst2 draws 6 docs for 5 shots), else `num_fewshot`; it then drops every drawn doc equal (dict `!=`) to the evaluated one and keeps the
-  first `num_fewshot`. A task that evaluates its validation split and takes shots from it therefore
+  as they are: two unset names are equal, so sst2 draws 6 docs for 5 shots), else `num_fewshot`; it
+  then drops every drawn doc equal (dict `!=`) to the evaluated one and keeps the first `num_fewshot`.
+  A task that evaluates its validation split and takes shots from it therefore
   gets `num_fewshot - 1` shots whenever the evaluated doc is drawn. `first_n` takes `docs[:n]`.
 - A shot is doc_to_text + target_delimiter + the target (a choice's text for multiple_choice) +
   fewshot_delimiter; the context is description + the shots + doc_to_text (fewshot_context, get_context).

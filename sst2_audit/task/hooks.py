@@ -161,7 +161,8 @@ def _reason(file_name: str, data: bytes, function: str) -> str | None:
                     return (f"{file_name} imports {alias.name} from {node.module} (not on the hook check's list of "
                             "module attributes)")
                 if isinstance(node, ast.Import):
-                    imported[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                    imported[alias.asname
+                             or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
                 else:
                     imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     return _reach_reason(file_name, tree, imported)
@@ -179,13 +180,15 @@ def _reach_reason(file_name: str, tree, imported: dict) -> str | None:
             if node.attr == "random":
                 return f"{file_name} uses .random (not deterministic)"
             if node.attr.startswith("__"):
-                return f"{file_name} reaches the attribute {node.attr} (dunder attributes lead out of the allowed modules)"
+                return (f"{file_name} reaches the attribute {node.attr} (dunder attributes lead out of the allowed "
+                        "modules)")
         elif isinstance(node, ast.Name):
             if node.id in REFUSED_BUILTINS:
                 return f"{file_name} uses {node.id} (it {REFUSED_BUILTINS[node.id]})"
             if node.id == "globals":  # only globals().update({...}), how global_mmlu binds its functions
                 call, attribute = parents.get(node), parents.get(parents.get(node))
-                if not (isinstance(call, ast.Call) and isinstance(attribute, ast.Attribute) and attribute.attr == "update"):
+                if not (isinstance(call, ast.Call) and isinstance(attribute, ast.Attribute)
+                        and attribute.attr == "update"):
                     return f"{file_name} uses globals() other than globals().update(...)"
             if node.id in imported and not isinstance(node.ctx, ast.Store):
                 reason = _imported_use(file_name, node, imported[node.id], parents)
@@ -202,7 +205,8 @@ def _imported_use(file_name: str, node, dotted: str, parents: dict) -> str | Non
         if parent.attr not in MODULE_ATTRIBUTES.get(dotted, ()):
             return f"{file_name} reaches {dotted}.{parent.attr} (not on the hook check's list of module attributes)"
         return None
-    if isinstance(parent, ast.Call) and parent.func is node or isinstance(parent, ast.Subscript) and parent.value is node:
+    if isinstance(parent, ast.Call) and parent.func is node or isinstance(parent,
+                                                                          ast.Subscript) and parent.value is node:
         return None
     if isinstance(parent, (ast.arg, ast.FunctionDef)) or _in_annotation(node, parents):
         return None

@@ -1,7 +1,8 @@
 """Keeps SOURCE_MAP.md true: every cited lm-eval location and local counterpart must exist.
 
 A map row is a Markdown table row of the form
-| step | `lm_eval/<file>` | `<function>` | <first>-<last> | `<anchor>` | decides | `<our file>::<Name>`[; ...] | hazard |
+| step | `lm_eval/<file>` | `<function>` | <first>-<last> | `<anchor>` | decides |
+    `<our file>::<Name>`[; ...] | hazard |  (one line)
 and is checked against the installed lm-eval (whose files the lock pins by sha256):
 the function (Class.method, a nested def, or a YAML key) must span the cited lines, and
 the anchor text must stand on the first cited line. Run: python -m sst2_audit.task.source_map
@@ -47,7 +48,8 @@ def parse(text: str) -> list:
             continue
         first, last = map(int, LINES.match(cells[3]).groups())
         counterparts = tuple(_code(part) for part in cells[6].split(";") if "::" in part)
-        rows.append(MapRow(number, cells[0], _code(cells[1]), _code(cells[2]), first, last, _code(cells[4]), counterparts))
+        rows.append(MapRow(number, cells[0], _code(cells[1]), _code(cells[2]), first, last, _code(cells[4]),
+                           counterparts))
     return rows
 
 

@@ -79,7 +79,8 @@ class TaskSpec:
         for key in self.results_rule.labels:
             labels = labels.get(key) if isinstance(labels, dict) else None
         field = ".".join(self.results_rule.labels)
-        if not (isinstance(labels, list) and len(labels) == count and all(type(x) is int and x in (0, 1) for x in labels)):
+        if not (isinstance(labels, list) and len(labels) == count and all(type(x) is int and x in (0, 1)
+                                                                          for x in labels)):
             raise InputError(f"task {self.name}: {field} must be a 0/1 integer per choice ({count} choices), "
                              f"got {str(labels)[:60]!r}.")
         return [index for index, label in enumerate(labels) if label == 1]
@@ -290,7 +291,8 @@ def results_rule(hook: Hook) -> ResultsRule | None:
 def metrics_of(config: dict, rule: ResultsRule | None) -> tuple:
     """The metrics a run records, in metric_list's order: the YAML's argmax metrics, or a re-derived
     process_results hook's metric (lm-eval reports it under the YAML's name)."""
-    names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [{"metric": "acc"}])
+    names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list")
+                  or [{"metric": "acc"}])
     return (rule.metric,) if rule is not None and names == rule.metric_list else names
 
 
@@ -428,7 +430,8 @@ def installed_configs(pattern: str = "*"):
         except (InputError, CheckFailed):  # a YAML this reader refuses is not a task we can list
             continue
         config = reading.config
-        if isinstance(config, dict) and isinstance(config.get("task"), str) and fnmatch.fnmatchcase(config["task"], pattern):
+        if isinstance(config, dict) and isinstance(config.get("task"), str) and fnmatch.fnmatchcase(config["task"],
+                                                                                                    pattern):
             yield path, reading
 
 
@@ -436,7 +439,8 @@ def list_installed(pattern: str = "*") -> list:
     """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
     whose name matches the glob `pattern`."""
     root = installed_tasks_root()
-    return [(reading.config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(reading.config, reading))
+    return [(reading.config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(reading.config,
+                                                                                                   reading))
             for path, reading in installed_configs(pattern) if reading.config.get("output_type") == "multiple_choice"]
 
 

@@ -55,7 +55,8 @@ def parse(data: bytes, where: str):
     try:
         return yaml.load(data, Loader=_Loader)
     except yaml.YAMLError as error:
-        raise InputError(f"{where}: not a YAML task config this tool reads ({str(error).splitlines()[0][:160]}).") from None
+        first_line = str(error).splitlines()[0][:160]
+        raise InputError(f"{where}: not a YAML task config this tool reads ({first_line}).") from None
 
 
 @dataclass

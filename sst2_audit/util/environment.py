@@ -5,7 +5,8 @@ import resource
 import sys
 from importlib import metadata
 
-PACKAGES = ("torch", "transformers", "lm_eval", "datasets", "tokenizers", "pyarrow", "huggingface_hub", "numpy", "psutil", "gguf")
+PACKAGES = ("torch", "transformers", "lm_eval", "datasets", "tokenizers", "pyarrow", "huggingface_hub", "numpy",
+            "psutil", "gguf")
 
 
 def versions() -> dict:

@@ -100,7 +100,8 @@ def fetch(resource, context: FetchContext) -> list:
                 hub_errors.OfflineModeIsEnabled, hub_errors.LocalEntryNotFoundError) as error:
             raise _unreachable(resource, error) from None
         except hub_errors.RevisionNotFoundError:
-            raise CheckFailed(f"{label}: revision {revision} does not exist on the hub (wrong revision pinned?).") from None
+            raise CheckFailed(f"{label}: revision {revision} does not exist on the hub "
+                              "(wrong revision pinned?).") from None
         except hub_errors.EntryNotFoundError:
             raise CheckFailed(f"{label}: the file does not exist at revision {revision}.") from None
         except hub_errors.RepositoryNotFoundError:
