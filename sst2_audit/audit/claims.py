@@ -14,7 +14,8 @@ from pathlib import PurePosixPath
 
 from sst2_audit.audit.findings import LevelResult, same_json
 from sst2_audit.audit.loading import RunFolder
-from sst2_audit.formats.lock import numeric_mode_change, NUMERIC_MODE_KEYS
+from sst2_audit.formats.lock import numeric_mode_change
+from sst2_audit.formats.run_settings import NUMERIC_MODE_KEYS
 from sst2_audit.pages import card
 from sst2_audit.pages.html_report import render
 from sst2_audit.protocol.numeric import mode_words

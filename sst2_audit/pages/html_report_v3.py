@@ -8,7 +8,6 @@ variant (written to --private) adds each question's document. The page is a pure
 run record and the lock, so the audit regenerates it and compares it byte for byte.
 """
 
-
 from sst2_audit.formats.records import PATHS
 from sst2_audit.pages.card import card_fields, card_id
 from sst2_audit.pages.plots import margin_plot

@@ -180,7 +180,6 @@ class IndependentWorker(threading.Thread):
 class RunFailed(CheckFailed):
     """A check failed and its failure record was written: the run folder keeps it."""
 
-
 def execute(options: RunOptions) -> records.RunRecord:
     scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-"))  # lm-eval's datasets cache, private to this run
     fresh = [folder for folder in (options.out, options.private) if not Path(folder).exists()]

@@ -15,7 +15,6 @@ from sst2_audit.util.errors import CheckFailed, InputError
 class BoundaryError(CheckFailed):
     """The context's tokens are not a prefix of the whole string's tokens."""
 
-
 @dataclass(frozen=True)
 class EncodedPair:
     context_tokens: tuple

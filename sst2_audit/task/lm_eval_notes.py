@@ -5,7 +5,6 @@ them what the true values are (the run writes these notes, the audit re-derives 
 the card and report.html show them).
 """
 
-
 def notes_for(lm_eval_results: dict, record) -> list:
     """The notes a run record must hold (the audit re-derives them)."""
     return notes(lm_eval_results, record.task, record.resources, len(record.questions), record.evaluator["commit"])

@@ -47,7 +47,6 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """PyYAML's safe loader with `!function` kept as its node (a class of our own: the global loaders
     lm-eval registers its constructors on are never touched)."""
 
-
 _Loader.add_constructor("!function", lambda loader, node: node)
 
 

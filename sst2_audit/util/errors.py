@@ -1,6 +1,5 @@
 """Errors carry the exit code the entry scripts return (README: Exit codes)."""
 
-
 class AuditError(Exception):
     """Base class: a one-paragraph message for the user."""
 
