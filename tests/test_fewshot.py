@@ -257,7 +257,7 @@ def test_a_profile_s_shot_count_defaults_to_the_task_yaml_s():
     assert shipped.settings_for("embedded", stated)["num_fewshot"] == 3
     assert shipped.settings_for("embedded", sst2)["num_fewshot"] == 0  # run_settings.num_fewshot
     bad = dict(sst2.official, num_fewshot="5")
-    from sst2_audit.task.spec import unsupported_reason
+    from sst2_audit.task.support import unsupported_reason
 
     assert unsupported_reason(bad) == "states num_fewshot '5', not an integer within 0..1024"
 

@@ -9,7 +9,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from sst2_audit.formats import records, strict_json
+from sst2_audit.formats import lm_eval_output, records, strict_json
 from sst2_audit.formats.lock import load_lock, Lock, lock_from_bytes, numeric_mode_change
 from sst2_audit.formats.run_settings import NUMERIC_MODE_KEYS
 from sst2_audit.task.spec import spec_for
@@ -26,7 +26,7 @@ class RunFolder:
     record: records.RunRecord | None
     failure: records.FailureRecord | None
     lm_eval_results: dict | None
-    lm_eval_samples: list | None  # records.LmEvalSample
+    lm_eval_samples: list | None  # lm_eval_output.LmEvalSample
     environment: dict | None
     lock: Lock  # what the audit trusts
     lock_source: str  # in words, for the report's first line
@@ -124,10 +124,10 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
         raise CheckFailed(f"{path}: holds both {records.RUN_FILE} and {records.FAILURE_FILE}; a run that wrote a "
                           "failure record stopped before its run record, so one of them was added afterwards.")
     task, metrics = (record.task, record.metrics) if record else (None, ())
-    results = _optional(path / records.LM_EVAL_RESULTS_FILE, lambda p: records.check_lm_eval_results(
+    results = _optional(path / records.LM_EVAL_RESULTS_FILE, lambda p: lm_eval_output.check_lm_eval_results(
         strict_json.read(p), task, str(p), metrics) if task else strict_json.read(p))
     samples = _optional(path / records.LM_EVAL_SAMPLES_FILE, lambda p: [
-        records.check_lm_eval_sample(raw, f"{p}:{number}")
+        lm_eval_output.check_lm_eval_sample(raw, f"{p}:{number}")
         for number, raw in enumerate(strict_json.read_lines(p), start=1)])
     environment = _optional(path / records.ENVIRONMENT_FILE, strict_json.read)
     if environment is not None and not isinstance(environment, dict):

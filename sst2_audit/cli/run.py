@@ -16,7 +16,7 @@ from sst2_audit.pages.report import json_summary, quiet_line, run_summary
 from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
 from sst2_audit.run.job import default_run_name
-from sst2_audit.task.spec import list_installed
+from sst2_audit.task.support import list_installed
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import RUN_NAME, terminal

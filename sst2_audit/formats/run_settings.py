@@ -66,7 +66,8 @@ def check_numbers(split: dict, settings: dict, where: str) -> None:
 
 
 # The run settings of the numeric bootstrap (mode, its probe, threads): a lock that differs from another only
-# here pins the same measurement in another numeric mode (the audit names the difference; numeric.py, "Numeric platform").
+# here pins the same measurement in another numeric mode (the audit names the difference; numeric.py,
+# "Numeric platform").
 NUMERIC_MODE_KEYS = ("numeric_mode", "numeric_mode_note", "numeric_probe_sha256", "threads", "threads_note")
 
 

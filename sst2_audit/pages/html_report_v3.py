@@ -26,7 +26,6 @@ th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .ok{color:#1b7f3b}.bad{color:#c0392b}code{font-size:.92em}
 """
 
-
 def escape(value) -> str:
     """Any value as HTML text (the compare page uses these three helpers too)."""
     return html_text(value)

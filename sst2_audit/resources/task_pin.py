@@ -13,7 +13,8 @@ import zipfile
 from pathlib import Path
 
 from sst2_audit.task.evaluator_pin import installed_root
-from sst2_audit.task.spec import installed_configs, spec_from_yaml
+from sst2_audit.task.spec import spec_from_yaml
+from sst2_audit.task.support import installed_configs
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_file
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sst2_audit.protocol.corpus import BOOTSTRAP_ITERS
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.rules import PROTOCOL_SETTINGS
-from sst2_audit.task.spec import fewshot_reason
+from sst2_audit.task.support import fewshot_reason
 from sst2_audit.util.errors import InputError
 
 FEWSHOT_DELIMITER = "\n\n"  # TaskConfig's default

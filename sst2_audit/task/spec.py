@@ -14,33 +14,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sst2_audit.protocol.metrics import yaml_metrics
 from sst2_audit.task.dataset import Row
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
-from sst2_audit.task.hooks import code_reason, find, Hook, HOOK_KEYS, load, RESULTS_KEY, source, source_sha256
+from sst2_audit.task.hooks import find, Hook, HOOK_KEYS, load, RESULTS_KEY, source
 from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util import warm
-from sst2_audit.util.errors import CheckFailed, InputError
-
-TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
-
-
-@dataclass(frozen=True)
-class ResultsRule:
-    """A process_results hook we re-derive: the metric of METRICS computing it, the YAML metric_list it must
-    come with (lm-eval's names), and the document field holding the 0/1 label of each choice."""
-    metric: str
-    metric_list: tuple
-    labels: tuple  # the path of keys to the choices' labels in a document
-
-
-# process_results hooks recognised by the sha256 of the function's own source (hooks.source_sha256): the
-# same bytes in another file are the same function; any edit is another function, refused.
-RESULTS_RULES = {
-    # truthfulqa/utils.py and okapi/truthfulqa_multilingual/utils.py process_results_mc2 (SOURCE_MAP step 62)
-    "e4c822b6b242625dce81f4a63c00630d81b4cd406ccebe64e8399091917e6d14": ResultsRule("mc2", ("acc",),
-                                                                                   ("mc2_targets", "labels")),
-}
+from sst2_audit.util.errors import InputError
+from sst2_audit.task.support import (
+    ResultsRule, TASKCONFIG_DEFAULTS, yaml_sources, metrics_of, results_rule, unsupported_reason,
+)
 
 
 @dataclass(frozen=True)
@@ -242,117 +224,6 @@ def render(template: str, doc: dict) -> str:
 
 # --- reading the installed YAML ---
 
-def installed_tasks_root() -> Path:
-    return installed_root() / "lm_eval" / "tasks"
-
-
-def _sources(reading) -> list:
-    """(relative path, bytes) of every file a reading parsed: where a `!function` hook was written."""
-    return [(relative, reading.data[relative]) for relative in reading.files]
-
-
-def hook_reason(config: dict, reading) -> tuple:
-    """(why the config's `!function` hooks cannot run as pinned shared code or None, the process_results
-    hook's rule or None). Without the YAML's path any hook is refused: it cannot be located."""
-    import yaml
-
-    functions = sorted(key for key, value in config.items() if isinstance(value, yaml.Node))
-    if not functions:
-        return None, None
-    other = [key for key in functions if key not in (*HOOK_KEYS, RESULTS_KEY)]
-    if other:
-        return (f"uses `!function` hooks for {', '.join(other)} (shared hooks: {', '.join(HOOK_KEYS)}; "
-                f"a {RESULTS_KEY} hook only where its metric is re-derived)"), None
-    if reading is None:
-        return f"uses `!function` hooks ({', '.join(functions)})", None
-
-    root = installed_tasks_root().parent.parent
-    try:
-        hooks = find(config, _sources(reading), root)
-    except (InputError, ValueError) as error:
-        return f"has a `!function` hook that cannot be located ({error})", None
-    rule = None
-    for hook in hooks:
-        if hook.key == RESULTS_KEY:
-            rule = results_rule(hook)  # the function's source hashed once, for the reason and the metric
-            if rule is None:
-                return (f"has its own process_results ({hook.path}::{hook.function}), a metric computed by task "
-                        f"code that is not re-derived (re-derived: truthfulqa's process_results_mc2)"), None
-        reason = code_reason(Path(hook.file), hook.function)
-        if reason:
-            return f"has a `!function` {hook.key} hook that cannot run as pinned shared code: {reason}", None
-    return None, rule
-
-
-def results_rule(hook: Hook) -> ResultsRule | None:
-    return RESULTS_RULES.get(source_sha256(Path(hook.file), hook.function))
-
-
-def metrics_of(config: dict, rule: ResultsRule | None) -> tuple:
-    """The metrics a run records, in metric_list's order: the YAML's argmax metrics, or a re-derived
-    process_results hook's metric (lm-eval reports it under the YAML's name)."""
-    names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list")
-                  or [{"metric": "acc"}])
-    return (rule.metric,) if rule is not None and names == rule.metric_list else names
-
-
-def unsupported_reason(config: dict, reading=None) -> str | None:
-    """Why this config is outside the audit's protocol, or None."""
-    hooks, rule = hook_reason(config, reading)
-    if hooks:
-        return hooks
-    if config.get("output_type") != "multiple_choice":
-        return f"output_type is {config.get('output_type')!r}, not multiple_choice"
-    if config.get("process_results") is not None:
-        if rule is None:  # a plain (not `!function`) process_results, or one hook_reason did not accept
-            return "has its own process_results"
-        names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or [])
-        if names != rule.metric_list:
-            return (f"reports metrics {list(names)} through its process_results, which is re-derived for "
-                    f"{list(rule.metric_list)} only")
-    names = metrics_of(config, rule)
-    other = [n for n in names if n not in (yaml_metrics() if rule is None else (rule.metric,))]
-    if other:
-        return f"reports metrics {other} (supported: {', '.join(yaml_metrics())})"
-    fixed = config.get("doc_to_choice")
-    if "f1" in names and isinstance(fixed, (list, dict)) and len(fixed) != 2:
-        return f"reports f1, scikit-learn's binary f1 (lm-eval's aggregation), over {len(fixed)} choices"
-    fewshot = fewshot_reason(config)
-    if fewshot:
-        return fewshot
-    if config.get("use_prompt"):
-        return "uses a promptsource prompt"
-    if isinstance(config.get("doc_to_text"), int):
-        return "has multiple inputs"
-    if config.get("doc_to_choice") is None:
-        return "has no doc_to_choice"
-    if config.get("filter_list"):
-        return "applies filters"
-    if not (config.get("test_split") or config.get("validation_split")):
-        return "names neither a test nor a validation split"
-    return None
-
-
-SAMPLERS = ("default", "first_n")  # the few-shot samplers fewshot.py re-derives
-
-
-def fewshot_reason(config: dict) -> str | None:
-    """Why this config's few-shot prompts cannot be re-derived, or None. Checked for every config, not only
-    few-shot ones: a profile may pin shots for any task (a `fewshot_config` alone draws nothing at 0 shots)."""
-    fewshot = config.get("fewshot_config") or {}
-    if not isinstance(fewshot, dict):
-        return f"has a fewshot_config that is not a mapping ({str(fewshot)[:40]!r})"
-    sampler = fewshot.get("sampler", "default")
-    if sampler not in SAMPLERS:
-        return f"draws shots with the sampler {sampler!r} (re-derived: {', '.join(SAMPLERS)})"
-    overrides = sorted(set(fewshot) & {"doc_to_text", "doc_to_target", "doc_to_choice", "samples", "process_docs"})
-    if overrides:
-        return f"overrides {', '.join(overrides)} for its shots (fewshot_config), which is not re-derived"
-    shots = config.get("num_fewshot")
-    if shots is not None and not (type(shots) is int and 0 <= shots <= 1024):
-        return f"states num_fewshot {str(shots)[:20]!r}, not an integer within 0..1024"
-    return None
-
 
 def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = None) -> TaskSpec:
     """The spec of the YAML at root/relative; with the lock's pins, every file is verified before it is parsed."""
@@ -368,7 +239,7 @@ def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = Non
     splits = tuple(dict.fromkeys(s for s in (config.get("training_split"), config.get("validation_split"),
                                              config.get("test_split"), config.get("fewshot_split")) if s))
 
-    hooks = find(config, _sources(reading), root)
+    hooks = find(config, yaml_sources(reading), root)
     hooked = {hook.key: hook for hook in hooks}
     rule = results_rule(hooked[RESULTS_KEY]) if RESULTS_KEY in hooked else None
     metrics = metrics_of(config, rule)
@@ -408,40 +279,6 @@ def spec_for(lock, name: str) -> TaskSpec:
     pinned = tuple(dataclasses.replace(hook, sha256=lock.evaluator.files[hook.path]) for hook in spec.hooks)
     rendering = {hook.key: hook for hook in pinned if hook.key not in ("process_docs", RESULTS_KEY)}  # doc_to_*
     return dataclasses.replace(spec, hooks=pinned, **rendering)
-
-
-TASK_LINE = re.compile(r"^['\"]?task['\"]?:[ \t]*(.+?)[ \t]*$", re.MULTILINE)  # a YAML's own task name
-
-
-def installed_configs(pattern: str = "*"):
-    """(path, reading) of every installed task YAML whose task name matches the glob `pattern` (a YAML
-    names its own task, so a file whose `task:` line cannot match is skipped before it is parsed)."""
-    import fnmatch
-
-    tasks = installed_tasks_root()
-    root = tasks.parent.parent
-    for path in sorted(tasks.rglob("*.yaml")):
-        if pattern != "*":
-            named = TASK_LINE.search(path.read_text(encoding="utf-8", errors="replace"))
-            if named is None or not fnmatch.fnmatchcase(named.group(1).strip("'\""), pattern):
-                continue
-        try:
-            reading = read_yaml(root, path.relative_to(root).as_posix())
-        except (InputError, CheckFailed):  # a YAML this reader refuses is not a task we can list
-            continue
-        config = reading.config
-        if isinstance(config, dict) and isinstance(config.get("task"), str) and fnmatch.fnmatchcase(config["task"],
-                                                                                                    pattern):
-            yield path, reading
-
-
-def list_installed(pattern: str = "*") -> list:
-    """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
-    whose name matches the glob `pattern`."""
-    root = installed_tasks_root()
-    return [(reading.config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(reading.config,
-                                                                                                   reading))
-            for path, reading in installed_configs(pattern) if reading.config.get("output_type") == "multiple_choice"]
 
 
 def require_data_for(spec: TaskSpec, profile) -> None:
