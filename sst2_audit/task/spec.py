@@ -21,8 +21,10 @@ from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util import warm
 from sst2_audit.util.errors import InputError
 from sst2_audit.task.support import (
-    ResultsRule, TASKCONFIG_DEFAULTS, yaml_sources, metrics_of, results_rule, unsupported_reason,
+    ResultsRule, yaml_sources, metrics_of, results_rule, unsupported_reason,
 )
+
+TASKCONFIG_DEFAULTS = {"target_delimiter": " ", "description": ""}  # lm-eval's TaskConfig defaults
 
 
 @dataclass(frozen=True)
