@@ -65,7 +65,7 @@ def test_f1_needs_two_choices():
 
     spec = dataclasses.replace(spec_for(load_lock(DEMOS), "mrpc"), doc_to_choice=["no", "yes", "maybe"])
     doc = {"sentence1": "A.", "sentence2": "B.", "label": 1, "idx": 3}
-    with pytest.raises(InputError, match="f1 is scikit-learn's binary f1 of class 1 .* it needs two choices, row 3 has 3"):
+    with pytest.raises(InputError, match=r"f1 is defined for 2 choices \(lm-eval's aggregation\); row 3 has 3"):
         expected_question(Row(3, doc), spec, None, 512)
 
 

@@ -227,7 +227,7 @@ def test_winogrande_a_multiple_input_task_scores_every_context_with_the_shared_c
 
 
 def test_a_pass_verdict_names_the_shared_pinned_code():
-    from sst2_audit.audit.runner import Outcome
+    from sst2_audit.audit.verdict import Outcome
 
     shared = ["process_docs (lm_eval/tasks/hellaswag/utils.py::process_docs)"]
     assert Outcome([], shared=shared).verdict() == (

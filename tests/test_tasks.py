@@ -162,7 +162,7 @@ def test_list_tasks_says_supported_or_why_not():
     assert lines["afrimmlu_direct_amh_prompt_1"] == ["refused", "has a `!function` doc_to_text hook that cannot run as "
                                                      "pinned shared code: utils.py imports lm-eval internals (lm_eval.utils)"]
     assert lines["mrpc"][0] == "supported"  # acc and f1 (binary: two fixed choices)
-    assert lines["afrisenti_amh_prompt_1"] == ["refused", "reports f1, scikit-learn's binary f1 (lm-eval's aggregation), "
+    assert lines["afrisenti_amh_prompt_1"] == ["refused", "reports f1, defined for 2 choices (lm-eval's aggregation), "
                                                           "over 3 choices"]
     assert done.stdout.splitlines()[0].startswith(f"{len(done.stdout.splitlines()) - 1} installed multiple_choice "
                                                   "tasks match '*', ")

@@ -8,7 +8,7 @@ other field a person reads are checked by the claims level (claims.py).
 
 from sst2_audit.pages.card import largest_value_difference
 from sst2_audit.scoring.identity import public_candidate
-from sst2_audit.protocol.metrics import METRICS, VALUE_TOLERANCE, predictions
+from sst2_audit.protocol.metrics import METRICS, needs_nonempty_choices, predictions, VALUE_TOLERANCE
 from sst2_audit.scoring.summaries import label_counts, lm_eval_aggregate, path_summaries
 from sst2_audit.formats.records import PATHS
 from sst2_audit.task.split import rows_of
@@ -40,6 +40,7 @@ def _per_question(result: LevelResult, spec, question) -> bool:
     """False when the question's shape is broken (its summaries cannot be recomputed)."""
     where = f"row idx {question.idx}"
     count = len(question.candidates)
+    nonempty = needs_nonempty_choices(spec.metrics)  # one rule with the run: lengths > 0 only where divided by
     if spec.fixed_choices is not None:
         result.expect(where, "candidates (the task's)", [public_candidate(spec, spec.target_delimiter + c)
                                                         for c in spec.fixed_choices], question.candidates)
@@ -49,9 +50,8 @@ def _per_question(result: LevelResult, spec, question) -> bool:
     shaped = all([
         result.expect(where, "label (a choice index)", True, type(question.label) is int
                       and 0 <= question.label < count),
-        # one rule with the run (identity.expected_question): lengths > 0 only where acc_norm divides by them
-        result.expect(where, "choice_lengths (count" + (", all > 0)" if "acc_norm" in spec.metrics else ")"),
-                      (count, True), (len(question.choice_lengths), "acc_norm" not in spec.metrics or
+        result.expect(where, "choice_lengths (count" + (", all > 0)" if nonempty else ")"),
+                      (count, True), (len(question.choice_lengths), not nonempty or
                                       all(n > 0 for n in question.choice_lengths))),
         *(result.expect(where, f"scores.{path} (count)", count, len(question.scores[path])) for path in PATHS),
     ])

@@ -10,16 +10,16 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 """
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sst2_audit.audit import arithmetic, claims, identity_level, rescore
 from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.verdict import Outcome
 from sst2_audit.pages import plots
 from sst2_audit.protocol.numeric import mode_words
 from sst2_audit.util import warm
 from sst2_audit.util.errors import CheckFailed
 
-EXIT_PASS, EXIT_FAIL, EXIT_LIMITED = 0, 1, 4
 # The oldest record schema the audit accepts without --accept-old-schema, and what older ones cannot prove.
 MIN_RECORD_SCHEMA = 3
 OLD_SCHEMA_LIMITS = {
@@ -63,38 +63,6 @@ LEVELS = (
     Level("identity", identity_level.check, skip=lambda policy: None if policy.identity else "--arithmetic-only",
           limit="identity not checked (--arithmetic-only)"),
 )
-
-
-@dataclass
-class Outcome:
-    levels: list
-    limits: list = field(default_factory=list)  # what this audit did not verify, in words
-    scores_unverified: list = field(default_factory=list)  # rows not rescored (none, a sample)
-    drift_only: bool = False  # rescored, equal within the drift bound but not bit for bit
-    shared: list = field(default_factory=list)  # steps both paths ran as the task's pinned code, in words
-    named: list = field(default_factory=list)  # what a PASS must say it accepted (another numeric mode)
-
-    @property
-    def failed(self) -> list:
-        return [level.name for level in self.levels if level.skipped is None and not level.passed]
-
-    @property
-    def exit_code(self) -> int:
-        if self.failed:
-            return EXIT_FAIL
-        return EXIT_LIMITED if (self.limits or self.scores_unverified or self.drift_only) else EXIT_PASS
-
-    def verdict(self) -> str:
-        if self.failed:
-            return f"VERDICT: FAIL ({', '.join(self.failed)}); exit 1"
-        # a task's hooks ran on both paths as the same pinned code: verified as pinned, not re-derived
-        shared = [f"shared pinned code, not re-derived: {', '.join(self.shared)}"] if self.shared else []
-        if self.exit_code == EXIT_PASS:
-            return ("VERDICT: PASS: every level passed and every scored row was rescored bit for bit; "
-                    + "".join(f"{note}; " for note in self.named + shared) + "exit 0")
-        head = ("SCORES NOT VERIFIED" if self.scores_unverified else
-                "SCORES WITHIN DRIFT, NOT BIT FOR BIT" if self.drift_only else "PASS WITH LIMITS")
-        return f"VERDICT: {head}: {'; '.join(self.scores_unverified + self.limits + self.named + shared)}; exit 4"
 
 
 def _schema_gate(run, policy: Policy, outcome: Outcome) -> None:

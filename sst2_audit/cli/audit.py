@@ -8,12 +8,12 @@ from sst2_audit.audit.compare import compare, render_html
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
+from sst2_audit.audit.verdict import compare_exit_code, GroupOutcome
 from sst2_audit.bundle import group as group_bundle, run as bundle
 from sst2_audit.bundle.group import bundle_target, is_group_bundle
-from sst2_audit.cli.common import common, numeric_mode, Parser
+from sst2_audit.cli.common import AUDIT_EXIT_CODES, common, numeric_mode, Parser
 from sst2_audit.formats import records
 from sst2_audit.formats.lock import load_lock
-from sst2_audit.protocol.drift import DRIFT, IDENTICAL
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.task.group import GROUP_FILE, group_spec
 from sst2_audit.util import atomic
@@ -37,11 +37,7 @@ def main(argv) -> int:
                      epilog="examples:\n  python audit.py --bundle-file results/embedded-full-reference.tar.gz\n"
                             "  python audit.py --out runs/NAME --bundle\n  python audit.py --compare A B --report "
                             "cmp.html"
-                            "\n\nexit codes: 0 PASS (every level passed, every scored row rescored bit for bit); "
-                            "1 a check failed; 2 bad usage or input; 3 a bug in sst2-audit; 4 no problem found "
-                            "but not everything verified (--structural, --rescore N, --arithmetic-only, drift "
-                            "only, --accept-old-schema, --trust-bundle-lock): the verdict line names what. "
-                            "--compare: 0 identical, 4 within the drift bound only, 1 different.")
+                            "\n\n" + AUDIT_EXIT_CODES)
     common(parser)
     parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
     parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
@@ -129,7 +125,7 @@ def _compare(args, scratch: Path) -> int:
         atomic.write_text(args.report, render_html(result))
         print(f"report: {printable(args.report)}")
     # the exit code says what the last line says: identical 0, within the drift bound only 4, different 1
-    return {IDENTICAL: 0, DRIFT: 4}.get(result.verdict, 1)
+    return compare_exit_code(result.verdict)
 
 
 def _audit_one(args, scratch: Path) -> int:
@@ -188,22 +184,15 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     if pin is not None and isinstance(args.rescore, int) and args.rescore > pin.rows:
         raise InputError(f"--rescore {args.rescore}: each subtask of group {record.group_name} scores {pin.rows} rows "
                          f"(the reviewer's lock); give at most {pin.rows} or 'all'.")
-    sections, codes, runs = [], [], {}
+    sections, runs = [], {}
     for member, run in _group_runs(args, folder, record, lock):
         outcome = _audit_subtask(args, run, member)
         where = folder / member.task if folder == shown else f"{shown} ({member.task}.tar.gz)"
         sections += [f"--- subtask {member.task}: {outcome.verdict()}"] + _level_lines(where, run, outcome)[1:-1]
-        codes.append(outcome.exit_code)
         runs[member.task] = (run, outcome)
-    failed = [t for t, (_, o) in runs.items() if o.exit_code not in (0, 4)] + (["group"] if not group.passed else [])
-    if len(codes) < len(record.members) and "group" not in failed:
-        failed.append("group")
-    code = 1 if failed else (4 if 4 in codes else 0)
-    verdict = (f"VERDICT: FAIL ({', '.join(failed)}); exit 1" if failed else
-               f"VERDICT: {'PASS' if code == 0 else 'SCORES NOT VERIFIED'}: every subtask's audit "
-               + ("passed with every scored row rescored bit for bit" if code == 0 else
-                  "found no problem but not everything was verified (see each subtask)") +
-               f" and the group record was checked{', its numbers re-derived' if record.official else ''}; exit {code}")
+    result = GroupOutcome({task: outcome for task, (_, outcome) in runs.items()}, group, len(record.members),
+                          bool(record.official))
+    verdict, failed, code = result.verdict(), result.failed, result.exit_code
     lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {shown}: {len(record.members)} subtasks"]
     lines += (sums.lines() if sums else []) + group.lines() + sections + [verdict]
     print(terminal(lines, verdicts=(verdict,)))

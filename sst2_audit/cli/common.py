@@ -14,13 +14,16 @@ from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.protocol.numeric import activate
 from sst2_audit.task.spec import require_data_for, spec_for
-from sst2_audit.util.errors import InputError
+from sst2_audit.util.errors import EXIT_LIMITED, EXIT_WORDS, InputError
 
 DEFAULT_LOCK = Path(__file__).resolve().parents[2] / "resources.lock.json"
 
 
-EXIT_CODES = ("exit codes: 0 all checks passed; 1 a check failed; 2 bad usage or input (one paragraph naming the "
-              "file or option); 3 a bug in sst2-audit (--debug shows the traceback)")
+EXIT_CODES = "exit codes: " + "; ".join(f"{code} {words}" for code, words in EXIT_WORDS.items()
+                                       if code != EXIT_LIMITED)  # prepare.py and run.py: no exit 4
+AUDIT_EXIT_CODES = ("exit codes: " + "; ".join(f"{code} {words.removeprefix('audit.py only: ')}"
+                                               for code, words in EXIT_WORDS.items())
+                    + ". --compare: 0 identical, 4 within the drift bound only, 1 different.")
 
 
 class Parser(argparse.ArgumentParser):

@@ -33,6 +33,9 @@ class Metric:
     compared: Callable | None = None  # (candidate scores, question record) -> the values whose argmax is the prediction
     mass: Callable | None = None  # a value metric: (candidate scores, question record) -> its value
     bounds: tuple = (0.0, 1.0)  # the range of the reported number (an interval is clipped to it)
+    statistic: Callable | None = None  # a corpus metric: (golds, predictions) -> the reported number
+    choices_needed: int | None = None  # a metric defined for this many choices only (binary f1: 2)
+    needs_nonempty_choices: bool = False  # it divides by each choice's length in characters (acc_norm)
 
     @property
     def argmax(self) -> bool:
@@ -55,8 +58,7 @@ class Metric:
         """(reported number, its stderr) from the per-question values, in the order given."""
         if self.kind == "corpus":
             pairs = [tuple(v) for v in values]
-            statistic = corpus.f1_binary if self.name == "f1" else corpus.mcc
-            return (statistic([g for g, _ in pairs], [p for _, p in pairs]),
+            return (self.statistic([g for g, _ in pairs], [p for _, p in pairs]),
                     corpus.bootstrap_stderr(self.name, pairs, bootstrap_iters))
         return accuracy(values), accuracy_stderr(values)
 
@@ -74,21 +76,32 @@ METRICS = {
                   lambda scores, q: list(scores)),
     "acc_norm": Metric("acc_norm", "acc_norm", "accuracy",
                        "argmax of log-likelihood / characters of the choice (nats per character)",
-                       lambda scores, q: predict_norm(scores, q.choice_lengths), _per_character),
+                       lambda scores, q: predict_norm(scores, q.choice_lengths), _per_character,
+                       needs_nonempty_choices=True),
     # truthfulqa's process_results_mc2 (lm-eval logs and reports it as `acc`): re-derived, SOURCE_MAP step 63
     "mc2": Metric("mc2", "acc", "value", "probability mass on the true choices: exp(score) normalised over all choices",
                   mass=lambda scores, q: mc2_mass(scores, q.true_choices)),
     # sklearn's binary f1 of class 1 and matthews_corrcoef over every (gold, prediction), SOURCE_MAP steps 65-67
     "f1": Metric("f1", "f1", "corpus", "argmax of the log-likelihoods; f1 of class 1 over the set", _argmax,
-                 lambda scores, q: list(scores)),
+                 lambda scores, q: list(scores), statistic=corpus.f1_binary, choices_needed=2),
     "mcc": Metric("mcc", "mcc", "corpus", "argmax of the log-likelihoods; Matthews correlation over the set", _argmax,
-                  lambda scores, q: list(scores), bounds=(-1.0, 1.0)),
+                  lambda scores, q: list(scores), bounds=(-1.0, 1.0), statistic=corpus.mcc),
 }
 
 
 def predictions(metrics, scores: list, question) -> dict:
     """{metric: predicted choice} of one path's scores for one question (the metrics that predict one)."""
     return {name: METRICS[name].prediction(scores, question) for name in metrics if METRICS[name].argmax}
+
+
+def choice_count_needed(metrics) -> tuple:
+    """(metric, the number of choices it is defined for) of the first metric that needs a fixed count, else None."""
+    return next(((name, METRICS[name].choices_needed) for name in metrics if METRICS[name].choices_needed), None)
+
+
+def needs_nonempty_choices(metrics) -> bool:
+    """Whether a metric divides by each choice's length (an empty choice is then bad input, as in lm-eval)."""
+    return any(METRICS[name].needs_nonempty_choices for name in metrics)
 
 
 def argmax_metrics(metrics) -> list:

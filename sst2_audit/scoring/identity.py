@@ -14,6 +14,7 @@ from sst2_audit.util.hashing import canonical_json, sha256_text
 from sst2_audit.scoring.independent import EncodedPair, encode_question
 from sst2_audit.protocol.rules import doc_hash, prompt_hash
 from sst2_audit.formats.records import Mismatch
+from sst2_audit.protocol.metrics import choice_count_needed, needs_nonempty_choices
 
 
 def tokens_hash(token_lists) -> str:
@@ -78,11 +79,12 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
     prefix = shots.prefix(spec, row.idx, row.doc) if shots is not None else spec.prefix(row.doc)
     requests = spec.requests(row.doc, prefix)
     choices = spec.choices(row.doc)
-    if "f1" in spec.metrics and len(choices) != 2:  # lm-eval's f1 is scikit-learn's binary f1 (class 1)
-        raise InputError(f"task {spec.name}: f1 is scikit-learn's binary f1 of class 1 (lm-eval's aggregation); it "
-                         f"needs two choices, row {row.idx} has {len(choices)}.")
+    needed = choice_count_needed(spec.metrics)  # lm-eval's f1 is scikit-learn's binary f1 (class 1)
+    if needed and len(choices) != needed[1]:
+        raise InputError(f"task {spec.name}: {needed[0]} is defined for {needed[1]} choices (lm-eval's aggregation); "
+                         f"row {row.idx} has {len(choices)}.")
     empty = [number for number, choice in enumerate(choices) if not len(choice)]
-    if empty and "acc_norm" in spec.metrics:  # lm-eval would divide by zero; the audit checks the same rule
+    if empty and needs_nonempty_choices(spec.metrics):  # lm-eval would divide by zero; the audit checks the same
         raise InputError(f"task {spec.name}: row idx {row.idx}: choice {empty[0]} is empty, and acc_norm divides each "
                          "score by its choice's length in characters; fix the data (other metrics accept empty "
                          "choices).")

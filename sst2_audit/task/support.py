@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sst2_audit.protocol.metrics import yaml_metrics
+from sst2_audit.protocol.metrics import choice_count_needed, yaml_metrics
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.task.hooks import code_reason, find, Hook, HOOK_KEYS, RESULTS_KEY, source_sha256
 from sst2_audit.task.yaml_file import read as read_yaml
@@ -105,8 +105,10 @@ def unsupported_reason(config: dict, reading=None) -> str | None:
     if other:
         return f"reports metrics {other} (supported: {', '.join(yaml_metrics())})"
     fixed = config.get("doc_to_choice")
-    if "f1" in names and isinstance(fixed, (list, dict)) and len(fixed) != 2:
-        return f"reports f1, scikit-learn's binary f1 (lm-eval's aggregation), over {len(fixed)} choices"
+    needed = choice_count_needed(names)
+    if needed and isinstance(fixed, (list, dict)) and len(fixed) != needed[1]:
+        return (f"reports {needed[0]}, defined for {needed[1]} choices (lm-eval's aggregation), over {len(fixed)} "
+                "choices")
     fewshot = fewshot_reason(config)
     if fewshot:
         return fewshot

@@ -1,21 +1,43 @@
-"""Errors carry the exit code the entry scripts return (README: Exit codes)."""
+"""The exit codes, defined once (docs/cli.md's table and the README's list are checked against EXIT_CODES),
+and the errors that carry them."""
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_BUG, EXIT_LIMITED = 0, 1, 2, 3, 4
+EXIT_CODES = {
+    EXIT_PASS: "all checks passed",
+    EXIT_FAIL: "a check failed (hash, identity, agreement, an audit level, a bundle's SHA256SUMS, a refused bundle: "
+               "limits, names, headers, members, CRC, trailing data; an old record schema without "
+               "`--accept-old-schema`)",
+    EXIT_USAGE: "bad usage or unreadable input",
+    EXIT_BUG: "an internal error of sst2-audit (a short message; the traceback with `--debug`)",
+    EXIT_LIMITED: "audit.py only: no problem found, but not everything verified (`--structural`, `--arithmetic-only`, "
+                  "`--rescore N`, drift only, `--accept-old-schema`, `--trust-bundle-lock`); the verdict line names "
+                  "what",
+}
+# The same, in the few words a command's --help gives each.
+EXIT_WORDS = {EXIT_PASS: "all checks passed", EXIT_FAIL: "a check failed",
+              EXIT_USAGE: "bad usage or input (one paragraph naming the file or option)",
+              EXIT_BUG: "a bug in sst2-audit (--debug shows the traceback)",
+              EXIT_LIMITED: "audit.py only: no problem found but not everything verified (--structural, --rescore N, "
+                            "--arithmetic-only, drift only, --accept-old-schema, --trust-bundle-lock): the verdict "
+                            "line names what"}
+
 
 class AuditError(Exception):
     """Base class: a one-paragraph message for the user."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class InputError(AuditError):
     """Bad usage or unreadable/invalid input (exit 2)."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class CheckFailed(AuditError):
     """A verification check failed (exit 1)."""
 
-    exit_code = 1
+    exit_code = EXIT_FAIL
 
 
 def mismatch(what: str, expected, actual, hint: str = "") -> str:
@@ -27,4 +49,4 @@ def mismatch(what: str, expected, actual, hint: str = "") -> str:
 class InternalError(AuditError):
     """Our own bug or an impossible state (exit 3)."""
 
-    exit_code = 3
+    exit_code = EXIT_BUG

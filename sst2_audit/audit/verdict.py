@@ -1,0 +1,76 @@
+"""The one verdict type: what an audit of a run, a group or a bundle verified, its exit code and its
+VERDICT line, computed here only (exit codes: util/errors.py)."""
+
+from dataclasses import dataclass, field
+
+from sst2_audit.audit.findings import LevelResult
+from sst2_audit.protocol.drift import DRIFT, IDENTICAL
+from sst2_audit.util.errors import EXIT_FAIL, EXIT_LIMITED, EXIT_PASS
+
+
+def compare_exit_code(verdict: str) -> int:
+    """`audit.py --compare`: identical 0, platform drift within the bound 4, anything else (different) 1."""
+    return {IDENTICAL: EXIT_PASS, DRIFT: EXIT_LIMITED}.get(verdict, EXIT_FAIL)
+
+
+@dataclass
+class Outcome:
+    levels: list
+    limits: list = field(default_factory=list)  # what this audit did not verify, in words
+    scores_unverified: list = field(default_factory=list)  # rows not rescored (none, a sample)
+    drift_only: bool = False  # rescored, equal within the drift bound but not bit for bit
+    shared: list = field(default_factory=list)  # steps both paths ran as the task's pinned code, in words
+    named: list = field(default_factory=list)  # what a PASS must say it accepted (another numeric mode)
+
+    @property
+    def failed(self) -> list:
+        return [level.name for level in self.levels if level.skipped is None and not level.passed]
+
+    @property
+    def exit_code(self) -> int:
+        if self.failed:
+            return EXIT_FAIL
+        return EXIT_LIMITED if (self.limits or self.scores_unverified or self.drift_only) else EXIT_PASS
+
+    def verdict(self) -> str:
+        if self.failed:
+            return f"VERDICT: FAIL ({', '.join(self.failed)}); exit 1"
+        # a task's hooks ran on both paths as the same pinned code: verified as pinned, not re-derived
+        shared = [f"shared pinned code, not re-derived: {', '.join(self.shared)}"] if self.shared else []
+        if self.exit_code == EXIT_PASS:
+            return ("VERDICT: PASS: every level passed and every scored row was rescored bit for bit; "
+                    + "".join(f"{note}; " for note in self.named + shared) + "exit 0")
+        head = ("SCORES NOT VERIFIED" if self.scores_unverified else
+                "SCORES WITHIN DRIFT, NOT BIT FOR BIT" if self.drift_only else "PASS WITH LIMITS")
+        return f"VERDICT: {head}: {'; '.join(self.scores_unverified + self.limits + self.named + shared)}; exit 4"
+
+
+@dataclass
+class GroupOutcome:
+    """A group's audit: every subtask's Outcome, the group level, and whether every subtask was audited."""
+    members: dict  # task -> Outcome, in the group record's order
+    group: LevelResult
+    expected: int  # the group record's number of subtasks
+    rederived: bool  # the group's numbers were re-derived (a group with an official aggregate)
+
+    @property
+    def failed(self) -> list:
+        failed = [task for task, outcome in self.members.items() if outcome.exit_code not in (EXIT_PASS, EXIT_LIMITED)]
+        if not self.group.passed or len(self.members) < self.expected:
+            failed.append("group")
+        return failed
+
+    @property
+    def exit_code(self) -> int:
+        if self.failed:
+            return EXIT_FAIL
+        return EXIT_LIMITED if any(o.exit_code == EXIT_LIMITED for o in self.members.values()) else EXIT_PASS
+
+    def verdict(self) -> str:
+        code = self.exit_code
+        if code == EXIT_FAIL:
+            return f"VERDICT: FAIL ({', '.join(self.failed)}); exit 1"
+        done = ("passed with every scored row rescored bit for bit" if code == EXIT_PASS else
+                "found no problem but not everything was verified (see each subtask)")
+        return (f"VERDICT: {'PASS' if code == EXIT_PASS else 'SCORES NOT VERIFIED'}: every subtask's audit {done} "
+                f"and the group record was checked{', its numbers re-derived' if self.rederived else ''}; exit {code}")
