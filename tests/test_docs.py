@@ -1,10 +1,17 @@
-"""README, CI and code agree."""
+"""README, docs, CI and code agree: the quick start, every CLI option, the exit codes (defined once, in
+util/errors.py), and every relative link in the README and docs/ (its file and its heading)."""
 
+import inspect
 import re
 
 from conftest import REPO
 
+from sst2_audit.cli import audit as cmd_audit, prepare as cmd_prepare, run as cmd_run
+from sst2_audit.util.errors import EXIT_CODES
+
 README = (REPO / "README.md").read_text()
+CLI_DOC = (REPO / "docs" / "cli.md").read_text()
+DOCS = [REPO / "README.md", REPO / "SOURCE_MAP.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
 def quick_start_commands() -> list:
@@ -19,18 +26,41 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
     assert tests in (REPO / ".ci" / "run").read_text().splitlines()
 
 
-def test_readme_documents_every_cli_option():
-    from sst2_audit.cli import audit as cmd_audit, prepare as cmd_prepare, run as cmd_run
+def test_the_readme_is_a_front_door():
+    assert len(README.splitlines()) < 200
+    assert max(len(line) for line in README.splitlines() if not line.startswith("|")) <= 400
 
+
+def test_the_cli_reference_documents_every_option():
     for prog, body in (("prepare.py", cmd_prepare), ("run.py", cmd_run), ("audit.py", cmd_audit)):
-        source = __import__("inspect").getsource(body)
-        for option in re.findall(r'add_argument\("(--[a-z-]+)"', source):
-            assert option in README, f"{prog} {option} is not in the README"
+        for option in re.findall(r'add_argument\("(--[a-z-]+)"', inspect.getsource(body)):
+            assert option in CLI_DOC, f"{prog} {option} is not in docs/cli.md"
 
 
-def test_exit_codes_are_documented():
-    assert "| 0 | all checks passed |" in README
-    assert "| 2 | bad usage or unreadable input |" in README
-    from sst2_audit.audit.runner import EXIT_LIMITED
+def test_exit_codes_are_documented_from_their_one_definition():
+    table = CLI_DOC.split("## Exit codes", 1)[1]
+    rows = re.findall(r"^\| (\d) \| (.+?) \|$", table, re.MULTILINE)
+    assert [(int(code), text) for code, text in rows] == list(EXIT_CODES.items())
+    listed = re.findall(r"^- (\d): (.+)$", README.split("## Exit codes", 1)[1].split("\n## ", 1)[0], re.MULTILINE)
+    assert [int(code) for code, _ in listed] == list(EXIT_CODES)
+    assert all(EXIT_CODES[int(code)].startswith(text.split(" (")[0]) for code, text in listed)
 
-    assert f"| {EXIT_LIMITED} | audit.py only: no problem found, but not everything verified" in README
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_names_a_file_and_heading_that_exist():
+    broken = []
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]+))?\)", doc.read_text()) if doc.exists() else []:
+            path, anchor = target
+            if path.startswith(("http://", "https://")):
+                continue
+            linked = (doc.parent / path) if path else doc
+            if not linked.exists():
+                broken.append(f"{doc.name}: {path}")
+            elif anchor and anchor not in {_slug(h) for h in re.findall(r"^#+ (.+)$", linked.read_text(), re.M)}:
+                broken.append(f"{doc.name}: {path}#{anchor}")
+    assert broken == []

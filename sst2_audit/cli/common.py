@@ -1,5 +1,5 @@
 """What the three commands share: exit codes, the parser, the lock and profile a command names.
-Each command's options and steps are in its own module (cmd_prepare, cmd_run, cmd_audit); cli.py
+Each command's options and steps are in its own module (cli/prepare, cli/run, cli/audit); cli/__init__.py
 runs one with the exit-code contract.
 
 0: all checks passed; 1: a check failed; 2: bad usage or unreadable input; 3: our own bug

@@ -72,7 +72,7 @@ class PlatformRecord(typing.TypedDict):
 
 
 class LmEvalNote(typing.TypedDict):
-    """lm_eval_notes.py: a field of lm-eval's results that misleads for a samples= run, and the truth."""
+    """task/lm_eval_notes.py: a field of lm-eval's results that misleads for a samples= run, and the truth."""
 
     field: str
     lm_eval_says: typing.Any

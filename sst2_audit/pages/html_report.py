@@ -5,7 +5,7 @@ with its interval, the plots; then the checks, the pins (rounded for people, exa
 and in run.json), and every question. The public page carries ids, hashes, scores and counts, never
 text of the data; the private variant (written to --private) adds each question's document as a
 field table. The page is a pure function of the run record and the lock, so the audit regenerates it
-and compares it byte for byte. Runs of record schema 3 keep their own layout (html_report_v3.py).
+and compares it byte for byte. Runs of record schema 3 keep their own layout (pages/html_report_v3.py).
 """
 
 from markupsafe import Markup

@@ -1,5 +1,5 @@
 """report.html as runs of record schema 3 wrote it: frozen, so that the audit regenerates those
-bundles' pages byte for byte. New runs' pages are html_report.py's (templates/report.html.j2).
+bundles' pages byte for byte. New runs' pages are pages/html_report.py's (templates/report.html.j2).
 
 One self-contained page per run (no network, no JavaScript), made from the records.
 

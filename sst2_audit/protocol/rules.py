@@ -1,4 +1,4 @@
-"""The scoring protocol, stated once, for every task (the task itself is data: task_spec.py).
+"""The scoring protocol, stated once, for every task (the task itself is data: task/spec.py).
 
 Zero-shot, no chat template, no system prompt, no BOS/EOS added; a candidate's score is the
 sum of its tokens' log-probabilities; `acc` predicts the argmax of the scores, `acc_norm` the

@@ -78,7 +78,7 @@ def check_length(pair: EncodedPair, max_length: int, idx: int) -> None:
 
 
 def encode_question(tokenizer, requests, idx: int, max_length: int, bos: bool = False) -> list:
-    """Every (context, continuation) request of a question encoded (task_spec.TaskSpec.requests), none too long."""
+    """Every (context, continuation) request of a question encoded (task/spec.TaskSpec.requests), none too long."""
     pairs = [encode_pair(tokenizer, context, candidate, bos) for context, candidate in requests]
     for pair in pairs:
         check_length(pair, max_length, idx)

@@ -1,7 +1,7 @@
 """The official path: lm_eval.simple_evaluate on the task's official config.
 
 Only the data-loading fields of the installed, hash-verified YAML (includes merged by
-lm-eval's own loader, see task_spec.py) are changed, so that the task reads the verified
+lm-eval's own loader, see task/spec.py) are changed, so that the task reads the verified
 cached parquet; the task keeps its name, prompt, choices, target, metrics and aggregation.
 """
 
@@ -23,7 +23,7 @@ class OfficialOutput:
     lm: object  # the HFLM, whose _encode_pair the identity check uses
 
 
-task_config = data_config  # the config the official path hands lm-eval (task_config.py)
+task_config = data_config  # the config the official path hands lm-eval (task/config.py)
 
 
 def config_differences(spec, effective: dict, num_fewshot: int) -> dict:

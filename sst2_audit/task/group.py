@@ -2,7 +2,7 @@
 
 A lock's `groups` entry names the group's YAML and one profile per subtask it runs, each on its first
 `rows` dev rows (hash order: a prefix, never a choice). Every subtask is an ordinary run with both paths,
-identity and records (run_job); the group adds group.json.
+identity and records (run/job); the group adds group.json.
 
 lm-eval 0.4.9.2 aggregates a group over every leaf task below it, nested groups flattened
 (evaluator_utils.consolidate_group_results), with aggregate_subtask_metrics (the mean, weighted by each
@@ -42,7 +42,7 @@ def _tags(raw: dict) -> list:
 
 def _config(path: Path) -> dict:
     """A YAML as lm-eval reads it (includes merged; a subject's tag may sit in an included file), read by the
-    one safe reader (task_yaml); {} for one it refuses."""
+    one safe reader (task/yaml_file); {} for one it refuses."""
 
     root = installed_root()
     try:

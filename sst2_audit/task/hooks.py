@@ -26,7 +26,7 @@ from sst2_audit.util.errors import CheckFailed, InputError
 
 HOOK_KEYS = ("process_docs", "doc_to_text", "doc_to_target", "doc_to_choice")  # hooks both paths may share
 # lm-eval alone runs a process_results hook; the independent path re-derives its metric with its own code, so
-# only a function whose exact source we have read and re-implemented is accepted (task_spec.RESULTS_RULES).
+# only a function whose exact source we have read and re-implemented is accepted (task/support.RESULTS_RULES).
 RESULTS_KEY = "process_results"
 # Modules a hook may import: text and data handling that is deterministic and stays in the process.
 ALLOWED_IMPORTS = {"re", "string", "datasets", "functools", "typing", "collections", "json", "math", "numpy",
@@ -74,7 +74,7 @@ class Hook:
     path: str  # the hook's file, relative to the folder holding the lm_eval package
     function: str
     file: str  # its absolute path on this machine (never recorded)
-    sha256: str | None = None  # the lock's pin (set by task_spec.spec_for)
+    sha256: str | None = None  # the lock's pin (set by task/spec.spec_for)
 
     def describe(self) -> str:
         return f"{self.key}: {self.path}::{self.function}"
@@ -107,7 +107,7 @@ def _function_tags(data: bytes) -> tuple:
 def find(config: dict, sources: list, root: Path) -> tuple:
     """The hooks of a merged config: each `!function` key resolved beside the YAML that wrote it (the
     task's own file first: an including file wins over its includes). sources: (relative path, bytes)
-    of every YAML the task's reading parsed (task_yaml.Reading)."""
+    of every YAML the task's reading parsed (task/yaml_file.Reading)."""
     import yaml
 
 
@@ -269,7 +269,7 @@ def function_source(data: bytes, function: str) -> str | None:
 
 
 def source_sha256(file: Path, function: str) -> str | None:
-    """sha256 of a hook function's own source (task_spec.RESULTS_RULES recognises a process_results by it)."""
+    """sha256 of a hook function's own source (task/support.RESULTS_RULES recognises a process_results by it)."""
     text = function_source(Path(file).read_bytes(), function) if Path(file).is_file() else None
     return hashlib.sha256(text.encode("utf-8")).hexdigest() if text is not None else None
 

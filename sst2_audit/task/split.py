@@ -2,7 +2,7 @@
 
 Rule (also written in the lock): order rows by sha256(salt + ":" + str(idx)),
 ties by idx; the first dev_rows are the dev set, the next confirm_rows are the
-confirmation set. Confirmation rows never reach a model: run_job calls
+confirmation set. Confirmation rows never reach a model: run/job calls
 require_dev() on the ids before either scoring path sees them.
 """
 
