@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sst2_audit.bundle import run as bundle  # noqa: E402
 from sst2_audit.audit.loading import load_run  # noqa: E402
 from sst2_audit.cli.common import DEFAULT_LOCK  # noqa: E402
+from sst2_audit.formats.lock import load_lock  # noqa: E402
 
 CARRIED = bundle.PUBLIC_FILES
 
@@ -31,7 +32,7 @@ def main() -> int:
         for name in CARRIED:
             if name in old:
                 (run_dir / name).write_bytes(old[name])
-        run = load_run(run_dir, DEFAULT_LOCK)
+        run = load_run(run_dir, load_lock(DEFAULT_LOCK))
         results = Path(scratch) / "results"
         packed = bundle.pack(run, args.cache, results)
         _, new = bundle.read_members(packed)

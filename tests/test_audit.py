@@ -10,6 +10,7 @@ import tarfile
 import pytest
 
 from conftest import EMBEDDED_COLUMNS, REPO, run_script
+from sst2_audit.formats.lock import load_lock
 from sst2_audit.cli import audit_main
 from sst2_audit.task.dataset import read_parquet
 from sst2_audit.scoring.identity import tokens_hash
@@ -328,4 +329,4 @@ def test_bundle_refuses_a_cache_the_run_did_not_use(run_copy, embedded_cache, tm
     from sst2_audit.util.errors import InputError
 
     with pytest.raises(InputError, match="manifest.json does not describe the resources run test-full used"):
-        bundle_contents(load_run(run_copy, REPO / "resources.lock.json"), tmp_path / "other")
+        bundle_contents(load_run(run_copy, load_lock(REPO / "resources.lock.json")), tmp_path / "other")

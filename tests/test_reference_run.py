@@ -7,11 +7,15 @@ The reference made before the strict mode (tests/data/amd-avx2-mode-reference.ta
 on an AMD EPYC) is a user's older bundle: it passes, the verdict naming its mode.
 """
 
+import collections
 import json
+import pathlib
 import tarfile
 
 from conftest import REPO, run_script
 from sst2_audit.cli import audit_main
+from sst2_audit.formats import manifest
+from sst2_audit.scoring import model
 from sst2_audit.protocol.drift import DRIFT_BOUND
 from sst2_audit.protocol.numeric import numeric_key
 
@@ -31,11 +35,41 @@ def test_reference_bundle_passes_arithmetic(capsys):
     assert "run embedded-full-reference, profile embedded, 64 rows" in out
 
 
-def test_the_default_audit_rescores_the_reference_as_the_avx2_only_machine_scored_it(embedded_cache, capsys):
+def _counting(monkeypatch) -> dict:
+    """Wrappers that count (and then call) the real reads: the reviewer's lock, each cache file's hash, the
+    tokenizer's load."""
+    counts = {"lock reads": 0, "hashed": collections.Counter(), "tokenizer loads": 0}
+    lock, read_bytes = (REPO / "resources.lock.json").resolve(), pathlib.Path.read_bytes
+    hash_file, load_tokenizer = manifest.sha256_file, model._load_tokenizer
+
+    def counted_read(path):
+        counts["lock reads"] += pathlib.Path(path).resolve() == lock
+        return read_bytes(path)
+
+    def counted_hash(path):
+        counts["hashed"][pathlib.Path(path).name] += 1
+        return hash_file(path)
+
+    def counted_tokenizer(folder):
+        counts["tokenizer loads"] += 1
+        return load_tokenizer(folder)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", counted_read)
+    monkeypatch.setattr(manifest, "sha256_file", counted_hash)
+    monkeypatch.setattr(model, "_load_tokenizer", counted_tokenizer)
+    return counts
+
+
+def test_the_default_audit_rescores_the_reference_as_the_avx2_only_machine_scored_it(embedded_cache, capsys,
+                                                                                       monkeypatch):
     """Made on an AVX-512 machine in the pinned mode; measured on an AVX2-only EPYC (Zen 3). The default
     audit rescores every row here, in the lock's mode, and must find the reference's scores bit for bit;
-    those are the AVX2-only machine's."""
+    those are the AVX2-only machine's. Its inputs are built once: one read of the lock, one hash of each
+    cache file, one tokenizer, for the identity level and the rescore together."""
+    counts = _counting(monkeypatch)
     assert audit_main(["--bundle-file", str(BUNDLE), "--cache", str(embedded_cache)]) == 0
+    assert counts["lock reads"] == 1 and counts["tokenizer loads"] == 1
+    assert "model.safetensors" in counts["hashed"] and set(counts["hashed"].values()) == {1}
     out = capsys.readouterr().out
     assert "identity: PASS" in out and "scores: 0 of 128 differ, max abs diff 0" in out
     machine = json.loads(AVX2_MACHINE.read_text())["modes"]

@@ -6,22 +6,25 @@ confirmation ids from the lock's split rule, and checks that no confirmation id
 appears anywhere in the records.
 """
 
-from pathlib import Path
 
-from sst2_audit.util import warm
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.scoring.identity import check_question_records, expected_question, public_target
-from sst2_audit.scoring.model import load_tokenizer
-from sst2_audit.task.split import row_hash, rows_of
-from sst2_audit.task.rows import shot_plan, verified_rows
+from sst2_audit.task.split import row_hash
+from sst2_audit.task.rows import verified_rows
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.loading import RunFolder
 
 
-def _resources(result: LevelResult, run: RunFolder, spec, profile, cache, model: bool = True):
-    """The reviewer's cache re-hashed, and the run's resources equal to it: the split rows, or None."""
+def _resources(result: LevelResult, run: RunFolder, spec, profile, context):
+    """The reviewer's cache re-hashed (once per audit: context.inputs), and the run's resources equal to it: the
+    split rows, or None. A record that failed an earlier level gets its splits hashed here, never the model."""
     try:
-        data = verified_rows(run.lock, profile, spec, cache, roles=(*spec.splits, *(("model",) if model else ())))
+        if context.inputs is None:
+            data = verified_rows(run.lock, profile, spec, context.cache, roles=spec.splits)
+        elif context.inputs.data is None:
+            raise context.inputs.error
+        else:
+            data = context.inputs.data
         result.checks += 1
     except CheckFailed as error:
         result.fail(str(error))
@@ -59,15 +62,13 @@ def _split(result: LevelResult, run: RunFolder, data) -> None:
                 result.fail(f"row idx {idx}: a confirmation id appears in {place}; the confirmation set is sealed")
 
 
-def _questions(result: LevelResult, run: RunFolder, spec, data, cache) -> None:
+def _questions(result: LevelResult, run: RunFolder, spec, inputs) -> None:
     """Every question's prompt, hashes and token boundary rebuilt from the row and the cached tokenizer."""
-    warm.wait("transformers")
-    record, sealed = run.record, set(data.split.confirm_ids)
-    tokenizer = load_tokenizer(Path(cache) / "model")
+    if inputs.error is not None:  # the shots re-derived from the reviewer's lock and data were refused
+        raise inputs.error
+    record, data, tokenizer, shots = run.record, inputs.data, inputs.tokenizer, inputs.shots
+    sealed = set(data.split.confirm_ids)
     settings = run.lock.settings_for(record.profile, spec)
-    # the shots re-derived from the reviewer's lock and data, for the ids the reviewer's split scores
-    shots = shot_plan(run.lock, run.lock.profile(record.profile), spec, cache, data.manifest, data,
-                      rows_of(record.mode, data.split.dev_ids))
     expected = {idx: expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
                                        settings["add_bos_token"], shots)
                 for idx in record.split.scored_ids if idx in data.by_idx and idx not in sealed
@@ -100,8 +101,7 @@ def check(run: RunFolder, context) -> LevelResult:
     if spec is None:
         result.skipped = f"profile {record.profile!r} is not in the audit's lock"
         return result
-    data = _resources(result, run, spec, run.lock.profile(record.profile), context.cache,
-                      model=not context.records_failed)
+    data = _resources(result, run, spec, run.lock.profile(record.profile), context)
     if data is None:
         return result
     _split(result, run, data)
@@ -109,5 +109,5 @@ def check(run: RunFolder, context) -> LevelResult:
         result.notes.append("prompts and token boundaries not rebuilt: an earlier level did not pass (the tokenizer "
                             "is loaded only for a record that passed them)")
         return result
-    _questions(result, run, spec, data, context.cache)
+    _questions(result, run, spec, context.inputs)
     return result

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats import lm_eval_output, records, strict_json
-from sst2_audit.formats.lock import load_lock, Lock, lock_from_bytes, numeric_mode_change
+from sst2_audit.formats.lock import Lock, lock_from_bytes, numeric_mode_change
 from sst2_audit.formats.run_settings import NUMERIC_MODE_KEYS
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util.errors import CheckFailed, InputError
@@ -110,7 +110,8 @@ def _bounded(record, lock: Lock, samples, where: str) -> None:
                              f"longer than {MAX_CANDIDATE_TEXT} characters.")
 
 
-def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -> RunFolder:
+def load_run(path: Path, reviewer_lock: Lock, trust_bundle_lock: bool = False) -> RunFolder:
+    """The run folder's records read and checked for shape; `reviewer_lock` is the lock the command read once."""
     path = Path(path)
     if not path.is_dir():
         raise InputError(f"{path}: not a run folder (expected the --out folder of run.py).")
@@ -144,7 +145,7 @@ def load_run(path: Path, reviewer_lock: Path, trust_bundle_lock: bool = False) -
             raise InputError(f"{path}: --trust-bundle-lock given, but the run carries no {BUNDLE_LOCK}.")
         lock, source = claimed_lock, "the bundle's own lock (--trust-bundle-lock: NOT the reviewer's lock)"
     else:
-        lock, source = load_lock(reviewer_lock), f"the reviewer's lock {reviewer_lock}"
+        lock, source = reviewer_lock, f"the reviewer's lock {reviewer_lock.given}"
     if record is not None:
         _bounded(record, lock, samples, str(run_file))
     return RunFolder(path, record, failure, results, samples, environment, lock, source, claimed_lock,

@@ -24,9 +24,8 @@ from sst2_audit.scoring.model import load as load_model
 from sst2_audit.protocol.numeric import fingerprint, mode_words, threads_for, one_line, runs_the_mode, same_platform
 from sst2_audit.util.progress import say
 from sst2_audit.protocol.rules import predict
-from sst2_audit.task.split import rows_of
-from sst2_audit.task.rows import shot_plan, verified_rows
 from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.inputs import build as build_inputs
 from sst2_audit.audit.loading import RunFolder
 
 
@@ -65,10 +64,13 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     import torch
 
     record, spec, cache, rows = run.record, run.task_spec(), context.cache, context.policy.rescore
-    profile = run.lock.profile(record.profile)
-    data = verified_rows(run.lock, profile, spec, cache, roles=("model", *spec.splits))
-    rescoring.scored = rows_of(record.mode, data.split.dev_ids)
-    shots = shot_plan(run.lock, profile, spec, cache, data.manifest, data, rescoring.scored)
+    inputs = context.inputs
+    if inputs is None:  # a rescore without the identity level before it: its own inputs, its own tokenizer
+        inputs = build_inputs(run, cache)
+        inputs.tokenizer_free.set()
+    if inputs.error is not None:
+        raise inputs.error
+    data, shots, rescoring.scored = inputs.data, inputs.shots, inputs.scored
     rescoring.chosen = draw(rescoring.scored, rows, rescoring.seed)
     data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
     settings = run.lock.settings_for(record.profile, spec)
@@ -76,7 +78,7 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
         return
     start = time.perf_counter()
-    model, tokenizer = load_model(Path(cache) / "model", settings)
+    model, tokenizer = load_model(Path(cache) / "model", settings, inputs.tokenizer)
     if stop.is_set():  # the levels failed meanwhile: nothing more is said or scored
         return
     say(f"[rescore: load model] done in {time.perf_counter() - start:.1f} s")
@@ -88,6 +90,7 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     rescoring.bits, rescoring.why = runs_the_mode(settings, rescoring.here)
     name, start = f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}", time.perf_counter()
     say(f"[{name}] ...")
+    inputs.tokenizer_free.wait()  # one tokenizer, used by one thread at a time: the identity level's first
     for idx in rescoring.chosen:
         if stop.is_set():  # the record's scores will not be compared: stop quietly
             return

@@ -12,7 +12,7 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 import dataclasses
 from dataclasses import dataclass
 
-from sst2_audit.audit import arithmetic, claims, identity_level, rescore
+from sst2_audit.audit import arithmetic, claims, identity_level, inputs, rescore
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import Outcome
 from sst2_audit.pages import plots
@@ -44,6 +44,7 @@ class Context:
     cache: object
     policy: Policy
     records_failed: bool = False  # an earlier level failed: the identity level loads no tokenizer, hashes no model
+    inputs: object = None  # audit.inputs.Inputs: built once when the record levels passed
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
             # that fails them costs no model, tokenizer or transformers import). The rescore's record-free
             # work (the reviewer's own rows through the model) runs beside the identity level.
             warm.start("transformers")
+            context = dataclasses.replace(context, inputs=inputs.build(run, context.cache))
             if policy.rescore:
                 prefetch = rescore.start(run, context)
         reason = level.skip(policy) if level.skip else None
@@ -125,7 +127,11 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
             outcome.levels.append(LevelResult(level.name, skipped=reason))
             outcome.limits.append(level.limit)
         else:
-            outcome.levels.append(_checked(level.name, lambda: level.check(run, context)))
+            try:
+                outcome.levels.append(_checked(level.name, lambda: level.check(run, context)))
+            finally:  # the rescore's thread tokenizes only once the identity level no longer does
+                if level.name == "identity" and context.inputs is not None:
+                    context.inputs.tokenizer_free.set()
     if run.record is not None and not outcome.failed:  # the reviewer's own spec names the hooks, never the record
         outcome.shared = [f"{hook.key} ({hook.path}::{hook.function})" for hook in run.task_spec().shared_hooks]
     if run.record is None:

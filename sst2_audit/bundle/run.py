@@ -55,7 +55,7 @@ def bundle_contents(run, cache: Path) -> dict:
         if (run.path / name).exists():
             contents[name] = (run.path / name).read_bytes()
     _refuse_machine_folders(run.lock)
-    contents[BUNDLE_LOCK] = run.lock.path.read_bytes()  # the reviewer's lock the audit just passed
+    contents[BUNDLE_LOCK] = run.lock.data  # the bytes of the reviewer's lock the audit just passed, as read
     manifest = read_manifest(cache)
     if manifest is None:
         raise InputError(f"{cache}: no {MANIFEST_NAME}; the bundle needs the manifest of the cache the run used "

@@ -64,7 +64,8 @@ def main(argv) -> int:
     args = parser.parse_args(argv)
     _check_usage(parser, args)
 
-    numeric_mode(load_lock(args.lock))  # rescore runs in the reviewer's lock's numeric mode
+    args.lock = load_lock(args.lock)  # read once: every level, subtask and bundle uses these bytes
+    numeric_mode(args.lock)  # rescore runs in the reviewer's lock's numeric mode
     group = not args.compare and _is_group(args.run or args.bundle_file)
     if group and args.trust_bundle_lock:
         raise InputError("--trust-bundle-lock audits one run against the lock it carries; a group is audited "
@@ -161,7 +162,7 @@ def _is_group(path: Path) -> bool:
 
 def _audit_group_bundle(args, scratch: Path) -> int:
     try:
-        folder, checks = group_bundle.unpack_verified(args.bundle_file, scratch, load_lock(args.lock))
+        folder, checks = group_bundle.unpack_verified(args.bundle_file, scratch, args.lock)
     except CheckFailed:  # no record was read; the reason follows on stderr
         print("VERDICT: FAIL (group bundle SHA256SUMS and members): the bundle was refused before any record was "
               "read; exit 1")
@@ -174,7 +175,7 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     """Every subtask's run audited as any run (its cache: --cache/<profile>), then the group level; one verdict
     first and last over all of them. `folder` is the group folder or a verified group bundle unpacked."""
 
-    lock = load_lock(args.lock)
+    lock = args.lock
     record = group_level.read_group(folder)
     group = group_level.check(folder, record, lock)
     if args.bundle:  # refused before the audit's work, not after it

@@ -4,6 +4,7 @@ The lock is read once, validated field by field, and turned into frozen
 objects; every later step takes its pins from here and nowhere else.
 """
 
+import dataclasses
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -104,6 +105,8 @@ class Lock:
     profiles: dict
     schema_version_read: int = 0  # the schema_version as written, before any upgrade
     groups: dict = field(default_factory=dict)  # name -> GroupPin: an lm-eval group over some profiles' tasks
+    data: bytes = field(default=b"", repr=False, compare=False)  # the bytes read and parsed (a bundle packs these)
+    given: str = ""  # the path as the user gave it (messages name the file so)
 
     def settings_for(self, profile: str, spec) -> dict:
         """The run settings of a profile: the defaults, the lock's, the task YAML's own `num_fewshot`
@@ -372,7 +375,8 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
 
 def lock_from_bytes(data: bytes, path) -> Lock:
     """A lock from the bytes read once: its sha256 is of exactly the bytes parsed."""
-    return parse_lock(strict_json.loads(data, str(path)), Path(path).resolve(), hashlib.sha256(data).hexdigest())
+    lock = parse_lock(strict_json.loads(data, str(path)), Path(path).resolve(), hashlib.sha256(data).hexdigest())
+    return dataclasses.replace(lock, data=data, given=str(path))
 
 
 def load_lock(path) -> Lock:
