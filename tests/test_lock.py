@@ -89,3 +89,45 @@ def test_local_resource_without_sha256_is_refused(tmp_path):
     lock.write_text(json.dumps(raw))
     with pytest.raises(InputError, match="every file of a local resource needs its sha256"):
         load_lock(lock)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda raw: raw["profiles"]["embedded"].update(demo="yes"), "profiles.embedded.demo: expected bool, got str 'yes'"),
+    (lambda raw: raw["profiles"]["embedded"].update(notice=7), "profiles.embedded.notice: expected str, got int 7"),
+    (lambda raw: raw["profiles"]["embedded"].update(descripton="typo"),
+     "profiles.embedded: unknown key(s) 'descripton'; a profile holds model, data, task, demo, description, notice, "
+     "settings."),
+    (lambda raw: raw.update(profile={}), "unknown top-level key(s) 'profile'; a lock holds schema, schema_version"),
+])
+def test_a_lock_is_read_strictly_nothing_coerced_nothing_ignored(tmp_path, edit, message):
+    raw = load_lock_json()
+    edit(raw)
+    path = tmp_path / "lock.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=None) as caught:
+        load_lock(path)
+    assert message in str(caught.value)
+
+
+def test_generated_profile_keys_and_types_are_refused_or_read_exactly(tmp_path):
+    """Generated profiles: every key outside the profile's own, and every wrongly typed known key, is exit 2
+    naming it; the lock as shipped reads."""
+    import random
+
+    rng = random.Random(2026)
+    values = [None, 0, 1.5, "x", [], {}, True]
+    for case in range(60):
+        raw = load_lock_json()
+        body = raw["profiles"]["embedded"]
+        key = rng.choice(["demo", "description", "notice", "task", f"k{rng.randrange(10**6)}"])
+        value = rng.choice(values)
+        body[key] = value
+        path = tmp_path / f"lock-{case}.json"
+        path.write_text(json.dumps(raw))
+        kind = {"demo": bool, "description": str, "notice": str, "task": str}.get(key)
+        if kind is not None and type(value) is kind and not (key == "task" and value != "sst2"):
+            assert load_lock(path).profile("embedded").name == "embedded"
+            continue
+        with pytest.raises(InputError) as caught:
+            load_lock(path)
+        assert "profiles.embedded" in str(caught.value) and "\n" not in str(caught.value)

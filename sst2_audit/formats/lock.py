@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.formats import strict_json
-from sst2_audit.formats.fields import columns_of, safe_relative
+from sst2_audit.formats.fields import columns_of, LOCK_KEYS, safe_relative, strict_profile
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 from sst2_audit.util.sanitize import RUN_NAME
@@ -316,22 +316,21 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
         if not RUN_NAME.match(name):  # it names cache folders and lines of output
             raise InputError(f"{where}: profile name {name[:80]!r}: expected 1-100 letters, digits, '.', '_' or '-', "
                              "starting with a letter or digit.")
-        if not isinstance(body, dict):
-            raise InputError(f"{here}: expected an object, got {type(body).__name__}.")
+        strict_profile(body, here)
         model_body, model_where = _model_of(body, models, here)
         task = body.get("task", evaluator["task"])
         if not isinstance(task, str):
             raise InputError(f"{here}.task: expected a task name, got {type(task).__name__} {str(task)[:40]!r}.")
         profiles[name] = Profile(
             name=name,
-            demo=bool(body.get("demo", False)),
-            description=str(body.get("description", "")),
+            demo=body.get("demo", False),
+            description=body.get("description", ""),
             model=_resource(model_body, "model", model_where),
             data=_resource(_data_body(body, task, here), "data", f"{here}.data"),
             pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body.get("model") != model_body
                                                     else body)),  # a named model's pins bind the cache too
             task=task,
-            notice=body.get("notice") if isinstance(body.get("notice"), str) else None,
+            notice=body.get("notice"),
             settings=profile_settings(body.get("settings", {}), f"{here}.settings"),
         )
         if profiles[name].data.get("columns") is not None:  # validated here; missing ones refused where used
@@ -354,6 +353,10 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
             f"{where}: expected schema {LOCK_SCHEMA!r} version {LOCK_SCHEMA_VERSION}, "
             f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
         )
+    unknown = sorted(set(raw) - set(LOCK_KEYS))
+    if unknown:
+        raise InputError(f"{where}: unknown top-level key(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; a lock "
+                         f"holds {', '.join(LOCK_KEYS)}.")
     evaluator = _evaluator(raw, where)
     split = _need(raw, "split", dict, where)
     for key, kind in (("salt", str), ("rule", str), ("dev_rows", int), ("confirm_rows", int)):
