@@ -60,3 +60,16 @@ def test_an_int_or_text_field_takes_exactly_one_of_them():
     for value in (1.5, True, None, [1], {"a": 1}):
         with pytest.raises(InputError, match=r"^x\.target: expected int or str, got "):
             typed(int | str, value, "x.target")
+
+
+def test_a_group_record_from_a_version_that_never_existed_is_refused():
+    """One schema version number serves four record kinds; a group record began at 4, so a group record of
+    version 1 to 3 is not upgraded into one but refused (exit 2 naming the file and the versions)."""
+    from sst2_audit.formats.records import FIRST_VERSION, from_dict, GroupRecord
+    from sst2_audit.util.errors import InputError
+
+    assert FIRST_VERSION["sst2-audit/group"] == 4
+    for version in (1, 2, 3):
+        with pytest.raises(InputError, match=f"group.json: sst2-audit/group records begin at schema_version 4, "
+                                             f"got {version}"):
+            from_dict(GroupRecord, {"kind": "sst2-audit/group", "schema_version": version}, "group.json")

@@ -300,6 +300,9 @@ def _upgrade_from_3(raw: dict) -> dict:
 
 # schema_version -> function returning the next version's dict
 UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
+# The schema version each record kind was first written at: one version number is shared by the kinds, and
+# an upgrade chain starts only where a kind existed (a group record "of version 1" never was).
+FIRST_VERSION = {"sst2-audit/run": 1, "sst2-audit/failure": 1, "sst2-audit/private": 1, "sst2-audit/group": 4}
 
 
 def from_dict(kind, raw: dict, where: str):
@@ -309,6 +312,9 @@ def from_dict(kind, raw: dict, where: str):
     version = raw.get("schema_version")
     if type(version) is not int:  # `true` == 1 in Python; a schema version is an integer
         raise InputError(f"{where}: schema_version must be an integer, got {version!r}.")
+    if raw.get("kind") == expected_kind and version < FIRST_VERSION[expected_kind]:  # an upgrade only from a
+        raise InputError(f"{where}: {expected_kind} records begin at schema_version "  # version that existed
+                         f"{FIRST_VERSION[expected_kind]}, got {version}.")
     while version in UPGRADES and raw.get("kind") == expected_kind:
         raw = UPGRADES[version](raw)
         version = raw.get("schema_version")
