@@ -282,10 +282,12 @@ def test_compare_names_the_one_setting_that_differs(embedded_cache, tmp_path):
     settings = [line for line in lines if line.startswith("setting ")]
     assert settings == ["setting seed: 94 -> 95"]
     assert not [line for line in lines if line.startswith(("resource ", "evaluator "))]
-    assert lines[-2:] == [
+    assert lines[-3:] == [
         "accuracy: 0.5000 -> 0.5000; 0 prediction(s) changed, 0 question(s) with different scores",
         "scores: 0 of 4 differ, max abs diff 0; 0 prediction flip(s); verdict: identical "
-        "(same numeric platform: bit for bit required)"]
+        "(same numeric platform: bit for bit required)",
+        "comparison verdict: identical (same numeric platform: bit for bit required)"]
+    assert lines[0] == lines[-1]
 
 
 def test_bad_usage_exits_2(capsys, tmp_path):

@@ -138,9 +138,12 @@ def test_compare_across_platforms_reports_the_drift_and_a_verdict():
     lines = done.stdout.splitlines()
     assert any(line.startswith("numeric platform: not recorded (a run made before the numeric platform was recorded) -> ")
                for line in lines)
-    assert lines[-1] == ("scores: 127 of 128 differ, max abs diff 3.29e-05 at row idx 127 candidate 0; "
+    assert lines[-2] == ("scores: 127 of 128 differ, max abs diff 3.29e-05 at row idx 127 candidate 0; "
                          "0 prediction flip(s); verdict: platform drift within the bound "
                          "(different numeric platform: drift bound 0.0001 per score)")
+    # the verdict opens and closes the comparison, as it does an audit
+    assert lines[0] == lines[-1] == ("comparison verdict: platform drift within the bound "
+                                     "(different numeric platform: drift bound 0.0001 per score)")
 
 
 OLD_MODE = REPO / "tests" / "data" / "amd-avx2-mode-reference.tar.gz"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from sst2_audit.audit.loading import MAX_CANDIDATES
 from sst2_audit.pages.render import render
-from sst2_audit.protocol.drift import judge
+from sst2_audit.protocol.drift import DRIFT, IDENTICAL, judge
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.numeric import one_line, same_platform
 from sst2_audit.protocol.rules import predict
@@ -25,16 +25,25 @@ class Comparison:
     paired: PairedComparison | None = None
     summary: list = field(default_factory=list)  # further lines
     verdict: str | None = None  # drift.IDENTICAL, DRIFT or DIFFERENT: the exit code follows it
+    verdict_line: str = ""  # the verdict with its basis: first and last on the page and the console
+    notices: list = field(default_factory=list)  # each demo run's notice, shown first on the page
+    probes: tuple = ()  # (A, B): each run's numeric probe digest, which decides bits or drift
+
+    @property
+    def style(self) -> str:
+        """The page's box for the verdict: pass (identical), the amber box (drift within the bound), fail (different)."""
+        return {IDENTICAL: "pass", DRIFT: "demo"}.get(self.verdict, "fail")
 
     def lines(self) -> list:
-        out = [f"{side}: {source}" for side, source in zip("AB", self.sources)] + [self.header]
+        out = ([f"comparison {self.verdict_line}"] if self.verdict_line else [])
+        out += [f"{side}: {source}" for side, source in zip("AB", self.sources)] + [self.header]
         out += [f"{what}: {a} -> {b}" for what, a, b in self.differences]
         out += [f"question idx {idx}: prediction {a} -> {b} (label {gold})" for idx, a, b, gold in self.changed]
         if self.paired is not None:
             out.append(f"flips: right in A, wrong in B: {len(self.flips_to_wrong)} {self.flips_to_wrong}; "
                        f"wrong in A, right in B: {len(self.flips_to_right)} {self.flips_to_right}")
             out.append(self.paired.line())
-        return out + self.summary
+        return out + self.summary + ([f"comparison {self.verdict_line}"] if self.verdict_line else [])
 
 
 def _differences(label: str, a: dict, b: dict) -> list:
@@ -108,7 +117,9 @@ def compare(a, b) -> Comparison:
                           f"{len(result.changed)} prediction(s) changed, {moved} question(s) with different scores")
     verdict = judge({idx: (qa[idx].scores["official"], qb[idx].scores["official"]) for idx in common}, same, predict)
     result.summary.append(verdict.line())
-    result.verdict = verdict.verdict
+    result.verdict, result.verdict_line = verdict.verdict, verdict.line().rpartition("; ")[2]
+    result.notices = sorted({r.notice for r in (ra, rb) if r.demo and r.notice})
+    result.probes = tuple((r.platform or {}).get("probe_sha256") or "not recorded" for r in (ra, rb))
     return result
 
 
