@@ -44,7 +44,7 @@ def safe_relative(path, where: str) -> str:
 LOCK_KEYS = ("schema", "schema_version", "evaluator", "split", "run_settings", "profiles", "models", "groups")
 
 
-PROFILE_KEYS = {"model": None, "data": None, "task": str, "demo": bool, "description": str, "notice": str,
+PROFILE_KEYS = {"model": None, "data": None, "task": None, "demo": bool, "description": str, "notice": str,
                 "settings": None}  # None: checked by its own reader
 
 
