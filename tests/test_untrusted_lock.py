@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEMOS, LOCK, REPO, load_lock_json, one_paragraph, run_script
+from conftest import DEMOS, LOCK, load_lock_json, one_paragraph, run_script
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.formats.lock import load_lock
