@@ -16,7 +16,6 @@ bit (SOURCE_MAP steps 65-67):
 import math
 import random
 
-import numpy as np
 
 BOOTSTRAP_ITERS = 100000  # simple_evaluate's default; a profile may pin another (settings.bootstrap_iters)
 
@@ -39,13 +38,17 @@ def mcc(golds, preds) -> float:
     return 0.0 if product == 0 else cov_ytyp / math.sqrt(product)
 
 
-def _f1_rows(golds: np.ndarray, preds: np.ndarray) -> np.ndarray:
+def _f1_rows(golds, preds):
+    import numpy as np  # numpy only where a corpus metric is computed: every command starts without it
+
     tp = ((golds == 1) & (preds == 1)).sum(axis=1)
     denominator = (golds == 1).sum(axis=1) + (preds == 1).sum(axis=1)
     return np.where(denominator == 0, 0.0, 2 * tp / np.maximum(denominator, 1))
 
 
-def _mcc_rows(golds: np.ndarray, preds: np.ndarray) -> np.ndarray:
+def _mcc_rows(golds, preds):
+    import numpy as np
+
     n = golds.shape[1]
     labels = np.unique(np.concatenate([golds.ravel(), preds.ravel()]))
     t_sum = np.stack([(golds == k).sum(axis=1) for k in labels])
@@ -59,8 +62,10 @@ def _mcc_rows(golds: np.ndarray, preds: np.ndarray) -> np.ndarray:
 ROWS = {"f1": _f1_rows, "mcc": _mcc_rows}  # each statistic over a (resamples, n) array at once
 
 
-def _python_generator_state(seed: int) -> np.random.RandomState:
-    """numpy's legacy MT19937 in exactly the state random.Random(seed) starts in."""
+def _python_generator_state(seed: int):
+    """numpy's legacy MT19937 (a RandomState) in exactly the state random.Random(seed) starts in."""
+    import numpy as np
+
     state = random.Random(seed).getstate()[1]
     generator = np.random.RandomState()
     generator.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624]))
@@ -69,6 +74,8 @@ def _python_generator_state(seed: int) -> np.random.RandomState:
 
 def resampled(statistic: str, items: list, iters: int) -> list:
     """Every bootstrap value lm-eval computes, in its order."""
+    import numpy as np
+
     golds = np.array([int(g) for g, _ in items], dtype=np.int64)
     preds = np.array([int(p) for _, p in items], dtype=np.int64)
     n, chunk, values = len(items), min(1000, iters), []
