@@ -31,7 +31,7 @@ class Comparison:
 
     @property
     def style(self) -> str:
-        """The page's box for the verdict: pass (identical), the amber box (drift within the bound), fail (different)."""
+        """The page's box for the verdict: pass (identical), amber (drift within the bound), fail (different)."""
         return {IDENTICAL: "pass", DRIFT: "demo"}.get(self.verdict, "fail")
 
     def lines(self) -> list:
