@@ -4,76 +4,15 @@ Each attack re-packs a bundle the way a submitter could (SHA256SUMS recomputed, 
 reviewer's own lock, cache and regenerated fields can catch it) and checks exit code and message.
 """
 
-import gzip
-import hashlib
-import io
 import json
 import os
 import shutil
-import tarfile
 
 import pytest
 
-from conftest import LOCK, REPO, local_lock, one_paragraph, run_script
+from bundles import REFERENCE, audit, edited, members_of, pack, regenerate_card
+from conftest import LOCK, local_lock, one_paragraph, run_script
 from sst2_audit.audit.rescore import draw
-from sst2_audit.cli import audit_main
-
-# The attacks edit a record schema 3 bundle: the reference made before the strict numeric mode (a user's older
-# bundle, which the reviewer's lock accepts with its mode named). CURRENT is today's reference (schema 4).
-REFERENCE = REPO / "tests" / "data" / "amd-avx2-mode-reference.tar.gz"
-CURRENT = REPO / "results" / "embedded-full-reference.tar.gz"
-TOP = "embedded-full-reference"
-
-
-def audit(capsys, *args):
-    code = audit_main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
-
-def members_of(bundle) -> dict:
-    with tarfile.open(bundle) as archive:
-        return {m.name.split("/", 1)[1]: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
-
-
-def pack(target, members: dict, top: str = TOP, sums: bool = True) -> None:
-    """Pack like a submitter: any content, with a SHA256SUMS that matches it."""
-    members = dict(members)
-    if sums:
-        members["SHA256SUMS"] = "".join(f"{hashlib.sha256(body).hexdigest()}  {name}\n"
-                                        for name, body in sorted(members.items()) if name != "SHA256SUMS").encode()
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w") as archive:
-        for name, body in sorted(members.items()):
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(body)
-            archive.addfile(info, io.BytesIO(body))
-    target.write_bytes(gzip.compress(raw.getvalue()))
-
-
-def edited(change, bundle=REFERENCE) -> dict:
-    members = members_of(bundle)
-    record = json.loads(members["run.json"])
-    change(record, members)
-    members["run.json"] = json.dumps(record, indent=2).encode()
-    return members
-
-
-def regenerate_card(members: dict) -> None:
-    """The submitter regenerates the card and the page from the forged record, so only the rescore can catch it."""
-    from sst2_audit.formats import records
-    from sst2_audit.pages import card
-    from sst2_audit.formats.lock import load_lock
-
-    from sst2_audit.pages.html_report import render
-    from sst2_audit.task.spec import spec_for
-
-    record = records.from_dict(records.RunRecord, json.loads(members["run.json"]), "run.json")
-    members["CARD.md"] = card.render(record, load_lock(LOCK)).encode()
-    if "report.html" in members:  # and the page
-        members["report.html"] = render(record, load_lock(LOCK), spec_for(load_lock(LOCK), record.task),
-                                        written_schema=json.loads(members["run.json"])["schema_version"]).encode()
-
 
 def test_the_salt_shopping_bundle_is_caught_by_the_reviewers_lock(embedded_cache, tmp_path, capsys):
     raw = json.loads(LOCK.read_text())

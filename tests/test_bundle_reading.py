@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO, one_paragraph
 from sst2_audit.cli import audit_main
-from test_attacks import REFERENCE, TOP, audit, members_of, pack
+from bundles import REFERENCE, TOP, audit, members_of, pack
 
 
 def test_a_2mb_gzip_bomb_is_refused_fast_and_small(tmp_path):

@@ -153,7 +153,7 @@ def _group_bundle_round_trip(tmp_path, out, cache):
     audit rescores every row of every subtask; a changed subtask bundle and an extra member are refused."""
     import tarfile
 
-    from test_attacks import members_of, pack
+    from bundles import members_of, pack
 
     results = tmp_path / "results"
     done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--structural", "--bundle",

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from conftest import REPO, one_paragraph, run_script
-from test_attacks import REFERENCE, audit
+from bundles import REFERENCE, audit
 
 
 def test_an_unwritable_out_or_private_folder_is_exit_2_and_leaves_nothing(embedded_cache, tmp_path):

@@ -94,7 +94,7 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path, 
     bundle = tmp_path / "results" / "mine-smoke.tar.gz"
     done = run_script("audit.py", "--lock", new_lock, "--bundle-file", bundle, "--cache", cache)
     assert done.returncode == 0, done.stdout + done.stderr
-    from test_attacks import members_of
+    from bundles import members_of
 
     for name, body in members_of(bundle).items():
         for machine in (str(home), "someone", str(tmp_path), "<home>", "../"):

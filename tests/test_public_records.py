@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from conftest import DEMOS, REPO, run_script, tiny_llama
-from test_attacks import members_of
+from bundles import members_of
 
 MARKER = re.compile(r"qz\d{6}x")
 KEPT = {"answer", "answerKey", "label", "labels", "subject"}  # what decides the gold index, not text a row carries

@@ -166,8 +166,7 @@ def test_a_bundle_made_in_the_earlier_mode_passes_and_the_verdict_names_the_mode
 def test_a_forged_bundle_in_the_earlier_mode_never_passes(embedded_cache, tmp_path, capsys):
     """Scores moved by 2e-5 in a bundle of the earlier mode: that mode is not reproducible across CPUs, so the
     best it gets is the drift verdict (exit 4, the mode named); moved by 2e-4 it is FAIL."""
-    from test_attacks import members_of, pack, regenerate_card
-    from test_verdict_attacks import forge_every_row
+    from bundles import forge_every_row, members_of, pack, regenerate_card
 
     for delta, code, head in ((2e-5, 4, "VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: "), (2e-4, 1, "VERDICT: FAIL (rescore")):
         members = members_of(OLD_MODE)

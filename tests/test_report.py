@@ -103,7 +103,7 @@ def test_the_public_report_carries_no_document_text(full_run, embedded_cache):
 
 
 def test_a_bundled_report_that_differs_from_the_records_fails_the_audit(full_run, embedded_cache, tmp_path, capsys):
-    from test_attacks import audit, members_of, pack
+    from bundles import audit, members_of, pack
 
     run = tmp_path / "run"
     shutil.copytree(full_run / "out", run)

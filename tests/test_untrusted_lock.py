@@ -20,7 +20,7 @@ from sst2_audit.formats.lock import load_lock
 from sst2_audit.task.spec import spec_for
 from sst2_audit.formats.fields import safe_relative
 from sst2_audit.task.yaml_file import confined, read
-from test_attacks import CURRENT, members_of, pack
+from bundles import CURRENT, members_of, pack
 
 
 def _payload(marker: Path) -> str:

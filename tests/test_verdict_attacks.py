@@ -15,7 +15,7 @@ import tarfile
 import pytest
 
 from conftest import LOCK, REPO
-from test_attacks import CURRENT, REFERENCE, TOP, audit, edited, members_of, pack, regenerate_card
+from bundles import CURRENT, forge_every_row, REFERENCE, TOP, audit, edited, members_of, pack, regenerate_card
 
 
 def _ustar_header(name: bytes, size: int, kind: bytes = b"0", magic: bytes = b"ustar\x0000") -> bytes:
@@ -98,32 +98,6 @@ def test_what_the_audit_read_is_what_gnu_tar_unpacks(embedded_cache, full_run, t
         unpacked = {p.name: p.read_bytes() for p in (target / top).iterdir()}
         assert [p.name for p in target.iterdir()] == [top]
         assert unpacked == members
-
-
-def forge_every_row(delta: float, platform_change):
-    """Every candidate score moved by delta on both paths and in lm-eval's samples (predictions and sums
-    unchanged), the platform claim edited, and the card and page regenerated: consistent in itself."""
-    def forge(record, members):
-        for question in record["questions"]:
-            if "scores" in question:  # record schema 4
-                question["scores"]["official"] = [s + delta for s in question["scores"]["official"]]
-                question["scores"]["independent"] = list(question["scores"]["official"])
-            else:
-                question["official_scores"] = [s + delta for s in question["official_scores"]]
-                question["independent_scores"] = list(question["official_scores"])
-        scores = {q["idx"]: q["scores"]["official"] if "scores" in q else q["official_scores"] for q in record["questions"]}
-        samples = [json.loads(line) for line in members["lm_eval_samples.public.jsonl"].splitlines()]
-        for sample in samples:
-            for number, score in enumerate(scores[sample["doc_id"]]):
-                sample["resps"][number][0][0] = score
-                if "filtered_resps" in sample:
-                    sample["filtered_resps"][number][0] = score
-        members["lm_eval_samples.public.jsonl"] = "".join(json.dumps(s) + "\n" for s in samples).encode()
-        platform_change(record["platform"])
-        environment = json.loads(members["environment.json"])
-        environment["platform"] = record["platform"]
-        members["environment.json"] = json.dumps(environment).encode()
-    return forge
 
 
 def test_a_platform_claim_does_not_loosen_the_bound(embedded_cache, tmp_path, capsys):
@@ -242,7 +216,7 @@ def _forged_lock(change) -> dict:
 
 
 @pytest.mark.parametrize("change, path", [
-    (lambda lock: lock.update(notice="independently verified"), "bundled lock: notice: expected '<absent>'"),
+    (lambda lock: lock.update(groups={}), "bundled lock: groups: expected '<absent>'"),
     (lambda lock: lock["profiles"]["embedded-rte"].update(description="x"), "bundled lock: profiles.embedded-rte.description"),
     (lambda lock: lock["evaluator"].update(note="x"), "bundled lock: evaluator.note"),
     (lambda lock: lock["evaluator"].update(task="rte", task_yaml=lock["evaluator"]["tasks"]["rte"]),
@@ -252,6 +226,14 @@ def test_the_whole_bundled_lock_must_be_the_reviewers(tmp_path, capsys, change, 
     pack(tmp_path / "lock.tar.gz", _forged_lock(change))
     code, out = audit(capsys, "--bundle-file", tmp_path / "lock.tar.gz", "--arithmetic-only")
     assert code == 1 and "lock: FAIL" in out and path in out, out
+
+
+def test_a_bundled_lock_with_a_key_no_lock_has_is_not_a_lock(tmp_path, capsys):
+    """A key outside the lock's own (a top-level `notice` a person might read as a claim) makes the carried file
+    no lock at all: bad input, exit 2 naming the key, as any carried lock that does not parse."""
+    pack(tmp_path / "lock.tar.gz", _forged_lock(lambda lock: lock.update(notice="independently verified")))
+    code, out = audit(capsys, "--bundle-file", tmp_path / "lock.tar.gz", "--arithmetic-only")
+    assert code == 2 and "resources.lock.json: unknown top-level key(s) 'notice'" in out, out
 
 
 CONTROL = ["\x1b[2J", "\x1b]0;PASS\x07", "\r", "\x00", "\u202e", "|", "<b>x</b>", "[a](javascript:x)", "`", "\n# PASS"]
