@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from conftest import DEMOS, REPO, one_paragraph, prepare_run_audit, run_script
+from conftest import DEMOS, REPO, prepare_run_audit, run_script
+from shadows import refused_with_a_changed_hook, shadow_lm_eval
 from sst2_audit.task import hooks
 from sst2_audit.util.errors import CheckFailed
-from sst2_audit.task.evaluator_pin import installed_root
 
 GOOD = "import re\nimport datasets\n\n\ndef process_docs(dataset):\n    return dataset.map(lambda d: d)\n"
 
@@ -146,42 +146,6 @@ def test_a_loaded_hook_is_the_pinned_bytes_or_nothing(tmp_path):
     assert hooks.source(partial_hook) == "functools.partial(<function process_docs at 0x...>)"
 
 
-def _shadow_lm_eval(tmp_path, folder: str, name: str, old: bytes, new: bytes):
-    """A copy of the installed lm_eval in which only tasks/`folder`/`name` differs, by one byte: every other
-    file is a link to the installed one. First on PYTHONPATH, it is the lm_eval a run imports."""
-    root = installed_root() / "lm_eval"
-    shadow = tmp_path / "shadow" / "lm_eval"
-    shadow.mkdir(parents=True)
-    for entry in root.iterdir():
-        if entry.name != "tasks":
-            (shadow / entry.name).symlink_to(entry)
-    (shadow / "tasks").mkdir()
-    for entry in (root / "tasks").iterdir():
-        if entry.name != folder:
-            (shadow / "tasks" / entry.name).symlink_to(entry)
-    (shadow / "tasks" / folder).mkdir()
-    for entry in (root / "tasks" / folder).iterdir():
-        if entry.is_file():
-            (shadow / "tasks" / folder / entry.name).write_bytes(entry.read_bytes())
-    hook = shadow / "tasks" / folder / name
-    changed = hook.read_bytes().replace(old, new)
-    assert len(changed) == hook.stat().st_size and changed != hook.read_bytes()  # one byte differs
-    hook.write_bytes(changed)
-    return {"PYTHONPATH": str(shadow.parent)}
-
-
-def _refused_with_a_changed_hook(tmp_path, profile: str, shadow: dict, file: str) -> None:
-    """The run stops before any model call and the audit of the good run fails, both naming the file."""
-    done = run_script("run.py", "--lock", DEMOS, "--profile", profile, "--cache", tmp_path / "cache", "--smoke",
-                      "--out", tmp_path / "out2", "--private", tmp_path / "private2", env=shadow)
-    assert done.returncode == 1, done.stderr
-    assert f"{file}: expected sha256 " in one_paragraph(done.stderr)
-    assert not (tmp_path / "out2").exists()
-    done = run_script("audit.py", "--lock", DEMOS, "--out", tmp_path / "out", "--cache", tmp_path / "cache", env=shadow)
-    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL"), done.stdout + done.stderr
-    assert f"{file}: expected sha256 " in done.stdout, done.stdout
-
-
 def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_byte_is_refused(tmp_path):
     """HellaSwag-shaped demo data at 10 shots: lm-eval and the independent path both run the pinned
     process_docs; both paths bit for bit, the default audit rescoring every row says PASS."""
@@ -200,8 +164,8 @@ def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_
     verdict = ("VERDICT: SCORES NOT VERIFIED: none of the 2 scored rows was rescored (--structural); shared pinned code, "
                "not re-derived: process_docs (lm_eval/tasks/hellaswag/utils.py::process_docs); exit 4")
     assert done.returncode == 4 and done.stdout.splitlines()[0] == verdict == done.stdout.splitlines()[-1], done.stdout
-    shadow = _shadow_lm_eval(tmp_path, "hellaswag", "utils.py", b'text.replace("  ", " ")', b'text.replace("  ", "_")')
-    _refused_with_a_changed_hook(tmp_path, "embedded-hellaswag-10shot", shadow, "lm_eval/tasks/hellaswag/utils.py")
+    shadow = shadow_lm_eval(tmp_path, "hellaswag", "utils.py", b'text.replace("  ", " ")', b'text.replace("  ", "_")')
+    refused_with_a_changed_hook(tmp_path, "embedded-hellaswag-10shot", shadow, "lm_eval/tasks/hellaswag/utils.py")
 
 
 def test_winogrande_a_multiple_input_task_scores_every_context_with_the_shared_continuation(tmp_path):
@@ -221,8 +185,8 @@ def test_winogrande_a_multiple_input_task_scores_every_context_with_the_shared_c
         assert question["context"].count("\n\n") == 5
         assert recorded["label"] == int(row["answer"]) - 1 and len(recorded["scores"]["official"]) == 2
         assert recorded["candidate_token_counts"][0] == recorded["candidate_token_counts"][1]  # one continuation
-    shadow = _shadow_lm_eval(tmp_path, "winogrande", "preprocess_winogrande.py", b'{"1": 0, "2": 1}', b'{"1": 0, "2": 0}')
-    _refused_with_a_changed_hook(tmp_path, "embedded-winogrande-5shot", shadow,
+    shadow = shadow_lm_eval(tmp_path, "winogrande", "preprocess_winogrande.py", b'{"1": 0, "2": 1}', b'{"1": 0, "2": 0}')
+    refused_with_a_changed_hook(tmp_path, "embedded-winogrande-5shot", shadow,
                                  "lm_eval/tasks/winogrande/preprocess_winogrande.py")
 
 

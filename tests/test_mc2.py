@@ -16,7 +16,7 @@ from sst2_audit.task import hooks
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.protocol.metrics import VALUE_TOLERANCE
 from sst2_audit.protocol.rules import mc2_mass
-from test_hooks import _refused_with_a_changed_hook, _shadow_lm_eval
+from shadows import refused_with_a_changed_hook, shadow_lm_eval
 
 UTILS = "lm_eval/tasks/truthfulqa/utils.py"
 
@@ -93,8 +93,8 @@ def test_truthfulqa_mc2_end_to_end_re_derived_and_a_changed_hook_byte_refused(tm
     # rounding only (numpy's exp and pairwise sums against ours): at most a few units of 1e-16
     assert re.search(r"its own code, largest difference (0\.0e\+00|[1-9]\.\de-1[6-7]) \(accepted up to 1e-12\)", card)
     # the hook lm-eval runs is pinned like any other: one changed byte stops the run and fails the audit
-    shadow = _shadow_lm_eval(tmp_path, "truthfulqa", "utils.py", b"labels == 1", b"labels == 0")
-    _refused_with_a_changed_hook(tmp_path, "embedded-truthfulqa-mc2", shadow, UTILS)
+    shadow = shadow_lm_eval(tmp_path, "truthfulqa", "utils.py", b"labels == 1", b"labels == 0")
+    refused_with_a_changed_hook(tmp_path, "embedded-truthfulqa-mc2", shadow, UTILS)
     _tampered_records_fail(tmp_path)
 
 
