@@ -108,8 +108,8 @@ def _against_lm_eval(result: LevelResult, run: RunFolder, spec, record) -> None:
         result.expect(where, "doc_hash", sample.doc_hash, question.doc_hash)
     reported = run.lm_eval_results.get("results", {}).get(spec.name, {})
     for metric in spec.metrics:  # run.json names lm-eval's numbers by our metric (mc2 is lm-eval's `acc`)
-        for key, name in ((metric, METRICS[metric].reported_as), (f"{metric}_stderr",
-                                                                  f"{METRICS[metric].reported_as}_stderr")):
+        reported_as = METRICS[metric].reported_as
+        for key, name in ((metric, reported_as), (f"{metric}_stderr", f"{reported_as}_stderr")):
             result.expect("lm-eval results", f"{name},none", reported.get(f"{name},none"),
                           record.lm_eval_reported.get(key))
     result.expect("lm-eval reported", "keys", sorted(k for m in spec.metrics for k in (m, f"{m}_stderr")),
@@ -175,7 +175,6 @@ def check(run: RunFolder, context) -> LevelResult:
         _summaries(result, spec, record)
         for metric in (m for m in spec.metrics if METRICS[m].kind == "value"):
             result.notes.append(f"{metric}: re-derived from the scores by sst2-audit's own code (lm-eval ran the "
-                                "task's "
-                                f"process_results); largest difference from lm-eval's logged values "
+                                "task's process_results); largest difference from lm-eval's logged values "
                                 f"{largest_value_difference(record, metric)!r} (accepted up to {VALUE_TOLERANCE})")
     return result

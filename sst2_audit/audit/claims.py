@@ -129,9 +129,8 @@ def _resources(result: LevelResult, run: RunFolder, record, profile) -> None:
             result.expect(f"resource {path}", "sha256 (the lock's pin)", pin, listed[path].sha256)
     roles = sorted(e.role for e in record.resources if e.role != "model")
     wheel = profile.model.get("wheel")
-    result.expect("resources", "other roles", sorted([f.split for f in profile.data.files] + (["download"] if wheel
-                                                                                              else [])),
-                  roles)
+    others = [f.split for f in profile.data.files] + (["download"] if wheel else [])
+    result.expect("resources", "other roles", sorted(others), roles)
     for entry in record.resources:
         if entry.role == "download" and wheel:
             result.expect(f"resource {entry.path}", "sha256 (the lock's wheel)", wheel["sha256"], entry.sha256)
@@ -179,8 +178,8 @@ def _exact_fields(result: LevelResult, run: RunFolder, record) -> None:
         counts = (run.lm_eval_results.get("n-samples") or {}).get(record.task)
         rows = run.lock.split.dev_rows + run.lock.split.confirm_rows
         result.expect("lm-eval results", f"n-samples.{record.task} (original = effective = the split's rows, "
-                      f"at least {rows})", True, isinstance(counts, dict) and sorted(counts) == ["effective",
-                                                                                                 "original"]
+                      f"at least {rows})", True,
+                      isinstance(counts, dict) and sorted(counts) == ["effective", "original"]
                       and all(type(v) is int for v in counts.values()) and counts["effective"] == counts["original"]
                       and rows <= counts["effective"] <= 10 ** 9)
     if record.third_party_log is not None:  # informational counts, but only of messages that exist, and positive

@@ -35,15 +35,15 @@ class Comparison:
         return {IDENTICAL: "pass", DRIFT: "demo"}.get(self.verdict, "fail")
 
     def lines(self) -> list:
-        out = ([f"comparison {self.verdict_line}"] if self.verdict_line else [])
-        out += [f"{side}: {source}" for side, source in zip("AB", self.sources)] + [self.header]
+        verdict = [f"comparison {self.verdict_line}"] if self.verdict_line else []  # first and last
+        out = verdict + [f"{side}: {source}" for side, source in zip("AB", self.sources)] + [self.header]
         out += [f"{what}: {a} -> {b}" for what, a, b in self.differences]
         out += [f"question idx {idx}: prediction {a} -> {b} (label {gold})" for idx, a, b, gold in self.changed]
         if self.paired is not None:
             out.append(f"flips: right in A, wrong in B: {len(self.flips_to_wrong)} {self.flips_to_wrong}; "
                        f"wrong in A, right in B: {len(self.flips_to_right)} {self.flips_to_right}")
             out.append(self.paired.line())
-        return out + self.summary + ([f"comparison {self.verdict_line}"] if self.verdict_line else [])
+        return out + self.summary + verdict
 
 
 def _differences(label: str, a: dict, b: dict) -> list:
@@ -117,7 +117,7 @@ def compare(a, b) -> Comparison:
                           f"{len(result.changed)} prediction(s) changed, {moved} question(s) with different scores")
     verdict = judge({idx: (qa[idx].scores["official"], qb[idx].scores["official"]) for idx in common}, same, predict)
     result.summary.append(verdict.line())
-    result.verdict, result.verdict_line = verdict.verdict, verdict.line().rpartition("; ")[2]
+    result.verdict, result.verdict_line = verdict.verdict, verdict.words()
     result.notices = sorted({r.notice for r in (ra, rb) if r.demo and r.notice})
     result.probes = tuple((r.platform or {}).get("probe_sha256") or "not recorded" for r in (ra, rb))
     return result

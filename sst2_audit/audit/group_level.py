@@ -29,9 +29,8 @@ def check(folder: Path, record: records.GroupRecord, lock) -> LevelResult:
     result.expect("group", "rows_per_subtask (the lock's)", spec.pin.rows, record.rows_per_subtask)
     result.expect("group", "group_yaml_files (the lock's pins)", {p: lock.evaluator.files[p] for p in spec.yaml_files},
                   record.group_yaml_files)
-    result.expect("group", "aggregate (the group YAML's)", [{"metric": m, "weight_by_size": w} for m,
-                                                            w in spec.aggregate],
-                  record.aggregate)
+    result.expect("group", "aggregate (the group YAML's)",
+                  [{"metric": m, "weight_by_size": w} for m, w in spec.aggregate], record.aggregate)
     result.expect("group", "leaves_installed", len(spec.leaves), record.leaves_installed)
     result.expect("group", "demo and notice (the lock's)", [profile.demo, spec.pin.notice or notice_for(profile)],
                   [record.demo, record.notice])

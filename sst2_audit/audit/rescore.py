@@ -140,9 +140,8 @@ def _judged(result: LevelResult, run: RunFolder, pairs: dict, rescoring: Rescori
     # only where they came out equal; otherwise it is drift at best, never PASS, and the mode is named.
     bits = rescoring.bits and change is None
     basis = (f"{rescoring.why}: bit for bit required" if bits else
-             f"the run was made in another numeric mode ({mode_words(change[0])}): drift bound {DRIFT_BOUND:g} per "
-             "score"
-             if change is not None else f"{rescoring.why}: drift bound {DRIFT_BOUND:g} per score")
+             f"the run was made in another numeric mode ({mode_words(change[0])}): drift bound {DRIFT_BOUND:g} "
+             "per score" if change is not None else f"{rescoring.why}: drift bound {DRIFT_BOUND:g} per score")
     verdict = judge(pairs, bits, predict, basis=basis)
     result.checks += verdict.compared
     result.notes.append(verdict.line())

@@ -71,9 +71,9 @@ def _schema_gate(run, policy: Policy, outcome: Outcome) -> None:
     if version is None or version >= MIN_RECORD_SCHEMA:
         return
     if not policy.accept_old_schema:
+        limits = OLD_SCHEMA_LIMITS.get(version, "an unknown old schema")
         raise CheckFailed(f"{run.shown_as or run.path}: record schema {version} is older than {MIN_RECORD_SCHEMA}, the "
-                          "oldest this "
-                          f"audit accepts by default ({OLD_SCHEMA_LIMITS.get(version, 'an unknown old schema')}). "
+                          f"oldest this audit accepts by default ({limits}). "
                           "Audit it anyway with --accept-old-schema; the verdict then names these limits.")
     outcome.limits.append(OLD_SCHEMA_LIMITS.get(version, f"record schema {version}"))
 

@@ -51,8 +51,8 @@ def pack(folder: Path, record, runs: dict, caches: dict, results: Path) -> Path:
     for member in record.members:
         run = runs[member.task]
         # the subtask's top folder is its task name: the run name may exceed a ustar name with the group's prefix
-        contents[subtask_member(member.task)] = bundle.archive(member.task, bundle.bundle_contents(run,
-                                                                                                   caches[member.task]))
+        inner = bundle.bundle_contents(run, caches[member.task])
+        contents[subtask_member(member.task)] = bundle.archive(member.task, inner)
     contents[bundle.SUMS] = bundle.sums_file(contents)
     atomic.write_bytes(target, bundle.archive(record.run_name, contents))
     return target

@@ -35,14 +35,13 @@ def main(argv) -> int:
 
     parser = Parser(prog="audit.py", description="Re-check a finished run offline; pack or check a reviewer bundle.",
                      epilog="examples:\n  python audit.py --bundle-file results/embedded-full-reference.tar.gz\n"
-                            "  python audit.py --out runs/NAME --bundle\n  python audit.py --compare A B --report "
-                            "cmp.html"
-                            "\n\n" + AUDIT_EXIT_CODES)
+                            "  python audit.py --out runs/NAME --bundle\n"
+                            "  python audit.py --compare A B --report cmp.html\n\n" + AUDIT_EXIT_CODES)
     common(parser)
     parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
     parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
-    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="explain how two runs or bundles "
-                                                                                  "differ")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
+                        help="explain how two runs or bundles differ")
     parser.add_argument("--arithmetic-only", action="store_true",
                         help="skip the identity level and the rescore (no cache needed; exit 4: scores not verified)")
     parser.add_argument("--structural", action="store_true",
@@ -57,10 +56,10 @@ def main(argv) -> int:
                         help="audit against the lock the run or bundle carries instead of --lock (said in the report)")
     parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit "
                         "(a group folder: one bundle of group.json, GROUP.md and each subtask's run bundle)")
-    parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes (default: "
-                                                                              "results/)")
-    parser.add_argument("--report", type=Path, metavar="PATH", help="with --compare: also write the comparison as an "
-                                                                    "HTML page")
+    parser.add_argument("--results", type=Path, default=Path("results"),
+                        help="where --bundle writes (default: results/)")
+    parser.add_argument("--report", type=Path, metavar="PATH",
+                        help="with --compare: also write the comparison as an HTML page")
     args = parser.parse_args(argv)
     _check_usage(parser, args)
 
@@ -167,8 +166,8 @@ def _audit_group_bundle(args, scratch: Path) -> int:
         print("VERDICT: FAIL (group bundle SHA256SUMS and members): the bundle was refused before any record was "
               "read; exit 1")
         raise
-    return _audit_group(args, folder, args.bundle_file, LevelResult("group bundle SHA256SUMS and members",
-                                                                    checks=checks))
+    sums = LevelResult("group bundle SHA256SUMS and members", checks=checks)
+    return _audit_group(args, folder, args.bundle_file, sums)
 
 
 def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:

@@ -53,14 +53,14 @@ def _parser() -> Parser:
     with_profile(parser)
     parser.add_argument("--from", dest="import_dir", type=Path, help="import files copied from a connected machine")
     parser.add_argument("--verify", action="store_true", help="only re-hash the cache against manifest and lock")
-    parser.add_argument("--update-lock", action="store_true", help="fill the lock's unknown sha256s after a verified "
-                                                                   "download")
-    parser.add_argument("--pin", metavar="PROFILE", help="write a NEW lock (--new-lock) = --lock + this profile, "
-                                                         "pinning "
-                                                         "--model DIR and --data DIR|FILE for --task")
-    parser.add_argument("--model", type=Path, help="with --pin: a local Hugging Face causal LM folder (safetensors), "
-                                                   "hub:ORG/NAME@REV, or model:NAME to share an entry of the lock's "
-                                                   "models")
+    parser.add_argument("--update-lock", action="store_true",
+                        help="fill the lock's unknown sha256s after a verified download")
+    parser.add_argument("--pin", metavar="PROFILE",
+                        help="write a NEW lock (--new-lock) = --lock + this profile, pinning --model DIR and "
+                             "--data DIR|FILE for --task")
+    parser.add_argument("--model", type=Path,
+                        help="with --pin: a local Hugging Face causal LM folder (safetensors), hub:ORG/NAME@REV, "
+                             "or model:NAME to share an entry of the lock's models")
     parser.add_argument("--data", type=Path, help="with --pin: a folder of <split>.parquet|.jsonl|.csv, or one file")
     parser.add_argument("--task", help="with --pin: the lm-eval task the data is for (pinned in --lock)")
     parser.add_argument("--new-lock", type=Path, help="with --pin: where the new lock is written (never overwritten)")
@@ -74,9 +74,9 @@ def _parser() -> Parser:
                                                                      "(lm-eval's add_bos_token=True), in both paths")
     parser.add_argument("--num-fewshot", type=int, metavar="N", help="with --pin: the profile's few-shot count "
                                                                     "(default: the lock's, 0)")
-    parser.add_argument("--max-length", type=int, metavar="N", help="with --pin: the profile's longest input in "
-                                                                   "tokens (long few-shot contexts; nothing is "
-                                                                   "truncated)")
+    parser.add_argument("--max-length", type=int, metavar="N",
+                        help="with --pin: the profile's longest input in tokens (long few-shot contexts; nothing "
+                             "is truncated)")
     parser.add_argument("--shots-may-show-sealed-rows", action="store_true",
                         help="with --pin: allow shots drawn from the evaluated split to show sealed confirmation rows "
                              "(recorded and shown on the card)")

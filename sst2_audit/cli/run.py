@@ -30,8 +30,7 @@ def main(argv) -> int:
     if args.group is not None:
         if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None:
             parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, "
-                         "--rows, "
-                         "--unsorted-ids")
+                         "--rows, --unsorted-ids")
         return _group(args)
     if args.supported:
         parser.error("--supported filters --list-tasks")
@@ -85,9 +84,9 @@ def _parser() -> Parser:
         "  python run.py --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
     with_profile(parser)
     parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
-    parser.add_argument("--rows", type=int, metavar="N", help="score only the first N dev rows in hash order (a "
-                                                              "prefix, "
-                        "2 to the lock's dev_rows; run mode first-N), e.g. to time a long few-shot task")
+    parser.add_argument("--rows", type=int, metavar="N",
+                        help="score only the first N dev rows in hash order (a prefix, 2 to the lock's dev_rows; "
+                             "run mode first-N), e.g. to time a long few-shot task")
     parser.add_argument("--out", type=Path, help="public records folder (default: runs/<run-name>); must not exist")
     parser.add_argument("--private", type=Path, help="private records folder (default: private/<run-name>)")
     parser.add_argument("--run-name", help="name of the run (default: <profile>-<mode>-<UTC time>)")

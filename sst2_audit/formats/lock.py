@@ -105,6 +105,7 @@ class Lock:
     profiles: dict
     schema_version_read: int = 0  # the schema_version as written, before any upgrade
     groups: dict = field(default_factory=dict)  # name -> GroupPin: an lm-eval group over some profiles' tasks
+    # set by lock_from_bytes (every lock a command reads); empty for a lock only parsed from text (--pin's check)
     data: bytes = field(default=b"", repr=False, compare=False)  # the bytes read and parsed (a bundle packs these)
     given: str = ""  # the path as the user gave it (messages name the file so)
 
@@ -142,8 +143,8 @@ def _groups(raw: dict, profiles: dict, evaluator: dict, dev_rows: int, where: st
     found = {}
     for name, entry in (raw.get("groups") or {}).items():
         here = f"{where}: groups.{name}"
-        group, yaml, rows = _need(entry, "group", str, here), _need(entry, "yaml", str, here), _need(entry, "rows",
-                                                                                                     int, here)
+        group, yaml = _need(entry, "group", str, here), _need(entry, "yaml", str, here)
+        rows = _need(entry, "rows", int, here)
         members = _need(entry, "profiles", list, here)
         unknown = [m for m in members if not isinstance(m, str) or m not in profiles]
         if not members or unknown or len(set(members)) != len(members):

@@ -168,8 +168,8 @@ def group_card(record) -> str:
                  "group without aggregate_metric_list)")
               + ". Not the group's published number when subtasks are missing.", ""]
     keys = sorted(record.members[0].official) if record.members else []  # group.json is written with sorted keys
-    lines += ["| subtask | rows | run.json sha256 | " + " | ".join(f"{k} (official / independent)"
-                                                                   for k in keys) + " |",
+    headers = " | ".join(f"{k} (official / independent)" for k in keys)
+    lines += [f"| subtask | rows | run.json sha256 | {headers} |",
               "|---|---|---|" + "---|" * len(keys)]
     for m in record.members:
         cells = [f"{m.official.get(k)!r} / {m.independent.get(k)!r}" for k in keys]

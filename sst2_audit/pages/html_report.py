@@ -62,9 +62,8 @@ def _checks(record) -> list:
          True),
         ("logged samples match their dataset rows (doc_id, doc hash, prompt hash, target, candidates, token boundary)",
          f"{record.identity_checks_passed}/{n}", record.identity_checks_passed == n),
-        ("candidate scores equal bit for bit on both paths", f"{equal}/{candidates} (max abs diff "
-                                                             f"{record.max_abs_diff!r})",
-         equal == candidates),
+        ("candidate scores equal bit for bit on both paths",
+         f"{equal}/{candidates} (max abs diff {record.max_abs_diff!r})", equal == candidates),
         ("confirmation rows sealed (never scored nor shown as a shot; row hashes recorded)",
          str(len(record.split.confirm)), True),
         *_shots_seen(record),
@@ -123,8 +122,8 @@ def _questions(record, names: list, docs: dict | None) -> list:
             "scores": [(names[i] if i < len(names) else str(i), s) for i, s in enumerate(official)],
             "same": official == q.scores["independent"],
             # a value metric's headline sorts by the value itself: the least mass on true choices first
-            "margin": margin(headline.compared(official, q), q.label) if headline.argmax else headline.value(official,
-                                                                                                             q),
+            "margin": (margin(headline.compared(official, q), q.label) if headline.argmax
+                       else headline.value(official, q)),
             "logged_doc_id": q.logged_doc_id,
             "shots": len(q.shots),
             "doc": None if docs is None else list(docs.get(q.idx, {}).items()),

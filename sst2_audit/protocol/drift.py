@@ -35,15 +35,19 @@ class Verdict:
     flips: list = field(default_factory=list)  # (idx, prediction a, prediction b, margin a, margin b)
     flips_beyond_bound: list = field(default_factory=list)
 
-    def line(self) -> str:
+    def words(self) -> str:
+        """The verdict and the rule it was judged by: `verdict: identical (same numeric platform: ...)`."""
         basis = self.basis or ("same numeric platform: bit for bit required" if self.same_platform
                                else f"different numeric platform: drift bound {DRIFT_BOUND:g} per score")
+        return f"verdict: {self.verdict} ({basis})"
+
+    def line(self) -> str:
         text = (f"scores: {self.differing} of {self.compared} differ, max abs diff {self.max_abs_diff:.3g}"
                 + (f" at {self.where}" if self.where else "")
                 + f"; {len(self.flips)} prediction flip(s)")
         if self.flips_beyond_bound:
             text += f", {len(self.flips_beyond_bound)} with a margin above {2 * DRIFT_BOUND:g}"
-        return f"{text}; verdict: {self.verdict} ({basis})"
+        return f"{text}; {self.words()}"
 
 
 def _margin(scores: list) -> float:

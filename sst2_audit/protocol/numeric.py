@@ -186,6 +186,5 @@ def one_line(platform: dict | None) -> str:
     state = "in effect" if platform["mode_in_effect"] else "NOT in effect"
     return (f"{platform['cpu_vendor']} {platform['cpu_model_name']} (family {platform['cpu_family']}, "
             f"model {platform['cpu_model']}; {isa}); torch {platform['torch']} capability "
-            f"{platform['torch_cpu_capability']}; {platform['blas']}, {platform['onednn']}; {platform['threads']} "
-            "thread(s); "
-            f"mode {mode} ({state}); probe {platform['probe_sha256'][:12]}")
+            f"{platform['torch_cpu_capability']}; {platform['blas']}, {platform['onednn']}; "
+            f"{platform['threads']} thread(s); mode {mode} ({state}); probe {platform['probe_sha256'][:12]}")

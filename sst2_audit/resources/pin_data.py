@@ -183,8 +183,10 @@ def data_resource(data: Path, spec, lock_raw: dict, target: Path) -> dict:
 
 def hub_data_resource(data, spec, lock_raw: dict) -> dict:
     """A dataset repo at a revision: its parquet file per split, pinned as the hub serves it."""
-    commit, fetched = hub_pin.snapshot(data, "dataset", lambda names: [hub_pin.dataset_file(names, split, data)
-                                                                       for split in sorted(spec.splits)], "--data")
+    def choose(names):
+        return [hub_pin.dataset_file(names, split, data) for split in sorted(spec.splits)]
+
+    commit, fetched = hub_pin.snapshot(data, "dataset", choose, "--data")
     needed = lock_raw["split"]["dev_rows"] + lock_raw["split"]["confirm_rows"]
     files, columns = [], None
     for split, (path, local) in zip(sorted(spec.splits), fetched.items()):

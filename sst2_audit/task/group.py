@@ -133,8 +133,8 @@ def aggregate(values: list, sizes: list, weight_by_size: bool) -> float:
 
 def pooled_stderr(stderrs: list, sizes: list) -> float:
     """pooled_sample_stderr."""
-    variance = sum([(size - 1) * stderr ** 2 * size for size, stderr in zip(sizes,
-                                                                            stderrs)]) / (sum(sizes) - len(sizes))
+    variance = (sum([(size - 1) * stderr ** 2 * size for size, stderr in zip(sizes, stderrs)])
+                / (sum(sizes) - len(sizes)))
     return math.sqrt(variance / sum(sizes))
 
 

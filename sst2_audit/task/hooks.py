@@ -205,8 +205,8 @@ def _imported_use(file_name: str, node, dotted: str, parents: dict) -> str | Non
         if parent.attr not in MODULE_ATTRIBUTES.get(dotted, ()):
             return f"{file_name} reaches {dotted}.{parent.attr} (not on the hook check's list of module attributes)"
         return None
-    if isinstance(parent, ast.Call) and parent.func is node or isinstance(parent,
-                                                                          ast.Subscript) and parent.value is node:
+    if (isinstance(parent, ast.Call) and parent.func is node
+            or isinstance(parent, ast.Subscript) and parent.value is node):
         return None
     if isinstance(parent, (ast.arg, ast.FunctionDef)) or _in_annotation(node, parents):
         return None

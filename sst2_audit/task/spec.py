@@ -63,8 +63,8 @@ class TaskSpec:
         for key in self.results_rule.labels:
             labels = labels.get(key) if isinstance(labels, dict) else None
         field = ".".join(self.results_rule.labels)
-        if not (isinstance(labels, list) and len(labels) == count and all(type(x) is int and x in (0, 1)
-                                                                          for x in labels)):
+        if not (isinstance(labels, list) and len(labels) == count
+                and all(type(x) is int and x in (0, 1) for x in labels)):
             raise InputError(f"task {self.name}: {field} must be a 0/1 integer per choice ({count} choices), "
                              f"got {str(labels)[:60]!r}.")
         return [index for index, label in enumerate(labels) if label == 1]

@@ -27,8 +27,8 @@ class ResultsRule:
 # same bytes in another file are the same function; any edit is another function, refused.
 RESULTS_RULES = {
     # truthfulqa/utils.py and okapi/truthfulqa_multilingual/utils.py process_results_mc2 (SOURCE_MAP step 62)
-    "e4c822b6b242625dce81f4a63c00630d81b4cd406ccebe64e8399091917e6d14": ResultsRule("mc2", ("acc",),
-                                                                                   ("mc2_targets", "labels")),
+    "e4c822b6b242625dce81f4a63c00630d81b4cd406ccebe64e8399091917e6d14":
+        ResultsRule("mc2", ("acc",), ("mc2_targets", "labels")),
 }
 
 
@@ -166,8 +166,8 @@ def installed_configs(pattern: str = "*"):
         except (InputError, CheckFailed):  # a YAML this reader refuses is not a task we can list
             continue
         config = reading.config
-        if isinstance(config, dict) and isinstance(config.get("task"), str) and fnmatch.fnmatchcase(config["task"],
-                                                                                                    pattern):
+        if (isinstance(config, dict) and isinstance(config.get("task"), str)
+                and fnmatch.fnmatchcase(config["task"], pattern)):
             yield path, reading
 
 
@@ -175,6 +175,6 @@ def list_installed(pattern: str = "*") -> list:
     """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
     whose name matches the glob `pattern`."""
     root = installed_tasks_root()
-    return [(reading.config["task"], str(path.relative_to(root.parent.parent)), unsupported_reason(reading.config,
-                                                                                                   reading))
+    return [(reading.config["task"], str(path.relative_to(root.parent.parent)),
+             unsupported_reason(reading.config, reading))
             for path, reading in installed_configs(pattern) if reading.config.get("output_type") == "multiple_choice"]
