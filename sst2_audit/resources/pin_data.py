@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from sst2_audit.resources import hub_pin
-from sst2_audit.task.dataset import parquet_columns, read_parquet
+from sst2_audit.task.dataset import parquet_columns, read_parquet, read_table
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import sha256_file
 
@@ -45,12 +45,7 @@ def _supported(kind) -> bool:
 def _read_docs(path: Path) -> list:
     """The documents of a parquet, JSONL or CSV file, as dicts in column order."""
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            return pq.read_table(str(path)).to_pylist()
-        except Exception as error:  # pyarrow raises several kinds for a damaged file
-            raise InputError(f"{path}: not a readable parquet file ({error}).") from None
+        return read_table(path).to_pylist()
     try:
         return _read_jsonl(path) if path.suffix == ".jsonl" else _read_csv(path)
     except UnicodeDecodeError as error:

@@ -140,14 +140,21 @@ def parquet_columns(path: Path) -> list:
     return _columns(pq.read_schema(str(path)))
 
 
-def read_parquet(path: Path, columns, expected_rows: int | None = None) -> list:
-    """Rows of a verified parquet file; the columns and, where there is one, idx == position enforced."""
+def read_table(path: Path):
+    """One parquet file as an Arrow table. ParquetFile, not pq.read_table: read_table goes through
+    pyarrow.dataset, which imports pandas (about 1.5 s here) for a file we read whole anyway."""
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(str(path))
+        with pq.ParquetFile(str(path)) as handle:
+            return handle.read()
     except Exception as error:  # pyarrow raises several kinds for a damaged file
         raise InputError(f"{path}: not a readable parquet file ({error}).") from None
+
+
+def read_parquet(path: Path, columns, expected_rows: int | None = None) -> list:
+    """Rows of a verified parquet file; the columns and, where there is one, idx == position enforced."""
+    table = read_table(path)
     actual = _columns(table.schema)
     if actual != list(columns):
         raise InputError(f"{path}: expected columns {list(columns)}, got {actual}.")

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sst2_audit.task.dataset import Row
+from sst2_audit.task.dataset import read_table, Row
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
 from sst2_audit.task.hooks import find, Hook, HOOK_KEYS, load, RESULTS_KEY, source
 from sst2_audit.task.yaml_file import read as read_yaml
@@ -97,10 +97,8 @@ class TaskSpec:
 
         warm.wait("transformers")  # datasets' fingerprint pickler reads transformers if it is in sys.modules
         import datasets
-        import pyarrow.parquet as pq
 
-
-        docs = hook(datasets.Dataset(pq.read_table(str(parquet))))
+        docs = hook(datasets.Dataset(read_table(parquet)))
         return [Row(position, dict(doc)) for position, doc in enumerate(docs)]
 
     @property
