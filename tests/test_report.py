@@ -84,6 +84,12 @@ def test_report_numbers_are_run_json_s(full_run):
         assert float(row[4]) == pytest.approx(official[q.label] - official[1 - q.label], abs=5e-5)
     notes = next(t for t in parsed.tables if t[0][0] == "field in lm_eval_results.json")
     assert notes[1][:3] == ["n-samples.sst2.effective", "264", "64"]
+    pins = next(t for t in parsed.tables if t[0] == ["field", "value"])
+    claimed = next(t for t in parsed.tables if t[0] == ["claim", "value"])  # apart, and headed as claims
+    assert "numeric_platform" not in [row[0] for row in pins] and "results_sha256" in [row[0] for row in pins]
+    assert [row[0] for row in claimed[1:]] == ["numeric_platform", "run_seconds", "peak_memory", "also_unverified"]
+    assert claimed[1][1] == one_line(record.platform)
+    assert "<h2>Claimed by the submitter's machine, not verified by an audit</h2>" in page
     private = (full_run / "private" / records.REPORT_FILE).read_text()
     assert "PRIVATE" in private and "PRIVATE" not in page
 

@@ -275,9 +275,7 @@ def check_claims(run: RunFolder, context) -> LevelResult:
         return result
     try:
         if run.card_text is not None:
-            legacy = (run.record_schema or 0) < 3  # cards of schema 1 and 2 were written before cells were escaped
-            _regenerated(result, "CARD.md", card.render(record, lock, legacy),
-                         run.card_text)
+            _regenerated(result, "CARD.md", card.render(record, lock, run.record_schema or 0), run.card_text)
         _report(result, run, lock, spec, record)
     except (ArithmeticError, LookupError, TypeError, ValueError) as error:  # records inconsistent in themselves
         result.fail(f"CARD.md / report.html cannot be regenerated from these records ({type(error).__name__}: "

@@ -70,7 +70,7 @@ def bundle_contents(run, cache: Path) -> dict:
     contents[BUNDLE_MANIFEST] = (json.dumps(scrub_paths(manifest.to_dict(), scrub), indent=2,
                                             sort_keys=True) + "\n").encode()
     if run.record is not None:
-        contents[CARD] = card.render(run.record, run.lock).encode()
+        contents[CARD] = card.render(run.record, run.lock, run.record_schema).encode()
         # regenerated from the checked records, as the card: what the audit will compare it with
         contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec(),
                                                written_schema=run.record_schema).encode()
@@ -248,8 +248,8 @@ def check_sums(members: dict, limits: Limits = RUN_LIMITS) -> list:
 # Exactly the members a bundle of each record schema holds: nothing unchecked rides along.
 _OLD_MEMBERS = frozenset({records.RUN_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE,
                           records.ENVIRONMENT_FILE, BUNDLE_LOCK, BUNDLE_MANIFEST, CARD, SUMS})
-SCHEMA_MEMBERS = {1: _OLD_MEMBERS, 2: _OLD_MEMBERS, 3: _OLD_MEMBERS | {records.REPORT_FILE},
-                  4: _OLD_MEMBERS | {records.REPORT_FILE}}
+SCHEMA_MEMBERS = {1: _OLD_MEMBERS, 2: _OLD_MEMBERS,  # report.html from schema 3 on
+                  **{v: _OLD_MEMBERS | {records.REPORT_FILE} for v in range(3, records.RECORD_SCHEMA_VERSION + 1)}}
 
 
 def check_member_set(members: dict, bundle: Path) -> None:

@@ -20,7 +20,7 @@ from sst2_audit.util.hashing import canonical_json, sha256_text
 # 4: paths and metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]);
 # 3: any task (task, metrics, acc_norm, token counts and hashes instead of public token ids);
 # 2: run.json gained `platform` (the numeric fingerprint). Older records are read and upgraded.
-RECORD_SCHEMA_VERSION = 4
+RECORD_SCHEMA_VERSION = 5
 PATHS = ("official", "independent")  # the two scorings of every question; the order of every per-path listing
 RUN_FILE = "run.json"
 FAILURE_FILE = "failure.json"
@@ -298,8 +298,13 @@ def _upgrade_from_3(raw: dict) -> dict:
     return upgraded
 
 
+def _upgrade_from_4(raw: dict) -> dict:
+    """Schema 5 changed no field: the card and page show the submitter's machine facts apart, as claims."""
+    return dict(raw, schema_version=5)
+
+
 # schema_version -> function returning the next version's dict
-UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4}
 # The schema version each record kind was first written at: one version number is shared by the kinds, and
 # an upgrade chain starts only where a kind existed (a group record "of version 1" never was).
 FIRST_VERSION = {"sst2-audit/run": 1, "sst2-audit/failure": 1, "sst2-audit/private": 1, "sst2-audit/group": 4}

@@ -1,12 +1,15 @@
 """The reproducibility card: the fields that define the measurement, and an id derived from them."""
 
-from sst2_audit.formats.records import PATHS
+from sst2_audit.formats.records import ENVIRONMENT_FILE, LM_EVAL_RESULTS_FILE, PATHS, RECORD_SCHEMA_VERSION
 from sst2_audit.pages.render import environment
 from sst2_audit.protocol.metrics import METRICS, VALUE_TOLERANCE
 from sst2_audit.protocol.numeric import one_line
 from sst2_audit.task.fewshot import shown_as_shots
 from sst2_audit.util.hashing import canonical_json, sha256_text
 from sst2_audit.util.sanitize import markdown_cell
+
+# lm-eval's results fields that describe the submitter's machine or checkout; kept as written, checked by nothing
+LM_EVAL_FREE_FIELDS = ("date", "pretty_env_info", "git_hash", "upper_git_hash")
 
 
 def _model(profile) -> str:
@@ -83,7 +86,13 @@ def _shot_fields(record) -> dict:
     return fields
 
 
-def card_fields(record, lock) -> dict:
+# Record schema 5 moved the submitter's machine facts out of the card's fields into its claims (issue 28).
+CLAIMS_SCHEMA = 5
+
+
+def card_fields(record, lock, written_schema: int = RECORD_SCHEMA_VERSION) -> dict:
+    """The fields an audit verifies against the reviewer's lock, cache and its own re-derivation. A record
+    written before schema 5 gets its card's fields as written: the platform among them, in results_sha256 too."""
     profile = lock.profile(record.profile)
     settings = record.settings
     return {
@@ -108,34 +117,53 @@ def card_fields(record, lock) -> dict:
         "max_abs_diff": record.max_abs_diff,
         "lock_sha256": record.lock_sha256,
         "lock_fully_hashed": record.lock_fully_hashed,
-        "numeric_platform": one_line(record.platform),
-        "results_sha256": results_digest(record),
+        **({"numeric_platform": one_line(record.platform)} if written_schema < CLAIMS_SCHEMA else {}),
+        "results_sha256": results_digest(record, with_platform=written_schema < CLAIMS_SCHEMA),
     }
 
 
-def results_digest(record) -> str:
-    """Binds the card to every score, prediction and the accuracy, and to the full platform record."""
+def claims(record, written_schema: int = RECORD_SCHEMA_VERSION) -> dict:
+    """What the submitter's machine reported and no audit can check: shown apart, under a heading that says so.
+    The platform is in the card id (two machines' cards differ), the times and memory are not."""
+    if written_schema < CLAIMS_SCHEMA:
+        return {}
+    return {
+        "numeric_platform": one_line(record.platform),
+        "run_seconds": f"{record.timings.get('total', 0.0):.1f}",
+        "peak_memory": f"{record.peak_rss_bytes / 2 ** 20:.0f} MiB",
+        "also_unverified": f"{ENVIRONMENT_FILE}: machine, installed_packages; {LM_EVAL_RESULTS_FILE}: "
+                           f"{', '.join(LM_EVAL_FREE_FIELDS)}",
+    }
+
+
+def results_digest(record, with_platform: bool = False) -> str:
+    """Binds the card to every score, prediction and the accuracy (records before schema 5: and to the full
+    platform record, which no audit verifies)."""
     return sha256_text(canonical_json({
         "questions": [[q.idx, *(q.scores[path] for path in PATHS),
                        *(q.predictions[path][metric] for metric in record.metrics if METRICS[metric].argmax
                          for path in PATHS)]
                       for q in record.questions],
         "accuracy": [record.summaries[path][metric].accuracy for metric in record.metrics for path in PATHS],
-        "platform": record.platform,
+        **({"platform": record.platform} if with_platform else {}),
     }))
 
 
-def card_id(fields: dict) -> str:
+def card_id(fields: dict, claimed: dict | None = None) -> str:
+    """Of the fields, and of the claimed platform (schema 5 on): two machines' cards never share an id."""
+    if claimed:
+        fields = dict(fields, claimed_numeric_platform=claimed["numeric_platform"])
     return sha256_text(canonical_json(fields))[:16]
 
 
-def render(record, lock, legacy: bool = False) -> str:
-    """The card (templates/card.md.j2); `legacy` only to regenerate cards of record schema 1 and 2, written
-    before cells were escaped."""
+def render(record, lock, written_schema: int = RECORD_SCHEMA_VERSION) -> str:
+    """The card (templates/card.md.j2) as the record's schema wrote it: cells escaped from schema 3 on, the
+    submitter's claims apart from the verified fields from schema 5 on."""
 
-    env = environment(html=False, plain_cells=legacy)
-    fields = card_fields(record, lock)
-    return env.get_template("card.md.j2").render(record=record, fields=fields, card_id=card_id(fields),
+    env = environment(html=False, plain_cells=written_schema < 3)
+    fields, claimed = card_fields(record, lock, written_schema), claims(record, written_schema)
+    return env.get_template("card.md.j2").render(record=record, fields=fields, claims=claimed,
+                                                 card_id=card_id(fields, claimed),
                                                  headline=_headline(record), headline_metric=record.metrics[0],
                                                  basis=basis(record, record.metrics[0]))
 

@@ -11,7 +11,7 @@ and compares it byte for byte. Runs of record schema 3 keep their own layout (pa
 from markupsafe import Markup
 
 from sst2_audit.formats.records import PATHS, RECORD_SCHEMA_VERSION
-from sst2_audit.pages.card import card_fields, card_id
+from sst2_audit.pages.card import card_fields, card_id, claims
 from sst2_audit.pages.html_report_v3 import render as render_v3
 from sst2_audit.pages.plots import margin_plot
 from sst2_audit.pages.render import render as render_page
@@ -155,13 +155,14 @@ def _confusion(record, names: list) -> list:
 def render(record, lock, spec, docs: dict | None = None, written_schema: int = RECORD_SCHEMA_VERSION) -> str:
     """The run's page; `docs` ({idx: document}) only for the private variant. A record read from an
     older schema gets the page that schema's runs wrote."""
-    if written_schema < 4:  # only the public page is regenerated (claims, bundle); runs write schema 4
+    if written_schema < 4:  # only the public page is regenerated (claims, bundle); schema 3 had its own page
 
         return render_v3(record, lock, spec)
-    fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
-    checks = _checks(record)
+    fields, names = card_fields(record, lock, written_schema), list(choice_names(spec, record.questions))
+    claimed, checks = claims(record, written_schema), _checks(record)
     return render_page(
-        "report.html.j2", record=record, card_id=card_id(fields), private=docs is not None,
+        "report.html.j2", record=record, card_id=card_id(fields, claimed), private=docs is not None,
+        claims=_pins(claimed),
         checks=checks, passed=all(ok for _, _, ok in checks), accuracy=_accuracy_rows(record), plots=_plots(record),
         pins=_pins(fields), settings=_settings(record.settings), names=names, confusion=_confusion(record, names),
         questions=_questions(record, names, docs), headline=record.metrics[0],
