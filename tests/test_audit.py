@@ -341,3 +341,22 @@ def test_bundle_refuses_a_cache_the_run_did_not_use(run_copy, embedded_cache, tm
 
     with pytest.raises(InputError, match="manifest.json does not describe the resources run test-full used"):
         bundle_contents(load_run(run_copy, load_lock(REPO / "resources.lock.json")), tmp_path / "other")
+
+
+def test_a_run_checks_its_own_records_with_the_audit_s_record_levels(run_copy, embedded_cache):
+    """run.py ends with the audit's lock, claims and arithmetic levels on the records it wrote (cli/run.py
+    auditable), so a run that passed is auditable by construction: every run the suite makes passes through it.
+    Records those levels refuse are our own bug (exit 3), named by level and finding."""
+    from sst2_audit.cli.run import auditable
+    from sst2_audit.util.errors import InternalError, EXIT_BUG
+
+    lock = load_lock(REPO / "resources.lock.json")
+    auditable(run_copy, lock, embedded_cache)  # the untouched full run: nothing raised
+    edit_record(run_copy, lambda r: r["summaries"]["official"]["acc"].update(correct=0))
+    with pytest.raises(InternalError) as caught:
+        auditable(run_copy, lock, embedded_cache)
+    assert caught.value.exit_code == EXIT_BUG
+    assert str(caught.value).startswith(f"the run wrote {run_copy}, but the audit's record levels refuse it (")
+    assert "arithmetic: summary official: correct: expected 42, got 0" in str(caught.value)
+    assert str(caught.value).endswith("The run and the audit disagree on a rule: please report this with the run "
+                                      "folder.")

@@ -11,13 +11,15 @@ from sst2_audit.cli.common import (
     spec_for_run,
     with_profile,
 )
+from sst2_audit.audit.loading import load_run
+from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.pages.report import json_summary, quiet_line, run_summary
 from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
 from sst2_audit.run.job import default_run_name
 from sst2_audit.task.support import list_installed
-from sst2_audit.util.errors import InputError
+from sst2_audit.util.errors import InputError, InternalError
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import RUN_NAME, terminal
 
@@ -53,6 +55,7 @@ def main(argv) -> int:
     record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec,
                                                 smoke=args.smoke, sort_ids=not args.unsorted_ids,
                                                 rows=args.rows))
+    auditable(out, lock, args.cache)
     if args.json:
         import json
 
@@ -61,6 +64,17 @@ def main(argv) -> int:
         lines = (quiet_line(record) if args.quiet else run_summary(record, out, private)).split("\n")
         print(terminal(lines if args.quiet else lines + [f"  next          {audit_command(args, out)}"]))
     return 0
+
+
+def auditable(out: Path, lock, cache: Path) -> None:
+    """A run that passed is auditable by construction (issue 29): the audit's record levels (lock, claims,
+    arithmetic; nothing loaded, no model) check the records just written against the same lock. A finding
+    there means the run and the audit hold different rules: our bug, exit 3, the records kept for the report."""
+    outcome = run_levels(load_run(out, lock), cache, Policy(rescore=0, identity=False))
+    if outcome.failed:
+        findings = "; ".join(f"{level.name}: {problem}" for level in outcome.levels for problem in level.problems[:3])
+        raise InternalError(f"the run wrote {out}, but the audit's record levels refuse it ({findings[:600]}). "
+                            "The run and the audit disagree on a rule: please report this with the run folder.")
 
 
 def audit_command(args, out: Path) -> str:
@@ -127,6 +141,8 @@ def _group(args) -> int:
     out, private = args.out or Path("runs") / name, args.private or Path("private") / name
     set_quiet(args.quiet or args.json)
     record = run_group(lock, args.group, args.cache, out, private, name)
+    for member in record.members:  # each subtask's run, as the group audit will read it
+        auditable(out / member.run, lock, Path(args.cache) / member.profile)
 
     print(terminal(summary_lines(record) + [f"  group record  {out / 'group.json'} (audit: audit.py --out {out} "
                                             f"--cache {args.cache})"]))

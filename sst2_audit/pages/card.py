@@ -1,9 +1,11 @@
 """The reproducibility card: the fields that define the measurement, and an id derived from them."""
 
-from sst2_audit.formats.records import ENVIRONMENT_FILE, LM_EVAL_RESULTS_FILE, PATHS, RECORD_SCHEMA_VERSION
+from sst2_audit.formats.records import (ENVIRONMENT_FILE, LM_EVAL_RESULTS_FILE, PATHS, RECORD_SCHEMA_VERSION,
+                                        SCHEMA_CLAIMS_APART)
 from sst2_audit.pages.render import environment
 from sst2_audit.protocol.metrics import METRICS, VALUE_TOLERANCE
 from sst2_audit.protocol.numeric import one_line
+from sst2_audit.protocol.rules import mc2_mass_exact_sums
 from sst2_audit.task.fewshot import shown_as_shots
 from sst2_audit.util.hashing import canonical_json, sha256_text
 from sst2_audit.util.sanitize import markdown_cell
@@ -52,22 +54,31 @@ def _metric_fields(record) -> dict:
     return fields
 
 
-def largest_value_difference(record, metric: str) -> float:
+def largest_value_difference(record, metric: str, rule=None) -> float:
     """A value metric: the largest |our re-derived per-question value - lm-eval's logged one|."""
-    return max((abs(METRICS[metric].value(q.scores["independent"], q) - q.logged[metric]) for q in record.questions),
-               default=0.0)
+    value = rule or (lambda scores, q: METRICS[metric].value(scores, q))
+    return max((abs(value(q.scores["independent"], q) - q.logged[metric]) for q in record.questions), default=0.0)
 
 
-def _rederived_fields(record) -> dict:
-    """A process_results hook lm-eval ran: which, and how close our own re-derivation of its metric came."""
+def _rederived_fields(record, written_schema: int) -> dict:
+    """A process_results hook lm-eval ran: which, and how our own re-derivation of its metric is compared. From
+    schema 5 on it follows lm-eval's order (bit for bit on one machine) and the card names no machine's number."""
     code = record.evaluator.get("rederived_code")
     if not code:
         return {}
     values = [m for m in record.metrics if METRICS[m].kind == "value"]
+
+    def comparison(metric):
+        if written_schema >= SCHEMA_CLAIMS_APART:
+            return ("in lm-eval's order of operations, required bit for bit (accepted up to "
+                    f"{VALUE_TOLERANCE} only where numpy's exp differs between the run's and the audit's CPUs)")
+        legacy = largest_value_difference(record, metric, lambda s, q: mc2_mass_exact_sums(s, q.true_choices))
+        return f"largest difference {legacy:.1e} (accepted up to {VALUE_TOLERANCE})"
+
     return {"rederived_metric": "; ".join(
         f"{metric} (lm-eval reports it as {METRICS[metric].reported_as}): lm-eval ran {c['step']} "
         f"{c['file']}::{c['function']} (sha256 {c['sha256']}); sst2-audit re-derived it from the scores with its own "
-        f"code, largest difference {largest_value_difference(record, metric):.1e} (accepted up to {VALUE_TOLERANCE})"
+        f"code, {comparison(metric)}"
         for c in code for metric in values)}
 
 
@@ -86,10 +97,6 @@ def _shot_fields(record) -> dict:
     return fields
 
 
-# Record schema 5 moved the submitter's machine facts out of the card's fields into its claims (issue 28).
-CLAIMS_SCHEMA = 5
-
-
 def card_fields(record, lock, written_schema: int = RECORD_SCHEMA_VERSION) -> dict:
     """The fields an audit verifies against the reviewer's lock, cache and its own re-derivation. A record
     written before schema 5 gets its card's fields as written: the platform among them, in results_sha256 too."""
@@ -105,7 +112,7 @@ def card_fields(record, lock, written_schema: int = RECORD_SCHEMA_VERSION) -> di
         **({"shared_pinned_code": "; ".join(f"{c['step']}: {c['file']}::{c['function']} (sha256 {c['sha256']})"
                                             for c in record.evaluator["shared_code"])}
            if record.evaluator.get("shared_code") else {}),  # steps both paths ran as the task's own code
-        **_rederived_fields(record),
+        **_rederived_fields(record, written_schema),
         "num_fewshot": settings["num_fewshot"],
         **_shot_fields(record),
         "dtype": settings["dtype"],
@@ -117,15 +124,15 @@ def card_fields(record, lock, written_schema: int = RECORD_SCHEMA_VERSION) -> di
         "max_abs_diff": record.max_abs_diff,
         "lock_sha256": record.lock_sha256,
         "lock_fully_hashed": record.lock_fully_hashed,
-        **({"numeric_platform": one_line(record.platform)} if written_schema < CLAIMS_SCHEMA else {}),
-        "results_sha256": results_digest(record, with_platform=written_schema < CLAIMS_SCHEMA),
+        **({"numeric_platform": one_line(record.platform)} if written_schema < SCHEMA_CLAIMS_APART else {}),
+        "results_sha256": results_digest(record, with_platform=written_schema < SCHEMA_CLAIMS_APART),
     }
 
 
 def claims(record, written_schema: int = RECORD_SCHEMA_VERSION) -> dict:
     """What the submitter's machine reported and no audit can check: shown apart, under a heading that says so.
     The platform is in the card id (two machines' cards differ), the times and memory are not."""
-    if written_schema < CLAIMS_SCHEMA:
+    if written_schema < SCHEMA_CLAIMS_APART:
         return {}
     return {
         "numeric_platform": one_line(record.platform),

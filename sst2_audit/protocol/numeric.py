@@ -177,6 +177,19 @@ def same_platform(a: dict | None, b: dict | None) -> bool:
     return numeric_key(a) is not None and numeric_key(a) == numeric_key(b)
 
 
+def numpy_exp(isa_flags: dict | None) -> str:
+    """Which float64 exp numpy runs on a CPU with these flags: its own SIMD exp where AVX-512F is, libm's
+    elsewhere. They may differ in the last bit, so a value lm-eval's hook derived with np.exp (mc2) is
+    re-derived bit for bit only where both machines run the same one."""
+    return "numpy's AVX-512F exp" if (isa_flags or {}).get("avx512f") else "libm's exp"
+
+
+def here_flags() -> dict:
+    """This machine's ISA flags, as fingerprint() records them (without importing torch)."""
+    flags = set(_cpuinfo().get("flags", "").split())
+    return {flag: flag in flags for flag in ISA_FLAGS}
+
+
 def one_line(platform: dict | None) -> str:
     """The fingerprint as the card and the console show it."""
     if not platform:

@@ -68,17 +68,52 @@ def accuracy_stderr(correct: list) -> float:
     return deviation / math.sqrt(len(correct))
 
 
-def mc2_mass(candidate_scores, true_choices) -> float:
-    """truthfulqa's mc2, re-derived: exp of each log-likelihood, normalised over all choices, summed over the
-    true ones. As lm-eval's hook, without shifting the scores first: a question whose every probability
-    underflows to 0.0 in float64 has no mc2 (lm-eval logs NaN there), which is bad input here.
+def pairwise_sum(values: list) -> float:
+    """np.sum of a contiguous float64 array, in numpy's order (pairwise_sum_DOUBLE): under 8 values one by
+    one from 0.0; up to 128, eight running sums combined as ((0+1)+(2+3))+((4+5)+(6+7)), then the remainder;
+    above, the two halves (split at a multiple of 8) summed apart. tests/test_mc2.py holds it to np.sum."""
+    count = len(values)
+    if count < 8:
+        total = 0.0
+        for value in values:
+            total += value
+        return total
+    if count <= 128:
+        sums, end = list(values[:8]), count - count % 8
+        for start in range(8, end, 8):
+            for lane in range(8):
+                sums[lane] += values[start + lane]
+        total = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
+        for value in values[end:]:
+            total += value
+        return total
+    half = count // 2
+    half -= half % 8
+    return pairwise_sum(values[:half]) + pairwise_sum(values[half:])
 
-    math.exp and exactly rounded sums (fsum): lm-eval's numpy rounds otherwise (metrics.VALUE_TOLERANCE)."""
-    try:
-        probabilities = [math.exp(score) for score in candidate_scores]
-    except OverflowError:  # a log-likelihood above 709: not a log-likelihood (lm-eval: inf / inf = NaN)
-        raise ValueError(f"a score above 709 overflows exp(): mc2 is undefined (NaN in lm-eval)") from None
+
+def mc2_mass_exact_sums(candidate_scores, true_choices) -> float:
+    """mc2 as records before schema 5 re-derived it (math.exp, exactly rounded sums): only so that their
+    cards, which print its largest difference from lm-eval's values, regenerate byte for byte."""
+    probabilities = [math.exp(score) for score in candidate_scores]
     total = math.fsum(probabilities)
+    return math.fsum(probabilities[index] / total for index in true_choices)
+
+
+def mc2_mass(candidate_scores, true_choices) -> float:
+    """truthfulqa's mc2, re-derived in the hook's order of operations so that it rounds as lm-eval does: exp of
+    each log-likelihood (numpy's exp, the elementary function the hook calls), their sum, each divided by it,
+    the true ones summed (true_choices ascending, as the hook's mask selects them), sums in numpy's pairwise
+    order. Without shifting the scores first, as the hook: a question whose every probability underflows to
+    0.0 has no mc2 (lm-eval logs NaN there), which is bad input here."""
+    import numpy as np  # the hook's exp: numpy's own SIMD exp on AVX-512F CPUs, libm's elsewhere
+
+    with np.errstate(over="ignore", under="ignore"):
+        probabilities = [float(p) for p in np.exp(np.array(candidate_scores, dtype=np.float64))]
+    if math.inf in probabilities:  # a score above 709.78: not a log-likelihood (lm-eval: inf / inf = NaN)
+        raise ValueError("a score above 709 overflows exp(): mc2 is undefined (NaN in lm-eval)")
+    total = pairwise_sum(probabilities)
     if total == 0.0:
         raise ValueError("every choice's probability exp(score) underflows to 0.0: mc2 is undefined (NaN in lm-eval)")
-    return math.fsum(probabilities[index] / total for index in true_choices)
+    normalised = [probability / total for probability in probabilities]
+    return pairwise_sum([normalised[index] for index in sorted(true_choices)])

@@ -14,7 +14,7 @@ from sst2_audit.formats import records
 from sst2_audit.formats.lock import Lock, Profile
 from sst2_audit.formats.manifest import read_manifest, require_matching, verify_files
 from sst2_audit.pages.html_report import render, render_failure
-from sst2_audit.protocol.metrics import METRICS, predictions, VALUE_TOLERANCE
+from sst2_audit.protocol.metrics import METRICS, predictions
 from sst2_audit.protocol.numeric import fingerprint, one_line, threads_for
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.agreement import compare_scores, describe
@@ -300,8 +300,9 @@ def _agreement(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scor
                  for idx in ids]
     wrong = _value_disagreements(options.spec, questions)
     if wrong:
+        rows = [m.claimed_id for m in wrong][:8]
         _fail(options, "agreement", f"{len(wrong)} question(s) whose value we re-derive from the scores differ from "
-              f"the value lm-eval logged by more than {VALUE_TOLERANCE} (rows {[m.claimed_id for m in wrong][:8]}).",
+              f"the value lm-eval logged (required bit for bit: the same order, the same exp) (rows {rows}).",
               wrong, setup.settings)
     setup.timings["checks"] = round(setup.timings["checks"] + time.perf_counter() - check_start, 3)
     return questions, max_abs_diff
