@@ -213,3 +213,61 @@ def test_a_group_bundle_name_too_long_for_plain_ustar_names_is_refused_before_pa
     record.run_name = "g" * 60
     assert bundle_target(record, tmp_path / "results") == tmp_path / "results" / f"{'g' * 60}.tar.gz"
     assert not (tmp_path / "results").exists()
+
+
+def test_a_group_pinned_from_your_own_model_and_data_runs_audits_and_bundles(embedded_cache, tmp_path):
+    """prepare.py --pin-group: two MMLU subjects from folders of one's own and a tiny model, one new lock with a
+    profile per subtask (the model pinned once, shared), then the group's journey: prepare, run, audit, bundle,
+    the bundle audited. A refusal after a subtask was pinned leaves nothing behind."""
+    import shutil
+
+    from conftest import REPO, tiny_llama
+
+    model, data = tmp_path / "locks" / "my-model", tmp_path / "my-data"  # the model inside the lock's folder
+    tiny_llama(13).save_pretrained(model, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(embedded_cache / "model" / name, model / name)
+    subjects = ("elementary_mathematics", "college_mathematics")
+    for subject in subjects:
+        shutil.copytree(REPO / "data" / "demo" / "mmlu" / subject, data / subject)
+    lock = tmp_path / "locks" / "mine.lock.json"
+    pin = ["prepare.py", "--pin-group", "mine", "--task", "mmlu", "--model", model, "--new-lock", lock, "--rows", "3",
+           *(f for subject in subjects for f in ("--subtask", f"mmlu_{subject}={data / subject}"))]
+    done = run_script(*pin, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"pinned: {lock} = resources.lock.json + group mine (mmlu, "
+                                  "lm_eval/tasks/mmlu/default/_mmlu.yaml, 3 dev rows per subtask) with profiles "
+                                  "mine-mmlu_elementary_mathematics, mine-mmlu_college_mathematics; next: "), done.stdout
+    assert "mmlu_college_mathematics: input length: longest scored input " in done.stdout  # the shared tokenizer too
+    raw = json.loads(lock.read_text())
+    assert raw["groups"]["mine"] == {"group": "mmlu", "yaml": "lm_eval/tasks/mmlu/default/_mmlu.yaml", "rows": 3,
+                                     "profiles": ["mine-mmlu_elementary_mathematics", "mine-mmlu_college_mathematics"]}
+    assert {raw["profiles"][p]["model"] for p in raw["groups"]["mine"]["profiles"]} == \
+        {"mine-mmlu_elementary_mathematics"}  # one model entry, shared
+    assert sorted(p.name for p in lock.parent.iterdir()) == [
+        "mine-mmlu_college_mathematics-data", "mine-mmlu_elementary_mathematics-data", "mine.lock.json", "my-model"]
+    cache = tmp_path / "cache"
+    for step in (["prepare.py", "--lock", lock, "--group", "mine", "--cache", cache],
+                 ["run.py", "--lock", lock, "--group", "mine", "--cache", cache, "--run-name", "mine-group"]):
+        done = run_script(*step, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    # the audit as it must be typed (the cache is ./cache here, the default: left out)
+    assert done.stdout.rstrip().endswith(f"/audit.py --out runs/mine-group --lock {lock}"), done.stdout
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "runs" / "mine-group", "--cache", cache,
+                      "--bundle", "--results", tmp_path / "results", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
+    done = run_script("audit.py", "--lock", lock, "--bundle-file", tmp_path / "results" / "mine-group.tar.gz",
+                      "--cache", cache, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
+    # a subtask outside the group: refused before anything is converted; a missing folder after the first pin:
+    # the first subtask's data folder and the intermediate lock are removed again
+    for subtask, message in (("arc_easy", "--subtask arc_easy: not a subtask of mmlu"),
+                             ("mmlu_college_mathematics", "no such file or folder")):
+        again = [*pin[:pin.index("--new-lock") + 1], tmp_path / "locks" / "again.lock.json", "--subtask",
+                 f"mmlu_elementary_mathematics={data / subjects[0]}", "--subtask", f"{subtask}={data / 'none'}"]
+        again[again.index("mine")] = "again"
+        done = run_script(*again, cwd=tmp_path)
+        assert done.returncode == 2 and message in one_paragraph(done.stderr), done.stderr
+        assert sorted(p.name for p in lock.parent.iterdir()) == [
+            "mine-mmlu_college_mathematics-data", "mine-mmlu_elementary_mathematics-data", "mine.lock.json",
+            "my-model"]

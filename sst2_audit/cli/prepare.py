@@ -8,6 +8,7 @@ from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.resources import prepare
 from sst2_audit.resources.pin import pin
+from sst2_audit.resources.pin_group import parse_subtasks, pin_group
 from sst2_audit.resources.sources.local import PLACEHOLDER
 from sst2_audit.task.group import group_spec
 from sst2_audit.util.console import QUIET_ENVIRONMENT
@@ -23,8 +24,12 @@ def main(argv) -> int:
 
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.pin is not None and args.pin_group is not None:
+        parser.error("--pin pins one profile, --pin-group a group of them; give one")
     if args.pin is not None:
         return _pin(args, parser)
+    if args.pin_group is not None:
+        return _pin_group(args, parser)
     if args.group is not None:
         return _group(args)
     lock, profile = lock_and_profile(args)
@@ -84,7 +89,46 @@ def _parser() -> Parser:
                                                              "lm-eval wheel (default: downloaded with pip)")
     parser.add_argument("--group", metavar="NAME", help="prepare every profile of the lock's group NAME, each into "
                         "--cache/<profile>")
+    parser.add_argument("--pin-group", metavar="NAME",
+                        help="write a NEW lock (--new-lock) = --lock + group NAME of the lm-eval group --task: one "
+                             "profile NAME-TASK per --subtask, all on --model")
+    parser.add_argument("--subtask", action="append", metavar="TASK=DATA",
+                        help="with --pin-group (two or more): a subtask of the group and its data folder")
+    parser.add_argument("--rows", type=int, metavar="N", help="with --pin-group: dev rows run per subtask "
+                                                              "(default: the lock's dev_rows)")
     return parser
+
+
+def _settings(args) -> dict:
+    """The profile settings given on the command line, only those (the lock's reader validates each)."""
+    given = {"attention": args.attention, "add_bos_token": args.add_bos_token or None,
+             "num_fewshot": args.num_fewshot, "max_length": args.max_length,
+             "shots_may_show_sealed_rows": args.shots_may_show_sealed_rows or None}
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def _variables(args, model: dict) -> list:
+    """A folder outside the new lock's is named by a variable (never a path in the lock): set it on each machine."""
+    return [f"{name}={args.model}" for name in PLACEHOLDER.findall(str(model.get("path") or ""))]
+
+
+def _pin_group(args, parser) -> int:
+    missing = [option for option, value in (("--model", args.model), ("--task", args.task), ("--subtask", args.subtask),
+                                            ("--new-lock", args.new_lock)) if value is None]
+    if missing:
+        parser.error(f"--pin-group needs {', '.join(missing)} (--task names the lm-eval group)")
+    if args.data is not None or args.replace:
+        parser.error("--pin-group takes each subtask's data as --subtask TASK=DATA, and never replaces a lock")
+    entry, model, notes = pin_group(args.lock, args.new_lock, args.pin_group, args.task, parse_subtasks(args.subtask),
+                                    args.model, args.notice, args.rows, args.evaluator_wheel, _settings(args))
+    print(f"pinned: {args.new_lock} = {args.lock.name} + group {args.pin_group} ({args.task}, {entry['yaml']}, "
+          f"{entry['rows']} dev rows per subtask) with profiles {', '.join(entry['profiles'])}; next: " +
+          " ".join(_variables(args, model) + [f"python prepare.py --lock {args.new_lock} --group {args.pin_group} "
+                                              f"--cache <cache>, then python run.py --lock {args.new_lock} --group "
+                                              f"{args.pin_group} --cache <cache>"]))
+    for note in notes:
+        print(note)
+    return 0
 
 
 def _group(args) -> int:
@@ -105,16 +149,10 @@ def _pin(args, parser) -> int:
                                             ("--new-lock", args.new_lock)) if value is None]
     if missing:
         parser.error(f"--pin needs {', '.join(missing)}")
-    # only what is given: the lock's reader validates each value before the new lock is written
-    given = {"attention": args.attention, "add_bos_token": args.add_bos_token or None,
-             "num_fewshot": args.num_fewshot, "max_length": args.max_length,
-             "shots_may_show_sealed_rows": args.shots_may_show_sealed_rows or None}
-    settings = {key: value for key, value in given.items() if value is not None}
     profile, model, notes = pin(args.lock, args.new_lock, args.pin, args.task, args.model, args.data, args.notice,
-                         args.evaluator_wheel, settings, replace=args.replace)
+                                args.evaluator_wheel, _settings(args), replace=args.replace)
 
-    # a folder outside the new lock's is named by a variable (never a path in the lock): set it on each machine
-    variables = [f"{name}={args.model}" for name in PLACEHOLDER.findall(str(model.get("path") or ""))]
+    variables = _variables(args, model)
     print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, model entry "
           f"{profile['model']!r} with {len(model['files'])} files, splits "
           f"{', '.join(f['split'] + ' ' + str(f['rows']) + ' rows' for f in profile['data']['files'])}); next: "

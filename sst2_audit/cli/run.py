@@ -144,8 +144,8 @@ def _group(args) -> int:
     for member in record.members:  # each subtask's run, as the group audit will read it
         auditable(out / member.run, lock, Path(args.cache) / member.profile)
 
-    print(terminal(summary_lines(record) + [f"  group record  {out / 'group.json'} (audit: audit.py --out {out} "
-                                            f"--cache {args.cache})"]))
+    print(terminal(summary_lines(record) + [f"  group record  {out / 'group.json'}",
+                                            f"  next          {audit_command(args, out)}"]))
     return 0
 
 

@@ -149,9 +149,11 @@ def _shared_model(base_lock: Path, models: dict, name: str, model: Path) -> str 
 
 
 def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data: Path, notice: str | None,
-        evaluator_wheel: Path | None = None, settings: dict | None = None, replace: bool = False) -> tuple:
+        evaluator_wheel: Path | None = None, settings: dict | None = None, replace: bool = False,
+        shared_folder: Path | None = None) -> tuple:
     """Write new_lock = base_lock + profile `name`; returns (the profile, its model entry, lines to show: files
-    ignored, what the input-length measurement found)."""
+    ignored, what the input-length measurement found). `shared_folder`: the local folder of a shared model
+    (model:NAME), so that its tokenizer measures the inputs too."""
 
     _profile_name(name)
     profile_settings(settings or {}, f"--pin {name}: the profile's settings")  # before any data is converted
@@ -192,9 +194,10 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         notes = _ignored_files(data, data_entry, spec)  # what the command says besides the pins
         profile, text, checked = _new_lock_text(raw, name, task, spec, shared, model_entry, data_entry, notice,
                                                 settings, new_lock)
-        if staging is not None and shared is None and not hub_pin.is_hub(model):  # measured with the pinned tokenizer
+        folder = model if shared is None else shared_folder
+        if staging is not None and folder is not None and not hub_pin.is_hub(folder):  # with the pinned tokenizer
             fitted, note = _fitted_settings(spec, raw, checked.settings_for(name, spec), dict(settings or {}), staging,
-                                            tuple((n, k) for n, k in data_entry["columns"]), model)
+                                            tuple((n, k) for n, k in data_entry["columns"]), folder)
             notes.append(f"input length: {note}")
             if fitted != dict(settings or {}):  # a max_length that fits: the lock is written with it
                 profile, text, _ = _new_lock_text(raw, name, task, spec, shared, model_entry, data_entry, notice,

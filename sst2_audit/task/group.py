@@ -66,17 +66,16 @@ def _index(folder: Path) -> tuple:
     return groups, tags, tasks
 
 
-def group_spec(lock, name: str) -> GroupSpec:
-    if name not in lock.groups:
-        raise InputError(f"{lock.path}: unknown group {name!r}; this lock defines groups "
-                         f"{', '.join(sorted(lock.groups)) or '(none)'}.")
-    pin, root = lock.groups[name], installed_root()
-    groups, tags, tasks = _index((root / pin.yaml).parent)
+def resolve(yaml: str, group: str) -> tuple:
+    """(YAMLs read, aggregate, leaves) of lm-eval group (or tag) `group` defined by `yaml` (relative to the
+    installed package): its YAML and its subgroups', its aggregate_metric_list, every leaf task below it."""
+    root = installed_root()
+    groups, tags, tasks = _index((root / yaml).parent)
     read, leaves = [], []
 
     def walk(entry: str, depth: int) -> None:
         if depth > 8:
-            raise InputError(f"group {pin.group}: nested more than 8 deep at {entry}.")
+            raise InputError(f"group {group}: nested more than 8 deep at {entry}.")
         if entry in groups:
             path, config = groups[entry]
             read.append(str(path.relative_to(root)))
@@ -89,17 +88,47 @@ def group_spec(lock, name: str) -> GroupSpec:
         elif entry in tasks:
             leaves.append(entry)
         else:
-            raise InputError(f"group {pin.group}: member {entry!r} is no task, tag or group beside {pin.yaml}.")
+            raise InputError(f"group {group}: member {entry!r} is no task, tag or group beside {yaml}.")
 
-    if pin.group in groups and str(groups[pin.group][0].relative_to(root)) == pin.yaml:
-        walk(pin.group, 0)
-        aggregate = _aggregate(groups[pin.group][1], pin.group)
-    elif pin.group not in groups and pin.group in tags and pin.group in _tags(_config(root / pin.yaml)):
+    if group in groups and str(groups[group][0].relative_to(root)) == yaml:
+        walk(group, 0)
+        return tuple(read), _aggregate(groups[group][1], group), tuple(leaves)
+    if group not in groups and group in tags and group in _tags(_config(root / yaml)):
         # a tag (inverse_scaling_mc in 0.4.9.2): lm-eval runs its tasks and reports no group number
-        read, aggregate = [pin.yaml], ()
-        leaves.extend(sorted(tags[pin.group]))
-    else:
-        raise InputError(f"{lock.path}: groups.{name}.yaml {pin.yaml} defines no group (nor tag) {pin.group!r}.")
+        return (yaml,), (), tuple(sorted(tags[group]))
+    raise InputError(f"{yaml} defines no group (nor tag) {group!r}.")
+
+
+def find_group_yaml(group: str, near: str) -> str:
+    """The installed YAML that defines lm-eval group (or tag) `group`, looked for beside a subtask's YAML
+    (`near`) and in the folders above it up to lm_eval/tasks, where lm-eval's groups sit beside their tasks."""
+    root = installed_root()
+    folder, top = (root / near).parent, root / "lm_eval" / "tasks"
+    while folder != top and top in folder.parents:
+        groups, tags, _ = _index(folder)
+        if group in groups:
+            return str(groups[group][0].relative_to(root))
+        if group in tags:
+            return _tagging_yaml(folder, group)
+        folder = folder.parent
+    raise InputError(f"--task {group}: no YAML beside {near} or above it defines that group or tag; a group is "
+                     "pinned from its subtasks' folders.")
+
+
+def _tagging_yaml(folder: Path, tag: str) -> str:
+    root = installed_root()
+    return next(str(path.relative_to(root)) for path in sorted(folder.glob("*.yaml")) if tag in _tags(_config(path)))
+
+
+def group_spec(lock, name: str) -> GroupSpec:
+    if name not in lock.groups:
+        raise InputError(f"{lock.path}: unknown group {name!r}; this lock defines groups "
+                         f"{', '.join(sorted(lock.groups)) or '(none)'}.")
+    pin = lock.groups[name]
+    try:
+        read, aggregate, leaves = resolve(pin.yaml, pin.group)
+    except InputError as error:
+        raise InputError(f"{lock.path}: groups.{name}: {error}") from None
     unpinned = [path for path in read if path not in lock.evaluator.files]
     if unpinned:
         raise InputError(f"{lock.path}: group {pin.group} reads {', '.join(unpinned)}, which evaluator.files does not "
@@ -109,7 +138,7 @@ def group_spec(lock, name: str) -> GroupSpec:
     outside = [task for task, _ in members if task not in leaves]
     if outside:
         raise InputError(f"{lock.path}: groups.{name}: {', '.join(outside)} is not a subtask of {pin.group}.")
-    return GroupSpec(pin, tuple(read), aggregate, tuple(leaves), tuple(members))
+    return GroupSpec(pin, read, aggregate, leaves, tuple(members))
 
 
 def _aggregate(raw: dict, group: str) -> tuple:
