@@ -17,8 +17,12 @@ measured with --lock; --skip-native leaves out (bn).
 --rows N times every variant on the first N dev rows in hash order (run.py --rows), for a task too long to time
 in full (the 25-shot ARC demo).
 
+--audit also times (c) the default audit (every row rescored) of each round's (b) run folder, and prints where
+(b)'s time went, from its run.json timings (imports, verification, model load, the official path, the
+independent path beside it, the checks): c/a is the audit against lm-eval alone.
+
 Usage: python benchmarks/bench_run.py [--cache .test-cache/embedded] [--profile embedded] [--repeat 3] [--core-only]
-                                      [--lock LOCK] [--skip-native] [--rows N]
+                                      [--lock LOCK] [--skip-native] [--rows N] [--audit]
 """
 
 import argparse
@@ -54,13 +58,14 @@ def main() -> int:
     parser.add_argument("--skip-native", action="store_true", help="leave out (bn), the native numeric mode")
     parser.add_argument("--rows", type=int, help="the first ROWS dev rows in hash order for every variant (run.py "
                         "--rows), for a task too long to time in full")
+    parser.add_argument("--audit", action="store_true", help="also time (c) the default audit of each (b) run")
     args = parser.parse_args()
     lock = str(args.lock.resolve())
     alone = [sys.executable, str(REPO / "benchmarks" / "lm_eval_alone.py"), str(args.cache), args.profile]
     rows, last = ([], []) if args.rows is None else (["--rows", str(args.rows)], [str(args.rows)])  # run.py's, alone's
-    results = {"a": [], "a2": [], "b": [], "bn": []}
+    results = {"a": [], "a2": [], "b": [], "bn": [], "c": []}
     names = {"a": "lm-eval alone, lock settings", "a2": "lm-eval alone, 2 threads", "b": "full run.py",
-             "bn": "full run.py, native mode"}
+             "bn": "full run.py, native mode", "c": "default audit of (b)"}
     with tempfile.TemporaryDirectory() as scratch:
         native_lock = Path(scratch) / "native.lock.json"  # same pins, the CPU's own numeric mode
         raw = json.loads(Path(lock).read_text())
@@ -74,11 +79,15 @@ def main() -> int:
             variants = (("a", alone + ["-", lock, *last]), ("a2", alone + ["2", lock, *last]),
                         ("b", full("b", "--lock", lock)), ("bn", full("n", "--lock", str(native_lock))))
             wanted = ("a", "b") if args.core_only else ("a", "a2", "b") if args.skip_native else ("a", "a2", "b", "bn")
-            for key, command in (v for v in variants if v[0] in wanted):
+            audit = [sys.executable, str(REPO / "audit.py"), "--lock", lock, "--out", f"{scratch}/outb{round_number}",
+                     "--cache", str(args.cache)]
+            for key, command in (*(v for v in variants if v[0] in wanted), *((("c", audit),) if args.audit else ())):
                 wall, rss = measure(command)
                 results[key].append((wall, rss))
                 print(f"round {round_number + 1}: ({key}) {names[key]:30s} {wall:6.2f} s  peak RSS {rss / 1e9:.3f} GB",
                       flush=True)
+            if args.audit:
+                split(Path(f"{scratch}/outb{round_number}") / "run.json")
     results = {key: runs for key, runs in results.items() if runs}
     wall = {key: statistics.median(w for w, _ in runs) for key, runs in results.items()}
     rss = {key: max(r for _, r in runs) for key, runs in results.items()}
@@ -90,8 +99,21 @@ def main() -> int:
         print(f"ratio b/a2 = {wall['b'] / wall['a2']:.3f} (against lm-eval on all cores)")
     if "bn" in wall:
         print(f"ratio b/bn = {wall['b'] / wall['bn']:.3f} (pinned numeric mode against the CPU's native mode)")
+    if "c" in wall:
+        print(f"ratio c/a  = {wall['c'] / wall['a']:.3f} (the default audit against lm-eval alone)")
     print(f"peak RSS of b: {rss['b'] / 1e9:.3f} GB (target <= 1.5 GB)")
     return 0
+
+
+def split(run_json: Path) -> None:
+    """Where (b)'s time went: the steps run.json times. The independent path runs beside the official one, so
+    the steps do not add up to the total; 'other' is what no step names (pages, records, the self-audit)."""
+    timings = json.loads(run_json.read_text())["timings"]
+    named = ("imports", "verify", "model_load", "official", "checks")
+    other = timings["total"] - sum(timings.get(key, 0.0) for key in named)
+    print("  (b) split: " + ", ".join(f"{key} {timings.get(key, 0.0):.2f} s" for key in named) +
+          f", other {other:.2f} s; beside the official path: independent {timings.get('independent', 0.0):.2f} s; "
+          f"total {timings['total']:.2f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -131,3 +131,43 @@ def test_generated_profile_keys_and_types_are_refused_or_read_exactly(tmp_path):
         with pytest.raises(InputError) as caught:
             load_lock(path)
         assert "profiles.embedded" in str(caught.value) and "\n" not in str(caught.value)
+
+
+# --- lm-eval releases (formats/releases.py, issue 32): the lock pins one, by its published wheel ---
+
+@pytest.mark.parametrize("change, message", [
+    (lambda e: e.update(version="0.4.13"), "evaluator.version 0.4.13: sst2-audit does not support this lm-eval release "
+                                           "yet: its evaluator, few-shot sampler and task code differ"),
+    (lambda e: e.update(version="0.4.99"), "evaluator.version '0.4.99' is not an lm-eval release sst2-audit knows; "
+                                           "it supports lm-eval 0.4.9.2."),
+    (lambda e: e["wheel"].update(sha256="0" * 64), "evaluator.wheel: expected lm-eval 0.4.9.2's published wheel "
+                                                   "lm_eval-0.4.9.2-py3-none-any.whl (sha256 b8d12410ab9c"),
+    (lambda e: e["wheel"].update(name="lm_eval-0.4.9.2-local.whl"), "evaluator.wheel: expected lm-eval 0.4.9.2's "
+                                                                    "published wheel"),
+])
+def test_a_lock_pins_a_supported_release_by_its_published_wheel(tmp_path, change, message):
+    raw = load_lock_json()
+    change(raw["evaluator"])
+    lock = tmp_path / "other.lock.json"
+    lock.write_text(json.dumps(raw))
+    for command in (["audit.py", "--lock", lock, "--out", tmp_path], ["run.py", "--lock", lock, "--smoke"],
+                    ["prepare.py", "--lock", lock, "--profile", "embedded", "--cache", tmp_path / "c"]):
+        done = run_script(*command)
+        assert done.returncode == 2 and message in one_paragraph(done.stderr), done.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_another_release_installed_or_recorded_is_a_refusal_naming_both(tmp_path, capsys):
+    """The environment holds one release, the lock or the record names another: exit 2 naming both, never a FAIL
+    (a FAIL would read as tampering)."""
+    from bundles import CURRENT, audit, edited, pack
+    from sst2_audit.formats.releases import require_installed
+
+    with pytest.raises(InputError, match=r"^lock\.json names lm-eval 0\.4\.13, but this environment holds lm-eval "
+                                         r"0\.4\.9\.2; audit and run with the release the lock pins"):
+        require_installed("0.4.13", "lock.json")
+    made = tmp_path / "made-with-0.4.13.tar.gz"
+    pack(made, edited(lambda record, members: record["versions"].update(lm_eval="0.4.13"), CURRENT))
+    code, out = audit(capsys, "--bundle-file", made, "--structural")
+    assert code == 2 and "VERDICT" not in out, out
+    assert "the run was made with lm-eval 0.4.13, but the reviewer's lock" in out and "pins lm-eval 0.4.9.2" in out

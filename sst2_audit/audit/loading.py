@@ -124,6 +124,11 @@ def load_run(path: Path, reviewer_lock: Lock, trust_bundle_lock: bool = False) -
     if record is not None and failure is not None:  # a passing run never has a failure record
         raise CheckFailed(f"{path}: holds both {records.RUN_FILE} and {records.FAILURE_FILE}; a run that wrote a "
                           "failure record stopped before its run record, so one of them was added afterwards.")
+    made_with = record.versions.get("lm_eval") if record is not None else None
+    if made_with != reviewer_lock.evaluator.version and made_with is not None and not trust_bundle_lock:
+        raise InputError(f"{path}: the run was made with lm-eval {str(made_with)[:40]}, but the reviewer's lock "
+                         f"{reviewer_lock.given} pins lm-eval {reviewer_lock.evaluator.version}; audit it with a lock "
+                         "and an environment of the release it was made with.")
     task, metrics = (record.task, record.metrics) if record else (None, ())
     results = _optional(path / records.LM_EVAL_RESULTS_FILE, lambda p: lm_eval_output.check_lm_eval_results(
         strict_json.read(p), task, str(p), metrics) if task else strict_json.read(p))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.fields import columns_of, LOCK_KEYS, safe_relative, strict_profile
+from sst2_audit.formats.releases import release_for
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 from sst2_audit.util.sanitize import RUN_NAME
@@ -285,6 +286,7 @@ def _evaluator(raw: dict, where: str) -> dict:
     evaluator = _need(raw, "evaluator", dict, where)
     for key in ("package", "version", "commit", "task", "task_yaml"):
         _need(evaluator, key, str, f"{where}: evaluator")
+    release_for(evaluator, where)  # one supported release, by its published wheel
 
     # A lock can come from someone else: every evaluator path must name a file inside the installed lm_eval
     # package (the files hashed and parsed are the reviewer's own install, never a path the lock chose).

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from sst2_audit.formats.releases import require_installed, supported_words
 from sst2_audit.task.yaml_file import confined
 from sst2_audit.util.errors import CheckFailed
 from sst2_audit.util.hashing import sha256_file
@@ -13,7 +14,7 @@ def installed_root() -> Path:
 
     spec = importlib.util.find_spec("lm_eval")
     if spec is None or spec.origin is None:
-        raise CheckFailed("lm_eval is not installed; install the pinned lm-eval==0.4.9.2.")
+        raise CheckFailed(f"lm_eval is not installed; install the release the lock pins ({supported_words()}).")
     return Path(spec.origin).parent.parent
 
 
@@ -60,6 +61,7 @@ def verify_installed(lock, spec) -> dict:
 def verify_pinned(lock, pins: dict) -> dict:
     """Hash these pinned files ({path: sha256}) of the installed evaluator; returns {path: actual sha256}."""
 
+    require_installed(lock.evaluator.version, f"{lock.path}")  # another release: a refusal, not a FAIL
     root = installed_root()
     problems, seen = [], {}
     for relative, pinned in sorted(pins.items()):
