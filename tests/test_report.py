@@ -74,11 +74,12 @@ def test_report_numbers_are_run_json_s(full_run):
     assert questions[0] == ["idx", "gold", "predicted (acc)", "scores per candidate", "margin", "both paths",
                             "logged doc_id"]
     margins = [float(row[4]) for row in questions[1:]]
-    assert margins == sorted(margins)  # closest calls first
+    assert [abs(m) for m in margins] == sorted(abs(m) for m in margins) and min(margins) < 0  # closest calls first
+    assert "<h2>Every question, closest calls (smallest |margin|) first</h2>" in page
     for row in questions[1:]:
         q = by_idx[int(row[0])]
         official = q.scores["official"]
-        assert row[3] == f"negative: {official[0]:.5g} positive: {official[1]:.5g}"  # named, 5 significant digits
+        assert row[3] == f"negative: {official[0]:.4f} positive: {official[1]:.4f}"  # named, fixed: digits align
         assert row[2] == ["negative", "positive"][q.predictions["official"]["acc"]] and row[6] == str(q.logged_doc_id)
         assert row[5] == "equal"  # bit for bit on the independent path
         assert float(row[4]) == pytest.approx(official[q.label] - official[1 - q.label], abs=5e-5)
@@ -90,8 +91,12 @@ def test_report_numbers_are_run_json_s(full_run):
     assert [row[0] for row in claimed[1:]] == ["numeric_platform", "run_seconds", "peak_memory", "also_unverified"]
     assert claimed[1][1] == one_line(record.platform)
     assert "<h2>Claimed by the submitter's machine, not verified by an audit</h2>" in page
+    # the audit hint names what an audit of this run needs: its lock (by sha256) and its cache
+    assert (f"<code>sst2-audit audit --out &lt;this run's folder&gt; --lock &lt;the lock of sha256 "
+            f"{record.lock_sha256[:12]}…&gt; --cache &lt;its cache&gt;</code>") in page
     private = (full_run / "private" / records.REPORT_FILE).read_text()
     assert "PRIVATE" in private and "PRIVATE" not in page
+    assert private.count('<td colspan="7"><table style="width:100%">') == 64  # each document a full-width row
 
 
 def test_the_public_report_carries_no_document_text(full_run, embedded_cache):

@@ -23,8 +23,9 @@ from sst2_audit.util.hashing import canonical_json, sha256_text
 RECORD_SCHEMA_VERSION = 5
 # What schema 5 changed, for the readers that keep older records' pages and rules: the card and page show the
 # submitter's machine facts apart, as claims (issue 28); a value metric (mc2) is re-derived in lm-eval's order
-# of operations, bit for bit (issue 29).
-SCHEMA_CLAIMS_APART = SCHEMA_VALUES_IN_LM_EVAL_ORDER = 5
+# of operations, bit for bit (issue 29); the page's audit hint names the lock and cache it needs, its question
+# table puts the closest calls (smallest |margin|) first, scores at fixed precision (issue 31).
+SCHEMA_CLAIMS_APART = SCHEMA_VALUES_IN_LM_EVAL_ORDER = SCHEMA_PAGE_5 = 5
 PATHS = ("official", "independent")  # the two scorings of every question; the order of every per-path listing
 RUN_FILE = "run.json"
 FAILURE_FILE = "failure.json"

@@ -10,7 +10,7 @@ and compares it byte for byte. Runs of record schema 3 keep their own layout (pa
 
 from markupsafe import Markup
 
-from sst2_audit.formats.records import PATHS, RECORD_SCHEMA_VERSION
+from sst2_audit.formats.records import PATHS, RECORD_SCHEMA_VERSION, SCHEMA_PAGE_5
 from sst2_audit.pages.card import card_fields, card_id, claims
 from sst2_audit.pages.html_report_v3 import render as render_v3
 from sst2_audit.pages.plots import margin_plot
@@ -109,7 +109,9 @@ def _shown_value(metric: str, q, names: list) -> tuple:
     return f"{entry.value(official, q):.4f}", None
 
 
-def _questions(record, names: list, docs: dict | None) -> list:
+def _questions(record, names: list, docs: dict | None, closest_first: bool) -> list:
+    """The question table's rows: schema 5 on, the closest calls (smallest |margin|) first; before, by signed
+    margin (the wrong calls first, the closest in the middle)."""
     headline = METRICS[record.metrics[0]]
     rows = []
     for q in record.questions:
@@ -128,6 +130,8 @@ def _questions(record, names: list, docs: dict | None) -> list:
             "shots": len(q.shots),
             "doc": None if docs is None else list(docs.get(q.idx, {}).items()),
         })
+    if closest_first and headline.argmax:
+        return sorted(rows, key=lambda row: (abs(row["margin"]), row["idx"]))
     return sorted(rows, key=lambda row: (row["margin"], row["idx"]))
 
 
@@ -165,7 +169,8 @@ def render(record, lock, spec, docs: dict | None = None, written_schema: int = R
         claims=_pins(claimed),
         checks=checks, passed=all(ok for _, _, ok in checks), accuracy=_accuracy_rows(record), plots=_plots(record),
         pins=_pins(fields), settings=_settings(record.settings), names=names, confusion=_confusion(record, names),
-        questions=_questions(record, names, docs), headline=record.metrics[0],
+        questions=_questions(record, names, docs, written_schema >= SCHEMA_PAGE_5), headline=record.metrics[0],
+        schema5=written_schema >= SCHEMA_PAGE_5,
         shots=record.settings.get("num_fewshot", 0),
     )
 
