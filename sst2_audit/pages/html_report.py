@@ -161,7 +161,7 @@ def render(record, lock, spec, docs: dict | None = None, written_schema: int = R
     older schema gets the page that schema's runs wrote."""
     if written_schema < 4:  # only the public page is regenerated (claims, bundle); schema 3 had its own page
 
-        return render_v3(record, lock, spec)
+        return render_v3(record, lock, spec, written_schema=written_schema)
     fields, names = card_fields(record, lock, written_schema), list(choice_names(spec, record.questions))
     claimed, checks = claims(record, written_schema), _checks(record)
     return render_page(

@@ -103,10 +103,10 @@ def _questions(record, names: list, docs: dict | None) -> str:
     return table(header, rows, numeric=(0, 5, 6))
 
 
-def render(record, lock, spec, docs: dict | None = None) -> str:
+def render(record, lock, spec, docs: dict | None = None, written_schema: int = 3) -> str:
     """The run's page; `docs` ({idx: text}) only for the private variant."""
 
-    fields, names = card_fields(record, lock), list(choice_names(spec, record.questions))
+    fields, names = card_fields(record, lock, written_schema), list(choice_names(spec, record.questions))
     parts = [f"<h1>{escape(record.task)}: run {escape(record.run_name)} ({escape(record.mode)})</h1>"]
     if record.demo:
         parts.append(f"<p class=\"demo\">{escape(record.notice)}</p>")
