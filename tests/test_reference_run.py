@@ -78,13 +78,19 @@ def test_the_default_audit_rescores_the_reference_as_the_avx2_only_machine_score
 
 
 def test_reference_card_states_the_measurement():
-    """The card today's code renders from the reference's records: what the audit compares the bundled one with."""
+    """The card today's code renders from the reference's records, as their schema (4) wrote it: what the audit
+    compares the bundled one with. The same records at schema 5 get today's card: the platform as a claim."""
     from sst2_audit.formats import records
     from sst2_audit.pages.card import render
     from sst2_audit.formats.lock import load_lock
 
-    record = records.from_dict(records.RunRecord, _reference(), "run.json")
-    card = render(record, load_lock(REPO / "resources.lock.json"))
+    raw = _reference()
+    record = records.from_dict(records.RunRecord, raw, "run.json")
+    assert raw["schema_version"] == 4
+    card = render(record, load_lock(REPO / "resources.lock.json"), raw["schema_version"])
+    today = render(record, load_lock(REPO / "resources.lock.json"))
+    assert "Claimed by the submitter's machine, not verified by an audit:" in today
+    assert "Claimed by the submitter's machine" not in card
     with tarfile.open(BUNDLE) as archive:
         assert archive.extractfile("embedded-full-reference/CARD.md").read().decode() == card
     assert "accuracy 42/64 = 0.6562 (stderr 0.0598), max abs diff between the paths 0.0" in card
