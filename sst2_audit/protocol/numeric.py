@@ -104,7 +104,6 @@ def fingerprint(mode: dict, threads: int) -> dict:
     import torch
 
     cpu = _cpuinfo()
-    flags = set(cpu.get("flags", "").split())
     blas, onednn = _libraries(torch.__config__.show())
     capability = torch.backends.cpu.get_cpu_capability()
     expected = CAPABILITY_OF.get(str(mode.get("ATEN_CPU_CAPABILITY", "")).lower())
@@ -115,7 +114,7 @@ def fingerprint(mode: dict, threads: int) -> dict:
         "cpu_model_name": cpu.get("model name"),
         "cpu_family": cpu.get("cpu family"),
         "cpu_model": cpu.get("model"),
-        "isa_flags": {flag: flag in flags for flag in ISA_FLAGS},
+        "isa_flags": _isa_flags(cpu),
         "torch": torch.__version__,
         "torch_cpu_capability": capability,
         "blas": blas,
@@ -184,10 +183,14 @@ def numpy_exp(isa_flags: dict | None) -> str:
     return "numpy's AVX-512F exp" if (isa_flags or {}).get("avx512f") else "libm's exp"
 
 
+def _isa_flags(cpu: dict) -> dict:
+    flags = set(cpu.get("flags", "").split())
+    return {flag: flag in flags for flag in ISA_FLAGS}
+
+
 def here_flags() -> dict:
     """This machine's ISA flags, as fingerprint() records them (without importing torch)."""
-    flags = set(_cpuinfo().get("flags", "").split())
-    return {flag: flag in flags for flag in ISA_FLAGS}
+    return _isa_flags(_cpuinfo())
 
 
 def one_line(platform: dict | None) -> str:

@@ -60,7 +60,7 @@ def pin_group(base_lock: Path, new_lock: Path, name: str, group: str, subtasks: 
     if outside:
         raise InputError(f"--subtask {', '.join(outside)}: not a subtask of {group} ({yaml}); its subtasks include "
                          f"{', '.join(leaves[:8])}{' ...' if len(leaves) > 8 else ''} ({len(leaves)} in all).")
-    written, notes, lock_in, model_entry = [], [], Path(base_lock), None
+    steps, folders, notes, lock_in, model_entry = [], [], [], Path(base_lock), None
     try:
         for number, (task, data) in enumerate(subtasks):
             profile = subtask_profile(name, task)
@@ -69,7 +69,8 @@ def pin_group(base_lock: Path, new_lock: Path, name: str, group: str, subtasks: 
             _, entry, lines = pin(lock_in, step, profile, task, shared, data, notice, evaluator_wheel, settings,
                                   shared_folder=model)
             model_entry = model_entry or entry
-            written += [step, new_lock.parent / f"{profile}-data"]  # only what this command wrote is removed
+            steps.append(step)  # only what this command wrote is removed
+            folders.append(new_lock.parent / f"{profile}-data")
             notes += [f"{task}: {line}" for line in lines]
             lock_in = step
         raw = json.loads(lock_in.read_text(encoding="utf-8"))
@@ -80,9 +81,10 @@ def pin_group(base_lock: Path, new_lock: Path, name: str, group: str, subtasks: 
         group_spec(parse_lock(raw, new_lock, ""), name)  # the lock's own reader and the group run's, before writing
         atomic.write_text(new_lock, json.dumps(raw, indent=2) + "\n")
     except BaseException:
-        for path in written:
-            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
         raise
-    for path in written[::2]:  # the intermediate locks
-        path.unlink(missing_ok=True)
+    finally:
+        for step in steps:  # the intermediate locks, whether the pin succeeded or not
+            step.unlink(missing_ok=True)
     return raw["groups"][name], model_entry, notes

@@ -109,14 +109,13 @@ def find_group_yaml(group: str, near: str) -> str:
         if group in groups:
             return str(groups[group][0].relative_to(root))
         if group in tags:
-            return _tagging_yaml(folder, group)
+            return _tagging_yaml(root, folder, group)
         folder = folder.parent
     raise InputError(f"--task {group}: no YAML beside {near} or above it defines that group or tag; a group is "
                      "pinned from its subtasks' folders.")
 
 
-def _tagging_yaml(folder: Path, tag: str) -> str:
-    root = installed_root()
+def _tagging_yaml(root: Path, folder: Path, tag: str) -> str:
     return next(str(path.relative_to(root)) for path in sorted(folder.glob("*.yaml")) if tag in _tags(_config(path)))
 
 
