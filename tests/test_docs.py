@@ -39,9 +39,9 @@ def test_the_cli_reference_documents_every_option():
 
 def test_exit_codes_are_documented_from_their_one_definition():
     table = CLI_DOC.split("## Exit codes", 1)[1]
-    rows = re.findall(r"^\| (\d) \| (.+?) \|$", table, re.MULTILINE)
+    rows = re.findall(r"^\| (\d+) \| (.+?) \|$", table, re.MULTILINE)
     assert [(int(code), text) for code, text in rows] == list(EXIT_CODES.items())
-    listed = re.findall(r"^- (\d): (.+)$", README.split("## Exit codes", 1)[1].split("\n## ", 1)[0], re.MULTILINE)
+    listed = re.findall(r"^- (\d+): (.+)$", README.split("## Exit codes", 1)[1].split("\n## ", 1)[0], re.MULTILINE)
     assert [int(code) for code, _ in listed] == list(EXIT_CODES)
     assert all(EXIT_CODES[int(code)].startswith(text.split(" (")[0]) for code, text in listed)
 

@@ -35,7 +35,7 @@ def test_ctrl_c_leaves_no_folder_that_blocks_the_run_name(embedded_cache, tmp_pa
             process.send_signal(signal.SIGINT)
             break
     rest = process.stderr.read()
-    assert process.wait() == 2 and "interrupted; nothing half-written was kept." in rest, rest[-2000:]
+    assert process.wait() == 130 and "interrupted; nothing half-written was kept." in rest, rest[-2000:]
     assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()
 
 
@@ -52,7 +52,30 @@ def test_bundle_needs_the_identity_level_and_a_writable_results_folder(full_run,
     blocker.write_text("x")
     code, out = audit(capsys, "--out", full_run / "out", "--cache", embedded_cache, "--structural", "--bundle",
                       "--results", blocker / "results")
-    assert code == 2 and f"{blocker / 'results'}: cannot write here" in one_paragraph(out), out
+    # refused before the audit's work: no verdict line that names an exit code the process does not return
+    assert code == 2 and one_paragraph(out) == (f"error: --results {blocker / 'results'}: cannot create the folder "
+                                                f"({blocker} is a file). Choose a folder you can write to."), out
+    assert "VERDICT" not in out
+
+
+def test_every_output_folder_is_checked_writable_before_any_work(embedded_cache, tmp_path, capsys):
+    from sst2_audit.cli import prepare_main
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    code, out = audit(capsys, "--compare", REFERENCE, REFERENCE, "--report", blocker / "cmp.html")
+    assert code == 2 and one_paragraph(out) == (f"error: --report {blocker}: expected a folder, got a file. Choose a "
+                                                "folder you can write to."), out
+    code = prepare_main(["--profile", "embedded", "--cache", str(blocker / "cache")])
+    out = capsys.readouterr().err
+    assert code == 2 and one_paragraph(out) == (f"error: --cache {blocker / 'cache'}: cannot create the folder "
+                                                f"({blocker} is a file). Choose a folder you can write to."), out
+    code = prepare_main(["--pin", "mine", "--task", "rte", "--model", str(embedded_cache / "model"), "--data",
+                         str(tmp_path), "--new-lock", str(blocker / "locks" / "mine.lock.json")])
+    out = capsys.readouterr().err
+    assert code == 2 and one_paragraph(out) == (f"error: --new-lock {blocker / 'locks'}: cannot create the folder "
+                                                f"({blocker} is a file). Choose a folder you can write to."), out
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"]  # nothing written anywhere
 
 
 def test_one_check_is_not_checks(capsys):

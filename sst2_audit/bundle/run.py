@@ -94,8 +94,7 @@ def bundle_path(run_name: str, results: Path) -> Path:
     target = Path(results) / f"{run_name}.tar.gz"
     if target.exists():
         raise InputError(f"{target} already exists; a bundle is never overwritten. Move it away first.")
-    if Path(results).exists() and not Path(results).is_dir():
-        raise InputError(f"--results {results} is not a folder.")
+    atomic.require_writable_folder(Path(results), "--results")
     return target
 
 

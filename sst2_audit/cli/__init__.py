@@ -1,13 +1,14 @@
 """The entry points of prepare.py, run.py and audit.py, and the exit-code contract they share:
 
 0: all checks passed; 1: a check failed; 2: bad usage or unreadable input; 3: our own bug
-(a short message; the traceback only with --debug); 4 (audit.py): no problem found, not everything verified.
+(a short message; the traceback only with --debug); 4 (audit.py): no problem found, not everything verified;
+130: interrupted (Ctrl-C). Defined once in util/errors.py.
 """
 
 import sys
 
 from sst2_audit.cli import audit, prepare, run
-from sst2_audit.util.errors import AuditError, InternalError
+from sst2_audit.util.errors import EXIT_INTERRUPTED, AuditError, InternalError
 from sst2_audit.util.sanitize import printable
 
 
@@ -31,7 +32,7 @@ def _guarded(body, argv) -> int:
 
         # at once: a scoring thread may still be inside torch, and the interpreter's shutdown racing it can
         # abort the process after the cleanup (seen: "terminate called without an active exception", -6)
-        os._exit(2)
+        os._exit(EXIT_INTERRUPTED)
     except BrokenPipeError:  # the reader of our output went away (`| head`): not a bug, nothing more to say
         import os
 

@@ -91,6 +91,8 @@ def _check_usage(parser, args) -> None:
         parser.error("--report writes the page of a comparison (--compare A B); a run's page is its report.html")
     if args.report and args.report.exists():
         raise InputError(f"--report {args.report} already exists; a report is never overwritten.")
+    if args.report:
+        atomic.require_writable_folder(args.report.parent, "--report")
     if args.bundle_file and not args.bundle_file.is_file():
         found = "a folder (audit a run folder with --out)" if args.bundle_file.is_dir() else "nothing there"
         raise InputError(f"--bundle-file {args.bundle_file}: expected a bundle file (.tar.gz), got {found}.")

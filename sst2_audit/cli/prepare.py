@@ -11,6 +11,7 @@ from sst2_audit.resources.pin import pin
 from sst2_audit.resources.pin_group import parse_subtasks, pin_group
 from sst2_audit.resources.sources.local import PLACEHOLDER
 from sst2_audit.task.group import group_spec
+from sst2_audit.util import atomic
 from sst2_audit.util.console import QUIET_ENVIRONMENT
 
 
@@ -38,6 +39,7 @@ def main(argv) -> int:
         manifest = prepare.verify(lock, profile, args.cache)
         print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
         return 0
+    atomic.require_writable_folder(args.cache, "--cache")  # before the download and the conversion
     manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir, spec.eval_split)
     if args.update_lock:
         prepare.update_lock(lock, profile, args.cache, manifest)

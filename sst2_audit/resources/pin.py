@@ -160,6 +160,7 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
     if new_lock.exists() and not replace:
         raise InputError(f"--new-lock {new_lock} already exists; a lock is never overwritten (pins never change). To "
                          f"replace your own earlier pin of profile {name}, add --replace.")
+    atomic.require_writable_folder(Path(new_lock).parent, "--new-lock")
     if new_lock.exists():
         _earlier_pin(new_lock, base_lock, name)
     base = lock_from_bytes(Path(base_lock).read_bytes(), base_lock)

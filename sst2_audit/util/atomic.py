@@ -90,3 +90,25 @@ def new_directory(path: Path, what: str) -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise InputError(f"{what} {path}: the folder is not writable.")
     return path
+
+
+def require_writable_folder(path: Path, what: str) -> None:
+    """Refuse, before any work, an output folder that cannot be created or written: its nearest existing
+    ancestor must be a folder in which a file can be created. Probed by creating one, because root ignores
+    mode bits and a read-only mount does not."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{what} {path}: expected a folder, got a file. Choose a folder you can write to.")
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"{what} {path}: cannot create the folder ({existing} is a file). Choose a folder you can "
+                         "write to.")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=existing)
+    except OSError as error:
+        raise InputError(f"{what} {path}: cannot write in {existing} ({error.strerror or error}). Choose a folder "
+                         "you can write to.") from None
+    os.close(fd)
+    os.unlink(probe)

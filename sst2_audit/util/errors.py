@@ -2,6 +2,7 @@
 and the errors that carry them."""
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_BUG, EXIT_LIMITED = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT (128 + 2), so scripts see Ctrl-C as such
 EXIT_CODES = {
     EXIT_PASS: "all checks passed",
     EXIT_FAIL: "a check failed (hash, identity, agreement, an audit level, a bundle's SHA256SUMS, a refused bundle: "
@@ -12,6 +13,7 @@ EXIT_CODES = {
     EXIT_LIMITED: "audit.py only: no problem found, but not everything verified (`--structural`, `--arithmetic-only`, "
                   "`--rescore N`, drift only, `--accept-old-schema`, `--trust-bundle-lock`); the verdict line names "
                   "what",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C); nothing half-written was kept",
 }
 # The same, in the few words a command's --help gives each.
 EXIT_WORDS = {EXIT_PASS: "all checks passed", EXIT_FAIL: "a check failed",
@@ -19,7 +21,8 @@ EXIT_WORDS = {EXIT_PASS: "all checks passed", EXIT_FAIL: "a check failed",
               EXIT_BUG: "a bug in sst2-audit (--debug shows the traceback)",
               EXIT_LIMITED: "audit.py only: no problem found but not everything verified (--structural, --rescore N, "
                             "--arithmetic-only, drift only, --accept-old-schema, --trust-bundle-lock): the verdict "
-                            "line names what"}
+                            "line names what",
+              EXIT_INTERRUPTED: "interrupted (Ctrl-C)"}
 
 
 class AuditError(Exception):
