@@ -25,7 +25,12 @@ PROBE = """<script>
 (function(){var w=innerWidth,wide=[];
 document.querySelectorAll('body *').forEach(function(e){var r=e.getBoundingClientRect();
 if(r.right>w+0.5&&wide.length<20)wide.push(e.tagName.toLowerCase()+(e.className?'.'+e.className:'')+' '+Math.round(r.right));});
-document.title=JSON.stringify({width:document.documentElement.scrollWidth,height:document.documentElement.scrollHeight,window:w,wide:wide});})();
+function box(e){if(!e)return null;var r=e.getBoundingClientRect();return [Math.round(r.top+scrollY),Math.round(r.bottom+scrollY)];}
+var q=null;document.querySelectorAll('h2').forEach(function(h){if(!q&&h.textContent.indexOf('Every question')==0)q=h;});
+var qt=q&&q.nextElementSibling;while(qt&&qt.tagName!='TABLE')qt=qt.nextElementSibling;
+document.title=JSON.stringify({width:document.documentElement.scrollWidth,height:document.documentElement.scrollHeight,window:w,wide:wide,
+verdict:box(document.querySelector('.verdict')),demo:box(document.querySelector('.demo')),
+questions:q&&qt?box(qt)[1]-box(q)[0]:0});})();
 </script>"""
 
 
@@ -42,8 +47,10 @@ def _chromium(args: list, profile: str) -> subprocess.CompletedProcess:
 
 
 def measure(page: Path, width: int = 1280) -> dict:
-    """{width, height, window, wide}: the page's scroll size at this window width and the elements
-    whose right edge passes the window (at most 20)."""
+    """{width, height, window, wide, verdict, demo, questions}: the page's scroll size at this window width,
+    the elements whose right edge passes the window (at most 20), the [top, bottom] of the first verdict
+    line and demo banner (null when there is none) and the height of the "Every question" heading and
+    its table (0 when there is none)."""
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "probe.html"
         copy.write_text(Path(page).read_text(encoding="utf-8").replace("</body>", PROBE + "</body>", 1), encoding="utf-8")

@@ -2,6 +2,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -83,14 +84,47 @@ def embedded_cache() -> Path:
     return cache
 
 
+VENV_BIN = Path(sys.executable).parent  # the installed command's folder (pip install -e .)
+
+
+def readme_journeys() -> list:
+    """The README's three journeys, each a list of command lines: run, audit a bundle, audit your own model."""
+    readme = (REPO / "README.md").read_text()
+    sections = [readme.split("## Three journeys", 1)[1].split("\n## ", 1)[0],
+                readme.split("## Audit your own model and data", 1)[1].split("\n## ", 1)[0]]
+    blocks = [block for section in sections for block in section.split("```\n")[1::2]]
+    return [[line for line in block.splitlines() if line.strip()] for block in blocks]
+
+
+def run_installed(line: str, cwd: Path) -> subprocess.CompletedProcess:
+    """A command line as a user with the venv active types it: `sst2-audit ...`, the venv's bin first on PATH."""
+    words = shlex.split(line)
+    assert words[0] == "sst2-audit", line
+    script = VENV_BIN / "sst2-audit"
+    assert script.is_file(), f"{script}: the installed command is missing (pip install -e .)"
+    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run([str(script), *words[1:]], capture_output=True, text=True, env=env, cwd=str(cwd))
+
+
 @pytest.fixture(scope="session")
 def full_run(embedded_cache, tmp_path_factory) -> Path:
-    """One full 64-row embedded run, shared by the tests that read its records."""
+    """One full 64-row embedded run, shared by the tests that read its records: the README's first journey
+    (prepare, run, audit --bundle), verbatim with the installed command, in a folder whose ./cache is the
+    suite's prepared cache. Its records are then moved to out/ and private/ for the tests that read them."""
     base = tmp_path_factory.mktemp("full-run")
-    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--out", base / "out",
-                      "--private", base / "private", "--run-name", "test-full")
-    assert done.returncode == 0, done.stderr[-3000:]
-    (base / "console.txt").write_text(done.stderr + done.stdout)  # what a person saw, for the console tests
+    (base / "cache").symlink_to(embedded_cache)
+    prepare, run, audit = readme_journeys()[0]
+    for line, log in ((prepare, "prepare.txt"), (run, "console.txt"), (audit, "audit.txt")):
+        done = run_installed(line, base)
+        assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-3000:])
+        # what a person saw, for the console tests: progress (stderr), then the summary or the verdict (stdout)
+        (base / log).write_text(done.stderr + done.stdout)
+        (base / log.replace(".txt", ".stdout.txt")).write_text(done.stdout)
+    name = shlex.split(run)[shlex.split(run).index("--run-name") + 1]
+    (base / "runs" / name).rename(base / "out")
+    (base / "private" / name).rename(base / "private-run")
+    (base / "private").rmdir()
+    (base / "private-run").rename(base / "private")
     return base
 
 

@@ -97,7 +97,9 @@ def test_a_forged_row_at_position_63_is_caught_by_rescore(embedded_cache, tmp_pa
     code, out = audit(capsys, "--bundle-file", tmp_path / "forged.tar.gz", "--cache", embedded_cache)
     assert code == 1, out  # the default audit rescores every row
     assert out.startswith("VERDICT: FAIL (rescore (all rows, seed ")
-    assert f"row idx {forged_idx}: scores.independent (rescored): expected " in out
+    forged = record["questions"][63]["independent_scores"]
+    # what the record says first, then what this machine rescored (issue 31: readers took "expected" for the record)
+    assert f"row idx {forged_idx}: scores.independent: the record says {forged!r}, rescored here [" in out
     dev = [q["idx"] for q in record["questions"]]
     assert draw(dev, 8, 0) != dev[:8]  # not the predictable first rows
     seed = next(s for s in range(1000) if forged_idx in draw(dev, 8, s))
@@ -105,7 +107,7 @@ def test_a_forged_row_at_position_63_is_caught_by_rescore(embedded_cache, tmp_pa
                       "--rescore", "8", "--seed", str(seed))
     assert code == 1, out
     assert f"rescore (8 rows, seed {seed}): FAIL" in out
-    assert f"row idx {forged_idx}: scores.independent (rescored): expected " in out
+    assert f"row idx {forged_idx}: scores.independent: the record says {forged!r}, rescored here [" in out
     # a bundle of the earlier numeric mode (MKL_CBWR=AVX2) is held to the drift bound, and this row is beyond it
     assert "verdict: different (the run was made in another numeric mode (ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 " \
            "ONEDNN_MAX_CPU_ISA=AVX2): drift bound 0.0001 per score)" in out

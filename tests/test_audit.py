@@ -161,22 +161,22 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
     code, out = audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path / "results",
                       "--structural")
     assert code == 4, out
-    bundle = tmp_path / "results" / "test-full.tar.gz"
+    bundle = tmp_path / "results" / "my-run.tar.gz"
     assert f"bundle: {bundle}" in out
     extracted = tmp_path / "x"
     with tarfile.open(bundle) as archive:
         names = sorted(archive.getnames())
         archive.extractall(extracted, filter="data")
-    assert names == sorted(f"test-full/{n}" for n in ("CARD.md", "SHA256SUMS", "environment.json", "lm_eval_results.json",
+    assert names == sorted(f"my-run/{n}" for n in ("CARD.md", "SHA256SUMS", "environment.json", "lm_eval_results.json",
                                                      "lm_eval_samples.public.jsonl", "manifest.json", "report.html", "resources.lock.json", "run.json"))
-    check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=extracted / "test-full", capture_output=True, text=True)
+    check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=extracted / "my-run", capture_output=True, text=True)
     assert check.returncode == 0 and check.stdout.count(": OK") == 8
     sentences = [r.doc["sentence"] for r in read_parquet(embedded_cache / "data" / "validation.parquet", EMBEDDED_COLUMNS)]
-    for path in (extracted / "test-full").iterdir():
+    for path in (extracted / "my-run").iterdir():
         text = path.read_text()
         assert not [s for s in sentences if s in text], path.name
         assert "context_tokens\"" not in text and str(REPO) not in text, path.name
-    card = (extracted / "test-full" / "CARD.md").read_text()
+    card = (extracted / "my-run" / "CARD.md").read_text()
     assert card.startswith("# Reproducibility card ")
     assert "| num_fewshot | 0 |" in card and "| task_yaml_sha256 | " in card and "EMBEDDED DEMO" in card
     from sst2_audit.formats import records
@@ -185,8 +185,8 @@ def test_bundle_round_trip_carries_no_review_text(run_copy, embedded_cache, tmp_
     from sst2_audit.protocol.numeric import one_line
     from sst2_audit.util.sanitize import markdown_cell
 
-    record = records.read(extracted / "test-full" / "run.json", records.RunRecord)
-    fields = card_fields(record, load_lock(extracted / "test-full" / "resources.lock.json"))
+    record = records.read(extracted / "my-run" / "run.json", records.RunRecord)
+    fields = card_fields(record, load_lock(extracted / "my-run" / "resources.lock.json"))
     assert card.splitlines()[0] == f"# Reproducibility card {card_id(fields, claims(record))}"
     edited = dict(fields, num_fewshot=1)
     assert card_id(edited) != card_id(fields)
@@ -220,7 +220,7 @@ def _rewrite_bundle(source, target, change):
 def test_a_file_changed_after_packing_is_caught(run_copy, embedded_cache, tmp_path, capsys):
     assert audit(capsys, "--out", run_copy, "--cache", embedded_cache, "--bundle", "--results", tmp_path, "--structural")[0] == 4
     changed = tmp_path / "changed.tar.gz"
-    _rewrite_bundle(tmp_path / "test-full.tar.gz", changed,
+    _rewrite_bundle(tmp_path / "my-run.tar.gz", changed,
                     lambda name, body: body.replace(b'"num_fewshot": 0', b'"num_fewshot": 1') if name.endswith("run.json") else body)
     code, out = audit(capsys, "--bundle-file", changed, "--cache", embedded_cache)
     assert code == 1
@@ -339,7 +339,7 @@ def test_bundle_refuses_a_cache_the_run_did_not_use(run_copy, embedded_cache, tm
     from sst2_audit.audit.loading import load_run
     from sst2_audit.util.errors import InputError
 
-    with pytest.raises(InputError, match="manifest.json does not describe the resources run test-full used"):
+    with pytest.raises(InputError, match="manifest.json does not describe the resources run my-run used"):
         bundle_contents(load_run(run_copy, load_lock(REPO / "resources.lock.json")), tmp_path / "other")
 
 

@@ -339,8 +339,8 @@ def test_the_packer_writes_exactly_the_fixed_metadata(full_run, embedded_cache, 
                            str(embedded_cache), "--structural", "--bundle", "--results", str(tmp_path)],
                           capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 4, done.stdout + done.stderr
-    with tarfile.open(tmp_path / "test-full.tar.gz") as archive:
+    with tarfile.open(tmp_path / "my-run.tar.gz") as archive:
         for member in archive.getmembers():
             assert (member.mode, member.uid, member.gid, member.uname, member.gname, member.mtime) == \
                 (0o644, 0, 0, "", "", 0), member.name
-            assert member.isfile() and member.name.startswith("test-full/")
+            assert member.isfile() and member.name.startswith("my-run/")

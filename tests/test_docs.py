@@ -21,7 +21,7 @@ def quick_start_commands() -> list:
 
 def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
     main, tests = quick_start_commands()
-    assert "prepare.py --profile embedded" in main and "run.py --profile embedded" in main
+    assert main.endswith(".venv/bin/sst2-audit prepare --profile embedded && .venv/bin/sst2-audit run --profile embedded")
     assert tests.endswith("-m pytest -q")
     assert tests in (REPO / ".ci" / "run").read_text().splitlines()
 

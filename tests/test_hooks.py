@@ -214,3 +214,18 @@ def test_copa_s_three_hooks_run_as_pinned_shared_code_end_to_end(tmp_path):
         assert question["context"] == row["premise"][:-1] + f" {connector}"
         assert recorded["label"] == row["label"] and record["max_abs_diff"] == 0.0
 
+
+
+def test_the_list_pattern_may_follow_supported(capsys):
+    """`--list-tasks --supported 'sst*'` as people type it (issue 31): the same listing as the pattern first."""
+    from sst2_audit.cli import run_main
+
+    assert run_main(["--list-tasks", "sst*", "--supported"]) == 0
+    first = capsys.readouterr().out
+    assert first.startswith("1 installed multiple_choice task matches 'sst*', 1 within the audit's protocol"), first
+    assert first.endswith("a supported task is pinned with sst2-audit prepare --pin\n"
+                          "sst2  pinned     lm_eval/tasks/glue/sst2/default.yaml\n"), first
+    assert run_main(["--list-tasks", "--supported", "sst*"]) == 0
+    assert capsys.readouterr().out == first
+    assert run_main(["--list-tasks", "--supported", "sst*", "rte"]) == 2
+    assert "error: sst2-audit run: unrecognized arguments: sst* rte" in capsys.readouterr().err

@@ -194,5 +194,5 @@ def test_hub_unreachable_names_the_ways_forward(tmp_path):
     assert done.returncode == 2
     message = one_paragraph(done.stderr)
     assert f"The hub could not be reached for test-org/glue@{DATA_REV} (ConnectionError: connection refused)" in message
-    assert "`python prepare.py --profile embedded`" in message and "`--from DIR`" in message
+    assert "`sst2-audit prepare --profile embedded`" in message and "`--from DIR`" in message
     assert tree_state(cache) == {}

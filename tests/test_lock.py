@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from conftest import LOCK, load_lock_json, one_paragraph, run_script
+from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script
+from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import InputError
 from sst2_audit.formats.lock import load_lock
 
@@ -33,6 +34,24 @@ def test_unknown_profile_is_refused(tmp_path):
     done = run_script("prepare.py", "--profile", "glue-sst3", "--cache", tmp_path / "c")
     assert done.returncode == 2
     assert "unknown profile 'glue-sst3'; this lock defines embedded, embedded-inverse-scaling, embedded-rte, glue-sst2." in one_paragraph(done.stderr)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_demo_profile_without_its_lock_names_the_shipped_lock_and_a_new_cache_names_prepare(tmp_path, capsys):
+    from sst2_audit.cli import run_main
+
+    assert run_main(["--profile", "embedded-copa", "--cache", str(tmp_path / "c")]) == 2
+    assert one_paragraph(capsys.readouterr().err) == (
+        f"error: {LOCK}: unknown profile 'embedded-copa'; this lock defines embedded, embedded-inverse-scaling, "
+        f"embedded-rte, glue-sst2. Profile 'embedded-copa' is in the shipped lock demos.lock.json: add --lock "
+        f"{REPO / 'demos.lock.json'}.")
+    assert run_main(["--lock", str(REPO / "demos.lock.json"), "--cache", str(tmp_path / "c")]) == 2
+    message = one_paragraph(capsys.readouterr().err)
+    assert message.startswith(f"error: --profile is missing: {tmp_path / 'c'} is not prepared yet, so no profile can "
+                              f"be taken from it. Name one of the profiles of {REPO / 'demos.lock.json'} "
+                              "(embedded-arc-challenge-25shot, ")
+    assert message.endswith(f"a new cache is prepared before any run: {command_line('prepare')} --lock "
+                            f"{REPO / 'demos.lock.json'} --profile NAME --cache {tmp_path / 'c'}")
     assert not (tmp_path / "c").exists()
 
 
@@ -136,10 +155,11 @@ def test_generated_profile_keys_and_types_are_refused_or_read_exactly(tmp_path):
 # --- lm-eval releases (formats/releases.py, issue 32): the lock pins one, by its published wheel ---
 
 @pytest.mark.parametrize("change, message", [
-    (lambda e: e.update(version="0.4.13"), "evaluator.version 0.4.13: sst2-audit does not support this lm-eval release "
-                                           "yet: its evaluator, few-shot sampler and task code differ"),
+    # 0.4.13 is supported (lm-eval-0.4.13.lock.json); pinned with 0.4.9.2's wheel it is not its release
+    (lambda e: e.update(version="0.4.13"), "evaluator.wheel: expected lm-eval 0.4.13's published wheel "
+                                           "lm_eval-0.4.13-py3-none-any.whl (sha256 5daaa1973bf8"),
     (lambda e: e.update(version="0.4.99"), "evaluator.version '0.4.99' is not an lm-eval release sst2-audit knows; "
-                                           "it supports lm-eval 0.4.9.2."),
+                                           "it supports lm-eval 0.4.9.2, lm-eval 0.4.13."),
     (lambda e: e["wheel"].update(sha256="0" * 64), "evaluator.wheel: expected lm-eval 0.4.9.2's published wheel "
                                                    "lm_eval-0.4.9.2-py3-none-any.whl (sha256 b8d12410ab9c"),
     (lambda e: e["wheel"].update(name="lm_eval-0.4.9.2-local.whl"), "evaluator.wheel: expected lm-eval 0.4.9.2's "

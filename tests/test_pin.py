@@ -60,8 +60,11 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path, 
     assert done.returncode == 0, done.stderr
     assert f"pinned: {new_lock} = resources.lock.json + profile mine (task rte" in done.stdout
     pinned_line = next(line for line in done.stdout.splitlines() if line.startswith("pinned: "))
-    assert pinned_line.endswith(f"next: SST2_AUDIT_MINE_MODEL={own_model} python prepare.py --lock {new_lock} "
-                                "--profile mine --cache <cache>"), done.stdout
+    from sst2_audit.util.commands import command_line  # this environment's command (tests/test_journeys.py)
+
+    assert pinned_line.endswith(f"next: SST2_AUDIT_MINE_MODEL={own_model} "
+                                f"{command_line('prepare', '--lock', new_lock, '--profile', 'mine')} --cache <cache>"), \
+        done.stdout
     assert "input length: longest scored input " in done.stdout and "within max_length 512" in done.stdout
     monkeypatch.setenv("SST2_AUDIT_MINE_MODEL", str(own_model))
     written = json.loads(new_lock.read_text())
@@ -124,14 +127,15 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path, 
 
 @pytest.mark.parametrize("case, message", [
     ("small", "split 'validation' has 100 rows; task rte scores it and the lock's split rule needs at least 192"),
-    ("missing", "expected exactly one of validation.parquet, validation.jsonl, validation.csv for split 'validation', found 0."),
+    ("missing", "task rte reads the splits train, validation; no file for validation (one of .parquet, .jsonl, .csv "
+                "each, e.g. validation.jsonl)."),
     ("mixed", "column 'label' mixes types"),
     ("pickle", "no *.safetensors weights (found pytorch_model.bin: pickle files are never loaded"),
     ("task", "task truthfulqa_gl_mc2 (lm_eval/tasks/galician_bench/truthfulqa_gl_mc2.yaml) is not supported: it ha"
              "s its own process_results (lm_eval/tasks/galician_bench/utils.py::process_results_mc2), a metric computed by task code"),
     # a hook that fails on the data is bad input, named with the hook (rte-shaped data for hellaswag)
     ("hook", "lm_eval/tasks/hellaswag/utils.py::process_docs failed on this data (KeyError: 'ctx_a')"),
-    ("fields", "task boolq's templates do not render on its first row ("),
+    ("fields", "task boolq's templates do not render on row 1 of "),
     ("bos", "--add-bos-token: the tokenizer of "),
     ("shots", "--pin x: the profile's settings: a profile may set attention (eager or sdpa), add_bos_token (true or "
               "false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows (true) and "
@@ -163,6 +167,32 @@ def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case
     assert case != "fields" or "'passage' is undefined" in done.stderr
     assert not new_lock.exists() and not (tmp_path / "locks" / "x-data").exists()
     # a late refusal (bos: after the data was converted) leaves no staging folder either: the retry is not blocked
+    assert not (tmp_path / "locks").exists() or not list((tmp_path / "locks").iterdir())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pin_names_the_one_odd_row_of_the_users_file(own_model, tmp_path, seed, capsys):
+    """Generated cases: one row anywhere in the scored split has a gold answer that is no choice; the pin refuses
+    it by the user's file and row number before any model work (issue 29: odd rows used to stop the run late)."""
+    import random
+
+    from sst2_audit.cli import prepare_main
+
+    chosen = random.Random(seed)
+    data = tmp_path / "d"
+    data.mkdir()
+    _write_jsonl(data, "train", _pairs(8))
+    rows = _pairs(200)
+    odd = chosen.randrange(len(rows))
+    rows[odd]["label"] = chosen.choice([-1, 2, 7, 10**6])
+    _write_jsonl(data, "validation", rows)
+    new_lock = tmp_path / "locks" / "x.lock.json"
+    code = prepare_main(["--pin", "x", "--task", "rte", "--model", str(own_model), "--data", str(data),
+                         "--new-lock", str(new_lock)])
+    message = one_paragraph(capsys.readouterr().err)
+    assert code == 2 and message.startswith(f"error: {data / 'validation.jsonl'}: task rte's templates do not render "
+                                            f"on row {odd + 1} of 200 (InputError: task rte: the gold answer "
+                                            f"'{rows[odd]['label']}' is not an index into the 2 choices.)"), message
     assert not (tmp_path / "locks").exists() or not list((tmp_path / "locks").iterdir())
 
 

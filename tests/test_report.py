@@ -90,7 +90,8 @@ def test_report_numbers_are_run_json_s(full_run):
     assert "numeric_platform" not in [row[0] for row in pins] and "results_sha256" in [row[0] for row in pins]
     assert [row[0] for row in claimed[1:]] == ["numeric_platform", "run_seconds", "peak_memory", "also_unverified"]
     assert claimed[1][1] == one_line(record.platform)
-    assert "<h2>Claimed by the submitter's machine, not verified by an audit</h2>" in page
+    # folded (<details>) under a summary line that says what it holds: the page answers first (issue 31)
+    assert "<summary><b>Claimed by the submitter's machine, not verified by an audit</b>" in page
     # the audit hint names what an audit of this run needs: its lock (by sha256) and its cache
     assert (f"<code>sst2-audit audit --out &lt;this run's folder&gt; --lock &lt;the lock of sha256 "
             f"{record.lock_sha256[:12]}…&gt; --cache &lt;its cache&gt;</code>") in page
@@ -121,12 +122,12 @@ def test_a_bundled_report_that_differs_from_the_records_fails_the_audit(full_run
     code, out = audit(capsys, "--out", run, "--cache", embedded_cache, "--bundle", "--results", tmp_path / "results",
                       "--structural")
     assert code == 4, out
-    bundle = tmp_path / "results" / "test-full.tar.gz"
+    bundle = tmp_path / "results" / "my-run.tar.gz"
     members = members_of(bundle)
     assert "report.html" in members and "  report.html\n" in members["SHA256SUMS"].decode()
     assert b"| n-samples.sst2.effective | 264 | 64 | lm-eval counts every document" in members["CARD.md"]
     members["report.html"] = members["report.html"].replace(b"42/64", b"52/64", 1)
-    pack(tmp_path / "edited.tar.gz", members, top="test-full")
+    pack(tmp_path / "edited.tar.gz", members, top="my-run")
     code, out = audit(capsys, "--bundle-file", tmp_path / "edited.tar.gz", "--cache", embedded_cache, "--arithmetic-only")
     assert code == 1
     assert "report.html differs from the one regenerated from the checked records at line" in out
@@ -195,6 +196,8 @@ def test_compare_with_another_model_and_lock_names_flips_mcnemar_and_pins(embedd
     assert "verdict: different" in out
     text = page.read_text()
     assert "exact McNemar p-value" in text and "<script" not in text
+    if shutil.which("chromium"):
+        _answers_first(page)  # "different", with every flip listed: still verdict first
     again = run_script("audit.py", "--compare", reference, tmp_path / "out", "--report", page)
     assert again.returncode == 2 and "already exists; a report is never overwritten" in again.stderr
 
@@ -220,11 +223,10 @@ def test_the_default_console_of_a_full_run_fits_in_25_lines_without_third_party_
     assert "  accuracy              42/64 = 0.6562" in console and "peak RSS" in console and " GB" in console
     # long values wrap between words, never cut (a records folder or a command is printed whole, however long)
     assert max(len(line) for line in lines if " records " not in line and not line.startswith("  next ")) <= 130, console
-    # the next step is the audit of this run as it must be typed: this Python, the run's cache (issue 31)
-    import sys
-
-    assert lines[-1] == (f"  next          audit (every row rescored; add --bundle to pack it): {sys.executable} "
-                         f"{REPO / 'audit.py'} --out {full_run / 'out'} --cache {embedded_cache}"), lines[-1]
+    # the next step is the audit of this run as it must be typed: the installed command, the run's folder as
+    # the user gave it (the README's first journey, run by conftest.full_run; tests/test_journeys.py)
+    assert lines[-1] == "  next          audit (every row rescored; add --bundle to pack it): sst2-audit audit --out " \
+                        "runs/my-run", lines[-1]
     record = records.read(full_run / "out" / records.RUN_FILE, records.RunRecord)
     start = next(i for i, line in enumerate(lines) if line.startswith("  numeric platform"))
     shown = " ".join(line[24:].strip() for line in lines[start:] if line.startswith(("  numeric platform", " " * 24)))
@@ -264,31 +266,52 @@ def test_an_unreachable_hub_fails_at_once_with_the_ways_forward(tmp_path):
     assert "(ConnectionError: connection refused). Two ways forward without the hub:" in one_paragraph(done.stderr)
 
 
-def test_every_page_renders_in_headless_chromium_within_1280_px(full_run, tmp_path):
-    """The run's public and private pages, a failure page with long values and the compare page: a full-page
-    screenshot each, and no element passes the right edge of a 1280 px window."""
-    if shutil.which("chromium") is None:
-        pytest.skip("Debian's chromium is not installed here (apt-get install chromium; .ci/run installs it)")
+SCREEN = 800  # px: the first screen of a 1280 px window
+
+
+def _answers_first(page) -> dict:
+    """A full-page screenshot in headless Chromium: no element passes the right edge of a 1280 px window, the
+    verdict line and the demo banner (if any) are on the first screen, and without its question table the page
+    is at most two screens tall (issue 31)."""
     sys.path.insert(0, str(REPO / "scripts"))
     from screenshot_report import screenshot
 
+    png = page.with_suffix(".png")
+    size = screenshot(page, png)
+    assert size["window"] == 1280 and size["width"] <= 1280 and size["wide"] == [], (page, size)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[20:24], "big") == size["height"]
+    assert size["verdict"] is not None and size["verdict"][1] <= SCREEN, (page, size)
+    assert size["demo"] is None or size["demo"][1] <= SCREEN, (page, size)
+    assert size["height"] - size["questions"] <= 2 * SCREEN, (page, size)
+    return size
+
+
+def _needs_chromium():
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed here (apt-get install chromium; .ci/run installs it)")
+
+
+def test_every_page_answers_first_in_headless_chromium(full_run, tmp_path):
+    """The run's public and private pages, a failure page of a whole #4084 run (64 samples, five fields each)
+    and the compare page: each within 1280 px, its verdict and demo banner on the first screen, at most two
+    screens without the question table."""
+    _needs_chromium()
     from sst2_audit.pages.html_report import render_failure
 
+    fields = ["doc_hash", "doc_hash (of the logged doc)", "prompt_hash", "target", "token_boundary"]
     failure = records.FailureRecord("unsorted", "identity", "identity check failed: " + "x" * 300, [
-        records.Mismatch(0, 17, ["doc_hash", "prompt_hash"], {"doc_hash": "a" * 64, "prompt_hash": "b" * 64},
-                         {"doc_hash": "c" * 64, "prompt_hash": "d" * 64})] * 3)
+        records.Mismatch(n, 1000 + n, fields, {f: "a" * 64 for f in fields}, {f: "b" * 64 for f in fields})
+        for n in range(64)], {"doc_id_order": "hash order (unsorted)", **{f"setting_{n}": "x" * 90 for n in range(16)}})
     (tmp_path / "failure.html").write_text(render_failure(failure, "DEMO: a notice"))
     done = run_script("audit.py", "--compare", REPO / "results" / "embedded-full-reference.tar.gz", full_run / "out",
                       "--report", tmp_path / "compare.html")
     assert done.returncode == 0, done.stderr
-    pages = [full_run / "out" / records.REPORT_FILE, full_run / "private" / records.REPORT_FILE,
-             tmp_path / "failure.html", tmp_path / "compare.html"]
-    for number, page in enumerate(pages):
-        png = tmp_path / f"{number}.png"
-        size = screenshot(page, png)
-        assert size["window"] == 1280 and size["width"] <= 1280 and size["wide"] == [], (page, size)
-        data = png.read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[20:24], "big") == size["height"] > 600
+    for number, page in enumerate([full_run / "out" / records.REPORT_FILE, full_run / "private" / records.REPORT_FILE,
+                                   tmp_path / "failure.html", tmp_path / "compare.html"]):
+        shutil.copyfile(page, tmp_path / f"{number}.html")
+        size = _answers_first(tmp_path / f"{number}.html")
+        assert (size["questions"] > 0) == (number < 2), size  # the run pages have a question table
 
 
 @pytest.mark.parametrize("script, option", [("run.py", "--smok"), ("audit.py", "--arith"), ("prepare.py", "--ver")])

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from conftest import EMBEDDED_COLUMNS, one_paragraph, run_script, tree_state
+from sst2_audit.util.commands import command_line
 from sst2_audit.formats import records
 from sst2_audit.task.dataset import read_parquet
 from sst2_audit.scoring.identity import tokens_hash
@@ -150,5 +151,6 @@ def test_run_on_an_unprepared_cache_says_how_to_prepare(tmp_path):
     done = run_script("run.py", "--profile", "embedded", "--cache", tmp_path / "empty", "--out", tmp_path / "out")
     assert done.returncode == 2
     assert (f"{tmp_path / 'empty'}: no manifest.json; the cache is not prepared. "
-            f"Run: python prepare.py --profile embedded --cache {tmp_path / 'empty'}") in one_paragraph(done.stderr)
+            f"Run: {command_line('prepare')} --profile embedded --cache {tmp_path / 'empty'}") in \
+        one_paragraph(done.stderr)
     assert not (tmp_path / "out").exists()

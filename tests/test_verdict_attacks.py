@@ -90,7 +90,7 @@ def test_what_the_audit_read_is_what_gnu_tar_unpacks(embedded_cache, full_run, t
     shutil.copytree(full_run / "out", run)
     code, out = audit(capsys, "--out", run, "--cache", embedded_cache, "--structural", "--bundle", "--results", tmp_path)
     assert code == 4, out
-    for bundle in (REFERENCE, tmp_path / "test-full.tar.gz"):
+    for bundle in (REFERENCE, tmp_path / "my-run.tar.gz"):
         top, members = read_members(bundle)
         target = tmp_path / f"x-{bundle.stem}"
         target.mkdir()
@@ -349,7 +349,7 @@ def test_two_bundle_writers_of_one_name_cannot_both_succeed(full_run, embedded_c
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO) for _ in range(2)]
     codes = sorted(p.wait() for p in processes)
     assert codes == [2, 4], codes
-    assert [p.name for p in results.iterdir()] == ["test-full.tar.gz"]
+    assert [p.name for p in results.iterdir()] == ["my-run.tar.gz"]
 
 
 def test_compare_is_bounded_like_the_audit(tmp_path, capsys):

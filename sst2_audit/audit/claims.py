@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from sst2_audit.audit.findings import LevelResult, same_json
 from sst2_audit.audit.loading import RunFolder
 from sst2_audit.formats.lock import numeric_mode_change
+from sst2_audit.formats.releases import release_of
 from sst2_audit.formats.run_settings import NUMERIC_MODE_KEYS
 from sst2_audit.pages import card
 from sst2_audit.pages.html_report import render
@@ -171,22 +172,33 @@ def _exact_fields(result: LevelResult, run: RunFolder, record) -> None:
         result.expect("bundled manifest", "fields", MANIFEST_KEYS, sorted(run.claimed_manifest))
     if run.lm_eval_results is not None:
         result.expect("lm-eval results", "fields", RESULTS_KEYS, sorted(run.lm_eval_results))
-        for section in RESULTS_PER_TASK:
-            value = run.lm_eval_results.get(section)
-            result.expect("lm-eval results", f"{section} (tasks)", [record.task],
-                          sorted(value) if isinstance(value, dict) else value)
-        counts = (run.lm_eval_results.get("n-samples") or {}).get(record.task)
-        rows = run.lock.split.dev_rows + run.lock.split.confirm_rows
-        result.expect("lm-eval results", f"n-samples.{record.task} (original = effective = the split's rows, "
-                      f"at least {rows})", True,
-                      isinstance(counts, dict) and sorted(counts) == ["effective", "original"]
-                      and all(type(v) is int for v in counts.values()) and counts["effective"] == counts["original"]
-                      and rows <= counts["effective"] <= 10 ** 9)
+        _results_fields(result, run, record)
     if record.third_party_log is not None:  # informational counts, but only of messages that exist, and positive
         known = {name for name, _ in KNOWN_WARNINGS} | {"other lines"}
         for name, count in record.third_party_log.items():
             result.expect("third_party_log", f"{name[:80]!r} (a known message, counted at least once)", True,
                           name in known and count >= 1)
+
+
+def _results_fields(result: LevelResult, run: RunFolder, record) -> None:
+    """lm-eval's results: one task in each per-task section, and n-samples as the lock's release counts them."""
+    release = release_of(run.lock.evaluator.version)
+    for section in RESULTS_PER_TASK:
+        value = run.lm_eval_results.get(section)
+        named = [] if section == "group_subtasks" and not release.group_subtasks_names_plain_tasks else [record.task]
+        listed = sorted(value) if isinstance(value, dict) else value
+        result.expect("lm-eval results", f"{section} (tasks)", named, listed)
+    counts = (run.lm_eval_results.get("n-samples") or {}).get(record.task)
+    rows = run.lock.split.dev_rows + run.lock.split.confirm_rows
+    well_formed = (isinstance(counts, dict) and sorted(counts) == ["effective", "original"]
+                   and all(type(v) is int for v in counts.values()) and rows <= counts["original"] <= 10 ** 9)
+    if release.n_samples_effective_is_scored:
+        result.expect("lm-eval results", f"n-samples.{record.task} (original = the split's rows, at least {rows}; "
+                      "effective = the scored rows)", True,
+                      well_formed and counts["effective"] == len(record.questions))
+    else:
+        result.expect("lm-eval results", f"n-samples.{record.task} (original = effective = the split's rows, "
+                      f"at least {rows})", True, well_formed and counts["effective"] == counts["original"])
 
 
 def _schema_fields(result: LevelResult, run: RunFolder, record) -> None:
@@ -229,14 +241,15 @@ def _task_config(result: LevelResult, lock, spec, record) -> None:
     config["num_fewshot"] = num_fewshot
     try:
         defaults = task_config.taskconfig_defaults(lock)
-        effective = task_config.effective(config, defaults)
+        effective = task_config.effective(config, defaults, release_of(lock.evaluator.version))
     except CheckFailed as error:
         result.fail(f"task_config: {error}")
         return
     result.expect("task_config", "effective (rebuilt from the installed YAML)", effective,
                   record.task_config.get("effective"))
     try:
-        differences = task_config.differences(spec, effective, num_fewshot, defaults)
+        differences = task_config.differences(spec, effective, num_fewshot, defaults,
+                                              release_of(lock.evaluator.version))
     except CheckFailed as error:  # a difference outside data loading is a finding here
         result.fail(f"task_config: {error}")
         return

@@ -158,8 +158,8 @@ def _judged(result: LevelResult, run: RunFolder, pairs: dict, rescoring: Rescori
     if verdict.verdict not in (IDENTICAL, DRIFT):
         for idx, (claimed, rescored) in pairs.items():
             if claimed != rescored:
-                result.problems.append(f"row idx {idx}: scores.independent (rescored): expected {rescored!r}, "
-                                       f"got {claimed!r}")
+                result.problems.append(f"row idx {idx}: scores.independent: the record says {claimed!r}, "
+                                       f"rescored here {rescored!r}")
 
 
 def check(run: RunFolder, context, prefetch: Prefetch | None = None) -> LevelResult:

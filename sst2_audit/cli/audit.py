@@ -33,10 +33,11 @@ def _rescore_rows(text: str):
 def main(argv) -> int:
     import tempfile
 
-    parser = Parser(prog="audit.py", description="Re-check a finished run offline; pack or check a reviewer bundle.",
-                     epilog="examples:\n  python audit.py --bundle-file results/embedded-full-reference.tar.gz\n"
-                            "  python audit.py --out runs/NAME --bundle\n"
-                            "  python audit.py --compare A B --report cmp.html\n\n" + AUDIT_EXIT_CODES)
+    parser = Parser(prog="sst2-audit audit",
+                    description="Re-check a finished run offline; pack or check a reviewer bundle.",
+                    epilog="examples:\n  sst2-audit audit --bundle-file results/embedded-full-reference.tar.gz\n"
+                           "  sst2-audit audit --out runs/NAME --bundle\n"
+                           "  sst2-audit audit --compare A B --report cmp.html\n\n" + AUDIT_EXIT_CODES)
     common(parser)
     parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
     parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
@@ -109,7 +110,7 @@ def _open_run(path: Path, args, scratch: Path):
         try:
             run = load_run(folder, args.lock, args.trust_bundle_lock)
         except AuditError as error:  # name the bundle the reviewer gave, not our scratch folder
-            error.args = (str(error).replace(f"{folder}/", f"{path}: "),)
+            error.args = (str(error).replace(f"{folder}/", f"{path}: ").replace(str(folder), str(path)),)
             raise
         run.shown_as = str(path)
         return run, LevelResult("bundle SHA256SUMS and members", checks=checks)

@@ -14,9 +14,9 @@ from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.protocol.numeric import activate
 from sst2_audit.task.spec import require_data_for, spec_for
+from sst2_audit.util.commands import command_line, DEFAULT_LOCK, lock_words
 from sst2_audit.util.errors import EXIT_LIMITED, EXIT_WORDS, InputError
 
-DEFAULT_LOCK = Path(__file__).resolve().parents[2] / "resources.lock.json"
 
 
 EXIT_CODES = "exit codes: " + "; ".join(f"{code} {words}" for code, words in EXIT_WORDS.items()
@@ -62,9 +62,31 @@ def lock_and_profile(args) -> tuple:
         elif len(lock.profiles) == 1:
             name = next(iter(lock.profiles))
         else:
-            raise InputError(f"--profile is missing: {args.cache} is not prepared yet, so name one of the profiles of "
-                             f"{args.lock}: {', '.join(sorted(lock.profiles))}.")
+            prepare = command_line("prepare", *lock_words(args.lock), "--profile", "NAME", "--cache", args.cache)
+            raise InputError(f"--profile is missing: {args.cache} is not prepared yet, so no profile can be taken "
+                             f"from it. Name one of the profiles of {args.lock} ({', '.join(sorted(lock.profiles))}); "
+                             f"a new cache is prepared before any run: {prepare}")
+    if name not in lock.profiles and _shipped_lock_with(name, args.lock):
+        shipped = _shipped_lock_with(name, args.lock)
+        raise InputError(f"{args.lock}: unknown profile {name!r}; this lock defines {', '.join(sorted(lock.profiles))}."
+                         f" Profile {name!r} is in the shipped lock {shipped.name}: add --lock {shipped}.")
     return lock, lock.profile(name)
+
+
+def _shipped_lock_with(name: str, given: Path) -> Path | None:
+    """The lock shipped beside the default one that defines profile `name` (demos.lock.json for the demo
+    profiles), for a message only: nothing is read from it but its profile names."""
+    import json
+
+    for path in sorted(DEFAULT_LOCK.parent.glob("*.lock.json")):
+        if path.resolve() == Path(given).resolve():
+            continue
+        try:
+            if name in json.loads(path.read_text(encoding="utf-8"))["profiles"]:
+                return path
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
 
 
 def numeric_mode(lock) -> None:

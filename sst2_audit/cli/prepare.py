@@ -12,6 +12,7 @@ from sst2_audit.resources.pin_group import parse_subtasks, pin_group
 from sst2_audit.resources.sources.local import PLACEHOLDER
 from sst2_audit.task.group import group_spec
 from sst2_audit.util import atomic
+from sst2_audit.util.commands import command_line
 from sst2_audit.util.console import QUIET_ENVIRONMENT
 
 
@@ -52,11 +53,11 @@ def main(argv) -> int:
 
 
 def _parser() -> Parser:
-    parser = Parser(prog="prepare.py", description="Fetch, verify and cache the pinned resources.", epilog=(
+    parser = Parser(prog="sst2-audit prepare", description="Fetch, verify and cache the pinned resources.", epilog=(
         "profiles of the shipped lock: embedded (offline demo, SST-2-shaped), embedded-rte, embedded-inverse-scaling, "
-        "glue-sst2 (needs the hub)\n\nexamples:\n  python prepare.py --profile embedded\n"
-        "  python prepare.py --pin mine --task rte --model my-model/ --data my-data/ --new-lock locks/mine.lock.json\n"
-        "  python prepare.py --lock locks/mine.lock.json --profile mine --cache cache-mine\n\n" + EXIT_CODES))
+        "glue-sst2 (needs the hub)\n\nexamples:\n  sst2-audit prepare --profile embedded\n"
+        "  sst2-audit prepare --pin mine --task rte --model my-model/ --data my-data/ --new-lock locks/mine.lock.json\n"
+        "  sst2-audit prepare --lock locks/mine.lock.json --profile mine --cache cache-mine\n\n" + EXIT_CODES))
     with_profile(parser)
     parser.add_argument("--from", dest="import_dir", type=Path, help="import files copied from a connected machine")
     parser.add_argument("--verify", action="store_true", help="only re-hash the cache against manifest and lock")
@@ -125,9 +126,9 @@ def _pin_group(args, parser) -> int:
                                     args.model, args.notice, args.rows, args.evaluator_wheel, _settings(args))
     print(f"pinned: {args.new_lock} = {args.lock.name} + group {args.pin_group} ({args.task}, {entry['yaml']}, "
           f"{entry['rows']} dev rows per subtask) with profiles {', '.join(entry['profiles'])}; next: " +
-          " ".join(_variables(args, model) + [f"python prepare.py --lock {args.new_lock} --group {args.pin_group} "
-                                              f"--cache <cache>, then python run.py --lock {args.new_lock} --group "
-                                              f"{args.pin_group} --cache <cache>"]))
+          " ".join(_variables(args, model) + [
+              f"{command_line('prepare', '--lock', args.new_lock, '--group', args.pin_group)} --cache <cache>, then "
+              f"{command_line('run', '--lock', args.new_lock, '--group', args.pin_group)} --cache <cache>"]))
     for note in notes:
         print(note)
     return 0
@@ -158,7 +159,8 @@ def _pin(args, parser) -> int:
     print(f"pinned: {args.new_lock} = {args.lock.name} + profile {args.pin} (task {args.task}, model entry "
           f"{profile['model']!r} with {len(model['files'])} files, splits "
           f"{', '.join(f['split'] + ' ' + str(f['rows']) + ' rows' for f in profile['data']['files'])}); next: "
-          + " ".join(variables + [f"python prepare.py --lock {args.new_lock} --profile {args.pin} --cache <cache>"]))
+          + " ".join(variables + [command_line("prepare", "--lock", args.new_lock, "--profile", args.pin)
+                                  + " --cache <cache>"]))
     for note in notes:
         print(note)
     return 0

@@ -3,7 +3,6 @@
 from pathlib import Path
 
 from sst2_audit.cli.common import (
-    DEFAULT_LOCK,
     EXIT_CODES,
     Parser,
     lock_and_profile,
@@ -19,6 +18,7 @@ from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
 from sst2_audit.run.job import default_run_name
 from sst2_audit.task.support import list_installed
+from sst2_audit.util.commands import command_line, lock_words
 from sst2_audit.util.errors import InputError, InternalError
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import RUN_NAME, terminal
@@ -26,7 +26,11 @@ from sst2_audit.util.sanitize import RUN_NAME, terminal
 
 def main(argv) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.list_tasks == "*" and len(extra) == 1 and not extra[0].startswith("-"):
+        args.list_tasks = extra.pop()  # `--list-tasks --supported 'arc_*'`: the pattern after the flag
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.list_tasks is not None:
         return _list_tasks(args)
     if args.group is not None:
@@ -78,24 +82,18 @@ def auditable(out: Path, lock, cache: Path) -> None:
 
 
 def audit_command(args, out: Path) -> str:
-    """The audit of this run as it must be typed: the run's own lock and cache (the defaults left out), the
-    Python that ran this command (a bare `python` outside the venv has no lm-eval)."""
-    import shlex
-    import sys
-
-
-    words = [sys.executable, str(DEFAULT_LOCK.parent / "audit.py"), "--out", str(out)]
-    if Path(args.lock).resolve() != DEFAULT_LOCK:
-        words += ["--lock", str(args.lock)]
+    """The audit of this run as it must be typed: the run's own lock and cache (the defaults left out), paths as
+    the user gave them, and the command of this environment (a bare `python` outside the venv has no lm-eval)."""
+    words = ["--out", out, *lock_words(args.lock)]
     if Path(args.cache).resolve() != Path("cache").resolve():
-        words += ["--cache", str(args.cache)]
-    return "audit (every row rescored; add --bundle to pack it): " + " ".join(shlex.quote(w) for w in words)
+        words += ["--cache", args.cache]
+    return "audit (every row rescored; add --bundle to pack it): " + command_line("audit", *words)
 
 
 def _parser() -> Parser:
-    parser = Parser(prog="run.py", description="Score the dev rows through lm-eval and the independent path.", epilog=(
-        "examples:\n  python run.py --profile embedded\n  python run.py --profile embedded --smoke --quiet\n"
-        "  python run.py --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
+    parser = Parser(prog="sst2-audit run", description="Score the dev rows through lm-eval and the independent path.",
+                    epilog=("examples:\n  sst2-audit run --profile embedded\n  sst2-audit run --profile embedded "
+                            "--smoke --quiet\n  sst2-audit run --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
     with_profile(parser)
     parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
     parser.add_argument("--rows", type=int, metavar="N",
@@ -156,11 +154,11 @@ def _list_tasks(args) -> int:
     found = list_installed(args.list_tasks)
     supported = [entry for entry in found if entry[2] is None]
     shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]
-    print(f"{len(found)} installed multiple_choice tasks match {args.list_tasks!r}, {len(supported)} within the "
-          "audit's "
+    tasks = "task matches" if len(found) == 1 else "tasks match"
+    print(f"{len(found)} installed multiple_choice {tasks} {args.list_tasks!r}, {len(supported)} within the audit's "
           "protocol (acc, acc_norm, f1, mcc, a re-derived mc2; hooks as pinned shared code; shots re-derivable); "
           f"pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "
-          "a supported task is pinned with prepare.py --pin")
+          "a supported task is pinned with sst2-audit prepare --pin")
     width = min(max((len(name) for name, _, _ in shown), default=0), 48)
     for name, path, reason in shown:
         state = "pinned" if name in pinned else "supported" if reason is None else "refused"

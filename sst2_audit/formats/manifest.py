@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sst2_audit.util import atomic
 from sst2_audit.formats import strict_json
+from sst2_audit.util.commands import command_line, lock_words
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_file
 from sst2_audit.formats.lock import Lock, Profile
@@ -83,10 +84,9 @@ def write_manifest(cache: Path, manifest: Manifest, *, overwrite: bool = False) 
 def require_matching(manifest: Manifest | None, cache: Path, lock: Lock, profile: Profile) -> Manifest:
     """The cache must have been prepared for exactly this profile and lock."""
     if manifest is None:
-        raise InputError(
-            f"{cache}: no {MANIFEST_NAME}; the cache is not prepared. "
-            f"Run: python prepare.py --profile {profile.name} --cache {cache}"
-        )
+        words = [*lock_words(lock.given or lock.path), "--profile", profile.name, "--cache", cache]
+        raise InputError(f"{cache}: no {MANIFEST_NAME}; the cache is not prepared. Run: "
+                         f"{command_line('prepare', *words)}")
     if manifest.profile != profile.name or manifest.pins_sha256 != profile.pins_sha256:
         fits = lock.profiles.get(manifest.profile)
         advice = (f"`--profile {manifest.profile}` (or no --profile) would use this cache as it is"

@@ -2,8 +2,9 @@
 registry's index states it, the hash pip checks). A lock pins exactly one release; a lock naming another
 release, or this release with another wheel, is refused before anything is read from the evaluator.
 
-Supported means: SOURCE_MAP.md anchors every step of the official computation in that release and the
-independent path re-derives it there. A known release that is not supported is refused with the reason.
+Supported means: that release's SOURCE_MAP anchors every step of the official computation it audits and the
+independent path re-derives it there; a release's `scope` names the task features it is supported for (the rest
+is refused, exit 2). A known release that is not supported is refused with the reason.
 """
 
 from dataclasses import dataclass
@@ -18,15 +19,29 @@ class Release:
     sha256: str  # the registry's published hash of that file
     supported: bool
     why_not: str = ""  # a known release the audit does not support: why, in words
+    # where the release computes differently, as data the re-derivations read (SOURCE_MAP.md names the lines)
+    task_config_module: str = "lm_eval/api/task.py"  # the file that declares TaskConfig's fields and defaults
+    fills_fewshot_config: bool = False  # TaskConfig.__post_init__ fills fewshot_config from the task's fields
+    # lm-eval's results of a samples= run: n-samples' "effective" counts the whole split (0.4.9.2) or the scored
+    # documents (0.4.13); group_subtasks names a plain task with no subtasks (0.4.9.2) or leaves it out (0.4.13)
+    n_samples_effective_is_scored: bool = False
+    group_subtasks_names_plain_tasks: bool = True
+    # what the audit re-derives under this release, in words, when it is less than every supported task feature
+    # (task/spec.py::require_release_scope refuses the rest, exit 2); "" = everything docs/tasks.md lists
+    scope: str = ""
 
 
 RELEASES = {
     "0.4.9.2": Release("0.4.9.2", "lm_eval-0.4.9.2-py3-none-any.whl",
                        "b8d12410ab9c6321c9e26a9fb7e13a4e1b920ed4907905804dc2e231b7482a6e", True),
     "0.4.13": Release("0.4.13", "lm_eval-0.4.13-py3-none-any.whl",
-                      "5daaa1973bf874005f64f28d3834b875f6886f0d6475878e6a6c821994a5286a", False,
-                      "its evaluator, few-shot sampler and task code differ from 0.4.9.2's in about 3,000 lines that "
-                      "SOURCE_MAP.md does not anchor yet, so the independent path does not re-derive them (issue 32)"),
+                      "5daaa1973bf874005f64f28d3834b875f6886f0d6475878e6a6c821994a5286a", True,
+                      scope="zero-shot tasks without task code hooks, groups, corpus metrics (acc and acc_norm "
+                            "only) or YAMLs that include several files at once: its rewritten few-shot sampler, hook "
+                            "handling, include order and group aggregation are not re-derived yet "
+                            "(SOURCE_MAP-0.4.13.md)",
+                      task_config_module="lm_eval/config/task.py", fills_fewshot_config=True,
+                      n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False),
 }
 SUPPORTED = tuple(version for version, release in RELEASES.items() if release.supported)
 
@@ -52,6 +67,31 @@ def release_for(evaluator: dict, where: str) -> Release:
         raise InputError(f"{where}: evaluator.wheel: expected lm-eval {version}'s published wheel {release.wheel} "
                          f"(sha256 {release.sha256}), got {shown!r}.")
     return release
+
+
+ZERO_SHOT_METRICS = ("acc", "acc_norm")  # what a scoped release re-derives
+
+
+def require_release_scope(version: str, where: str, *, task: str, hooks=(), metrics=(), num_fewshot=0,
+                          group: str | None = None, includes: int = 0) -> None:
+    """A task feature the release is not supported for is refused naming it and the release's scope (exit 2)."""
+    release = RELEASES[version]
+    if not release.scope:
+        return
+    beyond = ([f"task code hooks ({', '.join(hooks)})"] if hooks else []) + \
+        ([f"metrics {', '.join(m for m in metrics if m not in ZERO_SHOT_METRICS)}"]
+         if set(metrics) - set(ZERO_SHOT_METRICS) else []) + \
+        ([f"num_fewshot {num_fewshot}"] if num_fewshot else []) + ([f"group {group}"] if group else []) + \
+        ([f"a YAML including {includes} files at once (merged in another order)"] if includes > 1 else [])
+    if beyond:
+        raise InputError(f"{where}: {task} has {'; '.join(beyond)}; under lm-eval {version} sst2-audit audits "
+                         f"{release.scope}. Use a lock of lm-eval {', '.join(v for v in SUPPORTED if v != version)} "
+                         "for it.")
+
+
+def release_of(version: str) -> Release:
+    """The known release `version` (a lock's, already refused by release_for when unknown)."""
+    return RELEASES[version]
 
 
 def installed_version() -> str | None:

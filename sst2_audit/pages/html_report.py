@@ -195,8 +195,8 @@ def render_failure(failure, notice: str | None = None) -> str:
     next_step = ("Run again without --unsorted-ids for a measurement (the default passes the ids sorted, which lm-eval "
                  "labels correctly)." if on_purpose else
                  "Nothing of this run is a measurement. Check that the cache was prepared for this lock and profile "
-                 "(prepare.py --verify), and that the installed lm-eval is the pinned one; failure.json names every "
-                 "sample and field. A run that keeps failing this check on sorted ids is a finding: report it.")
+                 "(sst2-audit prepare --verify), and that the installed lm-eval is the pinned one; failure.json names "
+                 "every sample and field. A run that keeps failing this check on sorted ids is a finding: report it.")
     shown = [m for m in failure.mismatches if m.logged_position >= 0][:SHOWN_MISMATCHES] or \
         failure.mismatches[:SHOWN_MISMATCHES]
     return render_page("failure.html.j2", failure=failure, notice=notice, mismatches=shown, summary=summary,

@@ -161,14 +161,13 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         raise InputError(f"--new-lock {new_lock} already exists; a lock is never overwritten (pins never change). To "
                          f"replace your own earlier pin of profile {name}, add --replace.")
     atomic.require_writable_folder(Path(new_lock).parent, "--new-lock")
-    if new_lock.exists():
+    if new_lock.exists():  # only with --replace
         _earlier_pin(new_lock, base_lock, name)
     base = lock_from_bytes(Path(base_lock).read_bytes(), base_lock)
     if name in base.profiles:
         raise InputError(f"--pin {name}: {base_lock} already has a profile of that name; choose another.")
     raw = json.loads(Path(base_lock).read_text(encoding="utf-8"))  # the base as written: no pin rewritten
     if task not in base.evaluator.tasks:  # its YAML pinned from the installed lm-eval, checked against the wheel
-
         pin_task(raw, task, evaluator_wheel)
         base = parse_lock(raw, Path(base_lock), "")
     spec = spec_for(base, task)

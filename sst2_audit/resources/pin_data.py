@@ -108,24 +108,28 @@ def _table(path: Path):
     return table
 
 
-def _renders(spec, doc: dict, origin: Path) -> None:
-    """The task's templates must render on the data (a missing field fails here, not after a model load)."""
-    try:
-        spec.gold(doc, spec.choices(doc))
-        spec.requests(doc, spec.prefix(doc))
-    except Exception as error:  # Jinja2's UndefinedError, a KeyError, a bad index: the data is not the task's
-        raise InputError(f"{origin}: task {spec.name}'s templates do not render on its first row "
-                         f"({type(error).__name__}: {str(error)[:160]}); the data's columns are {list(doc)}.") from None
+def _renders(spec, rows, origin: Path) -> None:
+    """The task's templates must render on every row, and every gold answer index a choice (a missing field or
+    an odd row fails here, naming the user's file and row, not after a model load)."""
+    for number, row in enumerate(rows):
+        doc = row.as_doc()
+        try:
+            spec.gold(doc, spec.choices(doc))
+            spec.requests(doc, spec.prefix(doc))
+        except Exception as error:  # Jinja2's UndefinedError, a KeyError, a bad index: the data is not the task's
+            raise InputError(f"{origin}: task {spec.name}'s templates do not render on row {number + 1} of "
+                             f"{len(rows)} ({type(error).__name__}: {str(error)[:160]}); the data's columns are "
+                             f"{list(doc)}.") from None
 
 
 def _checked_split(spec, parquet: Path, origin, columns) -> tuple:
     """A split's parquet as pinned: the columns it states (the same as the other splits'), idx equal to the
-    position where there is one, and the task's templates rendering on its first row. (columns, rows)."""
+    position where there is one, and the task's templates rendering on every row. (columns, rows)."""
     found = parquet_columns(parquet)
     if columns is not None and found != columns:
         raise InputError(f"{origin}: columns {found} differ from the other split's {columns}.")
     rows = spec.processed(read_parquet(parquet, columns=found), parquet)
-    _renders(spec, rows[0].as_doc(), origin)
+    _renders(spec, rows, origin)
     return found, len(rows)
 
 
@@ -156,6 +160,12 @@ def data_resource(data: Path, spec, lock_raw: dict, target: Path) -> dict:
         raise InputError(f"--data {data}: task {spec.name} reads the splits {sorted(spec.splits)} (lm-eval 0.4.9.2 "
                          "builds every split its YAML names, even one it does not score); give a folder with a "
                          "file per split.")
+    missing = [] if data.is_file() else [split for split in sorted(spec.splits) if not any(
+        (data / f"{split}{suffix}").is_file() or (data / f"{split}{suffix}").is_symlink() for suffix in DATA_SUFFIXES)]
+    if missing:  # every missing split at once: arc_easy reads three
+        raise InputError(f"--data {data}: task {spec.name} reads the splits {', '.join(sorted(spec.splits))}; no file "
+                         f"for {', '.join(missing)} (one of {', '.join(DATA_SUFFIXES)} each, e.g. "
+                         f"{missing[0]}{DATA_SUFFIXES[1]}).")
     split_rule = lock_raw["split"]
     needed = split_rule["dev_rows"] + split_rule["confirm_rows"]
     import pyarrow.parquet as pq

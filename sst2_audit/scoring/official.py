@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.formats.releases import installed_version, release_of
 from sst2_audit.protocol.corpus import BOOTSTRAP_ITERS
 from sst2_audit.task.config import data_config, differences
 from sst2_audit.task.hooks import stable
@@ -32,7 +33,8 @@ def config_differences(spec, effective: dict, num_fewshot: int) -> dict:
     from lm_eval.api.task import TaskConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(TaskConfig) if f.default is not dataclasses.MISSING}
-    return differences(spec, effective, num_fewshot, defaults)
+    # the installed release: verified equal to the lock's before anything ran (evaluator_pin.verify_pinned)
+    return differences(spec, effective, num_fewshot, defaults, release_of(installed_version()))
 
 
 def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_ids, *,

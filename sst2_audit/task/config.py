@@ -3,8 +3,9 @@
 The run's official path hands lm-eval a config whose data-loading fields point at the verified cached
 parquet; lm-eval logs `TaskConfig(**config).to_dict()`. The audit rebuilds that dict without importing
 lm-eval (lm_eval.api.task pulls torch, transformers and scikit-learn in through `evaluate`: 4.5 s): the
-field names and defaults are read with `ast` from the pinned, hash-checked lm_eval/api/task.py, and
-to_dict's rule (every field in declaration order, None dropped) is applied here (SOURCE_MAP step 47).
+field names and defaults are read with `ast` from the pinned, hash-checked file that declares TaskConfig in the
+lock's release (lm_eval/api/task.py in 0.4.9.2, lm_eval/config/task.py in 0.4.13), and to_dict's rule (every
+field in declaration order, None dropped; 0.4.13 fills fewshot_config first) is applied here (SOURCE_MAP step 47).
 """
 
 import ast
@@ -12,11 +13,18 @@ import copy
 import functools
 from pathlib import Path
 
+from sst2_audit.formats.releases import release_of
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.util.errors import CheckFailed
 from sst2_audit.util.hashing import sha256_file
 
-TASK_MODULE = "lm_eval/api/task.py"
+# FewshotConfig's fields in declaration order, and the TaskConfig field each inherits when the YAML does not set it
+# (releases that fill fewshot_config: lm_eval/config/task.py, FewshotConfig.from_dict)
+FEWSHOT_FIELDS = ("sampler", "split", "process_docs", "fewshot_indices", "samples", "doc_to_text", "doc_to_choice",
+                  "doc_to_target", "gen_prefix", "fewshot_delimiter", "target_delimiter")
+FEWSHOT_INHERITS = {"split": "fewshot_split", "process_docs": "process_docs", "fewshot_delimiter": "fewshot_delimiter",
+                    "target_delimiter": "target_delimiter", "gen_prefix": "gen_prefix", "doc_to_text": "doc_to_text",
+                    "doc_to_choice": "doc_to_choice", "doc_to_target": "doc_to_target"}
 DATA_FIELDS = ("dataset_path", "dataset_name", "dataset_kwargs")  # the only fields a run may change
 
 
@@ -29,14 +37,25 @@ def _defaults(path: str) -> tuple:
 
 
 def taskconfig_defaults(lock) -> dict:
-    """TaskConfig's fields and defaults, in declaration order, from the installed file the lock pins."""
+    """TaskConfig's fields and defaults, in declaration order, from the installed file the lock pins (the file
+    that declares TaskConfig in the lock's release)."""
 
-    path = installed_root() / TASK_MODULE
-    pinned = lock.evaluator.files.get(TASK_MODULE)
+    module = release_of(lock.evaluator.version).task_config_module
+    path = installed_root() / module
+    pinned = lock.evaluator.files.get(module)
     if pinned is None or sha256_file(path) != pinned:
-        raise CheckFailed(f"{path}: not the lm-eval file the lock pins ({TASK_MODULE} sha256 {pinned}); the effective "
+        raise CheckFailed(f"{path}: not the lm-eval file the lock pins ({module} sha256 {pinned}); the effective "
                           "task config cannot be rebuilt from it.")
     return dict(_defaults(str(path)))
+
+
+def filled_fewshot(fewshot_config, top: dict) -> dict:
+    """The fewshot_config a release that fills it logs: the YAML's own keys over the task's inherited fields,
+    sampler "default" unless set, every FewshotConfig field present (None kept: only top-level None is dropped)."""
+    merged = {name: top.get(field) for name, field in FEWSHOT_INHERITS.items()}
+    merged.update(fewshot_config or {})
+    merged.setdefault("sampler", "default")
+    return {name: copy.deepcopy(merged.get(name)) for name in FEWSHOT_FIELDS}
 
 
 def data_config(spec, data_files: dict, callables: bool = True) -> dict:
@@ -48,19 +67,25 @@ def data_config(spec, data_files: dict, callables: bool = True) -> dict:
     return config
 
 
-def effective(config: dict, defaults: dict) -> dict:
-    """TaskConfig(**config).to_dict() for a multiple_choice config (no callables, no generation_kwargs)."""
+def effective(config: dict, defaults: dict, release) -> dict:
+    """TaskConfig(**config).to_dict() for a multiple_choice config (no callables, no generation_kwargs), as the
+    lock's release builds it."""
     unknown = sorted(set(config) - set(defaults))
     if unknown or config.get("generation_kwargs") is not None:
         raise CheckFailed("the task config has fields TaskConfig does not rebuild here: "
                           f"{unknown or 'generation_kwargs'}.")
     merged = {name: copy.deepcopy(config.get(name, default)) for name, default in defaults.items()}
+    if release.fills_fewshot_config:
+        merged["fewshot_config"] = filled_fewshot(merged.get("fewshot_config"), merged)
     return {name: value for name, value in merged.items() if value is not None}
 
 
-def differences(spec, effective_config: dict, num_fewshot: int, defaults: dict) -> dict:
-    """Every field whose effective value is not the official YAML's (or TaskConfig's default)."""
+def differences(spec, effective_config: dict, num_fewshot: int, defaults: dict, release) -> dict:
+    """Every field whose effective value is not the official YAML's (or TaskConfig's default, or what the
+    release fills in)."""
     official, found = spec.config(callables=False), {}
+    if release.fills_fewshot_config:
+        official["fewshot_config"] = filled_fewshot(official.get("fewshot_config"), {**defaults, **official})
     for key in sorted(set(official) | set(effective_config)):
         reference = official.get(key, defaults.get(key))
         if effective_config.get(key) != reference:

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.formats.releases import require_release_scope
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
 from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util.errors import CheckFailed, InputError
@@ -124,6 +125,8 @@ def group_spec(lock, name: str) -> GroupSpec:
         raise InputError(f"{lock.path}: unknown group {name!r}; this lock defines groups "
                          f"{', '.join(sorted(lock.groups)) or '(none)'}.")
     pin = lock.groups[name]
+    require_release_scope(lock.evaluator.version, str(lock.given or lock.path), task=f"groups.{name}",
+                          group=pin.group)
     try:
         read, aggregate, leaves = resolve(pin.yaml, pin.group)
     except InputError as error:

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.formats.releases import require_release_scope
 from sst2_audit.task.dataset import read_table, Row
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
 from sst2_audit.task.hooks import find, Hook, HOOK_KEYS, load, RESULTS_KEY, source
@@ -44,6 +45,7 @@ class TaskSpec:
     num_fewshot: int | None = None  # the YAML's own shot count (a profile's default), None when unstated
     hooks: tuple = ()  # the task's `!function` hooks (hooks.Hook), pinned: shared code, and a process_results
     results_rule: ResultsRule | None = None  # how we re-derive the task's process_results hook, if it has one
+    widest_include: int = 0  # the most files one of its YAMLs' `include:` names (yaml_file.Reading)
 
     @property
     def shared_hooks(self) -> tuple:
@@ -251,7 +253,7 @@ def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = Non
         doc_to_target=hooked.get("doc_to_target", config.get("doc_to_target")),
         target_delimiter=config.get("target_delimiter", TASKCONFIG_DEFAULTS["target_delimiter"]),
         description=config.get("description") or TASKCONFIG_DEFAULTS["description"], metrics=metrics,
-        num_fewshot=config.get("num_fewshot"), hooks=hooks, results_rule=rule,
+        num_fewshot=config.get("num_fewshot"), hooks=hooks, results_rule=rule, widest_include=reading.widest_include,
     )
 
 
@@ -278,6 +280,9 @@ def spec_for(lock, name: str) -> TaskSpec:
     # each hook carries the lock's pin: it is loaded only from bytes of that sha256 (hooks.load)
     pinned = tuple(dataclasses.replace(hook, sha256=lock.evaluator.files[hook.path]) for hook in spec.hooks)
     rendering = {hook.key: hook for hook in pinned if hook.key not in ("process_docs", RESULTS_KEY)}  # doc_to_*
+    require_release_scope(lock.evaluator.version, str(lock.given or lock.path), task=f"task {name}",
+                          hooks=[hook.key for hook in spec.hooks], metrics=spec.metrics, num_fewshot=spec.num_fewshot,
+                          includes=spec.widest_include)
     return dataclasses.replace(spec, hooks=pinned, **rendering)
 
 

@@ -64,6 +64,7 @@ class Reading:
     config: dict
     files: list = field(default_factory=list)  # paths relative to the package root: the YAML first, then includes
     data: dict = field(default_factory=dict)  # relative path -> the bytes parsed (verified when pins were given)
+    widest_include: int = 0  # the most files one `include:` names (lm-eval 0.4.13 merges several in reverse order)
 
 
 def read(root: Path, relative: str, pins: dict | None = None, where: str = "task YAML") -> Reading:
@@ -105,6 +106,7 @@ def _read(root: Path, relative: str, pins, where: str, reading: Reading, depth: 
     if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
         raise InputError(f"{where}: {relative}: include must be a file name or a list of them.")
     paths = [_beside(relative, include, where) for include in includes]
+    reading.widest_include = max(reading.widest_include, len(paths))
     merged = {}
     # lm-eval's order: the includes read depth first in the order written; merged from the last one
     # first, so an earlier include wins over a later one, and the file's own keys over both

@@ -13,7 +13,7 @@ from sst2_audit.util.hashing import git_blob_sha1, sha256_file
 from sst2_audit.util.progress import say
 
 WAYS_FORWARD = (
-    "Two ways forward without the hub: `python prepare.py --profile embedded` (the offline demo), "
+    "Two ways forward without the hub: `sst2-audit prepare --profile embedded` (the offline demo), "
     "or copy the pinned files on a connected machine and import them with `--from DIR` "
     "(laid out as DIR/<repo_id>/<path>, verified the same way)."
 )

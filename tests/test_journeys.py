@@ -1,0 +1,90 @@
+"""The README's three journeys, verbatim, with the installed command (`sst2-audit`, the venv's bin first on
+PATH as after `. .venv/bin/activate`): run, audit a bundle someone sent you, audit your own model. Each
+run's next step is the exact audit command its console printed, and its page's hint is the same command."""
+
+import csv
+import hashlib
+import html
+import json
+import re
+import shutil
+
+from conftest import REPO, readme_journeys, run_installed, tiny_llama
+
+PASS = "VERDICT: PASS: every level passed and every scored row was rescored bit for bit"
+NEXT = "  next          audit (every row rescored; add --bundle to pack it): "
+
+
+def test_the_readme_holds_three_journeys_of_the_installed_command():
+    journeys = readme_journeys()
+    assert [[line.split()[1] for line in journey] for journey in journeys] == [
+        ["prepare", "run", "audit"], ["prepare", "audit"], ["prepare", "prepare", "run", "audit"]]
+    assert all(line.startswith("sst2-audit ") for journey in journeys for line in journey)
+    # docs/cli.md shows the own-model journey too: the same four lines
+    cli = (REPO / "docs" / "cli.md").read_text().split("## prepare.py --pin", 1)[1].split("```\n")[1]
+    assert cli.splitlines() == journeys[2]
+
+
+def test_journey_1_run_then_audit_through_the_printed_command(full_run):
+    """The fixture ran the journey (conftest.full_run); the audit line is what the run printed, plus --bundle."""
+    _, _, audit = readme_journeys()[0]
+    printed = (full_run / "console.txt").read_text().splitlines()[-1]
+    assert printed == f"{NEXT}sst2-audit audit --out runs/my-run"
+    assert audit == printed.removeprefix(NEXT) + " --bundle"
+    out = (full_run / "audit.stdout.txt").read_text()
+    assert out.startswith(PASS) and out.splitlines()[-1] == "bundle: results/my-run.tar.gz", out[-2000:]
+    assert (full_run / "results" / "my-run.tar.gz").is_file()
+
+
+def test_journey_2_audit_a_bundle_someone_sent_you(embedded_cache, tmp_path):
+    (tmp_path / "cache").symlink_to(embedded_cache)
+    (tmp_path / "results").mkdir()
+    shutil.copyfile(REPO / "results" / "embedded-full-reference.tar.gz",
+                    tmp_path / "results" / "embedded-full-reference.tar.gz")
+    for line in readme_journeys()[1]:
+        done = run_installed(line, tmp_path)
+        assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-3000:])
+    assert done.stdout.startswith(PASS) and "scores: 0 of 128 differ, max abs diff 0" in done.stdout
+
+
+def _own_files(folder, embedded_cache) -> None:
+    """A tiny random model with SmolLM2's tokenizer in my-model/, RTE-shaped data in my-data/."""
+    model = folder / "my-model"
+    tiny_llama(11).save_pretrained(model, safe_serialization=True, max_shard_size="4MB")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(embedded_cache / "model" / name, model / name)
+    data = folder / "my-data"
+    data.mkdir()
+    rows = [{"sentence1": f"Example premise {n}: a lamp stood by door {n}.", "sentence2": f"A lamp stood by door {n}.",
+             "label": n % 2, "idx": n} for n in range(200)]
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:8]))
+    with (data / "validation.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_journey_3_audit_your_own_model_through_the_printed_and_the_page_command(embedded_cache, tmp_path):
+    _own_files(tmp_path, embedded_cache)
+    *setup, run, audit = readme_journeys()[2]
+    for line in setup + [run]:
+        done = run_installed(line, tmp_path)
+        assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+    printed = done.stdout.splitlines()[-1].removeprefix(NEXT)
+    assert printed == "sst2-audit audit --out runs/mine-full --lock mine.lock.json --cache cache-mine"
+    assert audit == printed + " --bundle"
+    # the page's hint names the same command, its placeholders filled with this run's folder, lock and cache
+    page = (tmp_path / "runs" / "mine-full" / "report.html").read_text()
+    hint = html.unescape(re.search(r"<code>(sst2-audit audit --out [^<]*)</code>", page).group(1))
+    lock_sha = hashlib.sha256((tmp_path / "mine.lock.json").read_bytes()).hexdigest()
+    assert hint == f"sst2-audit audit --out <this run's folder> --lock <the lock of sha256 {lock_sha[:12]}…> " \
+                   "--cache <its cache>"
+    filled = hint.replace("<this run's folder>", "runs/mine-full").replace(
+        f"<the lock of sha256 {lock_sha[:12]}…>", "mine.lock.json").replace("<its cache>", "cache-mine")
+    assert filled == printed
+    for line in (printed, audit):
+        done = run_installed(line, tmp_path)
+        assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+        assert done.stdout.startswith(PASS)
+    assert done.stdout.splitlines()[-1] == "bundle: results/mine-full.tar.gz"
+    assert (tmp_path / "results" / "mine-full.tar.gz").is_file()

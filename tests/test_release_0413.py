@@ -1,0 +1,133 @@
+"""lm-eval 0.4.13, in its own environment (`.ci/run` builds `.venv-0.4.13` and runs this file there; the main
+suite skips it): SOURCE_MAP-0.4.13.md holds against the installed release, the embedded run and its audit pass
+bit for bit under lm-eval-0.4.13.lock.json, #4084 still mislabels unsorted ids, what the release is not
+supported for is refused, and a bundle of one release audited in the other's environment is a refusal naming
+both (exit 2), never a FAIL. SST2_AUDIT_OTHER_PYTHON names the Python of the 0.4.9.2 environment."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TEST_CACHE, _exclusive, one_paragraph, run_script
+from sst2_audit.formats.releases import installed_version
+
+pytestmark = pytest.mark.skipif(installed_version() != "0.4.13",
+                                reason="needs the lm-eval 0.4.13 environment (.ci/run builds .venv-0.4.13)")
+LOCK = REPO / "lm-eval-0.4.13.lock.json"
+PASS = "VERDICT: PASS: every level passed and every scored row was rescored bit for bit"
+
+
+@pytest.fixture(scope="module")
+def cache() -> Path:
+    """The embedded cache, prepared (or re-verified) under the 0.4.13 lock: its profile pins are the same."""
+    folder = TEST_CACHE / "embedded"
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", LOCK, "--profile", "embedded", "--cache", folder)
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+def test_the_0413_source_map_holds_against_the_installed_release():
+    from sst2_audit.task import source_map
+    from sst2_audit.task.evaluator_pin import installed_root
+
+    rows, problems = source_map.check((REPO / "SOURCE_MAP-0.4.13.md").read_text(), installed_root())
+    assert problems == [] and len(rows) == 64
+    assert {row.file for row in rows if row.step.startswith(("6 ", "41 "))} == {
+        "lm_eval/config/task.py", "lm_eval/tasks/_yaml_loader.py"}
+
+
+def test_the_embedded_run_audits_and_bundles_bit_for_bit_under_0413(cache, tmp_path):
+    done = run_script("run.py", "--lock", LOCK, "--profile", "embedded", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "s413")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "official (lm-eval 0.4.13)" in done.stdout and "4/4 candidate scores bit for bit" in done.stdout
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["evaluator"]["version"] == "0.4.13" and record["versions"]["lm_eval"] == "0.4.13"
+    results = json.loads((tmp_path / "out" / "lm_eval_results.json").read_text())
+    # 0.4.13 counts the scored documents as effective (0.4.9.2 counted the split): no correcting note needed
+    assert results["n-samples"]["sst2"]["effective"] == 2 and results["group_subtasks"] == {}
+    assert [note["field"] for note in record["lm_eval_notes"]] == ["config.model_revision", "git_hash"]
+    done = run_script("audit.py", "--lock", LOCK, "--out", tmp_path / "out", "--cache", cache, "--bundle",
+                      "--results", tmp_path / "results")
+    assert done.returncode == 0 and done.stdout.startswith(PASS), done.stdout + done.stderr
+    bundle = tmp_path / "results" / "s413.tar.gz"
+    assert bundle.is_file()
+    # the other release's environment and lock: refusals naming both releases, exit 2, never a FAIL
+    other = os.environ.get("SST2_AUDIT_OTHER_PYTHON")
+    if other:
+        done = subprocess.run([other, str(REPO / "audit.py"), "--bundle-file", str(bundle), "--cache", str(cache)],
+                              capture_output=True, text=True, cwd=REPO)
+        assert done.returncode == 2 and one_paragraph(done.stderr) == (
+            f"error: {bundle}: the run was made with lm-eval 0.4.13, but the reviewer's lock "
+            f"{REPO / 'resources.lock.json'} pins lm-eval 0.4.9.2; audit it with a lock and an environment of the "
+            "release it was made with."), done.stdout + done.stderr
+        done = subprocess.run([other, str(REPO / "audit.py"), "--bundle-file", str(bundle), "--lock", str(LOCK),
+                               "--cache", str(cache)], capture_output=True, text=True, cwd=REPO)
+        assert done.returncode == 2 and "names lm-eval 0.4.13, but this environment holds lm-eval 0.4.9.2" in \
+            one_paragraph(done.stderr), done.stderr
+    reference = REPO / "results" / "embedded-full-reference.tar.gz"
+    done = run_script("audit.py", "--bundle-file", reference, "--lock", LOCK, "--cache", cache)
+    assert done.returncode == 2 and one_paragraph(done.stderr) == (
+        f"error: {reference}: the run was made with lm-eval 0.4.9.2, but the reviewer's lock {LOCK} pins lm-eval "
+        "0.4.13; audit it with a lock and an environment of the release it was made with."), done.stderr
+    done = run_script("audit.py", "--bundle-file", reference, "--cache", cache)
+    assert done.returncode == 2 and "names lm-eval 0.4.9.2, but this environment holds lm-eval 0.4.13" in \
+        one_paragraph(done.stderr), done.stderr
+
+
+def test_unsorted_ids_are_still_mislabelled_by_0413(cache, tmp_path):
+    """Upstream #4084 is not fixed in 0.4.13: the identity check stops the run, exit 1."""
+    done = run_script("run.py", "--lock", LOCK, "--profile", "embedded", "--cache", cache, "--rows", "8",
+                      "--unsorted-ids", "--out", tmp_path / "out", "--private", tmp_path / "private")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "lm-eval was given the dev ids in hash order (--unsorted-ids: reproducing upstream issue #4084" in \
+        done.stderr
+    failure = json.loads((tmp_path / "out" / "failure.json").read_text())
+    assert failure["check"] == "identity" and len(failure["mismatches"]) >= 1
+
+
+def test_what_0413_is_not_supported_for_is_refused_naming_the_scope(cache, tmp_path):
+    raw = json.loads(LOCK.read_text())
+    raw["profiles"]["embedded"]["settings"] = {"num_fewshot": 2}
+    lock = tmp_path / "fewshot.lock.json"
+    lock.write_text(json.dumps(raw))
+    done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out")
+    assert done.returncode == 2 and one_paragraph(done.stderr).startswith(
+        f"error: {lock}: profile embedded has num_fewshot 2; under lm-eval 0.4.13 sst2-audit audits zero-shot tasks "
+        "without task code hooks, groups, corpus metrics"), done.stderr
+    assert one_paragraph(done.stderr).endswith("Use a lock of lm-eval 0.4.9.2 for it.")
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_0413_task_yaml_reads_as_its_own_loader_reads_it():
+    """The one safe reader gives 0.4.13's merged config for all 13,986 installed YAMLs (`!function` compared by
+    the name it gives; 0.4.13 writes it as a path beside the file that names it): nothing refused."""
+    import yaml
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    from sst2_audit.task.evaluator_pin import installed_root
+    from sst2_audit.task.yaml_file import read
+
+    root = installed_root()
+
+    def plain(value):
+        if isinstance(value, yaml.Node):
+            return ("function", value.value) if value.tag == "!function" else ("node", value.tag)
+        if isinstance(value, str) and value.startswith(str(root)):
+            return ("function", value.split("/")[-1])
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    paths = sorted((root / "lm_eval" / "tasks").rglob("*.yaml"))
+    assert len(paths) == 13986
+    differing = [p for p in paths if plain(read(root, p.relative_to(root).as_posix()).config)
+                 != plain(load_yaml(p, resolve_func=False))]
+    assert differing == [], differing[:5]
