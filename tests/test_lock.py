@@ -191,3 +191,24 @@ def test_another_release_installed_or_recorded_is_a_refusal_naming_both(tmp_path
     code, out = audit(capsys, "--bundle-file", made, "--structural")
     assert code == 2 and "VERDICT" not in out, out
     assert "the run was made with lm-eval 0.4.13, but the reviewer's lock" in out and "pins lm-eval 0.4.9.2" in out
+
+
+@pytest.mark.parametrize("feature, named", [
+    ({"hooks": ["process_docs"]}, "task code hooks (process_docs)"), ({"metrics": ("acc", "mcc")}, "metrics mcc"),
+    ({"num_fewshot": 5}, "num_fewshot 5"), ({"group": "mmlu"}, "group mmlu"),
+    ({"includes": 2}, "a YAML including 2 files at once (merged in another order)"),
+])
+def test_what_a_release_is_not_supported_for_is_refused_by_name(feature, named):
+    """0.4.13's scope (formats/releases.py): each feature outside it is named, with the release that audits it;
+    0.4.9.2 has no scope, so nothing is refused there."""
+    from sst2_audit.formats.releases import require_release_scope
+
+    require_release_scope("0.4.9.2", "x.lock.json", task="task t", **feature)
+    with pytest.raises(InputError) as caught:
+        require_release_scope("0.4.13", "x.lock.json", task="task t", **feature)
+    assert str(caught.value) == (f"x.lock.json: task t has {named}; under lm-eval 0.4.13 sst2-audit audits zero-shot "
+                                 "tasks without task code hooks, groups, corpus metrics (acc and acc_norm only) or "
+                                 "YAMLs that include several files at once: its rewritten few-shot sampler, hook "
+                                 "handling, include order and group aggregation are not re-derived yet "
+                                 "(SOURCE_MAP-0.4.13.md). Use a lock of lm-eval 0.4.9.2 for it.")
+    require_release_scope("0.4.13", "x.lock.json", task="task t", metrics=("acc", "acc_norm"))  # within scope
