@@ -131,3 +131,18 @@ def test_every_0413_task_yaml_reads_as_its_own_loader_reads_it():
     differing = [p for p in paths if plain(read(root, p.relative_to(root).as_posix()).config)
                  != plain(load_yaml(p, resolve_func=False))]
     assert differing == [], differing[:5]
+
+
+@pytest.mark.parametrize("profile", ["embedded-rte", "embedded-inverse-scaling"])
+def test_the_other_pinned_tasks_run_and_audit_under_0413(profile, tmp_path):
+    """RTE (two inputs) and inverse_scaling_redefine_math (its YAML includes another file): prepared, run and
+    audited under the 0.4.13 lock, both paths bit for bit."""
+    cache = TEST_CACHE / profile
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", LOCK, "--profile", profile, "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", LOCK, "--profile", profile, "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "s")
+    assert done.returncode == 0 and "4/4 candidate scores bit for bit" in done.stdout, done.stderr[-3000:]
+    done = run_script("audit.py", "--lock", LOCK, "--out", tmp_path / "out", "--cache", cache)
+    assert done.returncode == 0 and done.stdout.startswith(PASS), done.stdout + done.stderr
