@@ -195,7 +195,7 @@ def test_another_release_installed_or_recorded_is_a_refusal_naming_both(tmp_path
 
 @pytest.mark.parametrize("feature, named", [
     ({"hooks": ["process_docs"]}, "task code hooks (process_docs)"), ({"metrics": ("acc", "mcc")}, "metrics mcc"),
-    ({"num_fewshot": 5}, "num_fewshot 5"), ({"group": "mmlu"}, "group mmlu"),
+    ({"fewshot_keys": ["sampler", "split"]}, "fewshot_config split"), ({"group": "mmlu"}, "group mmlu"),
     ({"includes": 2}, "a YAML including 2 files at once (merged in another order)"),
 ])
 def test_what_a_release_is_not_supported_for_is_refused_by_name(feature, named):
@@ -206,9 +206,10 @@ def test_what_a_release_is_not_supported_for_is_refused_by_name(feature, named):
     require_release_scope("0.4.9.2", "x.lock.json", task="task t", **feature)
     with pytest.raises(InputError) as caught:
         require_release_scope("0.4.13", "x.lock.json", task="task t", **feature)
-    assert str(caught.value) == (f"x.lock.json: task t has {named}; under lm-eval 0.4.13 sst2-audit audits zero-shot "
-                                 "tasks without task code hooks, groups, corpus metrics (acc and acc_norm only) or "
-                                 "YAMLs that include several files at once: its rewritten few-shot sampler, hook "
-                                 "handling, include order and group aggregation are not re-derived yet "
-                                 "(SOURCE_MAP-0.4.13.md). Use a lock of lm-eval 0.4.9.2 for it.")
-    require_release_scope("0.4.13", "x.lock.json", task="task t", metrics=("acc", "acc_norm"))  # within scope
+    assert str(caught.value) == (f"x.lock.json: task t has {named}; under lm-eval 0.4.13 sst2-audit audits tasks "
+                                 "without task code hooks, groups, corpus metrics (acc and acc_norm only), "
+                                 "fewshot_config keys other than its sampler, or YAMLs that include several files at "
+                                 "once: its hook handling, few-shot overrides, include order and group aggregation "
+                                 "are not re-derived yet (SOURCE_MAP-0.4.13.md). Use a lock of lm-eval 0.4.9.2 for it.")
+    require_release_scope("0.4.13", "x.lock.json", task="task t", metrics=("acc", "acc_norm"),
+                          fewshot_keys=["sampler"])  # within scope

@@ -35,7 +35,7 @@ def test_the_0413_source_map_holds_against_the_installed_release():
     from sst2_audit.task.evaluator_pin import installed_root
 
     rows, problems = source_map.check((REPO / "SOURCE_MAP-0.4.13.md").read_text(), installed_root())
-    assert problems == [] and len(rows) == 64
+    assert problems == [] and len(rows) == 69
     assert {row.file for row in rows if row.step.startswith(("6 ", "41 "))} == {
         "lm_eval/config/task.py", "lm_eval/tasks/_yaml_loader.py"}
 
@@ -90,18 +90,53 @@ def test_unsorted_ids_are_still_mislabelled_by_0413(cache, tmp_path):
     assert failure["check"] == "identity" and len(failure["mismatches"]) >= 1
 
 
-def test_what_0413_is_not_supported_for_is_refused_naming_the_scope(cache, tmp_path):
+@pytest.mark.parametrize("seed", range(6))
+def test_the_0413_sampler_is_re_derived_draw_for_draw(seed):
+    """Generated pools with copies of the evaluated doc (the case 0.4.13 resamples), both samplers, with and
+    without the evaluated doc passed: our positions give lm-eval 0.4.13's own docs, in order, on one generator
+    shared across questions as the task shares it."""
+    import random
+
+    from lm_eval.api.samplers import ContextSampler, FirstNSampler
+
+    from sst2_audit.task.fewshot import ShotRule, draws
+
+    chosen = random.Random(seed)
+    pool = [{"text": f"row {chosen.randrange(6)}"} for _ in range(chosen.randrange(8, 14))]
+    evaluated = [(n, chosen.choice(pool) if chosen.random() < 0.7 else {"text": "not in the pool"})
+                 for n in range(25)]
+    n = chosen.randrange(1, 5)
+    for sampler, upstream in (("default", ContextSampler), ("first_n", FirstNSampler)):
+        for extra_draw in (True, False):
+            rule = ShotRule("train", sampler, extra_draw, "\n\n")
+            if sampler == "first_n" and extra_draw and any(
+                    sum(d != doc for d in pool) < n for _, doc in evaluated):
+                continue  # lm-eval itself stops there (an assertion); ours refuses with exit 2
+            ours = draws(rule, n, seed, pool, evaluated, resamples=True)
+            theirs = upstream(pool, rnd=seed)
+            for idx, doc in evaluated:
+                expected = theirs.sample(n, eval_doc=doc if extra_draw else None)
+                assert [pool[p] for p in ours[idx]] == list(expected), (sampler, extra_draw, idx)
+
+
+def test_few_shot_runs_and_audits_under_0413(tmp_path):
+    """sst2 at 2 shots (shots from train, one extra draw as fewshot_split == test_split): identity of every
+    prompt with its shots, both paths bit for bit, the audit PASS."""
     raw = json.loads(LOCK.read_text())
     raw["profiles"]["embedded"]["settings"] = {"num_fewshot": 2}
-    lock = tmp_path / "fewshot.lock.json"
+    lock = tmp_path / "fewshot-0.4.13.lock.json"
     lock.write_text(json.dumps(raw))
-    done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--cache", cache, "--smoke",
-                      "--out", tmp_path / "out")
-    assert done.returncode == 2 and one_paragraph(done.stderr).startswith(
-        f"error: {lock}: profile embedded has num_fewshot 2; under lm-eval 0.4.13 sst2-audit audits zero-shot tasks "
-        "without task code hooks, groups, corpus metrics"), done.stderr
-    assert one_paragraph(done.stderr).endswith("Use a lock of lm-eval 0.4.9.2 for it.")
-    assert not (tmp_path / "out").exists()
+    (tmp_path / "data").symlink_to(REPO / "data")  # the demo profile's files, beside the lock as it names them
+    cache = tmp_path / "cache"
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--cache", cache, "--rows", "8",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private")
+    assert done.returncode == 0 and "16/16 candidate scores bit for bit" in done.stdout, done.stderr[-3000:]
+    assert "identity              8/8" in done.stdout
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache)
+    assert done.returncode == 0 and done.stdout.startswith(PASS), done.stdout + done.stderr
 
 
 def test_every_0413_task_yaml_reads_as_its_own_loader_reads_it():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.fields import columns_of, LOCK_KEYS, safe_relative, strict_profile
-from sst2_audit.formats.releases import release_for, require_release_scope
+from sst2_audit.formats.releases import release_for
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 from sst2_audit.util.sanitize import RUN_NAME
@@ -114,10 +114,7 @@ class Lock:
         """The run settings of a profile: the defaults, the lock's, the task YAML's own `num_fewshot`
         (MMLU-style YAMLs state 5, say), then the profile's own (attention, add_bos_token, num_fewshot...)."""
         from_yaml = {} if spec.num_fewshot is None else {"num_fewshot": spec.num_fewshot}
-        settings = {**RUN_SETTING_DEFAULTS, **self.run_settings, **from_yaml, **self.profile(profile).settings}
-        require_release_scope(self.evaluator.version, str(self.given or self.path), task=f"profile {profile}",
-                              num_fewshot=settings["num_fewshot"])
-        return settings
+        return {**RUN_SETTING_DEFAULTS, **self.run_settings, **from_yaml, **self.profile(profile).settings}
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:

@@ -29,6 +29,10 @@ class Release:
     # what the audit re-derives under this release, in words, when it is less than every supported task feature
     # (task/spec.py::require_release_scope refuses the rest, exit 2); "" = everything docs/tasks.md lists
     scope: str = ""
+    # the few-shot sampler (lm_eval/api/samplers.py): 0.4.9.2 drops a draw equal to the evaluated doc and may leave
+    # a question one shot short; 0.4.13 drops it only when fewshot_split == test_split, resamples a short draw
+    # from the pool without the doc (one more call on the shared generator), and first_n skips the doc too
+    fewshot_resamples: bool = False
 
 
 RELEASES = {
@@ -36,10 +40,11 @@ RELEASES = {
                        "b8d12410ab9c6321c9e26a9fb7e13a4e1b920ed4907905804dc2e231b7482a6e", True),
     "0.4.13": Release("0.4.13", "lm_eval-0.4.13-py3-none-any.whl",
                       "5daaa1973bf874005f64f28d3834b875f6886f0d6475878e6a6c821994a5286a", True,
-                      scope="zero-shot tasks without task code hooks, groups, corpus metrics (acc and acc_norm "
-                            "only) or YAMLs that include several files at once: its rewritten few-shot sampler, hook "
-                            "handling, include order and group aggregation are not re-derived yet "
-                            "(SOURCE_MAP-0.4.13.md)",
+                      scope="tasks without task code hooks, groups, corpus metrics (acc and acc_norm only), "
+                            "fewshot_config keys other than its sampler, or YAMLs that include several files at "
+                            "once: its hook handling, few-shot overrides, include order and group aggregation are "
+                            "not re-derived yet (SOURCE_MAP-0.4.13.md)",
+                      fewshot_resamples=True,
                       task_config_module="lm_eval/config/task.py", fills_fewshot_config=True,
                       n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False),
 }
@@ -69,19 +74,20 @@ def release_for(evaluator: dict, where: str) -> Release:
     return release
 
 
-ZERO_SHOT_METRICS = ("acc", "acc_norm")  # what a scoped release re-derives
+SCOPED_METRICS = ("acc", "acc_norm")  # what a scoped release re-derives
 
 
-def require_release_scope(version: str, where: str, *, task: str, hooks=(), metrics=(), num_fewshot=0,
+def require_release_scope(version: str, where: str, *, task: str, hooks=(), metrics=(), fewshot_keys=(),
                           group: str | None = None, includes: int = 0) -> None:
     """A task feature the release is not supported for is refused naming it and the release's scope (exit 2)."""
     release = RELEASES[version]
     if not release.scope:
         return
     beyond = ([f"task code hooks ({', '.join(hooks)})"] if hooks else []) + \
-        ([f"metrics {', '.join(m for m in metrics if m not in ZERO_SHOT_METRICS)}"]
-         if set(metrics) - set(ZERO_SHOT_METRICS) else []) + \
-        ([f"num_fewshot {num_fewshot}"] if num_fewshot else []) + ([f"group {group}"] if group else []) + \
+        ([f"metrics {', '.join(m for m in metrics if m not in SCOPED_METRICS)}"]
+         if set(metrics) - set(SCOPED_METRICS) else []) + \
+        ([f"fewshot_config {', '.join(sorted(set(fewshot_keys) - {'sampler'}))}"]
+         if set(fewshot_keys) - {"sampler"} else []) + ([f"group {group}"] if group else []) + \
         ([f"a YAML including {includes} files at once (merged in another order)"] if includes > 1 else [])
     if beyond:
         raise InputError(f"{where}: {task} has {'; '.join(beyond)}; under lm-eval {version} sst2-audit audits "

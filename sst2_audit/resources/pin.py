@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from sst2_audit.formats.lock import load_lock, lock_from_bytes, LOCK_SCHEMA_VERSION, parse_lock
+from sst2_audit.formats.releases import release_of
 from sst2_audit.formats.run_settings import profile_settings
 from sst2_audit.resources import hub_pin
 from sst2_audit.resources.task_pin import pin_task
@@ -230,7 +231,8 @@ def _longest_input(spec, lock_raw: dict, settings: dict, data_folder: Path, colu
         shots_from = fewshot.rule_for(spec).split
         plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"],
                             rows if shots_from == spec.eval_split else rows_of(shots_from),
-                            [by_idx[idx] for idx in split.dev_ids])
+                            [by_idx[idx] for idx in split.dev_ids],
+                            release_of(lock_raw["evaluator"]["version"]).fewshot_resamples)
     longest = (0, None)
     for idx in split.dev_ids:
         doc = by_idx[idx].doc

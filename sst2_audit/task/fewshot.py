@@ -57,14 +57,19 @@ def rule_for(spec) -> ShotRule:
                     config.get("fewshot_delimiter", FEWSHOT_DELIMITER))
 
 
-def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluated: list) -> dict:
+def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluated: list,
+          resamples: bool = False) -> dict:
     """{idx: positions of its shots in shot_docs} for `evaluated` [(idx, doc)] in the order lm-eval builds
-    their requests, with one generator for them all, as lm-eval shares one per task."""
+    their requests, with one generator for them all, as lm-eval shares one per task. `resamples`: the sampler
+    of lm-eval 0.4.13 (formats/releases.py::Release.fewshot_resamples), else 0.4.9.2's."""
     generator, shots = random.Random(seed), {}
     count = num_fewshot + 1 if rule.extra_draw else num_fewshot
     for idx, doc in evaluated:
         if num_fewshot == 0:  # fewshot_context does not call the sampler: nothing is drawn
             shots[idx] = []
+            continue
+        if resamples:
+            shots[idx] = _draw_0413(rule, num_fewshot, generator, shot_docs, doc)
             continue
         if rule.sampler == "first_n":
             if count > len(shot_docs):
@@ -74,6 +79,24 @@ def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluate
             drawn = generator.sample(range(len(shot_docs)), count)
         shots[idx] = [position for position in drawn if shot_docs[position] != doc][:num_fewshot]
     return shots
+
+
+def _draw_0413(rule: ShotRule, n: int, generator, shot_docs: list, doc: dict) -> list:
+    """0.4.13's ContextSampler.sample / FirstNSampler.sample (SOURCE_MAP-0.4.13.md steps 51 and 53): the evaluated
+    doc is passed (and dropped, dict `!=`) only when fewshot_split == test_split; a draw left short is drawn
+    again from the pool without it, on the same generator. Positions sample like the docs (random.sample picks
+    by index)."""
+    if rule.sampler == "first_n":
+        pool = [p for p in range(len(shot_docs)) if not (rule.extra_draw and shot_docs[p] == doc)]
+        if n > len(pool):
+            raise InputError(f"first_n needs {n} shots, the {rule.split} split has {len(pool)} to give.")
+        return pool[:n]
+    if not rule.extra_draw:
+        return generator.sample(range(len(shot_docs)), n)
+    kept = [p for p in generator.sample(range(len(shot_docs)), n + 1) if shot_docs[p] != doc][:n]
+    if len(kept) < n:
+        kept = generator.sample([p for p in range(len(shot_docs)) if shot_docs[p] != doc], n)
+    return kept
 
 
 def shot_text(spec, doc: dict, delimiter: str) -> str:
@@ -126,14 +149,14 @@ class Plan:
         return sorted({p for positions in self.positions.values() for p in positions} & set(confirm_ids))
 
 
-def plan(spec, num_fewshot: int, seed: int, shot_rows: list, scored_rows: list) -> Plan:
+def plan(spec, num_fewshot: int, seed: int, shot_rows: list, scored_rows: list, resamples: bool = False) -> Plan:
     """lm-eval builds the requests of the scored documents in dataset order (Task.doc_iterator over
     `samples`), one shared generator for them all: a smoke run's question can get other shots than the
     same question in a full run."""
     rule = rule_for(spec)
     docs = tuple(row.as_doc() for row in shot_rows)
     evaluated = [(row.idx, row.as_doc()) for row in sorted(scored_rows, key=lambda row: row.idx)]
-    return Plan(rule, docs, draws(rule, num_fewshot, seed, list(docs), evaluated), dict(evaluated))
+    return Plan(rule, docs, draws(rule, num_fewshot, seed, list(docs), evaluated, resamples), dict(evaluated))
 
 
 def recorded(spec, num_fewshot: int) -> dict:

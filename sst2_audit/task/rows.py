@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sst2_audit.formats.fields import columns_of
 from sst2_audit.formats.manifest import read_manifest, require_matching, verify_files
+from sst2_audit.formats.releases import release_of
 from sst2_audit.task import fewshot
 from sst2_audit.task.dataset import read_parquet
 from sst2_audit.task.split import make_split, Split
@@ -55,7 +56,8 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
     shot_rows = (list(data.by_idx.values()) if rule.split == spec.eval_split else
                  spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet))
     plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], shot_rows,
-                        [data.by_idx[idx] for idx in scored_ids])
+                        [data.by_idx[idx] for idx in scored_ids],
+                        release_of(lock.evaluator.version).fewshot_resamples)
     sealed = plan.sealed(spec, data.split.confirm_ids)
     if sealed and not settings.get("shots_may_show_sealed_rows"):
         raise InputError(f"profile {profile.name}: {settings['num_fewshot']} shots drawn from the evaluated split "
