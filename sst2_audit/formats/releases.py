@@ -33,6 +33,7 @@ class Release:
     # a question one shot short; 0.4.13 drops it only when fewshot_split == test_split, resamples a short draw
     # from the pool without the doc (one more call on the shared generator), and first_n skips the doc too
     fewshot_resamples: bool = False
+    source_map: str = "SOURCE_MAP.md"  # the release's map of the official computation (task/source_map.py)
 
 
 RELEASES = {
@@ -44,7 +45,7 @@ RELEASES = {
                             "fewshot_config keys other than its sampler, or YAMLs that include several files at "
                             "once: its hook handling, few-shot overrides, include order and group aggregation are "
                             "not re-derived yet (SOURCE_MAP-0.4.13.md)",
-                      fewshot_resamples=True,
+                      fewshot_resamples=True, source_map="SOURCE_MAP-0.4.13.md",
                       task_config_module="lm_eval/config/task.py", fills_fewshot_config=True,
                       n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False),
 }

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.formats.releases import installed_version, release_of
 from sst2_audit.task.evaluator_pin import installed_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,8 +86,8 @@ def _yaml_span(lines: list, key: str):
     return None
 
 
-def check_row(row: MapRow, lm_eval_root: Path, repo: Path = REPO) -> list:
-    where = f"SOURCE_MAP.md:{row.line_number} ({row.step})"
+def check_row(row: MapRow, lm_eval_root: Path, repo: Path = REPO, name: str = "SOURCE_MAP.md") -> list:
+    where = f"{name}:{row.line_number} ({row.step})"
     path = lm_eval_root / row.file
     if not path.is_file():
         return [f"{where}: {row.file} does not exist in the installed lm-eval"]
@@ -117,19 +118,21 @@ def check_row(row: MapRow, lm_eval_root: Path, repo: Path = REPO) -> list:
     return problems
 
 
-def check(text: str, lm_eval_root: Path, repo: Path = REPO) -> tuple:
+def check(text: str, lm_eval_root: Path, repo: Path = REPO, name: str = "SOURCE_MAP.md") -> tuple:
     rows = parse(text)
-    problems = [] if rows else ["SOURCE_MAP.md: no map rows found"]
+    problems = [] if rows else [f"{name}: no map rows found"]
     for row in rows:
-        problems += check_row(row, lm_eval_root, repo)
+        problems += check_row(row, lm_eval_root, repo, name)
     return rows, problems
 
 
 def main() -> int:
-    rows, problems = check((REPO / "SOURCE_MAP.md").read_text(encoding="utf-8"), installed_root())
+    """The map of the installed release (SOURCE_MAP.md for 0.4.9.2, SOURCE_MAP-0.4.13.md for 0.4.13)."""
+    name = release_of(installed_version()).source_map
+    rows, problems = check((REPO / name).read_text(encoding="utf-8"), installed_root(), name=name)
     for problem in problems:
         print(problem)
-    print(f"{len(rows)} map rows, {len(problems)} problem(s)")
+    print(f"{name}: {len(rows)} map rows, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 
