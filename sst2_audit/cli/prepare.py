@@ -4,7 +4,7 @@ from pathlib import Path
 
 from sst2_audit.cli.common import EXIT_CODES, lock_and_profile, numeric_mode, Parser, spec_for_run, with_profile
 from sst2_audit.formats.lock import load_lock
-from sst2_audit.formats.manifest import read_manifest
+from sst2_audit.formats.manifest import read_manifest, require_folder
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.resources import prepare
 from sst2_audit.resources.pin import pin
@@ -40,6 +40,7 @@ def main(argv) -> int:
         manifest = prepare.verify(lock, profile, args.cache)
         print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
         return 0
+    require_folder(args.cache)  # a file: the words every command uses for it
     atomic.require_writable_folder(args.cache, "--cache")  # before the download and the conversion
     manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir, spec.eval_split)
     if args.update_lock:
