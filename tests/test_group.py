@@ -251,8 +251,10 @@ def test_a_group_pinned_from_your_own_model_and_data_runs_audits_and_bundles(emb
                  ["run.py", "--lock", lock, "--group", "mine", "--cache", cache, "--run-name", "mine-group"]):
         done = run_script(*step, cwd=tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
-    # the audit as it must be typed (the cache is ./cache here, the default: left out)
-    assert done.stdout.rstrip().endswith(f"/audit.py --out runs/mine-group --lock {lock}"), done.stdout
+    # the audit as it must be typed: this environment's command, the cache ./cache here, the default: left out
+    from sst2_audit.util.commands import command_line
+
+    assert done.stdout.rstrip().endswith(command_line("audit", "--out", "runs/mine-group", "--lock", lock)), done.stdout
     done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "runs" / "mine-group", "--cache", cache,
                       "--bundle", "--results", tmp_path / "results", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
