@@ -241,15 +241,15 @@ def _task_config(result: LevelResult, lock, spec, record) -> None:
     config["num_fewshot"] = num_fewshot
     try:
         defaults = task_config.taskconfig_defaults(lock)
-        effective = task_config.effective(config, defaults, release_of(lock.evaluator.version))
+        release = release_of(lock.evaluator.version)
+        effective = task_config.effective(config, defaults, release)
     except CheckFailed as error:
         result.fail(f"task_config: {error}")
         return
     result.expect("task_config", "effective (rebuilt from the installed YAML)", effective,
                   record.task_config.get("effective"))
     try:
-        differences = task_config.differences(spec, effective, num_fewshot, defaults,
-                                              release_of(lock.evaluator.version))
+        differences = task_config.differences(spec, effective, num_fewshot, defaults, release)
     except CheckFailed as error:  # a difference outside data loading is a finding here
         result.fail(f"task_config: {error}")
         return

@@ -66,8 +66,8 @@ def lock_and_profile(args) -> tuple:
             raise InputError(f"--profile is missing: {args.cache} is not prepared yet, so no profile can be taken "
                              f"from it. Name one of the profiles of {args.lock} ({', '.join(sorted(lock.profiles))}); "
                              f"a new cache is prepared before any run: {prepare}")
-    if name not in lock.profiles and _shipped_lock_with(name, args.lock):
-        shipped = _shipped_lock_with(name, args.lock)
+    shipped = None if name in lock.profiles else _shipped_lock_with(name, args.lock)
+    if shipped is not None:
         raise InputError(f"{args.lock}: unknown profile {name!r}; this lock defines {', '.join(sorted(lock.profiles))}."
                          f" Profile {name!r} is in the shipped lock {shipped.name}: add --lock {shipped}.")
     return lock, lock.profile(name)

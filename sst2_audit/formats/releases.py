@@ -81,7 +81,7 @@ SCOPED_METRICS = ("acc", "acc_norm")  # what a scoped release re-derives
 def require_release_scope(version: str, where: str, *, task: str, hooks=(), metrics=(), fewshot_keys=(),
                           group: str | None = None, includes: int = 0) -> None:
     """A task feature the release is not supported for is refused naming it and the release's scope (exit 2)."""
-    release = RELEASES[version]
+    release = release_of(version)
     if not release.scope:
         return
     beyond = ([f"task code hooks ({', '.join(hooks)})"] if hooks else []) + \

@@ -133,12 +133,14 @@ def _checked_split(spec, parquet: Path, origin, columns) -> tuple:
     return found, len(rows)
 
 
+def _split_files(data: Path, split: str) -> list:
+    """The files in the folder `data` that may hold `split` (a symlink counts, to be refused by name later)."""
+    return [data / f"{split}{suffix}" for suffix in DATA_SUFFIXES
+            if (data / f"{split}{suffix}").is_file() or (data / f"{split}{suffix}").is_symlink()]
+
+
 def _data_file(data: Path, split: str) -> Path:
-    if data.is_file():
-        found = [data]
-    else:
-        found = [data / f"{split}{suffix}" for suffix in DATA_SUFFIXES
-                 if (data / f"{split}{suffix}").is_file() or (data / f"{split}{suffix}").is_symlink()]
+    found = [data] if data.is_file() else _split_files(data, split)
     if len(found) != 1:
         raise InputError(f"--data {data}: expected exactly one of {', '.join(split + s for s in DATA_SUFFIXES)} "
                          f"for split {split!r}, found {len(found)}.")
@@ -160,8 +162,7 @@ def data_resource(data: Path, spec, lock_raw: dict, target: Path) -> dict:
         raise InputError(f"--data {data}: task {spec.name} reads the splits {sorted(spec.splits)} (lm-eval 0.4.9.2 "
                          "builds every split its YAML names, even one it does not score); give a folder with a "
                          "file per split.")
-    missing = [] if data.is_file() else [split for split in sorted(spec.splits) if not any(
-        (data / f"{split}{suffix}").is_file() or (data / f"{split}{suffix}").is_symlink() for suffix in DATA_SUFFIXES)]
+    missing = [] if data.is_file() else [split for split in sorted(spec.splits) if not _split_files(data, split)]
     if missing:  # every missing split at once: arc_easy reads three
         raise InputError(f"--data {data}: task {spec.name} reads the splits {', '.join(sorted(spec.splits))}; no file "
                          f"for {', '.join(missing)} (one of {', '.join(DATA_SUFFIXES)} each, e.g. "
