@@ -19,7 +19,7 @@ from sst2_audit.audit.loading import RunFolder
 
 def _questions(result: LevelResult, record) -> list:
     split = record.split
-    expected_ids = rows_of(record.mode, split.dev_ids)  # the record's own ids
+    expected_ids = rows_of(record.mode, split.dev_ids, [c.idx for c in split.confirm])  # the record's own ids
     result.expect("split", "scored_ids", expected_ids, split.scored_ids)
     seen = {}
     for position, question in enumerate(record.questions):

@@ -24,7 +24,7 @@ from sst2_audit.protocol.rules import notice_for
 from sst2_audit.task import config as task_config, lm_eval_notes
 from sst2_audit.task.evaluator_pin import evaluator_record, files_for
 from sst2_audit.task.fewshot import settings_record
-from sst2_audit.task.split import mode_for
+from sst2_audit.task.split import CONFIRM_MODE, mode_for
 from sst2_audit.util.console import KNOWN_WARNINGS
 from sst2_audit.util.environment import versions as installed_versions
 from sst2_audit.util.errors import CheckFailed
@@ -270,8 +270,11 @@ def check_claims(run: RunFolder, context) -> LevelResult:
     result.expect("run", "notice (the lock's profile)", notice_for(profile), record.notice)
     result.expect("run", "lock_fully_hashed (the lock's profile)", profile.fully_hashed, record.lock_fully_hashed)
     dev = record.split.dev_ids
-    mode = mode_for(record.split.scored_ids, dev)
+    mode = mode_for(record.split.scored_ids, dev, [c.idx for c in record.split.confirm])
     result.expect("run", "mode (from the scored ids)", mode, record.mode)
+    if record.mode == CONFIRM_MODE and context.policy.confirmation is None:  # its pre-registration decides
+        result.fail("a confirmation run (mode confirm) is audited with its confirmation folder, the one holding "
+                    "confirmation.json and preregistration.json: only that chain shows it was pre-registered")
     result.expect("split", "salt (the lock's)", lock.split.salt, record.split.salt)
     result.expect("split", "rule (the lock's)", lock.split.rule, record.split.rule)
     result.expect("split", "confirmation rows (the lock's count)", lock.split.confirm_rows, len(record.split.confirm))

@@ -3,13 +3,13 @@
 Rebuilds every prompt from the template, recomputes prompt and doc hashes,
 re-tokenizes every context/candidate boundary, re-derives the dev and
 confirmation ids from the lock's split rule, and checks that no confirmation id
-appears anywhere in the records.
+appears anywhere in the records (a confirmation run: that it scored exactly the confirmation ids).
 """
 
 
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.scoring.identity import check_question_records, expected_question, public_target
-from sst2_audit.task.split import row_hash
+from sst2_audit.task.split import CONFIRM_MODE, row_hash
 from sst2_audit.task.rows import verified_rows
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.loading import RunFolder
@@ -48,6 +48,10 @@ def _split(result: LevelResult, run: RunFolder, data) -> None:
         confirm = []
     result.expect("split", "confirmation ids and row hashes", confirm,
                   [(c.idx, c.row_hash) for c in record.split.confirm])
+    if record.mode == CONFIRM_MODE:  # a confirmation run scores the sealed rows and no dev row (claims: its chain)
+        result.expect("split", "scored_ids (the confirmation ids re-derived from the lock's rule)",
+                      list(split.confirm_ids), record.split.scored_ids)
+        return
     sealed = set(split.confirm_ids)
     places = {
         "split.scored_ids": record.split.scored_ids,
@@ -67,11 +71,11 @@ def _questions(result: LevelResult, run: RunFolder, spec, inputs) -> None:
     if inputs.error is not None:  # the shots re-derived from the reviewer's lock and data were refused
         raise inputs.error
     record, data, tokenizer, shots = run.record, inputs.data, inputs.tokenizer, inputs.shots
-    sealed = set(data.split.confirm_ids)
+    allowed = set(inputs.scored)  # the ids the record's mode scores, from the reviewer's split
     settings = run.lock.settings_for(record.profile, spec)
     expected = {idx: expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
                                        settings["add_bos_token"], shots)
-                for idx in record.split.scored_ids if idx in data.by_idx and idx not in sealed
+                for idx in record.split.scored_ids if idx in data.by_idx and idx in allowed
                 and (shots is None or idx in shots.positions)}  # an id the reviewer does not score: named below
     mismatches = check_question_records(record.questions, expected)
     for sample in run.lm_eval_samples or []:  # a text target (multiple input): its hash, from the row

@@ -18,7 +18,7 @@ from sst2_audit.util.errors import CheckFailed, InputError
 @dataclass
 class Inputs:
     data: SplitRows | None = None
-    scored: list = field(default_factory=list)  # the dev ids the run's mode scores, from the reviewer's split
+    scored: list = field(default_factory=list)  # the ids the run's mode scores, from the reviewer's split
     shots: object = None  # the few-shot plan of those ids, or None (zero-shot)
     tokenizer: object = None
     error: Exception | None = None  # a cache file that differs (CheckFailed) or a refused shot plan (InputError):
@@ -38,7 +38,7 @@ def build(run: RunFolder, cache) -> Inputs | None:
     profile = run.lock.profile(record.profile)
     try:
         inputs.data = verified_rows(run.lock, profile, spec, cache, roles=("model", *spec.splits))
-        inputs.scored = rows_of(record.mode, inputs.data.split.dev_ids)
+        inputs.scored = rows_of(record.mode, inputs.data.split.dev_ids, inputs.data.split.confirm_ids)
         inputs.shots = shot_plan(run.lock, profile, spec, cache, inputs.data.manifest, inputs.data, inputs.scored)
     except (CheckFailed, InputError) as error:
         inputs.error = error

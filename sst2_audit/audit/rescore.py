@@ -27,6 +27,7 @@ from sst2_audit.protocol.rules import predict
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.inputs import build as build_inputs
 from sst2_audit.audit.loading import RunFolder
+from sst2_audit.task.split import CONFIRM_MODE
 
 
 def draw(dev_ids: list, rows, seed: int) -> list:
@@ -72,7 +73,11 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
         raise inputs.error
     data, shots, rescoring.scored = inputs.data, inputs.shots, inputs.scored
     rescoring.chosen = draw(rescoring.scored, rows, rescoring.seed)
-    data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
+    if record.mode == CONFIRM_MODE and context.policy.confirmation:  # a verified chain: its confirmation rows
+        if set(rescoring.chosen) - set(data.split.confirm_ids):
+            raise CheckFailed("a confirmation run's rescore draws confirmation rows only")
+    else:
+        data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
     settings = run.lock.settings_for(record.profile, spec)
     torch.set_num_threads(threads_for(settings))  # the rescore is the only scoring path: every core
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output

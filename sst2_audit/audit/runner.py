@@ -36,6 +36,7 @@ class Policy:
     identity: bool = True  # False with --arithmetic-only (no cache)
     accept_old_schema: bool = False
     seed: int | None = None
+    confirmation: str | None = None  # the pre-registration (sha256) whose verified chain the audited run is part of
 
 
 @dataclass(frozen=True)

@@ -47,17 +47,20 @@ class Outcome:
 
 @dataclass
 class GroupOutcome:
-    """A group's audit: every subtask's Outcome, the group level, and whether every subtask was audited."""
-    members: dict  # task -> Outcome, in the group record's order
+    """A group's audit, or a confirmation's: every member run's Outcome (a subtask's; a profile's confirmation
+    run), the record's own level (the group level; the confirmation chain), whether every member was audited."""
+    members: dict  # member -> Outcome, in the record's order
     group: LevelResult
-    expected: int  # the group record's number of subtasks
+    expected: int  # the record's number of members
     rederived: bool  # the group's numbers were re-derived (a group with an official aggregate)
+    kind: str = "group"  # or "confirmation"
+    cannot_know: str = ""  # a confirmation: what no audit can know, said in its verdict
 
     @property
     def failed(self) -> list:
         failed = [task for task, outcome in self.members.items() if outcome.exit_code not in (EXIT_PASS, EXIT_LIMITED)]
         if not self.group.passed or len(self.members) < self.expected:
-            failed.append("group")
+            failed.append(self.group.name if self.kind == "confirmation" else "group")
         return failed
 
     @property
@@ -71,6 +74,12 @@ class GroupOutcome:
         if code == EXIT_FAIL:
             return f"VERDICT: FAIL ({', '.join(self.failed)}); exit 1"
         done = ("passed with every scored row rescored bit for bit" if code == EXIT_PASS else
-                "found no problem but not everything was verified (see each subtask)")
-        return (f"VERDICT: {'PASS' if code == EXIT_PASS else 'SCORES NOT VERIFIED'}: every subtask's audit {done} "
+                "found no problem but not everything was verified (see each " +
+                ("profile)" if self.kind == "confirmation" else "subtask)"))
+        head = f"VERDICT: {'PASS' if code == EXIT_PASS else 'SCORES NOT VERIFIED'}: "
+        if self.kind == "confirmation":
+            return (head + f"every confirmation run's audit {done}, the chain (confirmation, pre-registration, dev "
+                    f"records, your lock) was checked and the decision rule re-evaluated; {self.cannot_know}; "
+                    f"exit {code}")
+        return (head + f"every subtask's audit {done} "
                 f"and the group record was checked{', its numbers re-derived' if self.rederived else ''}; exit {code}")

@@ -11,8 +11,10 @@ from sst2_audit.cli.common import (
     with_profile,
 )
 from sst2_audit.audit.loading import load_run
+from sst2_audit.cli.confirm import confirm_main, preregister_main
 from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats.lock import load_lock
+from sst2_audit.protocol.decision import RULES
 from sst2_audit.pages.report import json_summary, quiet_line, run_summary
 from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
@@ -33,6 +35,15 @@ def main(argv) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.list_tasks is not None:
         return _list_tasks(args)
+    if args.preregister is not None or args.confirm is not None:
+        if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None or args.group:
+            parser.error("--preregister and --confirm take the profiles of their dev runs; leave out --profile, "
+                         "--task, --smoke, --rows, --unsorted-ids, --group")
+        if args.preregister is not None and args.confirm is not None:
+            parser.error("give one of --preregister FILE and --confirm FILE")
+        return preregister_main(args) if args.preregister is not None else confirm_main(args)
+    if args.dev_run or args.rule or args.metric or args.threshold is not None:
+        parser.error("--dev-run, --rule, --metric and --threshold belong to --preregister FILE")
     if args.group is not None:
         if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None:
             parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, "
@@ -114,6 +125,18 @@ def _parser() -> Parser:
     parser.add_argument("--group", metavar="NAME", help="run every subtask of the lock's group NAME (its first rows "
                         "dev rows each; --cache holds one prepared cache per profile: prepare.py --group) and write "
                         "group.json")
+    confirmation = parser.add_argument_group("pre-registration and confirmation (docs/confirmation.md)")
+    confirmation.add_argument("--preregister", type=Path, metavar="FILE",
+                              help="write a pre-registration: the decision rule over full dev runs (--dev-run)")
+    confirmation.add_argument("--dev-run", type=Path, action="append", metavar="DIR",
+                              help="a full dev run the pre-registration rests on (A first, then B)")
+    confirmation.add_argument("--rule", choices=sorted(RULES), help="the decision rule: exceeds (A above B), "
+                              "at-least (A at least --threshold), paired-excludes-zero (A - B, same questions)")
+    confirmation.add_argument("--metric", help="the metric the rule compares (acc, acc_norm, mc2, f1, mcc)")
+    confirmation.add_argument("--threshold", type=float, help="with --rule at-least: the value to reach")
+    confirmation.add_argument("--confirm", type=Path, metavar="FILE",
+                              help="score the sealed confirmation rows of each profile a pre-registration names, "
+                                   "once (its profiles' caches: --cache, or --cache/<profile>)")
     return parser
 
 

@@ -64,7 +64,9 @@ def _checks(record) -> list:
          f"{record.identity_checks_passed}/{n}", record.identity_checks_passed == n),
         ("candidate scores equal bit for bit on both paths",
          f"{equal}/{candidates} (max abs diff {record.max_abs_diff!r})", equal == candidates),
-        ("confirmation rows sealed (never scored nor shown as a shot; row hashes recorded)",
+        ("confirmation rows scored once, as pre-registered (the confirmation record cites the pre-registration)"
+         if record.mode == "confirm" else
+         "confirmation rows sealed (never scored nor shown as a shot; row hashes recorded)",
          str(len(record.split.confirm)), True),
         *_shots_seen(record),
         *[(f"shared pinned code, not re-derived: {code['step']} ran {code['file']}::{code['function']} on both paths "

@@ -49,7 +49,9 @@ def run_summary(record: RunRecord, out, private) -> str:
     lines = [f"*** {record.notice} ***"] if record.demo else []
     lines += [
         f"run {record.run_name}: task {record.task}, profile {record.profile}, {record.mode} mode, "
-        f"{len(record.questions)} dev rows ({len(record.split.confirm)} confirmation rows sealed, never scored)",
+        + (f"{len(record.questions)} confirmation rows (scored once, as pre-registered)" if record.mode == "confirm"
+           else f"{len(record.questions)} dev rows ({len(record.split.confirm)} confirmation rows sealed, never "
+           "scored)"),
         _row("", f"official (lm-eval {record.evaluator['version']})", "independent (own float32)"),
         *_metric_rows(record),
     ]

@@ -48,6 +48,9 @@ class RunOptions:
     smoke: bool = False
     sort_ids: bool = True  # False reproduces lm-eval's unsorted-samples doc_id bug on purpose
     rows: int | None = None  # score only the first `rows` dev rows (--rows, a group's per-subtask count); --smoke: 2
+    # the sha256 of the pre-registration whose ticket run/confirm.py claimed in the cache: this run scores the
+    # confirmation rows (mode "confirm"); only run/confirm.py sets it
+    confirmation: str | None = None
 
 
 def default_run_name(profile: str, smoke: bool, rows: int | None = None) -> str:
@@ -227,8 +230,12 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
     # every file was verified in _setup: the rows are read, not re-hashed
     data = verified_rows(options.lock, options.profile, spec, cache, roles=(), manifest=setup.manifest)
     split, by_idx = data.split, data.by_idx
-    scored_ids = split.scored(SMOKE_ROWS if options.smoke else options.rows)
-    split.require_dev(scored_ids)
+    if options.confirmation:
+        scored_ids = list(split.confirm_ids)
+        split.require_confirm(scored_ids)
+    else:
+        scored_ids = split.scored(SMOKE_ROWS if options.smoke else options.rows)
+        split.require_dev(scored_ids)
     shots = shot_plan(options.lock, options.profile, spec, cache, setup.manifest, data, scored_ids)
     own = shots.own_question(spec) if shots else []
     if own:  # before any model call: a prompt holding its own question and answer measures nothing
@@ -317,7 +324,8 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
     resources = list(setup.manifest.files)
     evaluator = evaluator_record(lock, setup.evaluator_files, spec)
     return records.RunRecord(
-        run_name=options.run_name, mode=mode_for(prompts.scored_ids, prompts.split.dev_ids), profile=profile.name,
+        run_name=options.run_name, mode=mode_for(prompts.scored_ids, prompts.split.dev_ids, prompts.split.confirm_ids),
+        profile=profile.name,
         task=spec.name, metrics=list(spec.metrics), demo=profile.demo, notice=notice_for(profile),
         lock_sha256=lock.sha256, lock_fully_hashed=setup.manifest.lock_fully_hashed,
         resources=resources, evaluator=evaluator, settings=setup.settings,

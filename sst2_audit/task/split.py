@@ -2,7 +2,8 @@
 
 Rule (also written in the lock): order rows by sha256(salt + ":" + str(idx)),
 ties by idx; the first dev_rows are the dev set, the next confirm_rows are the
-confirmation set. Confirmation rows never reach a model: run/job calls
+confirmation set. Confirmation rows reach a model only in a confirmation run (mode "confirm"): once per
+pre-registration and profile, its ticket claimed in the cache first (run/confirm.py); every other run calls
 require_dev() on the ids before either scoring path sees them.
 """
 
@@ -12,6 +13,7 @@ from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 
 SMOKE_ROWS = 2  # --smoke scores the first two dev rows
+CONFIRM_MODE = "confirm"  # a confirmation run scores every confirmation row, in hash order, and no dev row
 
 
 def split_key(salt: str, idx: int) -> str:
@@ -48,21 +50,31 @@ class Split:
         if outside:
             raise CheckFailed(f"refusing to score rows {outside}: they are not dev rows of this split.")
 
+    def require_confirm(self, ids) -> None:
+        """A confirmation run scores the confirmation rows exactly: all of them, in hash order, nothing else."""
+        if list(ids) != list(self.confirm_ids):
+            raise CheckFailed(f"a confirmation run scores the {len(self.confirm_ids)} confirmation rows in hash order "
+                              f"and nothing else; got {len(list(ids))} ids.")
+
     def scored(self, rows: int | None) -> list:
         """The ids a run scores: the first `rows` dev rows in hash order (a prefix: no choosing), else all."""
         return list(self.dev_ids if rows is None else self.dev_ids[:rows])
 
 
-def mode_for(scored: list, dev: list) -> str | None:
+def mode_for(scored: list, dev: list, confirm: list = ()) -> str | None:
     """How run.json names what a run scored: "full", "smoke" (the first SMOKE_ROWS), "first-N" (a group's
-    per-subtask row count); None when the scored ids are not a prefix of the dev ids."""
+    per-subtask row count), "confirm" (every confirmation row); None when the scored ids are none of these."""
+    if scored and list(scored) == list(confirm):
+        return CONFIRM_MODE
     if list(scored) != list(dev[:len(scored)]) or not scored:
         return None
     return "full" if len(scored) == len(dev) else "smoke" if len(scored) == SMOKE_ROWS else f"first-{len(scored)}"
 
 
-def rows_of(mode: str, dev: list) -> list:
-    """The dev ids a run of this mode scores (the arithmetic level's expectation)."""
+def rows_of(mode: str, dev: list, confirm: list = ()) -> list:
+    """The ids a run of this mode scores (the arithmetic level's expectation)."""
+    if mode == CONFIRM_MODE:
+        return list(confirm)
     if mode.startswith("first-") and mode[6:].isdigit():
         return list(dev[:int(mode[6:])])
     return list(dev[:SMOKE_ROWS] if mode == "smoke" else dev)

@@ -1,0 +1,113 @@
+"""run --preregister / run --confirm, and the audit of a confirmation folder (audit --out <confirmation>)."""
+
+from pathlib import Path
+
+from sst2_audit.audit.confirmation import cache_for, check_chain, preregister, verify_for_confirm
+from sst2_audit.audit.loading import load_run
+from sst2_audit.audit.runner import Policy, run_levels
+from sst2_audit.audit.verdict import GroupOutcome
+from sst2_audit.formats import prereg as formats
+from sst2_audit.cli.common import numeric_mode
+from sst2_audit.formats.lock import load_lock
+from sst2_audit.protocol.decision import outcome_line, make_rule
+from sst2_audit.run.confirm import confirm
+from sst2_audit.run.job import default_run_name
+from sst2_audit.util import atomic
+from sst2_audit.util.commands import command_line, lock_words
+from sst2_audit.util.errors import InputError
+from sst2_audit.util.hashing import sha256_file
+from sst2_audit.util.progress import set_quiet
+from sst2_audit.util.sanitize import RUN_NAME, terminal
+
+
+def is_confirmation(path: Path) -> bool:
+    return Path(path).is_dir() and (Path(path) / formats.CONFIRMATION_FILE).is_file()
+
+
+def preregister_main(args) -> int:
+    out = args.preregister
+    if out.exists():
+        raise InputError(f"--preregister {out} already exists; a pre-registration is never overwritten.")
+    atomic.require_writable_folder(out.parent, "--preregister")
+    if not args.dev_run or args.rule is None or args.metric is None:
+        raise InputError("--preregister needs --dev-run DIR (one a profile), --rule KIND and --metric NAME "
+                         "(--threshold X with --rule at-least).")
+    lock = load_lock(args.lock)
+    record = preregister(lock, out, args.dev_run, args.rule, args.metric, args.threshold)
+    formats.write(out, record)
+    rule = make_rule(record.rule.kind, record.rule.metric, record.rule.profiles, record.rule.threshold)
+    lines = [f"pre-registration {out}: sha256 {sha256_file(out)}",
+             f"  rule          {rule.statement()}",
+             *(f"  dev run       {d.profile}: {d.path} ({d.rows} rows, {record.rule.metric} {d.value!r}, run.json "
+               f"{d.run_sha256[:12]})" for d in record.dev_runs),
+             f"  on dev        {outcome_line(rule, record.dev_outcome)}",
+             f"  confirm       {lock.split.confirm_rows} sealed rows per profile, once: "
+             + command_line("run", "--confirm", out, *lock_words(args.lock), "--cache", args.cache)]
+    print(terminal(lines))
+    return 0
+
+
+def confirm_main(args) -> int:
+    lock = load_lock(args.lock)
+    numeric_mode(lock)
+    prereg_file = args.confirm
+    if not prereg_file.is_file():
+        raise InputError(f"--confirm {prereg_file}: expected a pre-registration file (run --preregister), got "
+                         f"{'a folder' if prereg_file.is_dir() else 'nothing there'}.")
+    name = args.run_name or default_run_name("confirm", False).replace("-full-", "-")
+    if not RUN_NAME.match(name) or len(name) > 60:
+        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 60), starting "
+                         "with a letter or digit.")
+    out, private = args.out or Path("runs") / name, args.private or Path("private") / name
+    if out.exists():
+        raise InputError(f"--out {out} already exists; a confirmation's folder is never overwritten.")
+    set_quiet(args.quiet or args.json)
+    _, rule, caches, dev_folders = verify_for_confirm(lock, prereg_file, args.cache)
+    record = confirm(lock, prereg_file, rule, caches, dev_folders, out, private, name)
+    words = ["--out", out, *lock_words(args.lock)]
+    if Path(args.cache).resolve() != Path("cache").resolve():
+        words += ["--cache", args.cache]
+    print(terminal([f"confirmation {name} of pre-registration {record.preregistration_sha256[:12]}",
+                    f"  outcome       {record.outcome_line}",
+                    f"  record        {out / formats.CONFIRMATION_FILE}",
+                    "  next          audit (the chain, every confirmation row rescored): "
+                    + command_line("audit", *words)]))
+    return 0
+
+
+def audit_confirmation(args, folder: Path, level_lines) -> int:
+    """The chain, each dev run's audit without a rescore (its record and identity levels), each confirmation
+    run audited as any run; one verdict first and last."""
+    record = formats.read_confirmation(folder / formats.CONFIRMATION_FILE)
+    chain, rule = check_chain(folder, record, args.lock)
+    if rule is not None:
+        for profile in rule.profiles:
+            dev = folder / formats.DEV_FOLDER / profile
+            if dev.is_dir():
+                result = run_levels(load_run(dev, args.lock), cache_for(args.cache, profile),
+                                    Policy(0, not args.arithmetic_only, args.accept_old_schema))
+                for level in result.levels:
+                    for problem in level.problems[:5]:
+                        chain.fail(f"dev run {profile}: {level.name}: {problem}")
+                chain.notes.append(f"dev run {profile}: " + ", ".join(
+                    f"{level.name} {'SKIPPED' if level.skipped else 'PASS' if level.passed else 'FAIL'}"
+                    for level in result.levels) + " (not rescored: the decision rests on the confirmation rows)")
+    rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed,
+                    confirmation=record.preregistration_sha256 if chain.passed else None)
+    sections, members = [], {}
+    for member in record.runs:
+        run_folder = folder / formats.CONFIRM_FOLDER / member.profile
+        if rule is None or member.profile not in rule.profiles or not run_folder.is_dir():
+            continue
+        run = load_run(run_folder, args.lock)
+        outcome = members[member.profile] = run_levels(run, cache_for(args.cache, member.profile), policy)
+        sections += [f"--- confirmation run {member.profile}: {outcome.verdict()}"]
+        sections += level_lines(run_folder, run, outcome)[1:-1]
+    result = GroupOutcome(members, chain, len(record.runs), True, "confirmation", formats.CANNOT_KNOW)
+    verdict = result.verdict()
+    lines = [verdict, f"audit of confirmation {record.run_name} in {folder}: pre-registration "
+             f"{record.preregistration_sha256[:12]}, {len(record.runs)} profile(s)",
+             f"  decision rule  {record.statement}", f"  outcome        {record.outcome_line}"]
+    print(terminal(lines + chain.lines() + sections + [verdict], verdicts=(verdict,)))
+    return result.exit_code

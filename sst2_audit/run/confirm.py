@@ -1,0 +1,125 @@
+"""run --confirm PREREG: score the sealed confirmation rows of each profile a pre-registration names, once.
+
+The caller (cli/confirm.py) has verified the pre-registration against the lock and audited its dev runs.
+Here: one ticket per profile is claimed in that profile's cache before any row is scored (a second attempt
+is refused, naming the first; an interrupted confirmation still counts, its rows may have reached the
+model), the pre-registration and the dev runs' public records are copied into the confirmation folder (so
+the chain travels with it), each profile's confirmation rows are scored as any run (both paths, identity,
+agreement), and confirmation.json states the rule's outcome. Layout:
+
+    <out>/preregistration.json   <out>/dev/<profile>/...   <out>/confirm/<profile>/...
+    <out>/CONFIRMATION.md        <out>/confirmation.json (last: its presence means complete)
+"""
+
+import json
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sst2_audit.formats import prereg as formats
+from sst2_audit.formats import records
+from sst2_audit.protocol.decision import outcome, outcome_line
+from sst2_audit.run import job as run_job
+from sst2_audit.task.spec import spec_for
+from sst2_audit.util import atomic
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.util.hashing import sha256_file
+from sst2_audit.util.progress import say
+from sst2_audit.util.sanitize import markdown_cell
+
+TICKETS = "confirmations"  # inside a profile's cache: <sha256 of the pre-registration>.json, one per confirmation
+
+
+def ticket_path(cache: Path, prereg_sha256: str) -> Path:
+    return Path(cache) / TICKETS / f"{prereg_sha256}.json"
+
+
+def claim_tickets(caches: dict, prereg_sha256: str, run_name: str, out: Path) -> None:
+    """Every profile's ticket, or none: a ticket already there is refused before anything is written."""
+    taken = [(profile, ticket_path(cache, prereg_sha256)) for profile, cache in caches.items()
+             if ticket_path(cache, prereg_sha256).exists()]
+    if taken:
+        profile, path = taken[0]
+        try:
+            first = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            first = {}
+        raise CheckFailed(
+            f"pre-registration {prereg_sha256[:12]} was already confirmed for profile {profile}: run "
+            f"{first.get('run_name')!r} in {first.get('out')!r}, started {first.get('started')} (ticket {path}). "
+            "A pre-registration is confirmed at most once; an interrupted confirmation counts too, since its rows "
+            "may have reached the model. Write a new pre-registration for a new decision.")
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for profile, cache in caches.items():
+        path = ticket_path(cache, prereg_sha256)
+        path.parent.mkdir(exist_ok=True)
+        ticket = {"preregistration_sha256": prereg_sha256, "profile": profile, "run_name": run_name,
+                  "out": str(out), "started": started}
+        try:  # O_EXCL: two confirmations started at once cannot both claim it
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise CheckFailed(f"pre-registration {prereg_sha256[:12]}: another confirmation claimed profile "
+                              f"{profile}'s ticket {path} just now.") from None
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(ticket, handle, indent=2)
+
+
+def _copy_public(source: Path, target: Path) -> None:
+    """A dev run's public records, regular files only (never a link), into the confirmation folder."""
+    target.mkdir(parents=True)
+    for item in sorted(Path(source).iterdir()):
+        if item.is_file() and not item.is_symlink():
+            shutil.copyfile(item, target / item.name)
+
+
+def confirmation_record(lock, prereg_sha256: str, rule, out: Path, run_name: str) -> formats.ConfirmationRecord:
+    """confirmation.json from the confirmation runs in `out`: each cited by sha256, the rule evaluated on them."""
+    runs, members = {}, []
+    for profile in rule.profiles:
+        run_file = Path(out) / formats.CONFIRM_FOLDER / profile / records.RUN_FILE
+        record = runs[profile] = records.read(run_file, records.RunRecord)
+        members.append(formats.ConfirmationRun(
+            profile, f"{formats.CONFIRM_FOLDER}/{profile}", sha256_file(run_file), len(record.questions),
+            record.summaries["official"][rule.metric].accuracy, record.summaries["independent"][rule.metric].accuracy))
+    result = outcome(rule, runs)
+    return formats.ConfirmationRecord(run_name, prereg_sha256, lock.sha256, rule.statement(), members, result,
+                                      outcome_line(rule, result), formats.CANNOT_KNOW)
+
+
+def card(record: formats.ConfirmationRecord) -> str:
+    """CONFIRMATION.md: a pure function of confirmation.json."""
+    lines = [f"# Confirmation `{markdown_cell(record.run_name)}`", "",
+             f"Pre-registration sha256 `{record.preregistration_sha256}`; lock sha256 `{record.lock_sha256}`.", "",
+             f"**Decision rule:** {markdown_cell(record.statement)}.", "",
+             f"**Outcome on the sealed confirmation rows:** {markdown_cell(record.outcome_line)}.", "",
+             "| profile | rows | run.json sha256 | value (official / independent) |", "|---|---|---|---|"]
+    lines += [f"| {markdown_cell(run.profile)} | {run.rows} | {run.run_sha256[:12]} | {run.value_official!r} / "
+              f"{run.value_independent!r} |" for run in record.runs]
+    return "\n".join(lines + ["", f"_{record.cannot_know}._"]) + "\n"
+
+
+def confirm(lock, prereg_file: Path, rule, caches: dict, dev_folders: dict, out: Path, private: Path,
+            run_name: str) -> formats.ConfirmationRecord:
+    prereg_sha256 = sha256_file(prereg_file)
+    if Path(out).exists():
+        raise InputError(f"--out {out} already exists; a confirmation's folder is never overwritten.")
+    for profile in rule.profiles:
+        atomic.require_writable_folder(Path(caches[profile]) / TICKETS, f"the ticket folder of profile {profile}")
+    claim_tickets(caches, prereg_sha256, run_name, out)  # before any row is scored
+    Path(out).mkdir(parents=True)
+    shutil.copyfile(prereg_file, Path(out) / formats.PREREG_FILE)
+    for profile, folder in dev_folders.items():
+        _copy_public(folder, Path(out) / formats.DEV_FOLDER / profile)
+    for number, profile in enumerate(rule.profiles, start=1):
+        say(f"[confirmation {number}/{len(rule.profiles)}: profile {profile}, its {lock.split.confirm_rows} sealed "
+            "confirmation rows]")
+        options = run_job.RunOptions(lock, lock.profile(profile), caches[profile],
+                                     Path(out) / formats.CONFIRM_FOLDER / profile, Path(private) / profile,
+                                     f"{run_name}-{profile}", spec_for(lock, lock.profile(profile).task),
+                                     confirmation=prereg_sha256)
+        run_job.execute(options)
+    record = confirmation_record(lock, prereg_sha256, rule, out, run_name)
+    atomic.write_text(Path(out) / formats.CONFIRMATION_CARD, card(record))
+    formats.write(Path(out) / formats.CONFIRMATION_FILE, record)  # last: its presence means complete
+    return record
