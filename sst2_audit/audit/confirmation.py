@@ -10,9 +10,8 @@ from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats import prereg as formats
 from sst2_audit.formats import records
-from sst2_audit.formats.manifest import MANIFEST_NAME
 from sst2_audit.protocol.decision import make_rule, outcome, outcome_line, Rule
-from sst2_audit.run.confirm import card
+from sst2_audit.run.confirm import cache_for, card
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_file
 
@@ -28,12 +27,6 @@ def rule_of(prereg: formats.Preregistration, where: str) -> Rule:
         raise CheckFailed(f"{where}: rule.statement: expected {rule.statement()!r} (the rule's fields in words), "
                           f"got {raw.statement!r}.")
     return rule
-
-
-def cache_for(cache: Path, profile: str) -> Path:
-    """A profile's prepared cache: --cache/<profile> when prepared there (as for a group), else --cache."""
-    nested = Path(cache) / profile
-    return nested if (nested / MANIFEST_NAME).is_file() else Path(cache)
 
 
 def _record_levels_pass(folder: Path, lock, cache: Path | None) -> records.RunRecord:

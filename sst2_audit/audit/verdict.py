@@ -53,14 +53,14 @@ class GroupOutcome:
     group: LevelResult
     expected: int  # the record's number of members
     rederived: bool  # the group's numbers were re-derived (a group with an official aggregate)
-    kind: str = "group"  # or "confirmation"
+    kind: str = "group"  # or "confirmation", "study" (MEMBER_WORDS)
     cannot_know: str = ""  # a confirmation: what no audit can know, said in its verdict
 
     @property
     def failed(self) -> list:
         failed = [task for task, outcome in self.members.items() if outcome.exit_code not in (EXIT_PASS, EXIT_LIMITED)]
         if not self.group.passed or len(self.members) < self.expected:
-            failed.append(self.group.name if self.kind == "confirmation" else "group")
+            failed.append(self.group.name if self.kind != "group" else "group")
         return failed
 
     @property
@@ -73,13 +73,20 @@ class GroupOutcome:
         code = self.exit_code
         if code == EXIT_FAIL:
             return f"VERDICT: FAIL ({', '.join(self.failed)}); exit 1"
+        member, checked = MEMBER_WORDS[self.kind]
         done = ("passed with every scored row rescored bit for bit" if code == EXIT_PASS else
-                "found no problem but not everything was verified (see each " +
-                ("profile)" if self.kind == "confirmation" else "subtask)"))
-        head = f"VERDICT: {'PASS' if code == EXIT_PASS else 'SCORES NOT VERIFIED'}: "
-        if self.kind == "confirmation":
-            return (head + f"every confirmation run's audit {done}, the chain (confirmation, pre-registration, dev "
-                    f"records, your lock) was checked and the decision rule re-evaluated; {self.cannot_know}; "
-                    f"exit {code}")
-        return (head + f"every subtask's audit {done} "
-                f"and the group record was checked{', its numbers re-derived' if self.rederived else ''}; exit {code}")
+                f"found no problem but not everything was verified (see each {member})")
+        if self.kind == "group":
+            checked += ", its numbers re-derived" if self.rederived else ""
+        return (f"VERDICT: {'PASS' if code == EXIT_PASS else 'SCORES NOT VERIFIED'}: every {member}'s audit {done}"
+                f"{',' if self.kind != 'group' else ''} {checked}"
+                + (f"; {self.cannot_know}" if self.cannot_know else "") + f"; exit {code}")
+
+
+# kind -> (what a member is, what was checked of the record itself), in the verdict's words
+MEMBER_WORDS = {
+    "group": ("subtask", "and the group record was checked"),
+    "confirmation": ("confirmation run", "the chain (confirmation, pre-registration, dev records, your lock) was "
+                                         "checked and the decision rule re-evaluated"),
+    "study": ("variant", "the study record was checked and its numbers re-derived from the variants' records"),
+}

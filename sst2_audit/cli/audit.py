@@ -12,7 +12,7 @@ from sst2_audit.audit.verdict import compare_exit_code, GroupOutcome
 from sst2_audit.bundle import group as group_bundle, run as bundle
 from sst2_audit.bundle.group import bundle_target, is_group_bundle
 from sst2_audit.cli.common import AUDIT_EXIT_CODES, common, numeric_mode, Parser
-from sst2_audit.cli.confirm import audit_confirmation, is_confirmation
+from sst2_audit.cli.experiments import audit_confirmation, audit_study, is_confirmation, is_study
 from sst2_audit.formats import records
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.protocol.rules import notice_for
@@ -72,6 +72,11 @@ def main(argv) -> int:
             raise InputError(f"--out {args.run}: a confirmation folder is audited against your lock (--lock) and "
                              "not packed yet: leave out --bundle and --trust-bundle-lock.")
         return audit_confirmation(args, args.run, _level_lines)
+    if args.run and is_study(args.run):
+        if args.bundle or args.trust_bundle_lock:
+            raise InputError(f"--out {args.run}: a study folder is audited against your lock (--lock) and not packed "
+                             "yet: leave out --bundle and --trust-bundle-lock.")
+        return audit_study(args, args.run, _level_lines)
     group = not args.compare and _is_group(args.run or args.bundle_file)
     if group and args.trust_bundle_lock:
         raise InputError("--trust-bundle-lock audits one run against the lock it carries; a group is audited "

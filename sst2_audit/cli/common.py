@@ -10,12 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from sst2_audit.audit.loading import load_run
+from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.protocol.numeric import activate
 from sst2_audit.task.spec import require_data_for, spec_for
 from sst2_audit.util.commands import command_line, DEFAULT_LOCK, lock_words
-from sst2_audit.util.errors import EXIT_LIMITED, EXIT_WORDS, InputError
+from sst2_audit.util.errors import EXIT_LIMITED, EXIT_WORDS, InputError, InternalError
 
 
 
@@ -106,3 +108,14 @@ def spec_for_run(lock, profile, task: str | None):
     spec = spec_for(lock, profile.task)
     require_data_for(spec, profile)
     return spec
+
+
+def auditable(out: Path, lock, cache: Path) -> None:
+    """A run that passed is auditable by construction (issue 29): the audit's record levels (lock, claims,
+    arithmetic; nothing loaded, no model) check the records just written against the same lock. A finding
+    there means the run and the audit hold different rules: our bug, exit 3, the records kept for the report."""
+    outcome = run_levels(load_run(out, lock), cache, Policy(rescore=0, identity=False))
+    if outcome.failed:
+        findings = "; ".join(f"{level.name}: {problem}" for level in outcome.levels for problem in level.problems[:3])
+        raise InternalError(f"the run wrote {out}, but the audit's record levels refuse it ({findings[:600]}). "
+                            "The run and the audit disagree on a rule: please report this with the run folder.")

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from sst2_audit.cli.common import (
+    auditable,
     EXIT_CODES,
     Parser,
     lock_and_profile,
@@ -10,9 +11,7 @@ from sst2_audit.cli.common import (
     spec_for_run,
     with_profile,
 )
-from sst2_audit.audit.loading import load_run
-from sst2_audit.cli.confirm import confirm_main, preregister_main
-from sst2_audit.audit.runner import Policy, run_levels
+from sst2_audit.cli.experiments import confirm_main, preregister_main, study_main
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.protocol.decision import RULES
 from sst2_audit.pages.report import json_summary, quiet_line, run_summary
@@ -21,7 +20,7 @@ from sst2_audit.run.group import run_group, summary_lines
 from sst2_audit.run.job import default_run_name
 from sst2_audit.task.support import list_installed
 from sst2_audit.util.commands import command_line, lock_words
-from sst2_audit.util.errors import InputError, InternalError
+from sst2_audit.util.errors import InputError
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import RUN_NAME, terminal
 
@@ -35,15 +34,20 @@ def main(argv) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.list_tasks is not None:
         return _list_tasks(args)
-    if args.preregister is not None or args.confirm is not None:
+    if (args.preregister is not None or args.confirm is not None) and args.study is None:
         if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None or args.group:
             parser.error("--preregister and --confirm take the profiles of their dev runs; leave out --profile, "
                          "--task, --smoke, --rows, --unsorted-ids, --group")
         if args.preregister is not None and args.confirm is not None:
             parser.error("give one of --preregister FILE and --confirm FILE")
         return preregister_main(args) if args.preregister is not None else confirm_main(args)
-    if args.dev_run or args.rule or args.metric or args.threshold is not None:
-        parser.error("--dev-run, --rule, --metric and --threshold belong to --preregister FILE")
+    if args.study is not None:
+        if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None or args.group:
+            parser.error("--study runs its --variant profiles; leave out --profile, --task, --smoke, --rows, "
+                         "--unsorted-ids, --group")
+        return study_main(args)
+    if args.dev_run or args.rule or args.metric or args.threshold is not None or args.variant:
+        parser.error("--dev-run, --rule, --metric and --threshold belong to --preregister FILE; --variant to --study")
     if args.group is not None:
         if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None:
             parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, "
@@ -79,17 +83,6 @@ def main(argv) -> int:
         lines = (quiet_line(record) if args.quiet else run_summary(record, out, private)).split("\n")
         print(terminal(lines if args.quiet else lines + [f"  next          {audit_command(args, out)}"]))
     return 0
-
-
-def auditable(out: Path, lock, cache: Path) -> None:
-    """A run that passed is auditable by construction (issue 29): the audit's record levels (lock, claims,
-    arithmetic; nothing loaded, no model) check the records just written against the same lock. A finding
-    there means the run and the audit hold different rules: our bug, exit 3, the records kept for the report."""
-    outcome = run_levels(load_run(out, lock), cache, Policy(rescore=0, identity=False))
-    if outcome.failed:
-        findings = "; ".join(f"{level.name}: {problem}" for level in outcome.levels for problem in level.problems[:3])
-        raise InternalError(f"the run wrote {out}, but the audit's record levels refuse it ({findings[:600]}). "
-                            "The run and the audit disagree on a rule: please report this with the run folder.")
 
 
 def audit_command(args, out: Path) -> str:
@@ -137,6 +130,11 @@ def _parser() -> Parser:
     confirmation.add_argument("--confirm", type=Path, metavar="FILE",
                               help="score the sealed confirmation rows of each profile a pre-registration names, "
                                    "once (its profiles' caches: --cache, or --cache/<profile>)")
+    study = parser.add_argument_group("paired protocol-sensitivity study (docs/confirmation.md)")
+    study.add_argument("--study", metavar="NAME", help="score the dev rows under every --variant (each a full run) "
+                       "and write study.json and study.html with the paired numbers against the first")
+    study.add_argument("--variant", action="append", metavar="PROFILE",
+                       help="a profile of the lock: one task, the same data, other settings (the first is the base)")
     return parser
 
 

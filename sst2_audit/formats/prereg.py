@@ -81,9 +81,10 @@ class ConfirmationRecord:
     kind: str = "sst2-audit/confirmation"
 
 
-def _read(path: Path, kind):
+def read_versioned(path: Path, kind):
+    """A record of a kind that began at version 1 and has had no other (pre-registration, confirmation, study)."""
     raw = strict_json.read(Path(path))
-    expected = {Preregistration: "sst2-audit/preregistration", ConfirmationRecord: "sst2-audit/confirmation"}[kind]
+    expected = next(f.default for f in dataclasses.fields(kind) if f.name == "kind")
     if not isinstance(raw, dict) or raw.get("kind") != expected or raw.get("schema_version") != 1:
         got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
         raise InputError(f"{path}: expected kind {expected!r} schema_version 1, got {got!r}.")
@@ -91,11 +92,11 @@ def _read(path: Path, kind):
 
 
 def read_prereg(path: Path) -> Preregistration:
-    return _read(path, Preregistration)
+    return read_versioned(path, Preregistration)
 
 
 def read_confirmation(path: Path) -> ConfirmationRecord:
-    return _read(path, ConfirmationRecord)
+    return read_versioned(path, ConfirmationRecord)
 
 
 def write(path: Path, record) -> None:

@@ -27,7 +27,9 @@ PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lamb
                     # when the lock says so, recorded in every run's settings and shown on the card
                     "shots_may_show_sealed_rows": lambda v: v is True,
                     # f1 / mcc: lm-eval's bootstrap resamples for their stderr (simple_evaluate's default 100000)
-                    "bootstrap_iters": lambda v: type(v) is int and 1 <= v <= 10_000_000}
+                    "bootstrap_iters": lambda v: type(v) is int and 1 <= v <= 10_000_000,
+                    # the seed of the run (lm-eval's four seeds; the few-shot draw): a study's shot-seed variants
+                    "seed": lambda v: type(v) is int and 0 <= v < 1 << 32}
 
 
 # Settings a lock need not state: lm-eval's HFLM default (no BOS), recorded in every run's settings.
@@ -76,5 +78,5 @@ def profile_settings(raw, where: str) -> dict:
                                             for key, value in raw.items()):
         raise InputError(f"{where}: a profile may set attention ({' or '.join(ATTENTION)}), add_bos_token "
                          f"(true or false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows "
-                         f"(true) and bootstrap_iters (1..10000000), got {str(raw)[:80]!r}.")
+                         f"(true), bootstrap_iters (1..10000000) and seed (0..4294967295), got {str(raw)[:80]!r}.")
     return dict(raw)

@@ -18,7 +18,7 @@ def warm() -> None:
     _figure(1.0, 1.0)[0].close("all")
 
 
-def _figure(width: float, height: float):
+def _figure(width: float, height: float, **grid):
     warming.wait("plots")  # a set-up started early (audit.runner) finishes first
     import matplotlib
 
@@ -27,7 +27,7 @@ def _figure(width: float, height: float):
                                 "font.family": "DejaVu Sans"})
     import matplotlib.pyplot as plt
 
-    return plt, plt.subplots(figsize=(width, height))
+    return plt, plt.subplots(figsize=(width, height), **grid)
 
 
 def _svg(plt, figure) -> str:
@@ -53,4 +53,40 @@ def margin_plot(margins: tuple, correct: tuple, title: str) -> str:
     axes.set_ylabel("margin (nats)")
     axes.set_title(title)
     axes.grid(axis="y", color="#dddddd", linewidth=0.5)
+    return _svg(plt, figure)
+
+
+@functools.lru_cache(maxsize=4)
+def study_plot(variants: tuple, values: tuple, differences: tuple, intervals: tuple, margins: tuple,
+               metric: str) -> str:
+    """A study at a glance. Left: each variant's metric, and its paired difference from the base with the 95%
+    interval (the base's own row is its value alone). Right: every question (rows, ordered by the base's margin)
+    under every variant (columns), green where the variant answered it right, red where wrong, paler the
+    closer the call: the questions that flip between variants stand out as mixed rows."""
+    from matplotlib.colors import LinearSegmentedColormap
+
+    plt, (figure, (left, right)) = _figure(8.0, max(2.6, 1.0 + 0.34 * len(variants)), ncols=2,
+                                           gridspec_kw={"width_ratios": [1.3, 1.0]})
+    rows = list(range(len(variants)))[::-1]
+    for row, value, difference, interval in zip(rows, values, differences, intervals):
+        if interval is None:
+            left.plot([0.0], [row], marker="D", color="#333333")
+        else:
+            left.plot(list(interval), [row, row], color="#555555", linewidth=1.6)
+            left.plot([difference], [row], marker="o", color=CORRECT if interval[0] > 0 else
+                      WRONG if interval[1] < 0 else "#555555")
+    left.axvline(0.0, color="#888888", linewidth=0.8)
+    left.set_yticks(rows, [f"{number}: {name}{' (base)' if number == 0 else ''}\n{metric} {value:.4f}"
+                           for number, (name, value) in enumerate(zip(variants, values))])
+    left.set_xlabel(f"{metric}: variant - base (95% paired interval)")
+    left.grid(axis="x", color="#dddddd", linewidth=0.5)
+    colours = LinearSegmentedColormap.from_list("margin", [WRONG, "#f4f4f4", CORRECT])
+    order = sorted(range(len(margins[0])), key=lambda i: margins[0][i])
+    grid = [[margins[v][i] for v in range(len(variants))] for i in order]
+    bound = max(1e-9, max(abs(m) for column in margins for m in column))
+    right.imshow(grid, aspect="auto", cmap=colours, vmin=-bound, vmax=bound, interpolation="nearest")
+    right.set_xticks(range(len(variants)), [str(n) for n in range(len(variants))])
+    right.set_xlabel("variant (0 = base)")
+    right.set_ylabel("questions, by the base's margin")
+    right.set_yticks([])
     return _svg(plt, figure)

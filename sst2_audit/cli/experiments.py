@@ -1,17 +1,20 @@
-"""run --preregister / run --confirm, and the audit of a confirmation folder (audit --out <confirmation>)."""
+"""run --preregister / --confirm / --study, and the audit of a confirmation or study folder (audit --out DIR)."""
 
 from pathlib import Path
 
-from sst2_audit.audit.confirmation import cache_for, check_chain, preregister, verify_for_confirm
+from sst2_audit.audit.confirmation import check_chain, preregister, verify_for_confirm
 from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
+from sst2_audit.audit import study_level
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.formats import prereg as formats
-from sst2_audit.cli.common import numeric_mode
+from sst2_audit.cli.common import auditable, numeric_mode
 from sst2_audit.formats.lock import load_lock
+from sst2_audit.formats.study import STUDY_FILE, STUDY_PAGE, StudyRecord
 from sst2_audit.protocol.decision import outcome_line, make_rule
-from sst2_audit.run.confirm import confirm
+from sst2_audit.run.confirm import cache_for, confirm
 from sst2_audit.run.job import default_run_name
+from sst2_audit.run.study import run_study
 from sst2_audit.util import atomic
 from sst2_audit.util.commands import command_line, lock_words
 from sst2_audit.util.errors import InputError
@@ -22,6 +25,26 @@ from sst2_audit.util.sanitize import RUN_NAME, terminal
 
 def is_confirmation(path: Path) -> bool:
     return Path(path).is_dir() and (Path(path) / formats.CONFIRMATION_FILE).is_file()
+
+
+def is_study(path: Path) -> bool:
+    return Path(path).is_dir() and (Path(path) / STUDY_FILE).is_file()
+
+
+def _folders(args, default: str) -> tuple:
+    name = args.run_name or default_run_name(default, False).replace("-full-", "-")
+    if not RUN_NAME.match(name) or len(name) > 60:
+        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 60), starting "
+                         "with a letter or digit.")
+    out, private = args.out or Path("runs") / name, args.private or Path("private") / name
+    if out.exists():
+        raise InputError(f"--out {out} already exists; a confirmation's or study's folder is never overwritten.")
+    return name, out, private
+
+
+def _audit_words(args, out: Path) -> list:
+    words = ["--out", out, *lock_words(args.lock)]
+    return words + (["--cache", args.cache] if Path(args.cache).resolve() != Path("cache").resolve() else [])
 
 
 def preregister_main(args) -> int:
@@ -54,19 +77,11 @@ def confirm_main(args) -> int:
     if not prereg_file.is_file():
         raise InputError(f"--confirm {prereg_file}: expected a pre-registration file (run --preregister), got "
                          f"{'a folder' if prereg_file.is_dir() else 'nothing there'}.")
-    name = args.run_name or default_run_name("confirm", False).replace("-full-", "-")
-    if not RUN_NAME.match(name) or len(name) > 60:
-        raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 60), starting "
-                         "with a letter or digit.")
-    out, private = args.out or Path("runs") / name, args.private or Path("private") / name
-    if out.exists():
-        raise InputError(f"--out {out} already exists; a confirmation's folder is never overwritten.")
+    name, out, private = _folders(args, "confirm")
     set_quiet(args.quiet or args.json)
     _, rule, caches, dev_folders = verify_for_confirm(lock, prereg_file, args.cache)
     record = confirm(lock, prereg_file, rule, caches, dev_folders, out, private, name)
-    words = ["--out", out, *lock_words(args.lock)]
-    if Path(args.cache).resolve() != Path("cache").resolve():
-        words += ["--cache", args.cache]
+    words = _audit_words(args, out)
     print(terminal([f"confirmation {name} of pre-registration {record.preregistration_sha256[:12]}",
                     f"  outcome       {record.outcome_line}",
                     f"  record        {out / formats.CONFIRMATION_FILE}",
@@ -110,4 +125,56 @@ def audit_confirmation(args, folder: Path, level_lines) -> int:
              f"{record.preregistration_sha256[:12]}, {len(record.runs)} profile(s)",
              f"  decision rule  {record.statement}", f"  outcome        {record.outcome_line}"]
     print(terminal(lines + chain.lines() + sections + [verdict], verdicts=(verdict,)))
+    return result.exit_code
+
+
+def study_main(args) -> int:
+    lock = load_lock(args.lock)
+    numeric_mode(lock)
+    if not args.variant or args.metric is None:
+        raise InputError("--study needs --variant PROFILE twice or more (the first is the base) and --metric "
+                         "(acc or acc_norm).")
+    name, out, private = _folders(args, f"study-{args.study}")
+    set_quiet(args.quiet or args.json)
+    record = run_study(lock, args.variant, args.metric, args.cache, out, private, name)
+    for variant in record.variants:  # each variant's run, as the study's audit will read it
+        auditable(out / variant.run, lock, cache_for(args.cache, variant.profile))
+    numbers = record.numbers
+    lines = [f"*** {record.notice} ***"] if record.demo else []
+    lines += [f"study {name}: task {record.task}, {len(record.variants)} variants on the same "
+              f"{len(numbers['questions'])} dev rows, {numbers['metric']}, base {numbers['base']}"]
+    for variant in record.variants:
+        paired = numbers["paired"].get(variant.profile)
+        shown = (f"; variant - base {paired['difference']:+.4f} (95% paired interval {paired['interval'][0]:+.4f} to "
+                 f"{paired['interval'][1]:+.4f}), only base right {paired['base_only']}, only variant right "
+                 f"{paired['variant_only']}, exact McNemar p = {paired['mcnemar_p']:.4g}" if paired else " (base)")
+        lines.append(f"  {variant.profile:<28} {numbers['values'][variant.profile]:.4f}{shown}")
+    spread = numbers["spread"]
+    lines += [f"  spread        {spread['min']:.4f} to {spread['max']:.4f} (sd {spread['sd']:.4f}); "
+              f"{spread['questions_that_flip']} questions right under some variants, wrong under others",
+              f"  page          {out / STUDY_PAGE}",
+              "  next          audit (every variant's rows rescored): " + command_line("audit", *_audit_words(args, out))]
+    print(terminal(lines))
+    return 0
+
+
+def audit_study(args, folder: Path, level_lines) -> int:
+    """Every variant's run audited as any run, then the study level; one verdict first and last."""
+    record = formats.read_versioned(folder / STUDY_FILE, StudyRecord)
+    study = study_level.check(folder, record, args.lock)
+    rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed)
+    sections, members = [], {}
+    for variant in record.variants:
+        run_folder = folder / variant.profile
+        if variant.profile not in args.lock.profiles or variant.run != variant.profile or not run_folder.is_dir():
+            continue  # the study level names it; a folder the lock does not name is never opened
+        run = load_run(run_folder, args.lock)
+        outcome = members[variant.profile] = run_levels(run, cache_for(args.cache, variant.profile), policy)
+        sections += [f"--- variant {variant.profile}: {outcome.verdict()}"] + level_lines(run_folder, run, outcome)[1:-1]
+    result = GroupOutcome(members, study, len(record.variants), True, "study")
+    verdict = result.verdict()
+    lines = [verdict, f"audit of study {record.run_name} in {folder}: {len(record.variants)} variants of task "
+             f"{record.task}, base {record.variants[0].profile if record.variants else None}"]
+    print(terminal(lines + study.lines() + sections + [verdict], verdicts=(verdict,)))
     return result.exit_code
