@@ -53,7 +53,7 @@ def load_lock_json() -> dict:
 # Tests that share an expensive session fixture run in one worker (pytest -n 2 --dist loadgroup), so
 # each fixture is built once, not once per worker.
 SHARED_FIXTURE_GROUPS = {"full_run": "full-run", "run_copy": "full-run", "rte_run": "demo-runs",
-                         "inverse_scaling_run": "demo-runs"}
+                         "inverse_scaling_run": "demo-runs", "experiment": "experiment"}
 
 
 def pytest_collection_modifyitems(items):

@@ -108,8 +108,9 @@ def audit_confirmation(args, folder: Path, level_lines) -> int:
                     f"{level.name} {'SKIPPED' if level.skipped else 'PASS' if level.passed else 'FAIL'}"
                     for level in result.levels) + " (not rescored: the decision rests on the confirmation rows)")
     rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    # audited as part of this chain, whose own level decides whether it holds (a broken chain fails the verdict)
     policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed,
-                    confirmation=record.preregistration_sha256 if chain.passed else None)
+                    confirmation=record.preregistration_sha256)
     sections, members = [], {}
     for member in record.runs:
         run_folder = folder / formats.CONFIRM_FOLDER / member.profile
