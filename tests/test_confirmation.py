@@ -97,14 +97,24 @@ def test_preregister_confirm_once_and_audit(experiment, confirmed):
         assert not set(run["split"]["scored_ids"]) & set(run["split"]["dev_ids"])
     assert f"  outcome       {record['outcome_line']}" in out
 
-    done = _audit(base, "--out", "runs/conf")
+    done = _audit(base, "--out", "runs/conf", "--bundle", "--results", "results")
     out = _ok(done)
+    assert out.splitlines()[-1] == "bundle: results/conf.tar.gz"
+    out = out.rsplit("\n", 2)[0] + "\n"
     verdict = ("VERDICT: PASS: every confirmation run's audit passed with every scored row rescored bit for bit, the "
                "chain (confirmation, pre-registration, dev records, your lock) was checked and the decision rule "
                "re-evaluated; not knowable from these records: whether other confirmations of this or another "
                "pre-registration were run elsewhere (the once-only ticket lives in the submitter's cache); exit 0")
     assert out.splitlines()[0] == verdict and out.splitlines()[-1] == verdict
     assert "confirmation chain: PASS" in out and out.count("all 16 scored rows rescored") == 2
+
+    # the bundle carries the chain: its own audit checks the same links and numbers
+    done = _audit(base, "--bundle-file", "results/conf.tar.gz", "--structural")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: SCORES NOT VERIFIED: every confirmation run's audit found no problem but "
+                                  "not everything was verified (see each confirmation run), the chain")
+    assert "confirmation bundle SHA256SUMS and members: PASS" in done.stdout
+    assert "confirmation chain: PASS" in done.stdout and "(confirm-embedded.tar.gz)" in done.stdout
 
     # at most once: a second attempt is refused, naming the first; nothing new is written
     done = _run(base, "--confirm", "prereg.json", "--cache", "cache", "--run-name", "conf2")

@@ -9,7 +9,7 @@ from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.audit.verdict import compare_exit_code, GroupOutcome
-from sst2_audit.bundle import group as group_bundle, run as bundle
+from sst2_audit.bundle import confirmation as confirmation_bundle, group as group_bundle, run as bundle
 from sst2_audit.bundle.group import bundle_target, is_group_bundle
 from sst2_audit.cli.common import AUDIT_EXIT_CODES, common, numeric_mode, Parser
 from sst2_audit.cli.experiments import audit_confirmation, audit_study, is_confirmation, is_study
@@ -67,16 +67,9 @@ def main(argv) -> int:
 
     args.lock = load_lock(args.lock)  # read once: every level, subtask and bundle uses these bytes
     numeric_mode(args.lock)  # rescore runs in the reviewer's lock's numeric mode
-    if args.run and is_confirmation(args.run):
-        if args.bundle or args.trust_bundle_lock:
-            raise InputError(f"--out {args.run}: a confirmation folder is audited against your lock (--lock) and "
-                             "not packed yet: leave out --bundle and --trust-bundle-lock.")
-        return audit_confirmation(args, args.run, _level_lines)
-    if args.run and is_study(args.run):
-        if args.bundle or args.trust_bundle_lock:
-            raise InputError(f"--out {args.run}: a study folder is audited against your lock (--lock) and not packed "
-                             "yet: leave out --bundle and --trust-bundle-lock.")
-        return audit_study(args, args.run, _level_lines)
+    experiment = _experiment(args)
+    if experiment is not None:
+        return experiment
     group = not args.compare and _is_group(args.run or args.bundle_file)
     if group and args.trust_bundle_lock:
         raise InputError("--trust-bundle-lock audits one run against the lock it carries; a group is audited "
@@ -182,6 +175,39 @@ def _audit_group_bundle(args, scratch: Path) -> int:
         raise
     sums = LevelResult("group bundle SHA256SUMS and members", checks=checks)
     return _audit_group(args, folder, args.bundle_file, sums)
+
+
+def _experiment(args) -> int | None:
+    """A confirmation (folder or bundle) or a study folder: its audit's exit code; None for anything else."""
+    import tempfile
+
+    confirmation = (args.run and is_confirmation(args.run)) or (
+        args.bundle_file and confirmation_bundle.is_confirmation_bundle(args.bundle_file))
+    study = args.run and is_study(args.run)
+    if (confirmation or study) and args.trust_bundle_lock:
+        raise InputError("--trust-bundle-lock audits one run against the lock it carries; a confirmation or study "
+                         "is audited against your lock (--lock) only: leave out --trust-bundle-lock.")
+    if study:
+        if args.bundle:
+            raise InputError(f"--out {args.run}: a study folder is not packed as a bundle yet: leave out --bundle.")
+        return audit_study(args, args.run, _level_lines)
+    if not confirmation:
+        return None
+    if args.run:
+        return audit_confirmation(args, args.run, _level_lines)
+    with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
+        return _audit_confirmation_bundle(args, Path(scratch))
+
+
+def _audit_confirmation_bundle(args, scratch: Path) -> int:
+    try:
+        folder, checks = confirmation_bundle.unpack_verified(args.bundle_file, scratch, args.lock)
+    except CheckFailed:  # no record was read; the reason follows on stderr
+        print("VERDICT: FAIL (confirmation bundle SHA256SUMS and members): the bundle was refused before any record "
+              "was read; exit 1")
+        raise
+    sums = LevelResult("confirmation bundle SHA256SUMS and members", checks=checks)
+    return audit_confirmation(args, folder, _level_lines, args.bundle_file, sums)
 
 
 def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:

@@ -7,6 +7,7 @@ from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.audit import study_level
 from sst2_audit.audit.verdict import GroupOutcome
+from sst2_audit.bundle import confirmation as confirmation_bundle
 from sst2_audit.formats import prereg as formats
 from sst2_audit.cli.common import auditable, numeric_mode
 from sst2_audit.formats.lock import load_lock
@@ -17,7 +18,7 @@ from sst2_audit.run.job import default_run_name
 from sst2_audit.run.study import run_study
 from sst2_audit.util import atomic
 from sst2_audit.util.commands import command_line, lock_words
-from sst2_audit.util.errors import InputError
+from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_file
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import RUN_NAME, terminal
@@ -90,23 +91,29 @@ def confirm_main(args) -> int:
     return 0
 
 
-def audit_confirmation(args, folder: Path, level_lines) -> int:
+def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -> int:
     """The chain, each dev run's audit without a rescore (its record and identity levels), each confirmation
-    run audited as any run; one verdict first and last."""
+    run audited as any run; one verdict first and last. `folder`: a confirmation folder, or a verified
+    confirmation bundle unpacked (`shown` names the bundle, `sums` its level). --bundle packs it after a PASS."""
+    shown = shown or folder
     record = formats.read_confirmation(folder / formats.CONFIRMATION_FILE)
     chain, rule = check_chain(folder, record, args.lock)
-    if rule is not None:
-        for profile in rule.profiles:
-            dev = folder / formats.DEV_FOLDER / profile
-            if dev.is_dir():
-                result = run_levels(load_run(dev, args.lock), cache_for(args.cache, profile),
-                                    Policy(0, not args.arithmetic_only, args.accept_old_schema))
-                for level in result.levels:
-                    for problem in level.problems[:5]:
-                        chain.fail(f"dev run {profile}: {level.name}: {problem}")
-                chain.notes.append(f"dev run {profile}: " + ", ".join(
-                    f"{level.name} {'SKIPPED' if level.skipped else 'PASS' if level.passed else 'FAIL'}"
-                    for level in result.levels) + " (not rescored: the decision rests on the confirmation rows)")
+    profiles = list(rule.profiles) if rule is not None else []
+    if args.bundle:  # refused before the audit's work, not after it
+        confirmation_bundle.bundle_target(record, profiles or ["x"], args.results)
+    runs = {}
+    for profile in profiles:
+        dev = folder / formats.DEV_FOLDER / profile
+        if dev.is_dir():
+            runs[formats.DEV_FOLDER, profile] = load_run(dev, args.lock)
+            result = run_levels(runs[formats.DEV_FOLDER, profile], cache_for(args.cache, profile),
+                                Policy(0, not args.arithmetic_only, args.accept_old_schema))
+            for level in result.levels:
+                for problem in level.problems[:5]:
+                    chain.fail(f"dev run {profile}: {level.name}: {problem}")
+            chain.notes.append(f"dev run {profile}: " + ", ".join(
+                f"{level.name} {'SKIPPED' if level.skipped else 'PASS' if level.passed else 'FAIL'}"
+                for level in result.levels) + " (not rescored: the decision rests on the confirmation rows)")
     rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     # audited as part of this chain, whose own level decides whether it holds (a broken chain fails the verdict)
     policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed,
@@ -114,18 +121,27 @@ def audit_confirmation(args, folder: Path, level_lines) -> int:
     sections, members = [], {}
     for member in record.runs:
         run_folder = folder / formats.CONFIRM_FOLDER / member.profile
-        if rule is None or member.profile not in rule.profiles or not run_folder.is_dir():
-            continue
-        run = load_run(run_folder, args.lock)
+        if member.profile not in profiles or not run_folder.is_dir():
+            continue  # the chain level names it; a folder the pre-registration does not name is never opened
+        run = runs[formats.CONFIRM_FOLDER, member.profile] = load_run(run_folder, args.lock)
         outcome = members[member.profile] = run_levels(run, cache_for(args.cache, member.profile), policy)
+        where = run_folder if shown == folder else \
+            f"{shown} ({confirmation_bundle.run_member(formats.CONFIRM_FOLDER, member.profile)})"
         sections += [f"--- confirmation run {member.profile}: {outcome.verdict()}"]
-        sections += level_lines(run_folder, run, outcome)[1:-1]
+        sections += level_lines(where, run, outcome)[1:-1]
     result = GroupOutcome(members, chain, len(record.runs), True, "confirmation", formats.CANNOT_KNOW)
     verdict = result.verdict()
-    lines = [verdict, f"audit of confirmation {record.run_name} in {folder}: pre-registration "
+    lines = [verdict, f"audit of confirmation {record.run_name} in {shown}: pre-registration "
              f"{record.preregistration_sha256[:12]}, {len(record.runs)} profile(s)",
              f"  decision rule  {record.statement}", f"  outcome        {record.outcome_line}"]
-    print(terminal(lines + chain.lines() + sections + [verdict], verdicts=(verdict,)))
+    print(terminal(lines + (sums.lines() if sums else []) + chain.lines() + sections + [verdict], verdicts=(verdict,)))
+    if args.bundle:
+        if result.failed:
+            raise CheckFailed(f"the audit of {shown} failed; no bundle is packed for a confirmation that does not "
+                              "pass.")
+        path = confirmation_bundle.pack(folder, record, runs, {p: cache_for(args.cache, p) for p in profiles},
+                                        args.results)
+        print(terminal([f"bundle: {path}"]))
     return result.exit_code
 
 
@@ -154,7 +170,8 @@ def study_main(args) -> int:
     lines += [f"  spread        {spread['min']:.4f} to {spread['max']:.4f} (sd {spread['sd']:.4f}); "
               f"{spread['questions_that_flip']} questions right under some variants, wrong under others",
               f"  page          {out / STUDY_PAGE}",
-              "  next          audit (every variant's rows rescored): " + command_line("audit", *_audit_words(args, out))]
+              "  next          audit (every variant's rows rescored): "
+              + command_line("audit", *_audit_words(args, out))]
     print(terminal(lines))
     return 0
 
@@ -172,7 +189,8 @@ def audit_study(args, folder: Path, level_lines) -> int:
             continue  # the study level names it; a folder the lock does not name is never opened
         run = load_run(run_folder, args.lock)
         outcome = members[variant.profile] = run_levels(run, cache_for(args.cache, variant.profile), policy)
-        sections += [f"--- variant {variant.profile}: {outcome.verdict()}"] + level_lines(run_folder, run, outcome)[1:-1]
+        sections += [f"--- variant {variant.profile}: {outcome.verdict()}"]
+        sections += level_lines(run_folder, run, outcome)[1:-1]
     result = GroupOutcome(members, study, len(record.variants), True, "study")
     verdict = result.verdict()
     lines = [verdict, f"audit of study {record.run_name} in {folder}: {len(record.variants)} variants of task "
