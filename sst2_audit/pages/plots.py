@@ -62,7 +62,8 @@ def study_plot(variants: tuple, values: tuple, differences: tuple, intervals: tu
     """A study at a glance. Left: each variant's metric, and its paired difference from the base with the 95%
     interval (the base's own row is its value alone). Right: every question (rows, ordered by the base's margin)
     under every variant (columns), green where the variant answered it right, red where wrong, paler the
-    closer the call: the questions that flip between variants stand out as mixed rows."""
+    closer the call on that variant's own scale: the questions that flip between variants stand out as mixed
+    rows."""
     from matplotlib.colors import LinearSegmentedColormap
 
     plt, (figure, (left, right)) = _figure(8.0, max(2.6, 1.0 + 0.34 * len(variants)), ncols=2,
@@ -82,9 +83,10 @@ def study_plot(variants: tuple, values: tuple, differences: tuple, intervals: tu
     left.grid(axis="x", color="#dddddd", linewidth=0.5)
     colours = LinearSegmentedColormap.from_list("margin", [WRONG, "#f4f4f4", CORRECT])
     order = sorted(range(len(margins[0])), key=lambda i: margins[0][i])
-    grid = [[margins[v][i] for v in range(len(variants))] for i in order]
-    bound = max(1e-9, max(abs(m) for column in margins for m in column))
-    right.imshow(grid, aspect="auto", cmap=colours, vmin=-bound, vmax=bound, interpolation="nearest")
+    # each column on its own scale (its largest |margin|): a variant with small margins keeps its right and wrong
+    bounds = [max(1e-9, max(abs(m) for m in column)) for column in margins]
+    grid = [[margins[v][i] / bounds[v] for v in range(len(variants))] for i in order]
+    right.imshow(grid, aspect="auto", cmap=colours, vmin=-1.0, vmax=1.0, interpolation="nearest")
     right.set_xticks(range(len(variants)), [str(n) for n in range(len(variants))])
     right.set_xlabel("variant (0 = base)")
     right.set_ylabel("questions, by the base's margin")
