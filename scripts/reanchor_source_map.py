@@ -18,13 +18,13 @@ sys.path.insert(0, str(REPO))
 
 from sst2_audit.formats.releases import installed_version  # noqa: E402
 from sst2_audit.task.evaluator_pin import installed_root  # noqa: E402
-from sst2_audit.task.source_map import _yaml_span, definitions, parse  # noqa: E402
+from sst2_audit.task.source_map import yaml_span, definitions, parse  # noqa: E402
 
 
 def _span(path: Path, function: str):
     text = path.read_text(encoding="utf-8")
     if path.name.endswith((".yaml", "_yaml")):
-        return _yaml_span(text.splitlines(), function), text.splitlines()
+        return yaml_span(text.splitlines(), function), text.splitlines()
     return definitions(text).get(function), text.splitlines()
 
 

@@ -76,7 +76,7 @@ def definitions(source: str) -> dict:
     return found
 
 
-def _yaml_span(lines: list, key: str):
+def yaml_span(lines: list, key: str):
     for index, line in enumerate(lines):
         if line.startswith(f"{key}:"):
             end = index
@@ -95,7 +95,7 @@ def check_row(row: MapRow, lm_eval_root: Path, repo: Path = REPO, name: str = "S
     lines = source.splitlines()
     problems = []
     if row.file.endswith((".yaml", "_yaml")):  # lm-eval's shared task defaults are YAML without the extension
-        span = _yaml_span(lines, row.function)
+        span = yaml_span(lines, row.function)
     else:
         span = definitions(source).get(row.function)
     if span is None:
