@@ -66,7 +66,7 @@ def preregister_main(args) -> int:
                f"{d.run_sha256[:12]})" for d in record.dev_runs),
              f"  on dev        {outcome_line(rule, record.dev_outcome)}",
              f"  confirm       {lock.split.confirm_rows} sealed rows per profile, once: "
-             + command_line("run", "--confirm", out, *lock_words(args.lock), "--cache", args.cache)]
+             + command_line("run", "--confirm", out, *_audit_words(args, out)[2:])]
     print(terminal(lines))
     return 0
 
