@@ -78,7 +78,7 @@ def test_preregister_confirm_once_and_audit(experiment, confirmed, capsys):
     assert out.splitlines()[0] == f"pre-registration prereg.json: sha256 {sha}"
     assert "  rule          acc of profile embedded-2shot exceeds acc of profile embedded" in out
     assert out.splitlines()[-1].startswith("  confirm       16 sealed rows per profile, once: ")
-    assert out.splitlines()[-1].endswith(" run --confirm prereg.json --lock study.lock.json")  # the default cache
+    assert out.splitlines()[-1].endswith(" --confirm prereg.json --lock study.lock.json")  # the default cache left out
     prereg = json.loads((base / "prereg.json").read_text())
     assert [d["path"] for d in prereg["dev_runs"]] == ["runs/b", "runs/a"]
     assert prereg["dev_runs"][0]["value"] == _accuracy(base / "runs/b/run.json")
