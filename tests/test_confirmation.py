@@ -296,3 +296,13 @@ def test_a_study_of_three_shot_seeds_equals_compare_of_each_pair(experiment):
     done = _audit(base, "--out", "runs/seeds", "--structural")
     assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (study); exit 1"), done.stdout
     assert "study numbers: values (re-derived): expected {" in done.stdout
+
+
+def test_the_shipped_study_lock_is_what_its_script_writes():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_study_lock", REPO / "scripts" / "make_study_lock.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    raw = module.study_lock(json.loads((REPO / "resources.lock.json").read_text()))
+    assert json.dumps(raw, indent=2, sort_keys=True) + "\n" == (REPO / "study.lock.json").read_text()

@@ -13,7 +13,7 @@ from sst2_audit.cli.common import auditable, numeric_mode
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.study import STUDY_FILE, STUDY_PAGE, StudyRecord
 from sst2_audit.protocol.decision import outcome_line, make_rule
-from sst2_audit.run.confirm import cache_for, confirm
+from sst2_audit.run.confirm import cache_for, confirm, require_unclaimed
 from sst2_audit.run.job import default_run_name
 from sst2_audit.run.study import run_study
 from sst2_audit.util import atomic
@@ -80,6 +80,8 @@ def confirm_main(args) -> int:
                          f"{'a folder' if prereg_file.is_dir() else 'nothing there'}.")
     name, out, private = _folders(args, "confirm")
     set_quiet(args.quiet or args.json)
+    named = formats.read_prereg(prereg_file).rule.profiles  # a second attempt is refused before any work
+    require_unclaimed({p: cache_for(args.cache, p) for p in named if p in lock.profiles}, sha256_file(prereg_file))
     _, rule, caches, dev_folders = verify_for_confirm(lock, prereg_file, args.cache)
     record = confirm(lock, prereg_file, rule, caches, dev_folders, out, private, name)
     words = _audit_words(args, out)

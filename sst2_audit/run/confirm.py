@@ -42,8 +42,8 @@ def ticket_path(cache: Path, prereg_sha256: str) -> Path:
     return Path(cache) / TICKETS / f"{prereg_sha256}.json"
 
 
-def claim_tickets(caches: dict, prereg_sha256: str, run_name: str, out: Path) -> None:
-    """Every profile's ticket, or none: a ticket already there is refused before anything is written."""
+def require_unclaimed(caches: dict, prereg_sha256: str) -> None:
+    """A pre-registration confirmed before from these caches is refused at once, naming the first confirmation."""
     taken = [(profile, ticket_path(cache, prereg_sha256)) for profile, cache in caches.items()
              if ticket_path(cache, prereg_sha256).exists()]
     if taken:
@@ -57,6 +57,11 @@ def claim_tickets(caches: dict, prereg_sha256: str, run_name: str, out: Path) ->
             f"{first.get('run_name')!r} in {first.get('out')!r}, started {first.get('started')} (ticket {path}). "
             "A pre-registration is confirmed at most once; an interrupted confirmation counts too, since its rows "
             "may have reached the model. Write a new pre-registration for a new decision.")
+
+
+def claim_tickets(caches: dict, prereg_sha256: str, run_name: str, out: Path) -> None:
+    """Every profile's ticket, or none: a ticket already there is refused before anything is written."""
+    require_unclaimed(caches, prereg_sha256)
     started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for profile, cache in caches.items():
         path = ticket_path(cache, prereg_sha256)
