@@ -110,11 +110,11 @@ def spec_for_run(lock, profile, task: str | None):
     return spec
 
 
-def auditable(out: Path, lock, cache: Path) -> None:
+def auditable(out: Path, lock, cache: Path, confirmation: str | None = None) -> None:
     """A run that passed is auditable by construction (issue 29): the audit's record levels (lock, claims,
     arithmetic; nothing loaded, no model) check the records just written against the same lock. A finding
     there means the run and the audit hold different rules: our bug, exit 3, the records kept for the report."""
-    outcome = run_levels(load_run(out, lock), cache, Policy(rescore=0, identity=False))
+    outcome = run_levels(load_run(out, lock), cache, Policy(rescore=0, identity=False, confirmation=confirmation))
     if outcome.failed:
         findings = "; ".join(f"{level.name}: {problem}" for level in outcome.levels for problem in level.problems[:3])
         raise InternalError(f"the run wrote {out}, but the audit's record levels refuse it ({findings[:600]}). "

@@ -84,6 +84,8 @@ def confirm_main(args) -> int:
     require_unclaimed({p: cache_for(args.cache, p) for p in named if p in lock.profiles}, sha256_file(prereg_file))
     _, rule, caches, dev_folders = verify_for_confirm(lock, prereg_file, args.cache)
     record = confirm(lock, prereg_file, rule, caches, dev_folders, out, private, name)
+    for run in record.runs:  # each confirmation run, as the confirmation's audit will read it
+        auditable(out / run.run, lock, caches[run.profile], record.preregistration_sha256)
     words = _audit_words(args, out)
     print(terminal([f"confirmation {name} of pre-registration {record.preregistration_sha256[:12]}",
                     f"  outcome       {record.outcome_line}",
