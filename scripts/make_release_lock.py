@@ -2,6 +2,8 @@
 evaluator section re-derived from the installed release, every file checked against its published wheel.
 
     python scripts/make_release_lock.py --wheel lm_eval-0.4.13-py3-none-any.whl --out lm-eval-0.4.13.lock.json
+    python scripts/make_release_lock.py --wheel lm_eval-0.4.13-py3-none-any.whl --base demos.lock.json \
+        --out demos-lm-eval-0.4.13.lock.json
 
 Run it in an environment holding that release (the wheel installed, `pip install lm-eval==0.4.13`). The
 evaluator pins every non-task .py file of the package and, per task of the base lock, its YAML, every file it
@@ -52,6 +54,8 @@ def release_lock(base: dict, wheel: Path) -> dict:
     for name in sorted(old["tasks"]):
         pin_task(raw, name, wheel)
     raw["evaluator"]["task_yaml"] = raw["evaluator"]["tasks"][old["task"]]
+    if release.scope:  # a release supported within a scope audits no group: the base lock's groups are left out
+        raw.pop("groups", None)
     return raw
 
 

@@ -194,7 +194,7 @@ def test_another_release_installed_or_recorded_is_a_refusal_naming_both(tmp_path
 
 
 @pytest.mark.parametrize("feature, named", [
-    ({"hooks": ["process_docs"]}, "task code hooks (process_docs)"), ({"metrics": ("acc", "mcc")}, "metrics mcc"),
+    ({"metrics": ("acc", "mcc")}, "metrics mcc"), ({"metrics": ("mc2",)}, "metrics mc2"),
     ({"fewshot_keys": ["sampler", "split"]}, "fewshot_config split"), ({"group": "mmlu"}, "group mmlu"),
     ({"includes": 2}, "a YAML including 2 files at once (merged in another order)"),
 ])
@@ -207,9 +207,10 @@ def test_what_a_release_is_not_supported_for_is_refused_by_name(feature, named):
     with pytest.raises(InputError) as caught:
         require_release_scope("0.4.13", "x.lock.json", task="task t", **feature)
     assert str(caught.value) == (f"x.lock.json: task t has {named}; under lm-eval 0.4.13 sst2-audit audits tasks "
-                                 "without task code hooks, groups, corpus metrics (acc and acc_norm only), "
-                                 "fewshot_config keys other than its sampler, or YAMLs that include several files at "
-                                 "once: its hook handling, few-shot overrides, include order and group aggregation "
-                                 "are not re-derived yet (SOURCE_MAP-0.4.13.md). Use a lock of lm-eval 0.4.9.2 for it.")
+                                 "(their doc_to_* and process_docs hooks as pinned shared code) without groups, corpus "
+                                 "or hook-computed metrics (acc and acc_norm only), fewshot_config keys other than its "
+                                 "sampler, or YAMLs that include several files at once: its few-shot overrides, "
+                                 "include order, metric hooks and group aggregation are not re-derived yet "
+                                 "(SOURCE_MAP-0.4.13.md). Use a lock of lm-eval 0.4.9.2 for it.")
     require_release_scope("0.4.13", "x.lock.json", task="task t", metrics=("acc", "acc_norm"),
                           fewshot_keys=["sampler"])  # within scope

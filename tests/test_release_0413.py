@@ -1,11 +1,12 @@
 """lm-eval 0.4.13, in its own environment (`.ci/run` builds `.venv-0.4.13` and runs this file there; the main
 suite skips it): SOURCE_MAP-0.4.13.md holds against the installed release, the embedded run and its audit pass
-bit for bit under lm-eval-0.4.13.lock.json, #4084 still mislabels unsorted ids, what the release is not
+bit for bit under lm-eval-0.4.13.lock.json, the hook demos under its demos twin, #4084 still mislabels unsorted ids, what the release is not
 supported for is refused, and a bundle of one release audited in the other's environment is a refusal naming
 both (exit 2), never a FAIL. SST2_AUDIT_OTHER_PYTHON names the Python of the 0.4.9.2 environment."""
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -182,3 +183,36 @@ def test_the_other_pinned_tasks_run_and_audit_under_0413(profile, tmp_path):
     assert done.returncode == 0 and "4/4 candidate scores bit for bit" in done.stdout, done.stderr[-3000:]
     done = run_script("audit.py", "--lock", LOCK, "--out", tmp_path / "out", "--cache", cache)
     assert done.returncode == 0 and done.stdout.startswith(PASS), done.stdout + done.stderr
+
+
+DEMOS_0413 = REPO / "demos-lm-eval-0.4.13.lock.json"
+
+
+@pytest.mark.parametrize("profile, hooks", [
+    ("embedded-copa", "doc_to_text (lm_eval/tasks/super_glue/copa/utils.py::doc_to_text), doc_to_target "
+                      "(lm_eval/tasks/super_glue/copa/utils.py::doc_to_target), doc_to_choice "
+                      "(lm_eval/tasks/super_glue/copa/utils.py::doc_to_choice)"),
+    ("embedded-hellaswag-10shot", "process_docs (lm_eval/tasks/hellaswag/utils.py::process_docs)"),
+])
+def test_hook_demos_run_audit_and_bundle_under_0413(profile, hooks, tmp_path):
+    """Tasks whose doc_to_* or process_docs hooks run as pinned shared code (COPA's three; HellaSwag's process_docs
+    at 10 shots), under the 0.4.13 twin of demos.lock.json: both paths bit for bit, the audit PASS naming the shared
+    code, the bundle's audit too. 0.4.13 logs the hooks fewshot_config inherits as str() (hooks.nested)."""
+    cache = tmp_path / "cache"
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", DEMOS_0413, "--profile", profile, "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", DEMOS_0413, "--profile", profile, "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "h413")
+    assert done.returncode == 0 and "candidate scores bit for bit" in done.stdout, done.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    fewshot = record["task_config"]["effective"]["fewshot_config"]
+    inherited = {key: value for key, value in fewshot.items() if str(value).startswith("<function")}
+    assert inherited == {key: f"<function {key} at 0x...>" for key in re.findall(r"(\w+) \(lm_eval", hooks)}
+    done = run_script("audit.py", "--lock", DEMOS_0413, "--out", tmp_path / "out", "--cache", cache, "--bundle",
+                      "--results", tmp_path / "results")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"{PASS}; shared pinned code, not re-derived: {hooks}; exit 0")
+    done = run_script("audit.py", "--lock", DEMOS_0413, "--bundle-file", tmp_path / "results" / "h413.tar.gz",
+                      "--cache", cache, "--structural")
+    assert done.returncode == 4 and "VERDICT: FAIL" not in done.stdout, done.stdout + done.stderr

@@ -242,7 +242,8 @@ def _task_config(result: LevelResult, lock, spec, record) -> None:
     try:
         defaults = task_config.taskconfig_defaults(lock)
         release = release_of(lock.evaluator.version)
-        effective = task_config.effective(config, defaults, release)
+        effective = task_config.effective(config, defaults, release,
+                                          task_config.nested_hooks(spec) if release.fills_fewshot_config else None)
     except CheckFailed as error:
         result.fail(f"task_config: {error}")
         return

@@ -41,10 +41,11 @@ RELEASES = {
                        "b8d12410ab9c6321c9e26a9fb7e13a4e1b920ed4907905804dc2e231b7482a6e", True),
     "0.4.13": Release("0.4.13", "lm_eval-0.4.13-py3-none-any.whl",
                       "5daaa1973bf874005f64f28d3834b875f6886f0d6475878e6a6c821994a5286a", True,
-                      scope="tasks without task code hooks, groups, corpus metrics (acc and acc_norm only), "
-                            "fewshot_config keys other than its sampler, or YAMLs that include several files at "
-                            "once: its hook handling, few-shot overrides, include order and group aggregation are "
-                            "not re-derived yet (SOURCE_MAP-0.4.13.md)",
+                      scope="tasks (their doc_to_* and process_docs hooks as pinned shared code) without groups, "
+                            "corpus or hook-computed metrics (acc and acc_norm only), fewshot_config keys other than "
+                            "its sampler, or YAMLs that include several files at once: its few-shot overrides, "
+                            "include order, metric hooks and group aggregation are not re-derived yet "
+                            "(SOURCE_MAP-0.4.13.md)",
                       fewshot_resamples=True, source_map="SOURCE_MAP-0.4.13.md",
                       task_config_module="lm_eval/config/task.py", fills_fewshot_config=True,
                       n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False),
@@ -78,15 +79,14 @@ def release_for(evaluator: dict, where: str) -> Release:
 SCOPED_METRICS = ("acc", "acc_norm")  # what a scoped release re-derives
 
 
-def require_release_scope(version: str, where: str, *, task: str, hooks=(), metrics=(), fewshot_keys=(),
+def require_release_scope(version: str, where: str, *, task: str, metrics=(), fewshot_keys=(),
                           group: str | None = None, includes: int = 0) -> None:
     """A task feature the release is not supported for is refused naming it and the release's scope (exit 2)."""
     release = release_of(version)
     if not release.scope:
         return
-    beyond = ([f"task code hooks ({', '.join(hooks)})"] if hooks else []) + \
-        ([f"metrics {', '.join(m for m in metrics if m not in SCOPED_METRICS)}"]
-         if set(metrics) - set(SCOPED_METRICS) else []) + \
+    beyond = ([f"metrics {', '.join(m for m in metrics if m not in SCOPED_METRICS)}"]
+              if set(metrics) - set(SCOPED_METRICS) else []) + \
         ([f"fewshot_config {', '.join(sorted(set(fewshot_keys) - {'sampler'}))}"]
          if set(fewshot_keys) - {"sampler"} else []) + ([f"group {group}"] if group else []) + \
         ([f"a YAML including {includes} files at once (merged in another order)"] if includes > 1 else [])

@@ -12,7 +12,7 @@ from pathlib import Path
 from sst2_audit.formats.releases import installed_version, release_of
 from sst2_audit.protocol.corpus import BOOTSTRAP_ITERS
 from sst2_audit.task.config import data_config, differences
-from sst2_audit.task.hooks import stable
+from sst2_audit.task.hooks import rendered, stable
 
 
 @dataclass
@@ -66,9 +66,9 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
         bootstrap_iters=settings.get("bootstrap_iters", BOOTSTRAP_ITERS),  # f1 / mcc stderr; the default otherwise
     )
     samples = output.pop("samples")[task.config.task]
-    if spec.hooks:  # a partial's logged str() holds a memory address (hooks.stable)
-
-        output["configs"] = stable(output["configs"])
+    if spec.hooks:  # a partial's logged str() holds a memory address (hooks.stable); a hook inherited by
+        # 0.4.13's fewshot_config stays a function in the logged config: rendered as lm-eval's writer does
+        output["configs"] = stable(rendered(output["configs"]))
     effective = output["configs"][task.config.task]
     differences = config_differences(spec, effective, settings["num_fewshot"])
     return OfficialOutput(output, samples, effective, differences, lm)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sst2_audit.formats.releases import release_of
 from sst2_audit.task.evaluator_pin import installed_root
+from sst2_audit.task.hooks import nested
 from sst2_audit.util.errors import CheckFailed
 from sst2_audit.util.hashing import sha256_file
 
@@ -49,10 +50,17 @@ def taskconfig_defaults(lock) -> dict:
     return dict(_defaults(str(path)))
 
 
-def filled_fewshot(fewshot_config, top: dict) -> dict:
-    """The fewshot_config a release that fills it logs: the YAML's own keys over the task's inherited fields,
-    sampler "default" unless set, every FewshotConfig field present (None kept: only top-level None is dropped)."""
-    merged = {name: top.get(field) for name, field in FEWSHOT_INHERITS.items()}
+def nested_hooks(spec) -> dict:
+    """{config field: what lm-eval logs for its hook inside fewshot_config} (hooks.nested)."""
+    return {hook.key: nested(hook) for hook in spec.hooks if hook.key in FEWSHOT_INHERITS.values()}
+
+
+def filled_fewshot(fewshot_config, top: dict, hooks: dict | None = None) -> dict:
+    """The fewshot_config a release that fills it logs: the YAML's own keys over the task's inherited fields (an
+    inherited hook as `hooks` renders it), sampler "default" unless set, every FewshotConfig field present (None
+    kept: only top-level None is dropped)."""
+    hooks = hooks or {}
+    merged = {name: hooks.get(field, top.get(field)) for name, field in FEWSHOT_INHERITS.items()}
     merged.update(fewshot_config or {})
     merged.setdefault("sampler", "default")
     return {name: copy.deepcopy(merged.get(name)) for name in FEWSHOT_FIELDS}
@@ -67,16 +75,16 @@ def data_config(spec, data_files: dict, callables: bool = True) -> dict:
     return config
 
 
-def effective(config: dict, defaults: dict, release) -> dict:
+def effective(config: dict, defaults: dict, release, hooks: dict | None = None) -> dict:
     """TaskConfig(**config).to_dict() for a multiple_choice config (no callables, no generation_kwargs), as the
-    lock's release builds it."""
+    lock's release builds it; `hooks`: nested_hooks(spec), for a release that fills fewshot_config."""
     unknown = sorted(set(config) - set(defaults))
     if unknown or config.get("generation_kwargs") is not None:
         raise CheckFailed("the task config has fields TaskConfig does not rebuild here: "
                           f"{unknown or 'generation_kwargs'}.")
     merged = {name: copy.deepcopy(config.get(name, default)) for name, default in defaults.items()}
     if release.fills_fewshot_config:
-        merged["fewshot_config"] = filled_fewshot(merged.get("fewshot_config"), merged)
+        merged["fewshot_config"] = filled_fewshot(merged.get("fewshot_config"), merged, hooks)
     return {name: value for name, value in merged.items() if value is not None}
 
 
@@ -85,7 +93,8 @@ def differences(spec, effective_config: dict, num_fewshot: int, defaults: dict, 
     release fills in)."""
     official, found = spec.config(callables=False), {}
     if release.fills_fewshot_config:
-        official["fewshot_config"] = filled_fewshot(official.get("fewshot_config"), {**defaults, **official})
+        official["fewshot_config"] = filled_fewshot(official.get("fewshot_config"), {**defaults, **official},
+                                                    nested_hooks(spec))
     for key in sorted(set(official) | set(effective_config)):
         reference = official.get(key, defaults.get(key))
         if effective_config.get(key) != reference:

@@ -292,6 +292,27 @@ def source(hook: Hook) -> str:
         return stable(str(load(hook)))
 
 
+def nested(hook: Hook) -> str:
+    """What lm-eval logs for a hook held inside another config field (0.4.13's fewshot_config inherits the task's
+    doc_to_* and process_docs): to_dict serializes top-level callables only, so the results writer's str(), its
+    memory address made stable. A plain def's is known without running its file."""
+    if hook.sha256 is None:
+        raise CheckFailed(f"hook {hook.describe()}: its file is not pinned by the lock.")
+    if function_source(_pinned_bytes(hook), hook.function) is not None:
+        return f"<function {hook.function} at 0x...>"
+    return stable(str(load(hook)))
+
+
+def rendered(value):
+    """A logged config with every callable left inside a nested field rendered as lm-eval's results writer
+    renders it (str()), its memory address made stable."""
+    if isinstance(value, dict):
+        return {key: rendered(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [rendered(item) for item in value]
+    return stable(str(value)) if callable(value) else value
+
+
 def stable(value):
     """A logged config with the memory addresses of str(callable) (a functools.partial hook) replaced:
     they differ from process to process and mean nothing to a reader."""
