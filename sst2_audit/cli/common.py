@@ -13,6 +13,7 @@ from pathlib import Path
 from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats.lock import load_lock
+from sst2_audit.formats.releases import installed_version
 from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.protocol.numeric import activate
 from sst2_audit.task.spec import require_data_for, spec_for
@@ -80,15 +81,17 @@ def _shipped_lock_with(name: str, given: Path) -> Path | None:
     profiles), for a message only: nothing is read from it but its profile names."""
     import json
 
+    found = []
     for path in sorted(DEFAULT_LOCK.parent.glob("*.lock.json")):
         if path.resolve() == Path(given).resolve():
             continue
         try:
-            if name in json.loads(path.read_text(encoding="utf-8"))["profiles"]:
-                return path
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            if name in raw["profiles"]:
+                found.append((raw["evaluator"]["version"] != installed_version(), path))  # this release's first
         except (OSError, ValueError, KeyError, TypeError):
             continue
-    return None
+    return min(found)[1] if found else None
 
 
 def numeric_mode(lock) -> None:
