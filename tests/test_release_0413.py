@@ -1,7 +1,7 @@
 """lm-eval 0.4.13, in its own environment (`.ci/run` builds `.venv-0.4.13` and runs this file there; the main
 suite skips it): SOURCE_MAP-0.4.13.md holds against the installed release, the embedded run and its audit pass
-bit for bit under lm-eval-0.4.13.lock.json, the hook demos under its demos twin, #4084 still mislabels unsorted ids, what the release is not
-supported for is refused, and a bundle of one release audited in the other's environment is a refusal naming
+bit for bit under lm-eval-0.4.13.lock.json, the hook demos under its demos twin, #4084 still mislabels unsorted
+ids, what the release is not supported for is refused, and a bundle of one release audited in the other's environment is a refusal naming
 both (exit 2), never a FAIL. SST2_AUDIT_OTHER_PYTHON names the Python of the 0.4.9.2 environment."""
 
 import json
