@@ -71,11 +71,12 @@ def _questions(result: LevelResult, run: RunFolder, spec, inputs) -> None:
     if inputs.error is not None:  # the shots re-derived from the reviewer's lock and data were refused
         raise inputs.error
     record, data, tokenizer, shots = run.record, inputs.data, inputs.tokenizer, inputs.shots
-    allowed = set(inputs.scored)  # the ids the record's mode scores, from the reviewer's split
+    sealed = set(data.split.confirm_ids)  # a confirmation run's rows are the sealed ones; any other run's never
     settings = run.lock.settings_for(record.profile, spec)
     expected = {idx: expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
                                        settings["add_bos_token"], shots)
-                for idx in record.split.scored_ids if idx in data.by_idx and idx in allowed
+                for idx in record.split.scored_ids if idx in data.by_idx
+                and (idx in sealed) == (record.mode == CONFIRM_MODE)
                 and (shots is None or idx in shots.positions)}  # an id the reviewer does not score: named below
     mismatches = check_question_records(record.questions, expected)
     for sample in run.lm_eval_samples or []:  # a text target (multiple input): its hash, from the row
