@@ -228,8 +228,8 @@ def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
     assert (settings["num_fewshot"], settings["max_length"]) == (25, 2048)
     raw["profiles"]["embedded"]["settings"] = {"max_length": 1}
     (tmp_path / "l.json").write_text(json.dumps(raw))
-    with pytest.raises(InputError, match=r"max_length \(2..1048576\), shots_may_show_sealed_rows \(true\) and bootstrap_iters "
-                                         r"\(1..10000000\), got"):
+    with pytest.raises(InputError, match=r"max_length \(2..1048576\), shots_may_show_sealed_rows \(true\), "
+                                         r"bootstrap_iters \(1..10000000\) and seed \(0..4294967295\), got"):
         load_lock(tmp_path / "l.json")
     lock = load_lock(LOCK)
     inverse, sst2 = spec_for(lock, "inverse_scaling_redefine_math"), spec_for(lock, "sst2")
