@@ -74,8 +74,7 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     data, shots, rescoring.scored = inputs.data, inputs.shots, inputs.scored
     rescoring.chosen = draw(rescoring.scored, rows, rescoring.seed)
     if record.mode == CONFIRM_MODE and context.policy.confirmation:  # a verified chain: its confirmation rows
-        if set(rescoring.chosen) - set(data.split.confirm_ids):
-            raise CheckFailed("a confirmation run's rescore draws confirmation rows only")
+        data.split.require_confirm(rescoring.chosen)
     else:
         data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
     settings = run.lock.settings_for(record.profile, spec)

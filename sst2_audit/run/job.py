@@ -230,7 +230,7 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
     # every file was verified in _setup: the rows are read, not re-hashed
     data = verified_rows(options.lock, options.profile, spec, cache, roles=(), manifest=setup.manifest)
     split, by_idx = data.split, data.by_idx
-    if options.confirmation:
+    if options.confirmation:  # every confirmation row, in hash order
         scored_ids = list(split.confirm_ids)
         split.require_confirm(scored_ids)
     else:
