@@ -60,7 +60,7 @@ class GroupOutcome:
     def failed(self) -> list:
         failed = [task for task, outcome in self.members.items() if outcome.exit_code not in (EXIT_PASS, EXIT_LIMITED)]
         if not self.group.passed or len(self.members) < self.expected:
-            failed.append(self.group.name if self.kind != "group" else "group")
+            failed.append(self.group.name)  # the record's own level: "group", "confirmation chain", "study"
         return failed
 
     @property
@@ -79,14 +79,13 @@ class GroupOutcome:
         if self.kind == "group":
             checked += ", its numbers re-derived" if self.rederived else ""
         return (f"VERDICT: {'PASS' if code == EXIT_PASS else 'SCORES NOT VERIFIED'}: every {member}'s audit {done}"
-                f"{',' if self.kind != 'group' else ''} {checked}"
-                + (f"; {self.cannot_know}" if self.cannot_know else "") + f"; exit {code}")
+                f"{checked}" + (f"; {self.cannot_know}" if self.cannot_know else "") + f"; exit {code}")
 
 
 # kind -> (what a member is, what was checked of the record itself), in the verdict's words
 MEMBER_WORDS = {
-    "group": ("subtask", "and the group record was checked"),
-    "confirmation": ("confirmation run", "the chain (confirmation, pre-registration, dev records, your lock) was "
+    "group": ("subtask", " and the group record was checked"),
+    "confirmation": ("confirmation run", ", the chain (confirmation, pre-registration, dev records, your lock) was "
                                          "checked and the decision rule re-evaluated"),
-    "study": ("variant", "the study record was checked and its numbers re-derived from the variants' records"),
+    "study": ("variant", ", the study record was checked and its numbers re-derived from the variants' records"),
 }

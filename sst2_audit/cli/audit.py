@@ -166,14 +166,20 @@ def _is_group(path: Path) -> bool:
     return (path / GROUP_FILE).is_file() if path.is_dir() else path.is_file() and is_group_bundle(path)
 
 
-def _audit_group_bundle(args, scratch: Path) -> int:
+def _unpacked(args, scratch: Path, unpack, what: str) -> tuple:
+    """(folder, its sums level) of a group or confirmation bundle (`what`) unpacked by `unpack` after its SHA256SUMS
+    and members were checked; a refused bundle prints its verdict, then the reason follows on stderr."""
     try:
-        folder, checks = group_bundle.unpack_verified(args.bundle_file, scratch, args.lock)
-    except CheckFailed:  # no record was read; the reason follows on stderr
-        print("VERDICT: FAIL (group bundle SHA256SUMS and members): the bundle was refused before any record was "
+        folder, checks = unpack(args.bundle_file, scratch, args.lock)
+    except CheckFailed:  # no record was read
+        print(f"VERDICT: FAIL ({what} bundle SHA256SUMS and members): the bundle was refused before any record was "
               "read; exit 1")
         raise
-    sums = LevelResult("group bundle SHA256SUMS and members", checks=checks)
+    return folder, LevelResult(f"{what} bundle SHA256SUMS and members", checks=checks)
+
+
+def _audit_group_bundle(args, scratch: Path) -> int:
+    folder, sums = _unpacked(args, scratch, group_bundle.unpack_verified, "group")
     return _audit_group(args, folder, args.bundle_file, sums)
 
 
@@ -200,13 +206,7 @@ def _experiment(args) -> int | None:
 
 
 def _audit_confirmation_bundle(args, scratch: Path) -> int:
-    try:
-        folder, checks = confirmation_bundle.unpack_verified(args.bundle_file, scratch, args.lock)
-    except CheckFailed:  # no record was read; the reason follows on stderr
-        print("VERDICT: FAIL (confirmation bundle SHA256SUMS and members): the bundle was refused before any record "
-              "was read; exit 1")
-        raise
-    sums = LevelResult("confirmation bundle SHA256SUMS and members", checks=checks)
+    folder, sums = _unpacked(args, scratch, confirmation_bundle.unpack_verified, "confirmation")
     return audit_confirmation(args, folder, _level_lines, args.bundle_file, sums)
 
 
