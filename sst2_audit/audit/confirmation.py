@@ -3,17 +3,18 @@ verify one before its confirmation, and check a confirmation's chain (confirmati
 dev records -> the reviewer's lock) with the decision rule re-evaluated from the confirmation runs."""
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats import prereg as formats
-from sst2_audit.formats import records
+from sst2_audit.formats import records, strict_json
 from sst2_audit.protocol.decision import make_rule, outcome, outcome_line, Rule
-from sst2_audit.run.confirm import cache_for, card
+from sst2_audit.run.confirm import cache_for, card, require_unclaimed
 from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.util.hashing import sha256_file
+from sst2_audit.util.hashing import sha256_bytes, sha256_file
 
 
 def rule_of(prereg: formats.Preregistration, where: str) -> Rule:
@@ -57,8 +58,8 @@ def _dev_claims(result: LevelResult, lock, prereg: formats.Preregistration, rule
                       prereg.dev_outcome)
 
 
-def preregister(lock, out: Path, dev_folders: list, kind: str, metric: str, threshold) -> formats.Preregistration:
-    """The pre-registration of a rule over full dev runs whose record levels pass against this lock."""
+def preregister(lock, out: Path, dev_folders: list, kind: str, metric: str, threshold) -> tuple:
+    """(the pre-registration, its rule) of a rule over full dev runs whose record levels pass against this lock."""
     runs, entries = {}, []
     for folder in dev_folders:
         relative = os.path.relpath(Path(folder).resolve(), Path(out).resolve().parent)
@@ -80,13 +81,27 @@ def preregister(lock, out: Path, dev_folders: list, kind: str, metric: str, thre
     return formats.Preregistration(
         lock.sha256, f"lm-eval {lock.evaluator.version}", lock.split.confirm_rows,
         formats.DecisionRuleRecord(rule.kind, rule.metric, list(rule.profiles), rule.threshold, rule.statement()),
-        entries, outcome(rule, runs))
+        entries, outcome(rule, runs)), rule
 
 
-def verify_for_confirm(lock, prereg_file: Path, cache: Path) -> tuple:
-    """(pre-registration, rule, {profile: cache}, {profile: dev run folder}) once the pre-registration matches the
-    lock and each dev run is the one it names (sha256) and passes its audit's record and identity levels."""
-    prereg = formats.read_prereg(prereg_file)
+@dataclass(frozen=True)
+class Verified:
+    """A pre-registration ready to confirm: its bytes as read once (their sha256 is its identity, the bytes the
+    confirmation folder keeps), its rule, each profile's cache and each dev run's folder."""
+    data: bytes
+    sha256: str
+    rule: Rule
+    caches: dict
+    dev_folders: dict
+
+
+def verify_for_confirm(lock, prereg_file: Path, cache: Path) -> Verified:
+    """The pre-registration, once it is not confirmed yet from these caches, matches the lock, and each dev run
+    is the one it names (sha256) and passes its audit's record and identity levels."""
+    data = strict_json.read_bytes(Path(prereg_file))
+    prereg, sha256 = formats.parse_versioned(data, str(prereg_file), formats.Preregistration), sha256_bytes(data)
+    # a second attempt is refused before any work
+    require_unclaimed({p: cache_for(cache, p) for p in prereg.rule.profiles if p in lock.profiles}, sha256)
     if prereg.lock_sha256 != lock.sha256:
         raise InputError(f"{prereg_file}: lock_sha256 {prereg.lock_sha256[:12]} is not this lock's ({lock.path}, "
                          f"{lock.sha256[:12]}); a pre-registration is confirmed under the lock it names.")
@@ -106,8 +121,9 @@ def verify_for_confirm(lock, prereg_file: Path, cache: Path) -> tuple:
         if Path(entry.path).is_absolute() or ".." in Path(entry.path).parts or not run_file.is_file():
             raise InputError(f"{prereg_file}: dev run of profile {entry.profile}: expected its run.json at "
                              f"{run_file}, got nothing there.")
-        if sha256_file(run_file) != entry.run_sha256:
-            raise CheckFailed(f"{run_file}: sha256 {sha256_file(run_file)[:12]} is not the one the pre-registration "
+        found = sha256_file(run_file)
+        if found != entry.run_sha256:
+            raise CheckFailed(f"{run_file}: sha256 {found[:12]} is not the one the pre-registration "
                               f"names ({entry.run_sha256[:12]}): the dev record was changed or replaced after it "
                               "was pre-registered.")
         record = _record_levels_pass(folder, lock, caches[entry.profile])
@@ -119,7 +135,7 @@ def verify_for_confirm(lock, prereg_file: Path, cache: Path) -> tuple:
     if not claims.passed:
         raise CheckFailed(f"{prereg_file}: what it says of its dev runs is not what their records say: "
                           f"{'; '.join(claims.problems)[:600]}.")
-    return prereg, rule, caches, folders
+    return Verified(data, sha256, rule, caches, folders)
 
 
 def check_chain(folder: Path, record: formats.ConfirmationRecord, lock) -> tuple:

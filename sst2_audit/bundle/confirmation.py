@@ -32,7 +32,7 @@ def is_confirmation_bundle(path: Path) -> bool:
 
 def bundle_target(record, profiles, results: Path) -> Path:
     """Where a confirmation's bundle is written; refused (exit 2) before any audit work when it cannot be."""
-    longest = max(len(run_member(kind, p)) for kind in KINDS for p in profiles)
+    longest = max((len(run_member(kind, p)) for kind in KINDS for p in profiles), default=0)
     if not RUN_NAME.match(record.run_name) or len(record.run_name) + 1 + max(longest, 20) > 100:
         raise InputError(f"confirmation run name {record.run_name!r} is not a safe file name short enough for plain "
                          "ustar names with its run bundles; no bundle is written.")

@@ -12,8 +12,8 @@ from sst2_audit.formats import prereg as formats
 from sst2_audit.cli.common import auditable, numeric_mode
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.study import STUDY_FILE, STUDY_PAGE, StudyRecord
-from sst2_audit.protocol.decision import outcome_line, make_rule
-from sst2_audit.run.confirm import cache_for, confirm, require_unclaimed
+from sst2_audit.protocol.decision import outcome_line
+from sst2_audit.run.confirm import cache_for, confirm
 from sst2_audit.run.job import default_run_name
 from sst2_audit.run.study import run_study
 from sst2_audit.util import atomic
@@ -57,9 +57,8 @@ def preregister_main(args) -> int:
         raise InputError("--preregister needs --dev-run DIR (one a profile), --rule KIND and --metric NAME "
                          "(--threshold X with --rule at-least).")
     lock = load_lock(args.lock)
-    record = preregister(lock, out, args.dev_run, args.rule, args.metric, args.threshold)
+    record, rule = preregister(lock, out, args.dev_run, args.rule, args.metric, args.threshold)
     formats.write(out, record)
-    rule = make_rule(record.rule.kind, record.rule.metric, record.rule.profiles, record.rule.threshold)
     lines = [f"pre-registration {out}: sha256 {sha256_file(out)}",
              f"  rule          {rule.statement()}",
              *(f"  dev run       {d.profile}: {d.path} ({d.rows} rows, {record.rule.metric} {d.value!r}, run.json "
@@ -80,12 +79,10 @@ def confirm_main(args) -> int:
                          f"{'a folder' if prereg_file.is_dir() else 'nothing there'}.")
     name, out, private = _folders(args, "confirm")
     set_quiet(args.quiet or args.json)
-    named = formats.read_prereg(prereg_file).rule.profiles  # a second attempt is refused before any work
-    require_unclaimed({p: cache_for(args.cache, p) for p in named if p in lock.profiles}, sha256_file(prereg_file))
-    _, rule, caches, dev_folders = verify_for_confirm(lock, prereg_file, args.cache)
-    record = confirm(lock, prereg_file, rule, caches, dev_folders, out, private, name)
+    verified = verify_for_confirm(lock, prereg_file, args.cache)
+    record = confirm(lock, verified, out, private, name)
     for run in record.runs:  # each confirmation run, as the confirmation's audit will read it
-        auditable(out / run.run, lock, caches[run.profile], record.preregistration_sha256)
+        auditable(out / run.run, lock, verified.caches[run.profile], record.preregistration_sha256)
     words = _audit_words(args, out)
     print(terminal([f"confirmation {name} of pre-registration {record.preregistration_sha256[:12]}",
                     f"  outcome       {record.outcome_line}",
@@ -104,7 +101,7 @@ def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -
     chain, rule = check_chain(folder, record, args.lock)
     profiles = list(rule.profiles) if rule is not None else []
     if args.bundle:  # refused before the audit's work, not after it
-        confirmation_bundle.bundle_target(record, profiles or ["x"], args.results)
+        confirmation_bundle.bundle_target(record, profiles, args.results)
     runs = {}
     for profile in profiles:
         dev = folder / formats.DEV_FOLDER / profile

@@ -81,14 +81,18 @@ class ConfirmationRecord:
     kind: str = "sst2-audit/confirmation"
 
 
-def read_versioned(path: Path, kind):
+def parse_versioned(data: bytes, where: str, kind):
     """A record of a kind that began at version 1 and has had no other (pre-registration, confirmation, study)."""
-    raw = strict_json.read(Path(path))
+    raw = strict_json.loads(data, where)
     expected = next(f.default for f in dataclasses.fields(kind) if f.name == "kind")
     if not isinstance(raw, dict) or raw.get("kind") != expected or raw.get("schema_version") != 1:
         got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
-        raise InputError(f"{path}: expected kind {expected!r} schema_version 1, got {got!r}.")
-    return convert(kind, raw, str(path))
+        raise InputError(f"{where}: expected kind {expected!r} schema_version 1, got {got!r}.")
+    return convert(kind, raw, where)
+
+
+def read_versioned(path: Path, kind):
+    return parse_versioned(strict_json.read_bytes(Path(path)), str(path), kind)
 
 
 def read_prereg(path: Path) -> Preregistration:

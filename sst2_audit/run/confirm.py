@@ -111,17 +111,17 @@ def card(record: formats.ConfirmationRecord) -> str:
     return "\n".join(lines + ["", f"_{record.cannot_know}._"]) + "\n"
 
 
-def confirm(lock, prereg_file: Path, rule, caches: dict, dev_folders: dict, out: Path, private: Path,
-            run_name: str) -> formats.ConfirmationRecord:
-    prereg_sha256 = sha256_file(prereg_file)
+def confirm(lock, verified, out: Path, private: Path, run_name: str) -> formats.ConfirmationRecord:
+    """verified: audit.confirmation.Verified (the pre-registration's bytes, sha256, rule, caches, dev folders)."""
+    prereg_sha256, rule, caches = verified.sha256, verified.rule, verified.caches
     if Path(out).exists():
         raise InputError(f"--out {out} already exists; a confirmation's folder is never overwritten.")
     for profile in rule.profiles:
         atomic.require_writable_folder(Path(caches[profile]) / TICKETS, f"the ticket folder of profile {profile}")
     claim_tickets(caches, prereg_sha256, run_name, out)  # before any row is scored
     Path(out).mkdir(parents=True)
-    shutil.copyfile(prereg_file, Path(out) / formats.PREREG_FILE)
-    for profile, folder in dev_folders.items():
+    atomic.write_bytes(Path(out) / formats.PREREG_FILE, verified.data)  # the bytes whose sha256 was claimed
+    for profile, folder in verified.dev_folders.items():
         _copy_public(folder, Path(out) / formats.DEV_FOLDER / profile)
     for number, profile in enumerate(rule.profiles, start=1):
         say(f"[confirmation {number}/{len(rule.profiles)}: profile {profile}, its {lock.split.confirm_rows} sealed "

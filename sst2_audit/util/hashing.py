@@ -23,8 +23,12 @@ def git_blob_sha1(path: Path) -> str:
     return _hex_of_file(hashlib.sha1(f"blob {Path(path).stat().st_size}\0".encode()), path)
 
 
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_bytes(text.encode("utf-8"))
 
 
 def canonical_json(value) -> str:
