@@ -7,8 +7,8 @@ evaluator section re-derived from the installed release, every file checked agai
 
 Run it in an environment holding that release (the wheel installed, `pip install lm-eval==0.4.13`). The
 evaluator pins every non-task .py file of the package and, per task of the base lock, its YAML, every file it
-includes and its hook code, as the base lock does. The wheel's sha256 must be the registry's published one
-(sst2_audit/formats/releases.py). The output is never overwritten.
+includes and its hook code, and per group its YAML and its subgroups', as the base lock does. The wheel's sha256
+must be the registry's published one (sst2_audit/formats/releases.py). The output is never overwritten.
 """
 
 import argparse
@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from sst2_audit.formats.releases import installed_version, RELEASES  # noqa: E402
 from sst2_audit.resources.task_pin import pin_files, pin_task  # noqa: E402
+from sst2_audit.task.group import resolve  # noqa: E402
 from sst2_audit.util import atomic  # noqa: E402
 
 
@@ -54,8 +55,8 @@ def release_lock(base: dict, wheel: Path) -> dict:
     for name in sorted(old["tasks"]):
         pin_task(raw, name, wheel)
     raw["evaluator"]["task_yaml"] = raw["evaluator"]["tasks"][old["task"]]
-    if release.scope:  # a release supported within a scope audits no group: the base lock's groups are left out
-        raw.pop("groups", None)
+    for group in (raw.get("groups") or {}).values():  # the group's YAML and its subgroups', as pin_group pins them
+        pin_files(raw, resolve(group["yaml"], group["group"])[0], wheel)
     return raw
 
 

@@ -6,6 +6,7 @@ import random
 import pytest
 
 from conftest import DEMOS, one_paragraph, run_script
+from sst2_audit.formats.releases import release_of
 from sst2_audit.task import group
 from sst2_audit.util.errors import InputError
 from sst2_audit.formats.lock import load_lock, parse_lock
@@ -26,7 +27,19 @@ def test_our_aggregation_equals_lm_eval_s_bit_for_bit_on_generated_groups():
             stderrs.append(mean_stderr(right))
         for weighted in (True, False):
             assert group.aggregate(values, sizes, weighted) == aggregate_subtask_metrics(values, sizes, weighted)
+            # 0.4.9.2 pools the stderr of an unweighted mean too (0.4.13 does not: test_release_0413)
+            spec = group.GroupSpec(None, (), (("acc", weighted),), (), (), release_of("0.4.9.2").group_unweighted_stderr)
+            members = [{"acc": v, "acc_stderr": e} for v, e in zip(values, stderrs)]
+            assert group.numbers(spec, members, sizes)["acc_stderr"] == float(pooled_sample_stderr(stderrs, sizes))
         assert group.pooled_stderr(stderrs, sizes) == float(pooled_sample_stderr(stderrs, sizes))
+
+
+def test_the_release_s_default_weighting_is_lm_eval_s():
+    """An aggregate_metric_list entry without weight_by_size takes AggMetricConfig's default: False in 0.4.9.2."""
+    from lm_eval.api.group import AggMetricConfig
+
+    assert AggMetricConfig(metric="acc").weight_by_size is release_of("0.4.9.2").group_weight_by_size_default is False
+    assert group._aggregate({"aggregate_metric_list": [{"metric": "acc"}]}, "g", False) == (("acc", False),)
 
 
 def test_the_mmlu_group_is_read_from_its_pinned_yamls():

@@ -194,8 +194,9 @@ def test_another_release_installed_or_recorded_is_a_refusal_naming_both(tmp_path
 
 
 @pytest.mark.parametrize("feature, named", [
-    ({"metrics": ("acc", "mcc")}, "metrics mcc"), ({"metrics": ("mc2",)}, "metrics mc2"),
-    ({"fewshot_keys": ["sampler", "split"]}, "fewshot_config split"), ({"group": "mmlu"}, "group mmlu"),
+    ({"fewshot_keys": ["sampler", "split"]}, "fewshot_config split"),
+    ({"fewshot_keys": ["target_delimiter", "sampler", "fewshot_delimiter"]},
+     "fewshot_config fewshot_delimiter, target_delimiter"),
     ({"includes": 2}, "a YAML including 2 files at once (merged in another order)"),
 ])
 def test_what_a_release_is_not_supported_for_is_refused_by_name(feature, named):
@@ -207,10 +208,9 @@ def test_what_a_release_is_not_supported_for_is_refused_by_name(feature, named):
     with pytest.raises(InputError) as caught:
         require_release_scope("0.4.13", "x.lock.json", task="task t", **feature)
     assert str(caught.value) == (f"x.lock.json: task t has {named}; under lm-eval 0.4.13 sst2-audit audits tasks "
-                                 "(their doc_to_* and process_docs hooks as pinned shared code) without groups, corpus "
-                                 "or hook-computed metrics (acc and acc_norm only), fewshot_config keys other than its "
-                                 "sampler, or YAMLs that include several files at once: its few-shot overrides, "
-                                 "include order, metric hooks and group aggregation are not re-derived yet "
+                                 "and groups (hooks as pinned shared code; every supported metric) without "
+                                 "fewshot_config keys other than its sampler, or YAMLs that include several files at "
+                                 "once: its few-shot overrides and include order are not re-derived yet "
                                  "(SOURCE_MAP-0.4.13.md). Use a lock of lm-eval 0.4.9.2 for it.")
-    require_release_scope("0.4.13", "x.lock.json", task="task t", metrics=("acc", "acc_norm"),
+    require_release_scope("0.4.13", "x.lock.json", task="task t", includes=1,
                           fewshot_keys=["sampler"])  # within scope

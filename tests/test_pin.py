@@ -542,7 +542,7 @@ def test_a_prompt_longer_than_max_length_is_found_at_pin_time_never_late(own_mod
                       "--max-length", "512", "--new-lock", locks / "short.lock.json")
     assert done.returncode == 2, done.stderr
     message = one_paragraph(done.stderr)
-    assert f"--max-length 512: row idx " in message and f"is {tokens} tokens long (with its shots); the protocol " \
+    assert "--max-length 512: row idx " in message and f"is {tokens} tokens long (with its shots); the protocol " \
         f"never truncates. Give --max-length {tokens} or more (the model's context is 2048)." in message, message
     assert not (locks / "short.lock.json").exists() and not (locks / "short-data").exists()
     _write_jsonl(data, "validation", [dict(r, sentence1=r["sentence1"] * 4) for r in _long_pairs(200, set(range(200)))])

@@ -37,7 +37,7 @@ def test_the_0413_source_map_holds_against_the_installed_release():
 
     rows, problems = source_map.check((REPO / "SOURCE_MAP-0.4.13.md").read_text(), installed_root(),
                                       name="SOURCE_MAP-0.4.13.md")
-    assert problems == [] and len(rows) == 69
+    assert problems == [] and len(rows) == 70
     assert {row.file for row in rows if row.step.startswith(("6 ", "41 "))} == {
         "lm_eval/config/task.py", "lm_eval/tasks/_yaml_loader.py"}
 
@@ -214,5 +214,90 @@ def test_hook_demos_run_audit_and_bundle_under_0413(profile, hooks, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(f"{PASS}; shared pinned code, not re-derived: {hooks}; exit 0")
     done = run_script("audit.py", "--lock", DEMOS_0413, "--bundle-file", tmp_path / "results" / "h413.tar.gz",
+                      "--cache", cache, "--structural")
+    assert done.returncode == 4 and "VERDICT: FAIL" not in done.stdout, done.stdout + done.stderr
+
+
+def test_0413_group_aggregation_is_re_derived_bit_for_bit_on_generated_groups():
+    """0.4.13's Group.aggregate: an entry without weight_by_size weighs by size (AggMetricConfig's default), and an
+    unweighted mean's stderr is unweighted_mean_stderr: 300 generated groups against lm-eval's own functions."""
+    import random
+
+    from lm_eval.api.metrics import aggregate_subtask_metrics, mean_stderr, pooled_sample_stderr, \
+        unweighted_mean_stderr
+    from lm_eval.config.group import AggMetricConfig
+
+    from sst2_audit.formats.releases import release_of
+    from sst2_audit.task import group
+
+    release = release_of("0.4.13")
+    assert AggMetricConfig(metric="acc").weight_by_size is release.group_weight_by_size_default is True
+    assert AggMetricConfig(metric="acc").filter_list is None  # discovered: a multiple_choice task logs only "none"
+    rng = random.Random(70)
+    for _ in range(300):
+        sizes = [rng.randint(2, 300) for _ in range(rng.randint(1, 60))]
+        members = []
+        for n in sizes:
+            right = [float(rng.random() < 0.4) for _ in range(n)]
+            members.append({"acc": sum(right) / n, "acc_stderr": mean_stderr(right)})
+        for weighted in (True, False):
+            spec = group.GroupSpec(None, (), (("acc", weighted),), (), (), release.group_unweighted_stderr)
+            stderrs = [m["acc_stderr"] for m in members]
+            expected = {"acc": aggregate_subtask_metrics([m["acc"] for m in members], sizes, weighted),
+                        "acc_stderr": float(pooled_sample_stderr(stderrs, sizes) if weighted
+                                            else unweighted_mean_stderr(stderrs))}
+            assert group.numbers(spec, members, sizes) == expected
+            assert group.numbers(spec, members, sizes, group.official_functions(spec)) == expected
+
+
+def test_the_mmlu_group_runs_audits_and_bundles_under_0413(tmp_path):
+    """The MMLU demo group (three 5-shot subjects, 4 rows each) under demos-lm-eval-0.4.13.lock.json: every
+    subtask both paths bit for bit, the group's number lm-eval 0.4.13's aggregation and ours bit for bit, the
+    audit and the bundle's audit PASS."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", DEMOS_0413, "--group", "mmlu-demo", "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", DEMOS_0413, "--group", "mmlu-demo", "--cache", cache, "--out", out,
+                      "--private", tmp_path / "private", "--run-name", "g413")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((out / "group.json").read_text())
+    runs = [json.loads((out / m["task"] / "run.json").read_text()) for m in record["members"]]
+    assert {r["evaluator"]["version"] for r in runs} == {"0.4.13"} and all(r["max_abs_diff"] == 0.0 for r in runs)
+    correct = sum(r["summaries"]["official"]["acc"]["correct"] for r in runs)
+    assert record["aggregate"] == [{"metric": "acc", "weight_by_size": True}]
+    assert record["official"] == record["independent"] and abs(record["official"]["acc"] - correct / 12) < 1e-15
+    done = run_script("audit.py", "--lock", DEMOS_0413, "--out", out, "--cache", cache, "--bundle", "--results",
+                      tmp_path / "results")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS: every subtask's audit passed with every scored row rescored bit for "
+                                  "bit and the group record was checked, its numbers re-derived; exit 0")
+    done = run_script("audit.py", "--lock", DEMOS_0413, "--bundle-file", tmp_path / "results" / "g413.tar.gz",
+                      "--cache", cache, "--structural")
+    assert done.returncode == 4 and "group: PASS" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("profile, metrics", [
+    ("embedded-cola", ["mcc"]), ("embedded-mrpc", ["acc", "f1"]), ("embedded-truthfulqa-mc2", ["mc2"])])
+def test_corpus_and_hook_metrics_run_audit_and_bundle_under_0413(profile, metrics, tmp_path):
+    """mcc and f1 (corpus metrics, their bootstrap stderr) and TruthfulQA's mc2 (its process_results hook, pinned
+    shared code) under the 0.4.13 demos lock: both paths and lm-eval's reported numbers bit for bit, the default
+    audit PASS, the bundle's audit too."""
+    cache = tmp_path / "cache"
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", DEMOS_0413, "--profile", profile, "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", DEMOS_0413, "--profile", profile, "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "m413")
+    assert done.returncode == 0 and "candidate scores bit for bit" in done.stdout, done.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["metrics"] == metrics and record["evaluator"]["version"] == "0.4.13"
+    for metric in metrics:
+        official, independent = (record["summaries"][path][metric] for path in ("official", "independent"))
+        assert official == independent, (metric, official, independent)
+    done = run_script("audit.py", "--lock", DEMOS_0413, "--out", tmp_path / "out", "--cache", cache, "--bundle",
+                      "--results", tmp_path / "results")
+    assert done.returncode == 0 and done.stdout.startswith(PASS), done.stdout + done.stderr
+    done = run_script("audit.py", "--lock", DEMOS_0413, "--bundle-file", tmp_path / "results" / "m413.tar.gz",
                       "--cache", cache, "--structural")
     assert done.returncode == 4 and "VERDICT: FAIL" not in done.stdout, done.stdout + done.stderr

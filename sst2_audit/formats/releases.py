@@ -34,6 +34,11 @@ class Release:
     # from the pool without the doc (one more call on the shared generator), and first_n skips the doc too
     fewshot_resamples: bool = False
     source_map: str = "SOURCE_MAP.md"  # the release's map of the official computation (task/source_map.py)
+    # a group's aggregate_metric_list entry (lm_eval/api/group.py AggMetricConfig): weight_by_size when the YAML
+    # leaves it out (False in 0.4.9.2, True in 0.4.13), and the stderr of an unweighted mean: pooled_sample_stderr
+    # (0.4.9.2) or unweighted_mean_stderr, sqrt(sum of squares) / k (0.4.13's Group.aggregate)
+    group_weight_by_size_default: bool = False
+    group_unweighted_stderr: str = "pooled"  # "pooled" | "unweighted-mean"
 
 
 RELEASES = {
@@ -41,11 +46,10 @@ RELEASES = {
                        "b8d12410ab9c6321c9e26a9fb7e13a4e1b920ed4907905804dc2e231b7482a6e", True),
     "0.4.13": Release("0.4.13", "lm_eval-0.4.13-py3-none-any.whl",
                       "5daaa1973bf874005f64f28d3834b875f6886f0d6475878e6a6c821994a5286a", True,
-                      scope="tasks (their doc_to_* and process_docs hooks as pinned shared code) without groups, "
-                            "corpus or hook-computed metrics (acc and acc_norm only), fewshot_config keys other than "
-                            "its sampler, or YAMLs that include several files at once: its few-shot overrides, "
-                            "include order, metric hooks and group aggregation are not re-derived yet "
-                            "(SOURCE_MAP-0.4.13.md)",
+                      scope="tasks and groups (hooks as pinned shared code; every supported metric) without "
+                            "fewshot_config keys other than its sampler, or YAMLs that include several files at once: "
+                            "its few-shot overrides and include order are not re-derived yet (SOURCE_MAP-0.4.13.md)",
+                      group_weight_by_size_default=True, group_unweighted_stderr="unweighted-mean",
                       fewshot_resamples=True, source_map="SOURCE_MAP-0.4.13.md",
                       task_config_module="lm_eval/config/task.py", fills_fewshot_config=True,
                       n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False),
@@ -76,19 +80,13 @@ def release_for(evaluator: dict, where: str) -> Release:
     return release
 
 
-SCOPED_METRICS = ("acc", "acc_norm")  # what a scoped release re-derives
-
-
-def require_release_scope(version: str, where: str, *, task: str, metrics=(), fewshot_keys=(),
-                          group: str | None = None, includes: int = 0) -> None:
+def require_release_scope(version: str, where: str, *, task: str, fewshot_keys=(), includes: int = 0) -> None:
     """A task feature the release is not supported for is refused naming it and the release's scope (exit 2)."""
     release = release_of(version)
     if not release.scope:
         return
-    beyond = ([f"metrics {', '.join(m for m in metrics if m not in SCOPED_METRICS)}"]
-              if set(metrics) - set(SCOPED_METRICS) else []) + \
-        ([f"fewshot_config {', '.join(sorted(set(fewshot_keys) - {'sampler'}))}"]
-         if set(fewshot_keys) - {"sampler"} else []) + ([f"group {group}"] if group else []) + \
+    beyond = ([f"fewshot_config {', '.join(sorted(set(fewshot_keys) - {'sampler'}))}"]
+              if set(fewshot_keys) - {"sampler"} else []) + \
         ([f"a YAML including {includes} files at once (merged in another order)"] if includes > 1 else [])
     if beyond:
         raise InputError(f"{where}: {task} has {'; '.join(beyond)}; under lm-eval {version} sst2-audit audits "

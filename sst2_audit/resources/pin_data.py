@@ -100,7 +100,7 @@ def _table(path: Path):
     except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
         column = next((n for n in names if len({type(d[n]).__name__ for d in docs}) > 1), None)
         raise InputError(f"{path}: " + (f"column {column!r} mixes types" if column else "values of one column differ "
-                         f"in type") + f" ({str(error)[:120]}).") from None
+                         "in type") + f" ({str(error)[:120]}).") from None
     for field in table.schema:
         if not _supported(field.type):
             raise InputError(f"{path}: column {field.name!r} has type {field.type}; documents may hold text, "

@@ -7,7 +7,7 @@ from sst2_audit.formats import records
 from sst2_audit.pages.card import group_card
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.run import job as run_job
-from sst2_audit.task.group import GROUP_CARD, GROUP_FILE, group_spec, numbers
+from sst2_audit.task.group import GROUP_CARD, GROUP_FILE, group_spec, numbers, official_functions
 from sst2_audit.task.spec import require_data_for, spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import CheckFailed, InputError
@@ -62,9 +62,7 @@ def run_group(lock, name: str, cache: Path, out: Path, private: Path, run_name: 
         run_job.execute(run_job.RunOptions(lock, profile, Path(cache) / profile_name, Path(out) / task,
                                            Path(private) / task, f"{run_name}-{task}", task_spec, rows=spec.pin.rows))
         runs.append((task, profile_name, task))
-    from lm_eval.api.metrics import aggregate_subtask_metrics, pooled_sample_stderr
-
-    record = group_record(lock, spec, run_name, Path(out), runs, (aggregate_subtask_metrics, pooled_sample_stderr))
+    record = group_record(lock, spec, run_name, Path(out), runs, official_functions(spec))
     ours = numbers(spec, [m.official for m in record.members], [m.rows for m in record.members])
     if ours != record.official:  # our aggregation of lm-eval's numbers must be lm-eval's, bit for bit
         raise CheckFailed(f"group {spec.pin.group}: lm-eval's aggregation gives {record.official}, ours {ours}.")

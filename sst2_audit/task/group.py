@@ -4,11 +4,12 @@ A lock's `groups` entry names the group's YAML and one profile per subtask it ru
 `rows` dev rows (hash order: a prefix, never a choice). Every subtask is an ordinary run with both paths,
 identity and records (run/job); the group adds group.json.
 
-lm-eval 0.4.9.2 aggregates a group over every leaf task below it, nested groups flattened
-(evaluator_utils.consolidate_group_results), with aggregate_subtask_metrics (the mean, weighted by each
-subtask's size when the group says weight_by_size) and pooled_sample_stderr. The run calls those two
-functions of the pinned lm-eval on lm-eval's per-subtask numbers (simple_evaluate runs one subtask at a
-time here, so it never aggregates itself): the official group number. Our own code re-derives the same
+lm-eval aggregates a group over every leaf task below it, nested groups flattened (0.4.9.2:
+evaluator_utils.consolidate_group_results; 0.4.13: api/group.py Group.aggregate), with
+aggregate_subtask_metrics (the mean, weighted by each subtask's size when the group says weight_by_size; the
+default differs by release) and pooled_sample_stderr (0.4.13: unweighted_mean_stderr for an unweighted mean).
+The run calls those functions of the pinned lm-eval on lm-eval's per-subtask numbers (simple_evaluate runs
+one subtask at a time here, so it never aggregates itself): the official group number. Our own code re-derives the same
 from each path's per-subtask summaries; the run and the audit compare them bit for bit. Subtasks are
 aggregated in task-name order (lm-eval's order follows its task index; the sums may round otherwise in
 the last bit, which is why the order is recorded).
@@ -18,7 +19,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from sst2_audit.formats.releases import require_release_scope
+from sst2_audit.formats.releases import release_of
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
 from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util.errors import CheckFailed, InputError
@@ -34,6 +35,7 @@ class GroupSpec:
     aggregate: tuple  # ((metric, weight_by_size), ...) from aggregate_metric_list; () when it aggregates nothing
     leaves: tuple  # every installed leaf task of the group, nested groups flattened
     members: tuple  # (task, profile) of the subtasks run, in aggregation order (task name)
+    unweighted_stderr: str = "pooled"  # the stderr of an unweighted mean, the lock's release's (formats/releases)
 
 
 def _tags(raw: dict) -> list:
@@ -67,9 +69,10 @@ def _index(folder: Path) -> tuple:
     return groups, tags, tasks
 
 
-def resolve(yaml: str, group: str) -> tuple:
+def resolve(yaml: str, group: str, weight_by_size_default: bool = False) -> tuple:
     """(YAMLs read, aggregate, leaves) of lm-eval group (or tag) `group` defined by `yaml` (relative to the
-    installed package): its YAML and its subgroups', its aggregate_metric_list, every leaf task below it."""
+    installed package): its YAML and its subgroups', its aggregate_metric_list (an entry without weight_by_size
+    takes the release's default), every leaf task below it."""
     root = installed_root()
     groups, tags, tasks = _index((root / yaml).parent)
     read, leaves = [], []
@@ -93,7 +96,7 @@ def resolve(yaml: str, group: str) -> tuple:
 
     if group in groups and str(groups[group][0].relative_to(root)) == yaml:
         walk(group, 0)
-        return tuple(read), _aggregate(groups[group][1], group), tuple(leaves)
+        return tuple(read), _aggregate(groups[group][1], group, weight_by_size_default), tuple(leaves)
     if group not in groups and group in tags and group in _tags(_config(root / yaml)):
         # a tag (inverse_scaling_mc in 0.4.9.2): lm-eval runs its tasks and reports no group number
         return (yaml,), (), tuple(sorted(tags[group]))
@@ -125,10 +128,9 @@ def group_spec(lock, name: str) -> GroupSpec:
         raise InputError(f"{lock.path}: unknown group {name!r}; this lock defines groups "
                          f"{', '.join(sorted(lock.groups)) or '(none)'}.")
     pin = lock.groups[name]
-    require_release_scope(lock.evaluator.version, str(lock.given or lock.path), task=f"groups.{name}",
-                          group=pin.group)
+    release = release_of(lock.evaluator.version)
     try:
-        read, aggregate, leaves = resolve(pin.yaml, pin.group)
+        read, aggregate, leaves = resolve(pin.yaml, pin.group, release.group_weight_by_size_default)
     except InputError as error:
         raise InputError(f"{lock.path}: groups.{name}: {error}") from None
     unpinned = [path for path in read if path not in lock.evaluator.files]
@@ -140,17 +142,17 @@ def group_spec(lock, name: str) -> GroupSpec:
     outside = [task for task, _ in members if task not in leaves]
     if outside:
         raise InputError(f"{lock.path}: groups.{name}: {', '.join(outside)} is not a subtask of {pin.group}.")
-    return GroupSpec(pin, read, aggregate, leaves, tuple(members))
+    return GroupSpec(pin, read, aggregate, leaves, tuple(members), release.group_unweighted_stderr)
 
 
-def _aggregate(raw: dict, group: str) -> tuple:
+def _aggregate(raw: dict, group: str, weight_by_size_default: bool) -> tuple:
     found = []
     for entry in raw.get("aggregate_metric_list") or []:
         if not isinstance(entry, dict) or entry.get("aggregation", "mean") != "mean" or \
                 entry.get("filter_list", "none") not in ("none", ["none"]):
             raise InputError(f"group {group}: aggregate_metric_list entry {str(entry)[:60]!r} is not a mean over "
                              "unfiltered results, the one aggregation re-derived.")
-        found.append((entry["metric"], bool(entry.get("weight_by_size", False))))
+        found.append((entry["metric"], bool(entry.get("weight_by_size", weight_by_size_default))))
     return tuple(found)
 
 
@@ -169,12 +171,28 @@ def pooled_stderr(stderrs: list, sizes: list) -> float:
     return math.sqrt(variance / sum(sizes))
 
 
+def unweighted_mean_stderr(stderrs: list) -> float:
+    """unweighted_mean_stderr (0.4.13): the stderr of the plain mean of k independent subtask means."""
+    return math.sqrt(sum(stderr ** 2 for stderr in stderrs)) / len(stderrs)
+
+
 def numbers(spec: GroupSpec, per_member: list, sizes: list, functions=None) -> dict:
     """{metric: value, metric_stderr: value} of the group from each member's {metric: .., metric_stderr: ..};
-    `functions` = lm-eval's own (aggregate_subtask_metrics, pooled_sample_stderr) for the official number."""
-    mean, pooled = functions or (aggregate, pooled_stderr)
+    `functions` = lm-eval's own (aggregate_subtask_metrics, pooled_sample_stderr, unweighted_mean_stderr or
+    None) for the official number."""
+    mean, pooled, unweighted = functions or (aggregate, pooled_stderr, unweighted_mean_stderr)
     found = {}
     for metric, weight_by_size in spec.aggregate:
         found[metric] = float(mean([m[metric] for m in per_member], sizes, weight_by_size))
-        found[f"{metric}_stderr"] = float(pooled([m[f"{metric}_stderr"] for m in per_member], sizes))
+        stderrs = [m[f"{metric}_stderr"] for m in per_member]
+        found[f"{metric}_stderr"] = float(pooled(stderrs, sizes) if weight_by_size or spec.unweighted_stderr == "pooled"
+                                          else unweighted(stderrs))
     return found
+
+
+def official_functions(spec: GroupSpec) -> tuple:
+    """The pinned lm-eval's own aggregation functions (lm_eval/api/metrics.py) for the official number."""
+    from lm_eval.api import metrics
+
+    return (metrics.aggregate_subtask_metrics, metrics.pooled_sample_stderr,
+            getattr(metrics, "unweighted_mean_stderr", None) if spec.unweighted_stderr != "pooled" else None)

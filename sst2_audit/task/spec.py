@@ -281,7 +281,6 @@ def spec_for(lock, name: str) -> TaskSpec:
     pinned = tuple(dataclasses.replace(hook, sha256=lock.evaluator.files[hook.path]) for hook in spec.hooks)
     rendering = {hook.key: hook for hook in pinned if hook.key not in ("process_docs", RESULTS_KEY)}  # doc_to_*
     require_release_scope(lock.evaluator.version, str(lock.given or lock.path), task=f"task {name}",
-                          metrics=spec.metrics,
                           fewshot_keys=list(spec.official.get("fewshot_config") or {}), includes=spec.widest_include)
     return dataclasses.replace(spec, hooks=pinned, **rendering)
 
