@@ -177,6 +177,29 @@ def test_a_lock_pins_a_supported_release_by_its_published_wheel(tmp_path, change
     assert not (tmp_path / "c").exists()
 
 
+def test_an_environment_without_lm_eval_is_told_which_extra_installs_the_lock_s_release(monkeypatch):
+    """lm-eval is the lock's choice, not the tool's dependency (pyproject's extras): with none installed, the
+    refusal names the release and the extra that installs it (exit 2), never a FAIL."""
+    from importlib import metadata
+
+    from sst2_audit.formats.releases import require_installed
+
+    def absent(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", absent)
+    for version, extra in (("0.4.9.2", "lm-eval-0492"), ("0.4.13", "lm-eval-0413")):
+        with pytest.raises(InputError) as caught:
+            require_installed(version, "lock.json")
+        assert str(caught.value) == (
+            f"lock.json names lm-eval {version}, but this environment holds no lm-eval: the evaluator is the lock's "
+            f"choice, installed beside sst2-audit (pip install 'sst2-audit[{extra}]', or from a clone pip install -e "
+            f"'.[{extra}]'; sst2-audit supports lm-eval 0.4.9.2, lm-eval 0.4.13).")
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert 'lm-eval-0492 = ["lm-eval==0.4.9.2"]' in pyproject and 'lm-eval-0413 = ["lm-eval==0.4.13"]' in pyproject
+    assert '"lm-eval==' not in pyproject.split("[project.optional-dependencies]")[0]  # not a dependency of the tool
+
+
 def test_another_release_installed_or_recorded_is_a_refusal_naming_both(tmp_path, capsys):
     """The environment holds one release, the lock or the record names another: exit 2 naming both, never a FAIL
     (a FAIL would read as tampering)."""

@@ -34,6 +34,7 @@ class Release:
     # from the pool without the doc (one more call on the shared generator), and first_n skips the doc too
     fewshot_resamples: bool = False
     source_map: str = "SOURCE_MAP.md"  # the release's map of the official computation (task/source_map.py)
+    extra: str = "lm-eval-0492"  # pyproject.toml's optional dependency that installs this release
     # a group's aggregate_metric_list entry (lm_eval/api/group.py AggMetricConfig): weight_by_size when the YAML
     # leaves it out (False in 0.4.9.2, True in 0.4.13), and the stderr of an unweighted mean: pooled_sample_stderr
     # (0.4.9.2) or unweighted_mean_stderr, sqrt(sum of squares) / k (0.4.13's Group.aggregate)
@@ -50,7 +51,7 @@ RELEASES = {
                             "fewshot_config keys other than its sampler, or YAMLs that include several files at once: "
                             "its few-shot overrides and include order are not re-derived yet (SOURCE_MAP-0.4.13.md)",
                       group_weight_by_size_default=True, group_unweighted_stderr="unweighted-mean",
-                      fewshot_resamples=True, source_map="SOURCE_MAP-0.4.13.md",
+                      fewshot_resamples=True, source_map="SOURCE_MAP-0.4.13.md", extra="lm-eval-0413",
                       task_config_module="lm_eval/config/task.py", fills_fewshot_config=True,
                       n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False),
 }
@@ -109,11 +110,22 @@ def installed_version() -> str | None:
         return None
 
 
+def install_words(version: str) -> str:
+    """How to install the release `version` into this environment."""
+    release = RELEASES.get(version)
+    return (f"pip install 'sst2-audit[{release.extra}]', or from a clone pip install -e '.[{release.extra}]'"
+            if release else f"pip install lm-eval=={version}")
+
+
 def require_installed(version: str, what: str) -> None:
     """The installed lm-eval must be the release `what` (a lock, a record) names: else a refusal naming both,
     exit 2, before any pinned file is hashed (a FAIL would say the evaluator was tampered with)."""
     here = installed_version()
-    if here is not None and here != version:
+    if here is None:
+        raise InputError(f"{what} names lm-eval {version}, but this environment holds no lm-eval: the evaluator "
+                         f"is the lock's choice, installed beside sst2-audit ({install_words(version)}; sst2-audit "
+                         f"supports {supported_words()}).")
+    if here != version:
         raise InputError(f"{what} names lm-eval {version}, but this environment holds lm-eval {here}; audit and run "
-                         f"with the release the lock pins (pip install lm-eval=={version}; sst2-audit supports "
+                         f"with the release the lock pins ({install_words(version)}; sst2-audit supports "
                          f"{supported_words()}).")
