@@ -134,6 +134,26 @@ def test_multi_token_candidate_matches_lm_eval_bit_for_bit(tokenizer, tiny_model
     assert list(mine.candidate_scores) == official
 
 
+def test_a_row_s_log_softmax_is_the_same_floats_when_only_the_scored_rows_are_normalised():
+    """The independent path normalises only the positions it scores (IndependentScorer._log_probs); lm-eval
+    normalises every position. Generated logits (SmolLM2's vocabulary width and odd ones, 1-700 positions, wide
+    and narrow value ranges, every slice shape the scorer asks for): every element equal, bit for bit."""
+    import random
+
+    import torch
+
+    rng = random.Random(21)
+    for case in range(60):
+        rows, width = rng.randint(1, 700 if case < 6 else 40), rng.choice([49152, 32000, 50257, 17, 4099])
+        generator = torch.Generator().manual_seed(case)
+        logits = torch.randn(rows, width, generator=generator) * rng.choice([0.01, 1.0, 30.0]) + rng.uniform(-50, 50)
+        whole = torch.log_softmax(logits, dim=-1)
+        first = rng.randrange(rows)
+        end = rng.randint(first + 1, min(rows, first + 12))
+        part = torch.log_softmax(logits[first:end], dim=-1)
+        assert torch.equal(part, whole[first:end]), (rows, width, first, end)
+
+
 def test_agreement_names_the_row_and_candidate_of_a_one_bit_difference():
     import math
 

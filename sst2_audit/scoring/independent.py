@@ -91,13 +91,17 @@ class IndependentScorer:
         self.max_length = max_length
         self.forward_calls = 0
 
-    def _log_probs(self, input_tokens: tuple):
+    def _log_probs(self, input_tokens: tuple, first: int, end: int):
+        """log_softmax of the logits at positions first..end-1 only: lm-eval normalises every position
+        (huggingface.py, SOURCE_MAP step 21), but each row's log_softmax depends on that row alone, so the rows
+        scored are the same floats (tests/test_scoring.py holds them equal) for less memory traffic beside
+        lm-eval's pass. The forward itself is the whole input, as lm-eval's."""
         import torch
 
         self.forward_calls += 1
         with torch.inference_mode():
             logits = self.model(torch.tensor([input_tokens], dtype=torch.long)).logits  # [1, L-1, V]
-            return torch.log_softmax(logits.float(), dim=-1)[0]
+            return torch.log_softmax(logits[0, first:end].float(), dim=-1)
 
     def score(self, idx: int, pairs: list) -> QuestionScores:
         import torch
@@ -108,10 +112,13 @@ class IndependentScorer:
             sharing.setdefault(pair.input_tokens, []).append(number)
         scores = [0.0] * len(pairs)
         for key, numbers in sharing.items():  # in first-use order; one [tokens, vocabulary] tensor alive at a time
-            log_probs = self._log_probs(key)
+            starts = {number: len(pairs[number].context_tokens) - 1 for number in numbers}
+            first = min(starts.values())
+            log_probs = self._log_probs(key, first, max(starts[n] + len(pairs[n].continuation_tokens)
+                                                        for n in numbers))
             for number in numbers:
                 pair = pairs[number]
-                start = len(pair.context_tokens) - 1
+                start = starts[number] - first
                 positions = torch.arange(start, start + len(pair.continuation_tokens))
                 targets = torch.tensor(pair.continuation_tokens, dtype=torch.long)
                 scores[number] = float(log_probs[positions, targets].sum())
