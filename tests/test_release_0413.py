@@ -301,3 +301,14 @@ def test_corpus_and_hook_metrics_run_audit_and_bundle_under_0413(profile, metric
     done = run_script("audit.py", "--lock", DEMOS_0413, "--bundle-file", tmp_path / "results" / "m413.tar.gz",
                       "--cache", cache, "--structural")
     assert done.returncode == 4 and "VERDICT: FAIL" not in done.stdout, done.stdout + done.stderr
+
+
+def test_the_task_listing_under_0413_applies_its_scope_and_it_refuses_no_installed_task():
+    """`run --list-tasks` under a 0.4.13 lock says what run and --pin would do: the release's scope applies to
+    the listing too. Of 0.4.13's installed multiple_choice tasks, those within the protocol use no fewshot_config
+    key beyond its sampler and no multi-file include, so the scope refuses none of them."""
+    from sst2_audit.task.support import list_installed
+
+    found = list_installed("*", "0.4.13")
+    assert len(found) == 8384 and sum(reason is None for _, _, reason in found) == 6146
+    assert [entry for entry in found if entry[2] and "scope" in entry[2]] == []

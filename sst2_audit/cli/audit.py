@@ -65,8 +65,9 @@ def main(argv) -> int:
     args = parser.parse_args(argv)
     _check_usage(parser, args)
 
-    args.lock = load_lock(args.lock)  # read once: every level, subtask and bundle uses these bytes
-    numeric_mode(args.lock)  # rescore runs in the reviewer's lock's numeric mode
+    # the reviewer's lock, read once: every level, subtask and bundle uses these bytes (args.lock stays the path)
+    args.reviewer_lock = load_lock(args.lock)
+    numeric_mode(args.reviewer_lock)  # rescore runs in the reviewer's lock's numeric mode
     experiment = _experiment(args)
     if experiment is not None:
         return experiment
@@ -112,13 +113,13 @@ def _open_run(path: Path, args, scratch: Path):
     if path.is_file():
         folder, checks = bundle.unpack_verified(path, scratch)
         try:
-            run = load_run(folder, args.lock, args.trust_bundle_lock)
+            run = load_run(folder, args.reviewer_lock, args.trust_bundle_lock)
         except AuditError as error:  # name the bundle the reviewer gave, not our scratch folder
             error.args = (str(error).replace(f"{folder}/", f"{path}: ").replace(str(folder), str(path)),)
             raise
         run.shown_as = str(path)
         return run, LevelResult("bundle SHA256SUMS and members", checks=checks)
-    return load_run(path, args.lock, args.trust_bundle_lock), None
+    return load_run(path, args.reviewer_lock, args.trust_bundle_lock), None
 
 
 def _compare(args, scratch: Path) -> int:
@@ -170,7 +171,7 @@ def _unpacked(args, scratch: Path, unpack, what: str) -> tuple:
     """(folder, its sums level) of a group or confirmation bundle (`what`) unpacked by `unpack` after its SHA256SUMS
     and members were checked; a refused bundle prints its verdict, then the reason follows on stderr."""
     try:
-        folder, checks = unpack(args.bundle_file, scratch, args.lock)
+        folder, checks = unpack(args.bundle_file, scratch, args.reviewer_lock)
     except CheckFailed:  # no record was read
         print(f"VERDICT: FAIL ({what} bundle SHA256SUMS and members): the bundle was refused before any record was "
               "read; exit 1")
@@ -214,7 +215,7 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     """Every subtask's run audited as any run (its cache: --cache/<profile>), then the group level; one verdict
     first and last over all of them. `folder` is the group folder or a verified group bundle unpacked."""
 
-    lock = args.lock
+    lock = args.reviewer_lock
     record = group_level.read_group(folder)
     group = group_level.check(folder, record, lock)
     if args.bundle:  # refused before the audit's work, not after it
@@ -255,7 +256,7 @@ def _group_runs(args, folder: Path, record, lock):
         run_folder = folder / member.task
         if [member.task, member.profile] in named and any(
                 (run_folder / name).is_file() for name in (records.RUN_FILE, records.FAILURE_FILE)):
-            yield member, load_run(run_folder, args.lock)
+            yield member, load_run(run_folder, args.reviewer_lock)
 
 
 def _audit_subtask(args, run, member):

@@ -98,7 +98,7 @@ def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -
     confirmation bundle unpacked (`shown` names the bundle, `sums` its level). --bundle packs it after a PASS."""
     shown = shown or folder
     record = formats.read_confirmation(folder / formats.CONFIRMATION_FILE)
-    chain, rule = check_chain(folder, record, args.lock)
+    chain, rule = check_chain(folder, record, args.reviewer_lock)
     profiles = list(rule.profiles) if rule is not None else []
     if args.bundle:  # refused before the audit's work, not after it
         confirmation_bundle.bundle_target(record, profiles, args.results)
@@ -106,7 +106,7 @@ def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -
     for profile in profiles:
         dev = folder / formats.DEV_FOLDER / profile
         if dev.is_dir():
-            runs[formats.DEV_FOLDER, profile] = load_run(dev, args.lock)
+            runs[formats.DEV_FOLDER, profile] = load_run(dev, args.reviewer_lock)
             result = run_levels(runs[formats.DEV_FOLDER, profile], cache_for(args.cache, profile),
                                 Policy(0, not args.arithmetic_only, args.accept_old_schema))
             for level in result.levels:
@@ -124,7 +124,7 @@ def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -
         run_folder = folder / formats.CONFIRM_FOLDER / member.profile
         if member.profile not in profiles or not run_folder.is_dir():
             continue  # the chain level names it; a folder the pre-registration does not name is never opened
-        run = runs[formats.CONFIRM_FOLDER, member.profile] = load_run(run_folder, args.lock)
+        run = runs[formats.CONFIRM_FOLDER, member.profile] = load_run(run_folder, args.reviewer_lock)
         outcome = members[member.profile] = run_levels(run, cache_for(args.cache, member.profile), policy)
         where = run_folder if shown == folder else \
             f"{shown} ({confirmation_bundle.run_member(formats.CONFIRM_FOLDER, member.profile)})"
@@ -180,15 +180,16 @@ def study_main(args) -> int:
 def audit_study(args, folder: Path, level_lines) -> int:
     """Every variant's run audited as any run, then the study level; one verdict first and last."""
     record = formats.read_versioned(folder / STUDY_FILE, StudyRecord)
-    study = study_level.check(folder, record, args.lock)
+    lock = args.reviewer_lock
+    study = study_level.check(folder, record, lock)
     rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed)
     sections, members = [], {}
     for variant in record.variants:
         run_folder = folder / variant.profile
-        if variant.profile not in args.lock.profiles or variant.run != variant.profile or not run_folder.is_dir():
+        if variant.profile not in lock.profiles or variant.run != variant.profile or not run_folder.is_dir():
             continue  # the study level names it; a folder the lock does not name is never opened
-        run = load_run(run_folder, args.lock)
+        run = load_run(run_folder, lock)
         outcome = members[variant.profile] = run_levels(run, cache_for(args.cache, variant.profile), policy)
         sections += [f"--- variant {variant.profile}: {outcome.verdict()}"]
         sections += level_lines(run_folder, run, outcome)[1:-1]

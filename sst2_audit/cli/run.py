@@ -171,8 +171,9 @@ def _group(args) -> int:
 def _list_tasks(args) -> int:
     """One aligned line a task: name, pinned / supported / refused, and its YAML or the reason."""
 
-    pinned = load_lock(args.lock).evaluator.tasks
-    found = list_installed(args.list_tasks)
+    lock = load_lock(args.lock)
+    pinned = lock.evaluator.tasks
+    found = list_installed(args.list_tasks, lock.evaluator.version)
     supported = [entry for entry in found if entry[2] is None]
     shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]
     tasks = "task matches" if len(found) == 1 else "tasks match"

@@ -81,18 +81,23 @@ def release_for(evaluator: dict, where: str) -> Release:
     return release
 
 
-def require_release_scope(version: str, where: str, *, task: str, fewshot_keys=(), includes: int = 0) -> None:
-    """A task feature the release is not supported for is refused naming it and the release's scope (exit 2)."""
-    release = release_of(version)
-    if not release.scope:
-        return
+def scope_reason(version: str, *, fewshot_keys=(), includes: int = 0) -> str | None:
+    """The task features the release is not supported for, in words, or None (a release without a scope: None)."""
+    if not release_of(version).scope:
+        return None
     beyond = ([f"fewshot_config {', '.join(sorted(set(fewshot_keys) - {'sampler'}))}"]
               if set(fewshot_keys) - {"sampler"} else []) + \
         ([f"a YAML including {includes} files at once (merged in another order)"] if includes > 1 else [])
+    return "; ".join(beyond) or None
+
+
+def require_release_scope(version: str, where: str, *, task: str, fewshot_keys=(), includes: int = 0) -> None:
+    """A task feature the release is not supported for is refused naming it and the release's scope (exit 2)."""
+    beyond = scope_reason(version, fewshot_keys=fewshot_keys, includes=includes)
     if beyond:
-        raise InputError(f"{where}: {task} has {'; '.join(beyond)}; under lm-eval {version} sst2-audit audits "
-                         f"{release.scope}. Use a lock of lm-eval {', '.join(v for v in SUPPORTED if v != version)} "
-                         "for it.")
+        raise InputError(f"{where}: {task} has {beyond}; under lm-eval {version} sst2-audit audits "
+                         f"{release_of(version).scope}. Use a lock of lm-eval "
+                         f"{', '.join(v for v in SUPPORTED if v != version)} for it.")
 
 
 def release_of(version: str) -> Release:

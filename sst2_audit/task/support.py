@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.formats.releases import scope_reason
 from sst2_audit.protocol.metrics import choice_count_needed, yaml_metrics
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.task.hooks import code_reason, find, Hook, HOOK_KEYS, RESULTS_KEY, source_sha256
@@ -171,10 +172,18 @@ def installed_configs(pattern: str = "*"):
             yield path, reading
 
 
-def list_installed(pattern: str = "*") -> list:
+def list_installed(pattern: str = "*", version: str | None = None) -> list:
     """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
-    whose name matches the glob `pattern`."""
+    whose name matches the glob `pattern`; `version`: the lock's lm-eval release, whose scope applies too."""
     root = installed_tasks_root()
-    return [(reading.config["task"], str(path.relative_to(root.parent.parent)),
-             unsupported_reason(reading.config, reading))
+    return [(reading.config["task"], str(path.relative_to(root.parent.parent)), _reason(reading, version))
             for path, reading in installed_configs(pattern) if reading.config.get("output_type") == "multiple_choice"]
+
+
+def _reason(reading, version: str | None) -> str | None:
+    reason = unsupported_reason(reading.config, reading)
+    if reason is None and version is not None:  # what run and --pin would refuse under the lock's release
+        beyond = scope_reason(version, fewshot_keys=list(reading.config.get("fewshot_config") or {}),
+                              includes=reading.widest_include)
+        reason = f"has {beyond}, outside lm-eval {version}'s scope" if beyond else None
+    return reason
