@@ -240,6 +240,20 @@ def prepare_run_audit(lock, profile: str, tmp_path, env: dict | None = None, bun
     return json.loads((tmp_path / "out" / "run.json").read_text())
 
 
+def prepare_and_run_group(lock, name: str, tmp_path, run_name: str) -> tuple:
+    """Group `name` of `lock` prepared into tmp_path/cache and run into tmp_path/out: (cache, out, its group.json,
+    each member's run.json in the group's order)."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", lock, "--group", name, "--cache", cache)
+    assert done.returncode == 0, done.stderr
+    done = run_script("run.py", "--lock", lock, "--group", name, "--cache", cache, "--out", out,
+                      "--private", tmp_path / "private", "--run-name", run_name)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((out / "group.json").read_text())
+    return cache, out, record, [json.loads((out / m["task"] / "run.json").read_text()) for m in record["members"]]
+
+
 def bundle_audited(tmp_path, cache, run_name: str, lock=None) -> str:
     """The run bundled, and the bundle's default audit (every row rescored) PASS: the bundle's card."""
     import tarfile

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from conftest import DEMOS, one_paragraph, run_script
+from conftest import DEMOS, one_paragraph, prepare_and_run_group, run_script
 from sst2_audit.formats.releases import release_of
 from sst2_audit.task import group
 from sst2_audit.util.errors import InputError
@@ -81,16 +81,9 @@ def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tmp_path):
     level PASS; a changed group number, a changed subtask record or card is named."""
     import shutil
 
-    cache, out = tmp_path / "cache", tmp_path / "out"
-    done = run_script("prepare.py", "--lock", DEMOS, "--group", "mmlu-demo", "--cache", cache)
-    assert done.returncode == 0, done.stderr
-    done = run_script("run.py", "--lock", DEMOS, "--group", "mmlu-demo", "--cache", cache, "--out", out,
-                      "--private", tmp_path / "private", "--run-name", "mmlu-group")
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((out / "group.json").read_text())
+    cache, out, record, runs = prepare_and_run_group(DEMOS, "mmlu-demo", tmp_path, "mmlu-group")
     assert [m["task"] for m in record["members"]] == ["mmlu_college_mathematics", "mmlu_elementary_mathematics",
                                                       "mmlu_high_school_computer_science"]
-    runs = [json.loads((out / m["task"] / "run.json").read_text()) for m in record["members"]]
     assert all(r["mode"] == "first-4" and len(r["questions"]) == 4 and r["max_abs_diff"] == 0.0 for r in runs)
     correct = sum(r["summaries"]["official"]["acc"]["correct"] for r in runs)
     assert record["official"] == record["independent"] and abs(record["official"]["acc"] - correct / 12) < 1e-15

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TEST_CACHE, _exclusive, one_paragraph, run_script
+from conftest import REPO, TEST_CACHE, _exclusive, one_paragraph, prepare_and_run_group, prepare_run_audit, \
+    run_script
 from sst2_audit.formats.releases import installed_version
 
 pytestmark = pytest.mark.skipif(installed_version() != "0.4.13",
@@ -254,15 +255,7 @@ def test_the_mmlu_group_runs_audits_and_bundles_under_0413(tmp_path):
     """The MMLU demo group (three 5-shot subjects, 4 rows each) under demos-lm-eval-0.4.13.lock.json: every
     subtask both paths bit for bit, the group's number lm-eval 0.4.13's aggregation and ours bit for bit, the
     audit and the bundle's audit PASS."""
-    cache, out = tmp_path / "cache", tmp_path / "out"
-    with _exclusive("store"):
-        done = run_script("prepare.py", "--lock", DEMOS_0413, "--group", "mmlu-demo", "--cache", cache)
-    assert done.returncode == 0, done.stderr
-    done = run_script("run.py", "--lock", DEMOS_0413, "--group", "mmlu-demo", "--cache", cache, "--out", out,
-                      "--private", tmp_path / "private", "--run-name", "g413")
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((out / "group.json").read_text())
-    runs = [json.loads((out / m["task"] / "run.json").read_text()) for m in record["members"]]
+    cache, out, record, runs = prepare_and_run_group(DEMOS_0413, "mmlu-demo", tmp_path, "g413")
     assert {r["evaluator"]["version"] for r in runs} == {"0.4.13"} and all(r["max_abs_diff"] == 0.0 for r in runs)
     correct = sum(r["summaries"]["official"]["acc"]["correct"] for r in runs)
     assert record["aggregate"] == [{"metric": "acc", "weight_by_size": True}]
@@ -282,25 +275,13 @@ def test_the_mmlu_group_runs_audits_and_bundles_under_0413(tmp_path):
 def test_corpus_and_hook_metrics_run_audit_and_bundle_under_0413(profile, metrics, tmp_path):
     """mcc and f1 (corpus metrics, their bootstrap stderr) and TruthfulQA's mc2 (its process_results hook, pinned
     shared code) under the 0.4.13 demos lock: both paths and lm-eval's reported numbers bit for bit, the default
-    audit PASS, the bundle's audit too."""
-    cache = tmp_path / "cache"
-    with _exclusive("store"):
-        done = run_script("prepare.py", "--lock", DEMOS_0413, "--profile", profile, "--cache", cache)
-    assert done.returncode == 0, done.stderr
-    done = run_script("run.py", "--lock", DEMOS_0413, "--profile", profile, "--cache", cache, "--smoke",
-                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "m413")
-    assert done.returncode == 0 and "candidate scores bit for bit" in done.stdout, done.stderr[-3000:]
-    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    audit PASS, the bundle's structural audit finds no problem (conftest.prepare_run_audit)."""
+    record = prepare_run_audit(DEMOS_0413, profile, tmp_path, bundle=True)
     assert record["metrics"] == metrics and record["evaluator"]["version"] == "0.4.13"
+    assert record["max_abs_diff"] == 0.0  # every candidate score bit for bit
     for metric in metrics:
         official, independent = (record["summaries"][path][metric] for path in ("official", "independent"))
         assert official == independent, (metric, official, independent)
-    done = run_script("audit.py", "--lock", DEMOS_0413, "--out", tmp_path / "out", "--cache", cache, "--bundle",
-                      "--results", tmp_path / "results")
-    assert done.returncode == 0 and done.stdout.startswith(PASS), done.stdout + done.stderr
-    done = run_script("audit.py", "--lock", DEMOS_0413, "--bundle-file", tmp_path / "results" / "m413.tar.gz",
-                      "--cache", cache, "--structural")
-    assert done.returncode == 4 and "VERDICT: FAIL" not in done.stdout, done.stdout + done.stderr
 
 
 def test_the_task_listing_under_0413_applies_its_scope_and_it_refuses_no_installed_task():

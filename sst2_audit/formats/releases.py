@@ -62,6 +62,11 @@ def supported_words() -> str:
     return ", ".join(f"lm-eval {version}" for version in SUPPORTED)
 
 
+def extras_words() -> str:
+    """The tool's extras that install each supported release (pyproject.toml)."""
+    return " or ".join(RELEASES[version].extra for version in SUPPORTED)
+
+
 def release_for(evaluator: dict, where: str) -> Release:
     """The release a lock's evaluator pins, refused unless it is supported and pinned by its published wheel."""
     version = evaluator.get("version")

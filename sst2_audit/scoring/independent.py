@@ -111,7 +111,7 @@ class IndependentScorer:
             check_length(pair, self.max_length, idx)  # never truncate, whoever calls
             sharing.setdefault(pair.input_tokens, []).append(number)
         scores = [0.0] * len(pairs)
-        for key, numbers in sharing.items():  # in first-use order; one [tokens, vocabulary] tensor alive at a time
+        for key, numbers in sharing.items():  # in first-use order; one [positions, vocabulary] tensor alive at a time
             starts = {number: len(pairs[number].context_tokens) - 1 for number in numbers}
             first = min(starts.values())
             log_probs = self._log_probs(key, first, max(starts[n] + len(pairs[n].continuation_tokens)

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from sst2_audit.formats.releases import require_installed, supported_words
+from sst2_audit.formats.releases import extras_words, require_installed, supported_words
 from sst2_audit.task.yaml_file import confined
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_file
@@ -15,7 +15,7 @@ def installed_root() -> Path:
     spec = importlib.util.find_spec("lm_eval")
     if spec is None or spec.origin is None:
         raise InputError(f"lm_eval is not installed; install the release the lock pins beside sst2-audit (the "
-                         f"extra lm-eval-0492 or lm-eval-0413; sst2-audit supports {supported_words()}).")
+                         f"extra {extras_words()}; sst2-audit supports {supported_words()}).")
     return Path(spec.origin).parent.parent
 
 
