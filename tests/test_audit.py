@@ -319,7 +319,7 @@ def test_unreadable_records_exit_2_naming_file_and_field(run_copy, capsys):
     (run_copy / "run.json").write_text(json.dumps(record))
     code, out = audit(capsys, "--out", run_copy, "--arithmetic-only")
     assert code == 2
-    assert f"{run_copy / 'run.json'}.questions[3]: fields missing ['prompt_hash'], unexpected []" in out
+    assert f"{run_copy / 'run.json'}.questions[3]: field(s) missing: prompt_hash (it holds " in out
     (run_copy / "run.json").write_text("{")
     code, out = audit(capsys, "--out", run_copy, "--arithmetic-only")
     assert code == 2 and f"{run_copy / 'run.json'}: not valid JSON" in out

@@ -63,7 +63,7 @@ def test_a_demo_profile_without_its_lock_names_the_shipped_lock_and_a_new_cache_
     ('{"schema": "sst2-audit/resources.lock", "schema": "other"}', "not acceptable JSON (duplicate key 'schema')"),
     (json.dumps(dict(json.loads(LOCK.read_text()), evaluator={
         k: v for k, v in json.loads(LOCK.read_text())["evaluator"].items() if k != "task"})),
-     "evaluator: field 'task' is missing (expected str)."),
+     "evaluator: field(s) missing: task (it holds package, version, commit, task, task_yaml, files, tasks, note, wheel)."),
 ])
 def test_unreadable_or_invalid_lock(tmp_path, content, message):
     lock = tmp_path / "lock.json"
@@ -81,7 +81,7 @@ def test_schema_invalid_lock_names_the_field(tmp_path):
     del raw["profiles"]["embedded"]["data"]["files"][1]["sha256"]
     lock = tmp_path / "lock.json"
     lock.write_text(json.dumps(raw))
-    with pytest.raises(InputError, match=r"profiles.embedded.data.files\[1\]: field 'sha256' is missing"):
+    with pytest.raises(InputError, match=r"profiles.embedded.data.files\[1\]: field\(s\) missing: sha256 \(it holds path, sha256, split"):
         load_lock(lock)
     raw = load_lock_json()
     raw["profiles"]["glue-sst2"]["model"]["revision"] = "main"
@@ -92,7 +92,7 @@ def test_schema_invalid_lock_names_the_field(tmp_path):
     raw["run_settings"]["threads"] = "2"
     del raw["run_settings"]["seed"]
     lock.write_text(json.dumps(raw))
-    with pytest.raises(InputError, match=r"run_settings.seed is missing"):
+    with pytest.raises(InputError, match=r"run_settings: field\(s\) missing: seed \(it holds dtype"):
         load_lock(lock)
 
 
@@ -112,10 +112,19 @@ def test_local_resource_without_sha256_is_refused(tmp_path):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda raw: raw["profiles"]["embedded"].update(demo="yes"), "profiles.embedded.demo: expected bool, got str 'yes'"),
-    (lambda raw: raw["profiles"]["embedded"].update(notice=7), "profiles.embedded.notice: expected str, got int 7"),
+    (lambda raw: raw["profiles"]["embedded"].update(notice=7), "profiles.embedded.notice: expected str, got int '7'"),
     (lambda raw: raw["profiles"]["embedded"].update(descripton="typo"),
-     "profiles.embedded: unknown key(s) 'descripton'; a profile holds model, data, task, demo, description, notice, "
-     "settings."),
+     "profiles.embedded: unexpected field(s): 'descripton' (it holds model, data, task, demo, description, notice, "
+     "settings)."),
+    (lambda raw: raw["evaluator"].update(comment="x"), "evaluator: unexpected field(s): 'comment'"),
+    (lambda raw: raw["split"].update(dev_rows=64.0), "split.dev_rows: expected int, got float '64.0'"),
+    (lambda raw: raw["run_settings"].update(threds=2), "run_settings: unexpected field(s): 'threds'"),
+    (lambda raw: raw["profiles"]["embedded"]["data"]["files"][0].update(size="12"),
+     "profiles.embedded.data.files[0].size: expected int, got str '12'"),
+    (lambda raw: raw["profiles"]["embedded"]["model"].update(revison="x"),
+     "profiles.embedded.model: unexpected field(s): 'revison'"),
+    (lambda raw: raw.setdefault("groups", {}).update(g={"group": "g", "yaml": "y", "profiles": ["embedded"], "rows": True}),
+     "groups.g.rows: expected int, got bool 'True'"),
     (lambda raw: raw.update(profile={}), "unknown top-level key(s) 'profile'; a lock holds schema, schema_version"),
 ])
 def test_a_lock_is_read_strictly_nothing_coerced_nothing_ignored(tmp_path, edit, message):
@@ -150,6 +159,53 @@ def test_generated_profile_keys_and_types_are_refused_or_read_exactly(tmp_path):
         with pytest.raises(InputError) as caught:
             load_lock(path)
         assert "profiles.embedded" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def _objects(value, path=()):
+    """Every object in a JSON value with its path (a lock's every level)."""
+    if isinstance(value, dict):
+        yield path, value
+        for key, item in value.items():
+            yield from _objects(item, path + (key,))
+    elif isinstance(value, list):
+        for number, item in enumerate(value):
+            yield from _objects(item, path + (number,))
+
+
+def test_generated_edits_anywhere_in_a_lock_are_refused_naming_the_place_or_read(tmp_path):
+    """Generated edits at every level of both shipped locks (a key added, a key removed, a value retyped):
+    the strict schema reader and the semantic checks refuse each with one InputError naming the lock (exit 2),
+    never another exception; an added key is never ignored."""
+    import random
+
+    rng = random.Random(302)
+    values = [None, 0, -1, 1.5, float("1e300"), "x", "", [], {}, True, ["a"], {"k": 1}]
+    for source in (LOCK, REPO / "demos.lock.json"):
+        shipped = json.loads(source.read_text())
+        for case in range(150):
+            raw = json.loads(json.dumps(shipped))
+            where, target = rng.choice(list(_objects(raw)))
+            edit = rng.choice(["add", "remove", "retype"])
+            key = rng.choice(sorted(target)) if target else "k"
+            if edit == "add":
+                key = f"unknown_{rng.randrange(10**6)}"
+                target[key] = rng.choice(values)
+            elif edit == "remove" and target:
+                del target[key]
+            else:
+                target[key] = rng.choice(values)
+            path = tmp_path / "lock.json"
+            path.write_text(json.dumps(raw))
+            try:
+                load_lock(path)
+            except InputError as error:
+                assert str(path) in str(error) and "\n" not in str(error), (where, edit, key, str(error))
+                continue
+            # read: never an unknown key somewhere (the names under evaluator.files, .tasks, profiles, models,
+            # groups, numeric_mode and converted_from are the lock's own names, so a new one there is an entry)
+            named_maps = {"files", "tasks", "profiles", "models", "groups", "numeric_mode", "converted_from",
+                          "settings"}
+            assert edit != "add" or (where and where[-1] in named_maps), (where, edit, key)
 
 
 # --- lm-eval releases (formats/releases.py, issue 32): the lock pins one, by its published wheel ---

@@ -486,7 +486,7 @@ def test_malformed_lock_models_and_profile_settings_exit_2(tmp_path):
     from conftest import load_lock_json
 
     for change, message in (
-            (lambda raw: raw.update(models=[1]), "models must map names to model resources"),
+            (lambda raw: raw.update(models=[1]), "models: expected dict, got list '[1]'."),
             (lambda raw: raw["profiles"]["embedded"].update(model="nowhere"),
              "profiles.embedded.model: 'nowhere' is not one of the lock's models (none)."),
             (lambda raw: raw["profiles"]["embedded"].update(settings={"attention": "flash"}),

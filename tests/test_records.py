@@ -43,7 +43,7 @@ def test_reader_names_missing_and_unexpected_fields(tmp_path):
     del raw["mismatches"][0]["fields"]
     raw["mismatches"][0]["extra"] = 1
     path.write_text(json.dumps(raw))
-    with pytest.raises(InputError, match=r"failure.json.mismatches\[0\]: fields missing \['fields'\], unexpected \['extra'\]"):
+    with pytest.raises(InputError, match=r"failure.json.mismatches\[0\]: field\(s\) missing: fields; unexpected field\(s\): 'extra' \(it holds "):
         records.read(path, records.FailureRecord)
     raw["kind"] = "sst2-audit/run"
     path.write_text(json.dumps(raw))

@@ -39,24 +39,3 @@ def safe_relative(path, where: str) -> str:
         raise InputError(f"{where}: expected a relative POSIX path inside the lm_eval package (lm_eval/..., no "
                          f"'..', '.', empty, absolute, drive, backslash or URL part), got {str(path)[:120]!r}.")
     return path
-
-
-LOCK_KEYS = ("schema", "schema_version", "evaluator", "split", "run_settings", "profiles", "models", "groups")
-
-
-PROFILE_KEYS = {"model": None, "data": None, "task": None, "demo": bool, "description": str, "notice": str,
-                "settings": None}  # None: checked by its own reader
-
-
-def strict_profile(body, here: str) -> None:
-    """A profile is an object of known keys with the types they need: nothing is coerced, nothing ignored."""
-    if not isinstance(body, dict):
-        raise InputError(f"{here}: expected an object, got {type(body).__name__}.")
-    unknown = sorted(set(body) - set(PROFILE_KEYS))
-    if unknown:
-        raise InputError(f"{here}: unknown key(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; a profile holds "
-                         f"{', '.join(PROFILE_KEYS)}.")
-    for key, kind in PROFILE_KEYS.items():
-        if kind is not None and key in body and type(body[key]) is not kind:
-            raise InputError(f"{here}.{key}: expected {kind.__name__}, got {type(body[key]).__name__} "
-                             f"{repr(body[key])[:40]}.")

@@ -7,11 +7,14 @@ objects; every later step takes its pins from here and nowhere else.
 import dataclasses
 import hashlib
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.formats import strict_json
-from sst2_audit.formats.fields import columns_of, LOCK_KEYS, safe_relative, strict_profile
+from sst2_audit.formats.schema import typed
+from sst2_audit.formats.fields import columns_of, safe_relative
+from sst2_audit.formats.lock_document import LockDocument, ResourceEntry
 from sst2_audit.formats.releases import release_for
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
@@ -25,10 +28,6 @@ LOCK_SCHEMA = "sst2-audit/resources.lock"
 # task; 2: run_settings.numeric_mode (older ones upgraded on read)
 LOCK_SCHEMA_VERSION = 4
 SOURCES = ("hub", "wheel", "demo", "local")
-RUN_SETTING_KEYS = (
-    "dtype", "device", "threads", "attention", "seed", "max_length",
-    "batch_size", "num_fewshot", "numeric_mode",
-)
 EVALUATOR_FIELDS = ("package", "version", "commit", "task", "task_yaml", "files", "tasks")
 SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -142,56 +141,41 @@ class GroupPin:
 
 def _groups(raw: dict, profiles: dict, evaluator: dict, dev_rows: int, where: str) -> dict:
     found = {}
-    for name, entry in (raw.get("groups") or {}).items():
+    for name, entry in raw.get("groups", {}).items():
         here = f"{where}: groups.{name}"
-        group, yaml = _need(entry, "group", str, here), _need(entry, "yaml", str, here)
-        rows = _need(entry, "rows", int, here)
-        members = _need(entry, "profiles", list, here)
-        unknown = [m for m in members if not isinstance(m, str) or m not in profiles]
+        members = entry["profiles"]
+        unknown = [m for m in members if m not in profiles]
         if not members or unknown or len(set(members)) != len(members):
             raise InputError(f"{here}.profiles: expected distinct profiles of this lock, got {members!r}.")
         tasks = [profiles[m].task for m in members]
         if len(set(tasks)) != len(tasks):
             raise InputError(f"{here}.profiles: two profiles run the same task ({tasks}); a group runs each subtask "
                              "once.")
-        if yaml not in evaluator["files"]:
-            raise InputError(f"{here}.yaml: {yaml} is not pinned in evaluator.files.")
-        if not 2 <= rows <= dev_rows:  # one row has no stderr (lm-eval: "N/A"), so no group stderr
-            raise InputError(f"{here}.rows: expected 2..{dev_rows} dev rows per subtask, got {rows}.")
+        if entry["yaml"] not in evaluator["files"]:
+            raise InputError(f"{here}.yaml: {entry['yaml']} is not pinned in evaluator.files.")
+        if not 2 <= entry["rows"] <= dev_rows:  # one row has no stderr (lm-eval: "N/A"), so no group stderr
+            raise InputError(f"{here}.rows: expected 2..{dev_rows} dev rows per subtask, got {entry['rows']}.")
         notice = entry.get("notice")
-        if notice is not None and not (isinstance(notice, str) and notice.strip()):
+        if notice is not None and not notice.strip():
             raise InputError(f"{here}.notice: expected text, got {notice!r}.")
-        found[name] = GroupPin(name, group, yaml, tuple(members), rows, notice)
+        found[name] = GroupPin(name, entry["group"], entry["yaml"], tuple(members), entry["rows"], notice)
     return found
-
-
-def _need(mapping, key, kind, where):
-    if not isinstance(mapping, dict) or key not in mapping:
-        raise InputError(f"{where}: field {key!r} is missing (expected {kind.__name__}).")
-    value = mapping[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise InputError(
-            f"{where}: field {key!r} must be {kind.__name__}, got {type(value).__name__} {value!r}."
-        )
-    return value
 
 
 def _files(raw, kind, where):
     files = []
-    for number, entry in enumerate(_need(raw, "files", list, where)):
+    for number, entry in enumerate(raw["files"]):
         here = f"{where}.files[{number}]"
-        path = _need(entry, "path", str, here)
+        path = entry["path"]
         parts = path.split("/")
         if not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
             raise InputError(f"{here}.path: expected a relative, normalized path inside the resource "
                              f"(no leading '/', no '.', '..' or empty parts), got {path!r}.")
-        if "sha256" not in entry:
-            raise InputError(f"{here}: field 'sha256' is missing (use null where it is not known yet).")
         split = entry.get("split")
         if kind == "data" and not (isinstance(split, str) and SPLIT_NAME.match(split)):
             raise InputError(f"{here}: data files need a split name (lower-case letters, digits, '_'), got {split!r}.")
         rows = entry.get("rows")
-        if rows is not None and (not isinstance(rows, int) or rows < 1):
+        if rows is not None and rows < 1:
             raise InputError(f"{here}: rows must be a positive integer, got {rows!r}.")
         files.append(LockedFile(path, sha256_value(entry["sha256"], here), split, rows, entry.get("size")))
     if kind == "data" and len({f.split for f in files}) != len(files):
@@ -200,7 +184,7 @@ def _files(raw, kind, where):
 
 
 def _resource(raw, kind, where):
-    source = _need(raw, "source", str, where)
+    source = raw["source"]
     if source not in SOURCES:
         raise InputError(f"{where}: source must be one of {SOURCES}, got {source!r}.")
     options = {k: v for k, v in raw.items() if k not in ("source", "files")}
@@ -211,12 +195,11 @@ def _resource(raw, kind, where):
             raise InputError(f"{where}: a {source} resource needs field {key!r}.")
     if source == "hub":
         revision = options["revision"]
-        if not (isinstance(revision, str) and len(revision) == 40):
+        if len(revision) != 40:
             raise InputError(f"{where}.revision: expected a full 40-digit commit id, got {revision!r}.")
-    if source == "wheel":
-        for key in ("wheel", "member"):
-            _need(options[key], "name" if key == "wheel" else "path", str, f"{where}.{key}")
-            sha256_value(_need(options[key], "sha256", str, f"{where}.{key}"), f"{where}.{key}")
+    for key in ("wheel", "member"):
+        if key in options:
+            sha256_value(options[key]["sha256"], f"{where}.{key}")
     files = _files(raw, kind, where)
     if source == "local" and not all(f.sha256 for f in files):
         raise InputError(f"{where}: every file of a local resource needs its sha256.")
@@ -237,14 +220,18 @@ def numeric_mode_change(mine: "Lock", theirs: "Lock") -> tuple | None:
 
 
 def _model_of(body: dict, models: dict, here: str) -> tuple:
-    """(the model resource's raw entry, where it is written): inline, or a name in the lock's models."""
-    model = body.get("model")
+    """(the model resource's entry, where it is written): inline, or a name in the lock's models."""
+    model = body["model"]
     if isinstance(model, str):
         if model not in models:
             raise InputError(f"{here}.model: {model!r} is not one of the lock's models "
                              f"({', '.join(sorted(models)) or 'none'}).")
         return models[model], f"models.{model}"
-    return _need(body, "model", dict, here), f"{here}.model"
+    if not isinstance(model, dict):
+        raise InputError(f"{here}.model: expected a model resource or the name of one of the lock's models, got "
+                         f"{type(model).__name__} {str(model)[:60]!r}.")
+    typed(ResourceEntry, model, f"{here}.model")
+    return model, f"{here}.model"
 
 
 def _upgrade_from_1(raw: dict) -> dict:
@@ -274,63 +261,49 @@ def _upgrade_from_3(raw: dict) -> dict:
 IMPLIED_COLUMNS = {"sst2": [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]}
 
 
-def _data_body(body: dict, task: str, here: str) -> dict:
-    data = _need(body, "data", dict, here)
+def _data_body(data: dict, task: str) -> dict:
     return dict(data, columns=IMPLIED_COLUMNS[task]) if "columns" not in data and task in IMPLIED_COLUMNS else data
 
 
 UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
 
 
-def _evaluator(raw: dict, where: str) -> dict:
-    evaluator = _need(raw, "evaluator", dict, where)
-    for key in ("package", "version", "commit", "task", "task_yaml"):
-        _need(evaluator, key, str, f"{where}: evaluator")
+def _evaluator(evaluator: dict, where: str) -> dict:
     release_for(evaluator, where)  # one supported release, by its published wheel
 
     # A lock can come from someone else: every evaluator path must name a file inside the installed lm_eval
     # package (the files hashed and parsed are the reviewer's own install, never a path the lock chose).
-    for name, digest_value in _need(evaluator, "files", dict, f"{where}: evaluator").items():
+    for name, digest_value in evaluator["files"].items():
         safe_relative(name, f"{where}: evaluator.files key")
-        if digest_value is None:
-            raise InputError(f"{where}: evaluator.files[{name}]: a pinned evaluator file needs its sha256.")
         sha256_value(digest_value, f"{where}: evaluator.files[{name}]")
     safe_relative(evaluator["task_yaml"], f"{where}: evaluator.task_yaml")
-    tasks = _need(evaluator, "tasks", dict, f"{where}: evaluator")
+    tasks = evaluator["tasks"]
     if evaluator["task"] not in tasks or tasks[evaluator["task"]] != evaluator["task_yaml"]:
         raise InputError(f"{where}: evaluator.tasks must map the default task {evaluator['task']!r} to "
                          f"{evaluator['task_yaml']!r}, got {tasks.get(evaluator['task'])!r}.")
     for name, yaml_path in tasks.items():
-        if not isinstance(yaml_path, str) or yaml_path not in evaluator["files"]:
+        if yaml_path not in evaluator["files"]:
             raise InputError(f"{where}: evaluator.tasks.{name}: its YAML {yaml_path!r} must be pinned in "
                              "evaluator.files.")
     return evaluator
 
 
 def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
-    tasks = evaluator["tasks"]
-    models = raw.get("models", {})
-    if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
-        raise InputError(f"{where}: models must map names to model resources, got {str(models)[:80]!r}.")
-    profiles = {}
-
-    for name, body in _need(raw, "profiles", dict, where).items():
+    tasks, models, profiles = evaluator["tasks"], raw.get("models", {}), {}
+    for name, body in raw["profiles"].items():
         here = f"{where}: profiles.{name}"
         if not RUN_NAME.match(name):  # it names cache folders and lines of output
             raise InputError(f"{where}: profile name {name[:80]!r}: expected 1-100 letters, digits, '.', '_' or '-', "
                              "starting with a letter or digit.")
-        strict_profile(body, here)
         model_body, model_where = _model_of(body, models, here)
         task = body.get("task", evaluator["task"])
-        if not isinstance(task, str):
-            raise InputError(f"{here}.task: expected a task name, got {type(task).__name__} {str(task)[:40]!r}.")
         profiles[name] = Profile(
             name=name,
             demo=body.get("demo", False),
             description=body.get("description", ""),
             model=_resource(model_body, "model", model_where),
-            data=_resource(_data_body(body, task, here), "data", f"{here}.data"),
-            pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body.get("model") != model_body
+            data=_resource(_data_body(body["data"], task), "data", f"{here}.data"),
+            pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body["model"] != model_body
                                                     else body)),  # a named model's pins bind the cache too
             task=task,
             notice=body.get("notice"),
@@ -341,6 +314,21 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
         if profiles[name].task not in tasks:
             raise InputError(f"{here}.task: {profiles[name].task!r} is not one of evaluator.tasks {sorted(tasks)}.")
     return profiles
+
+
+def _document(raw: dict, where: str) -> dict:
+    """The lock's shape, checked by the one strict schema reader: each top-level entry as `where: key`."""
+    hints = typing.get_type_hints(LockDocument)
+    missing = sorted(LockDocument.__required_keys__ - set(raw))
+    unknown = sorted(set(raw) - set(hints))
+    if unknown:
+        raise InputError(f"{where}: unknown top-level key(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; a lock "
+                         f"holds {', '.join(hints)}.")
+    if missing:
+        raise InputError(f"{where}: top-level field(s) {', '.join(missing)} missing.")
+    for key, value in raw.items():  # checked, not rebuilt: the lock keeps its own key order when written back
+        typed(hints[key], value, f"{where}: {key}")
+    return raw
 
 
 def parse_lock(raw, path: Path, digest: str) -> Lock:
@@ -356,24 +344,12 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
             f"{where}: expected schema {LOCK_SCHEMA!r} version {LOCK_SCHEMA_VERSION}, "
             f"got {raw.get('schema')!r} version {raw.get('schema_version')!r}."
         )
-    unknown = sorted(set(raw) - set(LOCK_KEYS))
-    if unknown:
-        raise InputError(f"{where}: unknown top-level key(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; a lock "
-                         f"holds {', '.join(LOCK_KEYS)}.")
-    evaluator = _evaluator(raw, where)
-    split = _need(raw, "split", dict, where)
-    for key, kind in (("salt", str), ("rule", str), ("dev_rows", int), ("confirm_rows", int)):
-        _need(split, key, kind, f"{where}: split")
-    settings = _need(raw, "run_settings", dict, where)
-    for key in RUN_SETTING_KEYS:
-        if key not in settings:
-            raise InputError(f"{where}: run_settings.{key} is missing.")
+    raw = _document(raw, where)
+    evaluator, split, settings = _evaluator(raw["evaluator"], where), raw["split"], raw["run_settings"]
     check_numbers(split, settings, where)
     profiles = _profiles(raw, evaluator, where)
     if not profiles:
         raise InputError(f"{where}: no profiles defined.")
-    if not isinstance(raw.get("groups", {}), dict):
-        raise InputError(f"{where}: groups must be an object (name -> group), got {str(raw.get('groups'))[:40]!r}.")
     return Lock(Path(path), digest, raw, Evaluator(**{k: evaluator[k] for k in EVALUATOR_FIELDS}),
                 SplitRule(**{k: split[k] for k in ("salt", "rule", "dev_rows", "confirm_rows")}), settings, profiles,
                 written, _groups(raw, profiles, evaluator, split["dev_rows"], where))

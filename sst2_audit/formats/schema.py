@@ -1,4 +1,4 @@
-"""The one strict reader of typed JSON: records, manifests and lm-eval's output go through it.
+"""The one strict reader of typed JSON: the lock, records, manifests and lm-eval's output go through it.
 
 A value is checked against a type hint exactly as JSON gives it: exact types (1 is not 1.0, true is
 not 1), finite floats, objects with exactly their fields (missing and unexpected ones named together),
@@ -78,13 +78,20 @@ def typed(hint, value, where):
     return value
 
 
+def _fields_error(where: str, missing, extra, known) -> InputError:
+    """One message naming every missing and every unexpected field at once, and what the object holds."""
+    said = ([f"field(s) missing: {', '.join(missing)}"] if missing else []) + \
+        ([f"unexpected field(s): {', '.join(repr(name[:40]) for name in extra[:5])}"] if extra else [])
+    return InputError(f"{where}: {'; '.join(said)} (it holds {', '.join(known)}).")
+
+
 def _object(schema: dict, value, where: str, required) -> dict:
     """A TypedDict's object: its required keys present (a NotRequired key may be absent), nothing else."""
     if type(value) is not dict:
         raise InputError(f"{where}: expected an object, got {type(value).__name__}.")
     missing, extra = sorted(set(required) - set(value)), sorted(set(value) - set(schema))
     if missing or extra:
-        raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
+        raise _fields_error(where, missing, extra, schema)
     return {key: typed(hint, value[key], f"{where}.{key}") for key, hint in schema.items() if key in value}
 
 
@@ -100,6 +107,6 @@ def convert(kind, value, where):
                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     extra = sorted(set(value) - {f.name for f in fields})
     if missing or extra:
-        raise InputError(f"{where}: fields missing {missing}, unexpected {extra}.")
+        raise _fields_error(where, missing, extra, [f.name for f in fields])
     built = {name: typed(hints[name], item, f"{where}.{name}") for name, item in value.items()}
     return kind(**built)
