@@ -15,7 +15,6 @@ import tarfile
 from conftest import REPO, run_script
 from sst2_audit.cli import audit_main
 from sst2_audit.formats import manifest
-from sst2_audit.scoring import model
 from sst2_audit.protocol.drift import DRIFT_BOUND
 from sst2_audit.protocol.numeric import numeric_key
 
@@ -40,7 +39,9 @@ def _counting(monkeypatch) -> dict:
     tokenizer's load."""
     counts = {"lock reads": 0, "hashed": collections.Counter(), "tokenizer loads": 0}
     lock, read_bytes = (REPO / "resources.lock.json").resolve(), pathlib.Path.read_bytes
-    hash_file, load_tokenizer = manifest.sha256_file, model._load_tokenizer
+    from transformers import PreTrainedTokenizerBase
+
+    hash_file, from_pretrained = manifest.sha256_file, PreTrainedTokenizerBase.from_pretrained.__func__
 
     def counted_read(path):
         counts["lock reads"] += pathlib.Path(path).resolve() == lock
@@ -50,13 +51,13 @@ def _counting(monkeypatch) -> dict:
         counts["hashed"][pathlib.Path(path).name] += 1
         return hash_file(path)
 
-    def counted_tokenizer(folder):
+    def counted_tokenizer(cls, *args, **kwargs):  # every tokenizer load, whichever module calls it
         counts["tokenizer loads"] += 1
-        return load_tokenizer(folder)
+        return from_pretrained(cls, *args, **kwargs)
 
     monkeypatch.setattr(pathlib.Path, "read_bytes", counted_read)
     monkeypatch.setattr(manifest, "sha256_file", counted_hash)
-    monkeypatch.setattr(model, "_load_tokenizer", counted_tokenizer)
+    monkeypatch.setattr(PreTrainedTokenizerBase, "from_pretrained", classmethod(counted_tokenizer))
     return counts
 
 

@@ -186,3 +186,32 @@ def test_task_config_may_differ_only_in_data_loading_fields(sst2):
         config_differences(spec, dict(effective, target_delimiter=""), 0)
     with pytest.raises(CheckFailed, match="the effective sst2 task config has num_fewshot 5; the lock pins 0"):
         config_differences(spec, dict(effective, num_fewshot=5), 0)
+
+
+def test_after_the_main_thread_s_imports_the_model_load_imports_nothing(embedded_cache):
+    """No import lock (scoring/model.py): the audit loads the tokenizer and imports the model's code in the main
+    thread (audit/inputs.py), so the rescore thread's model load imports no module beside the main thread's
+    work (two threads importing transformers' lazy modules at once shipped as an exit 3 once). Checked in a
+    fresh process, and that without those steps the load would have imported the modeling code."""
+    import subprocess
+    import sys
+
+    program = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from sst2_audit.scoring.model import import_model_code, load, load_tokenizer\n"
+        "folder = Path(sys.argv[1]) / 'model'\n"
+        "tokenizer = load_tokenizer(folder)\n"
+        "if sys.argv[2] == 'prepared':\n"
+        "    import_model_code(folder)\n"
+        "before = set(sys.modules)\n"
+        "load(folder, {'dtype': 'float32', 'attention': 'eager'}, tokenizer)\n"
+        "print(sorted(m for m in set(sys.modules) - before if m.startswith('transformers')))\n"
+    )
+    found = {}
+    for how in ("prepared", "cold"):
+        done = subprocess.run([sys.executable, "-c", program, str(embedded_cache), how], capture_output=True,
+                              text=True, check=True)
+        found[how] = done.stdout.strip().splitlines()[-1]
+    assert found["prepared"] == "[]"
+    assert "transformers.models.llama.modeling_llama" in found["cold"]

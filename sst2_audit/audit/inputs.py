@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.audit.loading import RunFolder
-from sst2_audit.scoring.model import load_tokenizer
+from sst2_audit.scoring.model import import_model_code, load_tokenizer
 from sst2_audit.task.rows import shot_plan, SplitRows, verified_rows
 from sst2_audit.task.split import rows_of
 from sst2_audit.util import warm
@@ -45,4 +45,5 @@ def build(run: RunFolder, cache) -> Inputs | None:
         return inputs
     warm.wait("transformers")
     inputs.tokenizer = load_tokenizer(Path(cache) / "model")
+    import_model_code(Path(cache) / "model")  # here, in the main thread: the rescore thread's load imports nothing
     return inputs

@@ -115,8 +115,8 @@ class Prefetch(threading.Thread):
         self.rescoring = Rescoring(secrets.randbelow(2 ** 32) if seed is None else seed)
 
     def run(self):
-        warm.wait("transformers")  # one import of transformers at a time
-        try:
+        try:  # every import it needs was made in the main thread (inputs.build): no import lock
+
             _score(self.run_folder, self.context, self.rescoring, self.stop)
         except BaseException as error:  # noqa: BLE001 - handed to check()
             self.rescoring.error = error

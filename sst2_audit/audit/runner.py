@@ -10,13 +10,16 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 """
 
 import dataclasses
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 from sst2_audit.audit import arithmetic, claims, identity_level, inputs, rescore
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import Outcome
 from sst2_audit.pages import plots
 from sst2_audit.protocol.numeric import mode_words
+from sst2_audit.scoring.model import import_model_code
 from sst2_audit.util import warm
 from sst2_audit.util.errors import CheckFailed
 
@@ -119,7 +122,9 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
             # The record levels that need no model have passed: only now is anything loaded (a hostile bundle
             # that fails them costs no model, tokenizer or transformers import). The rescore's record-free
             # work (the reviewer's own rows through the model) runs beside the identity level.
-            warm.start("transformers")
+            # transformers and the model's code import in the background while the cache is hashed; the
+            # tokenizer and this import finish in the main thread (inputs.build) before the rescore thread starts
+            warm.start("transformers", functools.partial(import_model_code, Path(context.cache) / "model"))
             context = dataclasses.replace(context, inputs=inputs.build(run, context.cache))
             if policy.rescore:
                 prefetch = rescore.start(run, context)

@@ -1,16 +1,15 @@
 """Loading the verified model snapshot with the pinned settings (callers hash it first)."""
 
 import json
-import threading
 from pathlib import Path
 
 from sst2_audit.util.errors import InputError
 
-# transformers' lazy modules import a submodule on first attribute access; two threads doing that at once
-# can see a half-initialised module (seen in the audit, the rescore thread loading the model while the
-# identity level loaded the tokenizer: "cannot import name 'GGUF_CONFIG_MAPPING' from
-# 'transformers.integrations'"). Every load in this process goes through this lock.
-_LOADING = threading.RLock()
+# transformers' lazy modules import a submodule on first attribute access; two threads importing at once can
+# meet a half-initialised module (it shipped once: "cannot import name 'GGUF_CONFIG_MAPPING' from
+# 'transformers.integrations'", the rescore thread loading the model while the identity level loaded the
+# tokenizer). So no lock: every import a load needs happens in the main thread first (load_tokenizer, then
+# import_model_code, audit/inputs.py), and a later load() in another thread imports nothing (a test holds it).
 
 
 def load_tokenizer(model_dir: Path):
@@ -18,13 +17,7 @@ def load_tokenizer(model_dir: Path):
     variant first), imported directly: AutoTokenizer's module pulls in transformers' model registry and
     generation code (scikit-learn among it, about 2 s) that a tokenizer does not need. A config that
     names no class goes through AutoTokenizer."""
-    with _LOADING:
-        return _load_tokenizer(model_dir)
-
-
-def _load_tokenizer(model_dir: Path):
     import transformers
-
 
     where = Path(model_dir) / "tokenizer_config.json"
     try:
@@ -49,17 +42,36 @@ def _load_tokenizer(model_dir: Path):
     return klass.from_pretrained(str(model_dir), local_files_only=True)
 
 
+def import_model_code(model_dir: Path) -> None:
+    """Import what loading this model imports (AutoModelForCausalLM, the class config.json's `architectures`
+    names, when transformers has it), so the load itself imports nothing and may run in another thread."""
+    import transformers
+    from transformers import AutoModelForCausalLM  # noqa: F401 - the import is the work
+
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # the load names the problem
+    names = config.get("architectures") if isinstance(config, dict) else None
+    for name in names if isinstance(names, list) else []:
+        if isinstance(name, str) and name.isidentifier():
+            try:
+                getattr(transformers, name, None)  # the lazy module imports the class's module
+            except Exception:  # noqa: BLE001 - a class that cannot be imported: the load names the problem
+                pass
+
+
 def load(model_dir: Path, settings: dict, tokenizer=None) -> tuple:
     """(model, tokenizer): local files only, safetensors only, the lock's dtype and attention; a tokenizer
     already loaded from model_dir (the run's pre-flight) is handed on, not loaded again."""
     import torch
 
-    with _LOADING:
-        from transformers import AutoModelForCausalLM
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_dir)
+    import_model_code(model_dir)
+    from transformers import AutoModelForCausalLM
 
-        tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(
-            str(model_dir), dtype=getattr(torch, settings["dtype"]), attn_implementation=settings["attention"],
-            local_files_only=True, use_safetensors=True,
-        ).eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        str(model_dir), dtype=getattr(torch, settings["dtype"]), attn_implementation=settings["attention"],
+        local_files_only=True, use_safetensors=True,
+    ).eval()
     return model, tokenizer
