@@ -98,7 +98,7 @@ def test_output_piped_into_a_reader_that_stops_is_not_called_our_bug():
 
 
 def test_a_data_resource_without_columns_is_refused_before_any_model_file(tmp_path):
-    """Only an sst2 profile's data may leave its columns out (lock.IMPLIED_COLUMNS): another task's is
+    """Only an sst2 profile's data may leave its columns out (lock.IMPLIED): another task's is
     refused when it is prepared, naming the field, and no cache is left."""
     import json
     import shutil

@@ -122,8 +122,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
             # The record levels that need no model have passed: only now is anything loaded (a hostile bundle
             # that fails them costs no model, tokenizer or transformers import). The rescore's record-free
             # work (the reviewer's own rows through the model) runs beside the identity level.
-            # transformers and the model's code import in the background while the cache is hashed; the
-            # tokenizer and this import finish in the main thread (inputs.build) before the rescore thread starts
+            # transformers and the model's code import while the cache is hashed, awaited by inputs.build
             warm.start("transformers", functools.partial(import_model_code, Path(context.cache) / "model"))
             context = dataclasses.replace(context, inputs=inputs.build(run, context.cache))
             if policy.rescore:

@@ -61,7 +61,7 @@ class Profile:
     data: Resource
     pins_sha256: str
     task: str  # the lm-eval task this profile's data is for (the lock's default task when not stated)
-    notice: str | None = None  # a demo profile's own notice (protocol.DEMO_NOTICE when not stated)
+    notice: str | None = None  # a demo profile's notice (an sst2 demo profile's when not stated: IMPLIED)
     settings: dict = field(default_factory=dict)  # run settings this profile's model needs (PROFILE_SETTINGS)
 
     @property
@@ -255,14 +255,23 @@ def _upgrade_from_3(raw: dict) -> dict:
     return dict(raw, schema_version=4)
 
 
-# The lock's one task-specific rule: a profile of task sst2 whose data states no columns has SST-2's
-# (the only task of lock versions 1-2, and how the shipped lock's SST-2 profiles are written). Every
-# other task's data states its columns.
-IMPLIED_COLUMNS = {"sst2": [["sentence", "string"], ["label", "int64"], ["idx", "int32"]]}
+# The reference task's rules, the only task-specific ones in the tool, and data of the lock format: what a
+# profile of task sst2 may leave unstated (sst2 was the only task of lock versions 1-2, and the shipped locks'
+# SST-2 profiles are written so; their bytes are pinned by every record made with them). Its data's columns,
+# and a demo profile's notice. Every other task's profile states its columns; a demo profile of another task
+# without a notice gets protocol.rules.notice_for's words, the same for every task.
+IMPLIED = {"sst2": {"columns": [["sentence", "string"], ["label", "int64"], ["idx", "int32"]],
+                    "notice": "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; "
+                              "not a GLUE SST-2 measurement."}}
 
 
 def _data_body(data: dict, task: str) -> dict:
-    return dict(data, columns=IMPLIED_COLUMNS[task]) if "columns" not in data and task in IMPLIED_COLUMNS else data
+    implied = IMPLIED.get(task, {}).get("columns")
+    return dict(data, columns=implied) if "columns" not in data and implied else data
+
+
+def _notice(body: dict, task: str) -> str | None:
+    return body.get("notice") or (IMPLIED.get(task, {}).get("notice") if body.get("demo") else None)
 
 
 UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
@@ -306,7 +315,7 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
             pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body["model"] != model_body
                                                     else body)),  # a named model's pins bind the cache too
             task=task,
-            notice=body.get("notice"),
+            notice=_notice(body, task),
             settings=profile_settings(body.get("settings", {}), f"{here}.settings"),
         )
         if profiles[name].data.get("columns") is not None:  # validated here; missing ones refused where used

@@ -14,15 +14,13 @@ from sst2_audit.util.hashing import sha256_text
 # Fixed choices of the protocol, recorded with the lock's run settings in every run.json.
 PROTOCOL_SETTINGS = {"apply_chat_template": False, "system_instruction": None,
                      "length_normalization": False, "tie_rule": "first candidate"}
-DEMO_NOTICE = ("EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; "
-               "not a GLUE SST-2 measurement.")
 
 
 def notice_for(profile) -> str:
-    """What every output of a run says about what it measured: the lock's profile decides."""
-    if profile.demo:  # the embedded SST-2 profile's own words, else a notice that names what it is not
-        return profile.notice or (DEMO_NOTICE if profile.task == "sst2" else
-                                  f"DEMO: profile {profile.name}; not a measurement of {profile.task}.")
+    """What every output of a run says about what it measured: the lock's profile decides, one rule for every
+    task (a demo profile's own notice, else words that name what it is not)."""
+    if profile.demo:
+        return profile.notice or f"DEMO: profile {profile.name}; not a measurement of {profile.task}."
     return profile.description
 
 
