@@ -12,7 +12,7 @@ from sst2_audit.cli import audit_main
 from sst2_audit.formats import records
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.pages import card
-from sst2_audit.pages.html_report import render
+from sst2_audit.pages.html_report import OLDEST_SCHEMA, render
 from sst2_audit.task.spec import spec_for
 
 # The attacks edit a record schema 3 bundle: the reference made before the strict numeric mode (a user's older
@@ -61,7 +61,7 @@ def regenerate_card(members: dict) -> None:
     record = records.from_dict(records.RunRecord, json.loads(members["run.json"]), "run.json")
     written = json.loads(members["run.json"])["schema_version"]
     members["CARD.md"] = card.render(record, load_lock(LOCK), written).encode()
-    if "report.html" in members:  # and the page
+    if "report.html" in members and written >= OLDEST_SCHEMA:  # and the page (schema 3's is a claim, unchecked)
         members["report.html"] = render(record, load_lock(LOCK), spec_for(load_lock(LOCK), record.task),
                                         written_schema=written).encode()
 

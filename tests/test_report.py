@@ -132,6 +132,45 @@ def test_a_bundled_report_that_differs_from_the_records_fails_the_audit(full_run
     assert code == 1
     assert "report.html differs from the one regenerated from the checked records at line" in out
 
+    # A page of another design (a later version's look) is never compared as bytes and never evidence: labelled
+    # the submitter's claim, and the verdict is not a PASS; --report writes the page of the checked records.
+    designed = members["report.html"].replace(b'initial-scale=1">', b'initial-scale=1"><meta name="sst2-audit-page-'
+                                              b'design" content="7">', 1)
+    pack(tmp_path / "design7.tar.gz", dict(members, **{"report.html": designed}), top="my-run")
+    page = tmp_path / "checked.html"
+    code, out = audit(capsys, "--bundle-file", tmp_path / "design7.tar.gz", "--cache", embedded_cache, "--structural",
+                      "--report", page)
+    assert code == 4, out
+    assert ("  not checked: report.html is of page design 7, not this version's (1): not regenerated, so its text is "
+            "the submitter's claim; `audit --report FILE` writes the page of the checked records") in out.splitlines()
+    assert "VERDICT: SCORES NOT VERIFIED" in out and "report.html is of page design 7" in out.splitlines()[-2]
+    assert page.read_bytes() == members_of(bundle)["report.html"]  # this version's page of the checked records
+    assert f"report: {page} (rendered here from the checked records)" in out
+
+
+def test_an_old_schema_page_is_labelled_a_claim_and_report_renders_the_checked_records(embedded_cache, tmp_path,
+                                                                                       capsys):
+    """Record schema 3's page design is no longer rendered (no frozen renderer): the audit labels that page the
+    submitter's claim (a limit of the verdict, exit 4), whatever it says, and --report renders today's page
+    from the checked records; the card is still compared byte for byte."""
+    from bundles import audit, members_of, pack, REFERENCE
+
+    members = members_of(REFERENCE)
+    members["report.html"] = b"<p>FORGED: 64 of 64 right, every check passed</p>"
+    pack(tmp_path / "edited.tar.gz", members)
+    code, out = audit(capsys, "--bundle-file", tmp_path / "edited.tar.gz", "--cache", embedded_cache, "--structural",
+                      "--accept-old-schema", "--report", tmp_path / "page.html")
+    assert code == 4, out
+    assert "claims: PASS (" in out and "  not checked: report.html is of page design 0, not this version's (1)" in out
+    page = (tmp_path / "page.html").read_text()
+    assert "FORGED" not in page and "<h1>sst2: run embedded-full-reference (full, 64 rows)</h1>" in page
+    assert ">42/64<" in page  # the record's official count, not the claim
+    members["CARD.md"] = members["CARD.md"].replace(b"42/64", b"52/64")
+    pack(tmp_path / "card.tar.gz", members)
+    code, out = audit(capsys, "--bundle-file", tmp_path / "card.tar.gz", "--cache", embedded_cache, "--structural",
+                      "--accept-old-schema")
+    assert code == 1 and "CARD.md differs from the one regenerated from the checked records" in out, out
+
 
 def test_statistics_match_their_closed_forms():
     assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(1, 1) == 1.0

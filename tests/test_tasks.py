@@ -360,10 +360,15 @@ def test_a_malformed_demo_line_exits_2_naming_file_and_line(tmp_path):
     assert tree_state(tmp_path / "c") == {}  # nothing staged is left, nothing entered the cache
 
 
-def test_report_is_only_for_compare_and_never_overwrites(tmp_path):
+def test_report_of_a_group_is_refused_and_never_overwrites(tmp_path):
+    (tmp_path / "group.json").write_text("{}")
     done = run_script("audit.py", "--out", tmp_path, "--report", tmp_path / "page.html")
     assert done.returncode == 2
-    assert "--report writes the page of a comparison (--compare A B); a run's page is its report.html" in done.stderr
+    assert "--report writes one run's page (or a comparison's); audit a subtask's run folder" in done.stderr
+    (tmp_path / "page.html").write_text("mine")
+    done = run_script("audit.py", "--out", tmp_path, "--report", tmp_path / "page.html")
+    assert done.returncode == 2 and "already exists; a report is never overwritten" in done.stderr
+    assert (tmp_path / "page.html").read_text() == "mine"
 
 
 def test_demo_jsonl_holds_lists_and_structs_exactly_as_the_lock_types_them(tmp_path):

@@ -280,11 +280,11 @@ def test_fuzz_control_characters_and_markup_never_reach_terminal_card_or_page(tm
         members[member] = json.dumps(value).encode()
         try:
             record = records.from_dict(records.RunRecord, json.loads(members["run.json"]), "run.json")
-            pages = [render(record, lock, spec_for(lock, "sst2"), written_schema=schema) for schema in (3, 4, 5)]
+            pages = [render(record, lock, spec_for(lock, "sst2"), written_schema=schema) for schema in (4, 5)]
             text = "".join(card.render(record, lock, schema) for schema in (4, 5))
         except (InputError, ArithmeticError, LookupError, TypeError, ValueError):
             pages, text = [], ""  # a record today's code cannot render is refused by the audit; checked below
-        for page in pages:  # the pages of schema-3 and schema-4 runs and today's
+        for page in pages:  # the pages of schema-4 runs and today's
             for raw in ("\x1b", "\x00", "\x07", "\r", "\u202e"):
                 assert raw not in text and raw not in page, (member, path)
             assert "<b>x</b>" not in page and "<b>x</b>" not in text

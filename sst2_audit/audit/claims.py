@@ -18,7 +18,7 @@ from sst2_audit.formats.lock import numeric_mode_change
 from sst2_audit.formats.releases import release_of
 from sst2_audit.formats.run_settings import NUMERIC_MODE_KEYS
 from sst2_audit.pages import card
-from sst2_audit.pages.html_report import render
+from sst2_audit.pages.html_report import page_design, PAGE_DESIGN, render
 from sst2_audit.protocol.numeric import mode_words
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.task import config as task_config, lm_eval_notes
@@ -309,6 +309,12 @@ def _report(result: LevelResult, run: RunFolder, lock, spec, record) -> None:
     if run.report_text is None:
         if record.lm_eval_notes is not None:
             result.fail("report.html is missing; every run of record schema 3 has one")
+        return
+    design = page_design(run.report_text, run.record_schema or 0)
+    if design != PAGE_DESIGN:  # a page this version does not render: labelled, never read as evidence
+        result.unchecked.append(f"report.html is of page design {design}, not this version's ({PAGE_DESIGN}): not "
+                                "regenerated, so its text is the submitter's claim; `audit --report FILE` writes the "
+                                "page of the checked records")
         return
     _regenerated(result, "report.html", render(record, lock, spec, written_schema=run.record_schema), run.report_text)
 

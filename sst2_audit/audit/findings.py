@@ -13,6 +13,7 @@ class LevelResult:
     sampled: list = field(default_factory=list)  # rescore: rows it did not draw, in words (runner.Outcome)
     drift_only: bool = False  # rescore: equal within the drift bound only
     drift_reason: str = ""  # rescore: why bits were not required, in words (named in the verdict)
+    unchecked: list = field(default_factory=list)  # what this level saw but could not check: a limit of the verdict
 
     def expect(self, where: str, field_name: str, expected, actual) -> bool:
         """One check; a difference is recorded as 'where: field: expected X, got Y'.
@@ -37,7 +38,7 @@ class LevelResult:
     def lines(self, limit: int = 20) -> list:
         if self.skipped:
             return [f"{self.name}: SKIPPED ({self.skipped})"]
-        notes = [f"  {note}" for note in self.notes]
+        notes = [f"  {note}" for note in self.notes] + [f"  not checked: {what}" for what in self.unchecked]
         if not self.problems:
             return [f"{self.name}: PASS ({self.checks} check{'' if self.checks == 1 else 's'})"] + notes
         shown = [f"  - {p if len(p) <= 4 * MAX_SHOWN else p[:4 * MAX_SHOWN] + '...'}" for p in self.problems[:limit]]

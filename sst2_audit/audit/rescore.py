@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
 
-from sst2_audit.util import warm
 from sst2_audit.protocol.drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.scoring.identity import expected_question

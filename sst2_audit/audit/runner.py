@@ -101,6 +101,11 @@ def _checked(name: str, check) -> LevelResult:
         return result
 
 
+def _add(outcome: Outcome, level: LevelResult) -> None:
+    outcome.levels.append(level)
+    outcome.limits += level.unchecked  # what a level saw and could not check is a limit of the verdict
+
+
 def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> Outcome:
     """Levels in order. The rescore's record-free work (the reviewer's own rows through the model) starts
     at once beside them; the record's scores meet it only after every earlier level passed."""
@@ -133,7 +138,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
             outcome.limits.append(level.limit)
         else:
             try:
-                outcome.levels.append(_checked(level.name, lambda: level.check(run, context)))
+                _add(outcome, _checked(level.name, lambda: level.check(run, context)))
             finally:  # the rescore's thread tokenizes only once the identity level no longer does
                 if level.name == "identity" and context.inputs is not None:
                     context.inputs.tokenizer_free.set()

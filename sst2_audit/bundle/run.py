@@ -22,7 +22,7 @@ from sst2_audit.formats import records
 from sst2_audit.formats.manifest import MANIFEST_NAME, read_manifest
 from sst2_audit.formats.strict_json import loads, read_bytes
 from sst2_audit.pages import card
-from sst2_audit.pages.html_report import render
+from sst2_audit.pages.html_report import OLDEST_SCHEMA, render
 from sst2_audit.util import atomic
 from sst2_audit.util.environment import scrub_paths
 from sst2_audit.util.errors import CheckFailed, InputError
@@ -71,9 +71,13 @@ def bundle_contents(run, cache: Path) -> dict:
                                             sort_keys=True) + "\n").encode()
     if run.record is not None:
         contents[CARD] = card.render(run.record, run.lock, run.record_schema).encode()
-        # regenerated from the checked records, as the card: what the audit will compare it with
-        contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec(),
-                                               written_schema=run.record_schema).encode()
+        # regenerated from the checked records, as the card: what the audit will compare it with; record schema
+        # 3's page (a design this version does not render) is packed as audited, and labelled a claim
+        if run.record_schema >= OLDEST_SCHEMA:
+            contents[records.REPORT_FILE] = render(run.record, run.lock, run.task_spec(),
+                                                   written_schema=run.record_schema).encode()
+        elif run.report_text is not None:
+            contents[records.REPORT_FILE] = run.report_text.encode()
     contents[SUMS] = sums_file(contents)
     return contents
 

@@ -15,6 +15,7 @@ from sst2_audit.cli.common import AUDIT_EXIT_CODES, common, numeric_mode, Parser
 from sst2_audit.cli.experiments import audit_confirmation, audit_study, is_confirmation, is_study
 from sst2_audit.formats import records
 from sst2_audit.formats.lock import load_lock
+from sst2_audit.pages.html_report import OLDEST_SCHEMA, render
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.task.group import GROUP_FILE, group_spec
 from sst2_audit.util import atomic
@@ -61,7 +62,8 @@ def main(argv) -> int:
     parser.add_argument("--results", type=Path, default=Path("results"),
                         help="where --bundle writes (default: results/)")
     parser.add_argument("--report", type=Path, metavar="PATH",
-                        help="with --compare: also write the comparison as an HTML page")
+                        help="write a page: with --compare the comparison's; with one run, the page rendered here "
+                             "from the checked records (never overwriting)")
     args = parser.parse_args(argv)
     _check_usage(parser, args)
 
@@ -72,6 +74,9 @@ def main(argv) -> int:
     if experiment is not None:
         return experiment
     group = not args.compare and _is_group(args.run or args.bundle_file)
+    if group and args.report:
+        raise InputError("--report writes one run's page (or a comparison's); audit a subtask's run folder or "
+                         "bundle with --report to get its page.")
     if group and args.trust_bundle_lock:
         raise InputError("--trust-bundle-lock audits one run against the lock it carries; a group is audited "
                          "against the reviewer's lock (--lock) only: leave out --trust-bundle-lock.")
@@ -93,8 +98,6 @@ def _check_usage(parser, args) -> None:
         parser.error("--bundle packs only a run whose identity level was checked; leave out --arithmetic-only")
     if args.structural and args.rescore is not None:
         parser.error("--structural rescores nothing; leave out --rescore")
-    if args.report and not args.compare:
-        parser.error("--report writes the page of a comparison (--compare A B); a run's page is its report.html")
     if args.report and args.report.exists():
         raise InputError(f"--report {args.report} already exists; a report is never overwritten.")
     if args.report:
@@ -153,12 +156,25 @@ def _audit_one(args, scratch: Path) -> int:
     outcome = run_levels(run, args.cache, Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed),
                          sums)
     _print_levels(target, run, outcome)
+    if args.report:
+        _write_page(args.report, run, outcome)
     if args.bundle:
         if outcome.failed:
             raise CheckFailed(f"the audit of {target} failed; no bundle is packed for a run that does not pass.")
         path = bundle.pack(run, args.cache, args.results)
         print(f"bundle: {path}")
     return outcome.exit_code
+
+
+def _write_page(path: Path, run, outcome) -> None:
+    """The run's page as this version renders it from the records the audit checked (never a page it read)."""
+    claims = next((level for level in outcome.levels if level.name == "claims"), None)
+    if run.record is None or claims is None or not claims.passed or outcome.failed:
+        print(f"report: not written: a page is rendered only from records that passed the audit ({printable(path)})")
+        return
+    written = max(run.record_schema or 0, OLDEST_SCHEMA)  # an older record's page: the oldest this version renders
+    atomic.write_text(path, render(run.record, run.lock, run.task_spec(), written_schema=written))
+    print(f"report: {printable(path)} (rendered here from the checked records)")
 
 
 def _is_group(path: Path) -> bool:
@@ -191,6 +207,9 @@ def _experiment(args) -> int | None:
     confirmation = (args.run and is_confirmation(args.run)) or (
         args.bundle_file and confirmation_bundle.is_confirmation_bundle(args.bundle_file))
     study = args.run and is_study(args.run)
+    if (confirmation or study) and args.report:
+        raise InputError("--report writes one run's page (or a comparison's); audit a member's run folder with "
+                         "--report to get its page.")
     if (confirmation or study) and args.trust_bundle_lock:
         raise InputError("--trust-bundle-lock audits one run against the lock it carries; a confirmation or study "
                          "is audited against your lock (--lock) only: leave out --trust-bundle-lock.")

@@ -63,6 +63,7 @@ class Profile:
     task: str  # the lm-eval task this profile's data is for (the lock's default task when not stated)
     notice: str | None = None  # a demo profile's notice (an sst2 demo profile's when not stated: IMPLIED)
     settings: dict = field(default_factory=dict)  # run settings this profile's model needs (PROFILE_SETTINGS)
+    demo_is_not: str = ""  # what the card says a demo profile's run is not ("not a measurement of TASK")
 
     @property
     def resources(self):
@@ -262,7 +263,8 @@ def _upgrade_from_3(raw: dict) -> dict:
 # without a notice gets protocol.rules.notice_for's words, the same for every task.
 IMPLIED = {"sst2": {"columns": [["sentence", "string"], ["label", "int64"], ["idx", "int32"]],
                     "notice": "EMBEDDED DEMO: sentences written for sst2-audit and a de-quantized Q4_1 model; "
-                              "not a GLUE SST-2 measurement."}}
+                              "not a GLUE SST-2 measurement.",
+                    "demo_is_not": "not a GLUE SST-2 measurement"}}  # the card's words with that notice
 
 
 def _data_body(data: dict, task: str) -> dict:
@@ -270,8 +272,10 @@ def _data_body(data: dict, task: str) -> dict:
     return dict(data, columns=implied) if "columns" not in data and implied else data
 
 
-def _notice(body: dict, task: str) -> str | None:
-    return body.get("notice") or (IMPLIED.get(task, {}).get("notice") if body.get("demo") else None)
+def _notice(body: dict, task: str) -> tuple:
+    """(the profile's notice, what the card says a demo is not): stated, else implied, else the same for all."""
+    implied = IMPLIED.get(task, {}) if body.get("demo") and not body.get("notice") else {}
+    return body.get("notice") or implied.get("notice"), implied.get("demo_is_not", f"not a measurement of {task}")
 
 
 UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
@@ -315,7 +319,8 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
             pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body["model"] != model_body
                                                     else body)),  # a named model's pins bind the cache too
             task=task,
-            notice=_notice(body, task),
+            notice=_notice(body, task)[0],
+            demo_is_not=_notice(body, task)[1],
             settings=profile_settings(body.get("settings", {}), f"{here}.settings"),
         )
         if profiles[name].data.get("columns") is not None:  # validated here; missing ones refused where used

@@ -35,9 +35,7 @@ def _task(evaluator: dict) -> str:
 def _profile(record, profile) -> str:
     if not record.demo:
         return record.profile
-    if profile.notice:  # a demo profile of another task names what it is not
-        return f"{record.profile} (EMBEDDED DEMO, not a measurement of {record.task})"
-    return f"{record.profile} (EMBEDDED DEMO, not a GLUE SST-2 measurement)"
+    return f"{record.profile} (EMBEDDED DEMO, {profile.demo_is_not})"  # the lock's words (formats/lock.py)
 
 
 def _headline(record):

@@ -4,15 +4,18 @@ The page leads with the answer: what was checked and passed, the accuracy of eac
 with its interval, the plots; then the checks, the pins (rounded for people, exact values on hover
 and in run.json), and every question. The public page carries ids, hashes, scores and counts, never
 text of the data; the private variant (written to --private) adds each question's document as a
-field table. The page is a pure function of the run record and the lock, so the audit regenerates it
-and compares it byte for byte. Runs of record schema 3 keep their own layout (pages/html_report_v3.py).
+field table. The page is a pure function of the run record and the lock: the audit regenerates it and
+compares it byte for byte when the page is of the design this version renders (PAGE_DESIGN); a page of
+another design is labelled the submitter's claim (audit/claims.py), so the design can change without a
+record migration.
 """
+
+import re
 
 from markupsafe import Markup
 
 from sst2_audit.formats.records import PATHS, RECORD_SCHEMA_VERSION, SCHEMA_PAGE_5
 from sst2_audit.pages.card import card_fields, card_id, claims
-from sst2_audit.pages.html_report_v3 import render as render_v3
 from sst2_audit.pages.plots import margin_plot
 from sst2_audit.pages.render import render as render_page
 from sst2_audit.protocol.metrics import METRICS
@@ -158,12 +161,28 @@ def _confusion(record, names: list) -> list:
     return [(names[gold], row) for gold, row in enumerate(counts)]
 
 
-def render(record, lock, spec, docs: dict | None = None, written_schema: int = RECORD_SCHEMA_VERSION) -> str:
-    """The run's page; `docs` ({idx: document}) only for the private variant. A record read from an
-    older schema gets the page that schema's runs wrote."""
-    if written_schema < 4:  # only the public page is regenerated (claims, bundle); schema 3 had its own page
+# The page design this version renders. Changing the page's look bumps it: pages then state their design
+# (<meta name="sst2-audit-page-design">), and the audit labels a page of any other design the submitter's claim
+# instead of comparing its bytes. Design 1 states none: the pages of record schema 4 and 5; record schema 3's
+# page had a design of its own (0), which this version no longer renders.
+PAGE_DESIGN = 1
+OLDEST_SCHEMA = 4  # the oldest record schema whose page is of design 1
+_DESIGN_MARK = re.compile(r'<meta name="sst2-audit-page-design" content="([0-9]{1,6})">')
 
-        return render_v3(record, lock, spec, written_schema=written_schema)
+
+def page_design(page: str, written_schema: int) -> int:
+    """The design a page states (the first 2,000 characters: the head), else its record schema's."""
+    stated = _DESIGN_MARK.search(page[:2000])
+    if stated:
+        return int(stated.group(1))
+    return 1 if written_schema >= OLDEST_SCHEMA else 0
+
+
+def render(record, lock, spec, docs: dict | None = None, written_schema: int = RECORD_SCHEMA_VERSION) -> str:
+    """The run's page (design PAGE_DESIGN); `docs` ({idx: document}) only for the private variant. A record
+    read from an older schema gets the fields its schema had (the card's, the claimed platform)."""
+    if written_schema < OLDEST_SCHEMA:
+        raise ValueError(f"record schema {written_schema}'s page design is not rendered by this version")
     fields, names = card_fields(record, lock, written_schema), list(choice_names(spec, record.questions))
     claimed, checks = claims(record, written_schema), _checks(record)
     return render_page(
@@ -172,7 +191,7 @@ def render(record, lock, spec, docs: dict | None = None, written_schema: int = R
         checks=checks, passed=all(ok for _, _, ok in checks), accuracy=_accuracy_rows(record), plots=_plots(record),
         pins=_pins(fields), settings=_settings(record.settings), names=names, confusion=_confusion(record, names),
         questions=_questions(record, names, docs, written_schema >= SCHEMA_PAGE_5), headline=record.metrics[0],
-        schema5=written_schema >= SCHEMA_PAGE_5,
+        schema5=written_schema >= SCHEMA_PAGE_5, design=PAGE_DESIGN,
         shots=record.settings.get("num_fewshot", 0),
     )
 

@@ -46,7 +46,8 @@ def import_model_code(model_dir: Path) -> None:
     """Import what loading this model imports (AutoModelForCausalLM, the class config.json's `architectures`
     names, when transformers has it), so the load itself imports nothing and may run in another thread."""
     import transformers
-    from transformers import AutoModelForCausalLM  # noqa: F401 - the import is the work
+
+    transformers.AutoModelForCausalLM  # noqa: B018 - the lazy attribute's import is the work
 
     try:
         config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
