@@ -93,7 +93,7 @@ def alter_prompt_hash(r):
 
 
 def edit_accuracy(r):
-    r["summaries"]["official"]["acc"]["accuracy"] = 0.75
+    r["summaries"]["official"]["acc"]["value"] = 0.75
 
 
 def insert_confirmation_id(r):
@@ -119,7 +119,7 @@ TAMPERINGS = {
     duplicate_row: ("arithmetic", lambda r: [f"row idx {_q(r, 4)['idx']}: duplicated (questions[4] and questions[5])"]),
     swap_candidates: ("arithmetic", lambda r: [f"row idx {_q(r, 2)['idx']}: candidates (the task's): expected [' negative', ' positive'], got [' positive', ' negative']"]),
     alter_prompt_hash: ("arithmetic", lambda r: [f"row idx {_q(r, 7)['idx']} vs lm-eval sample: prompt_hash: expected "]),
-    edit_accuracy: ("arithmetic", lambda r: ["summary official: accuracy: expected "]),
+    edit_accuracy: ("arithmetic", lambda r: ["summary official: value: expected "]),
     insert_confirmation_id: ("both", lambda r: [f"row idx {r['split']['confirm'][0]['idx']}: a confirmation id appears in questions"]),
     change_token_id: ("identity", lambda r: [f"row idx {_q(r, 0)['idx']}: candidate_tokens_sha256: expected "
                                              f"{tokens_hash([[3524], [2731]])!r}, got {tokens_hash([[3524], [2732]])!r}"]),

@@ -165,7 +165,7 @@ def test_a_tampered_dev_record_is_refused_before_any_row_is_scored(experiment):
              "--rule", "paired-excludes-zero", "--metric", "acc"))
     path = base / "runs/a2/run.json"
     record = json.loads(path.read_text())
-    record["summaries"]["official"]["acc"]["accuracy"] = 1.0  # a better dev number, after pre-registering
+    record["summaries"]["official"]["acc"]["value"] = 1.0  # a better dev number, after pre-registering
     path.write_text(json.dumps(record))
     tickets = _tickets(base)
     done = _run(base, "--confirm", "prereg-t.json", "--cache", "cache", "--run-name", "conf-t")

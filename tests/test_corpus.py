@@ -81,7 +81,7 @@ def test_mrpc_acc_and_f1_end_to_end_and_a_changed_pair_or_resample_count_is_name
         assert question["logged"]["f1"] == samples[question["idx"]]["f1"] == [rows[question["idx"]]["label"], predicted]
         pairs.append(tuple(question["logged"]["f1"]))
     f1 = record["summaries"]["official"]["f1"]
-    assert f1["correct"] is None and f1["accuracy"] == results["f1,none"] == record["lm_eval_reported"]["f1"]
+    assert f1["correct"] is None and f1["value"] == results["f1,none"] == record["lm_eval_reported"]["f1"]
     assert f1["stderr"] == results["f1_stderr,none"] == corpus.bootstrap_stderr("f1", pairs, 1000)
     card = bundle_audited(tmp_path, tmp_path / "cache", "embedded-mrpc-smoke").replace("\\_", "_")
     assert "| bootstrap_iters |" not in card and "| f1 | " in card and "| f1_stderr | " in card
@@ -106,9 +106,10 @@ def test_cola_mcc_end_to_end(tmp_path):
     record = prepare_run_audit(DEMOS, "embedded-cola", tmp_path)
     results = json.loads((tmp_path / "out" / "lm_eval_results.json").read_text())["results"]["cola"]
     mcc = record["summaries"]["official"]["mcc"]
-    assert record["metrics"] == ["mcc"] and mcc["accuracy"] == results["mcc,none"]
+    assert record["metrics"] == ["mcc"] and mcc["value"] == results["mcc,none"]
     assert mcc["stderr"] == results["mcc_stderr,none"] and mcc["correct"] is None
     done = run_script("run.py", "--lock", DEMOS, "--profile", "embedded-cola", "--cache", tmp_path / "cache",
                       "--smoke", "--out", tmp_path / "out2", "--private", tmp_path / "private2", "--json")
     summary = json.loads(done.stdout)
-    assert summary["official"]["accuracy"] == mcc["accuracy"] and "normal_95" in summary["official"]
+    assert summary["official"]["value"] == mcc["value"] and "normal_95" in summary["official"]
+    assert "accuracy" not in summary["official"]  # mcc is not an accuracy

@@ -95,7 +95,7 @@ def test_truthfulqa_mc2_end_to_end_re_derived_and_a_changed_hook_byte_refused(tm
     assert record["lm_eval_reported"] == {"mc2": results["acc,none"], "mc2_stderr": results["acc_stderr,none"]}
     official = record["summaries"]["official"]["mc2"]
     assert official["correct"] is None and official["predictions"] == {} and official["rows"] == 2
-    assert official["accuracy"] == results["acc,none"] and official["stderr"] == results["acc_stderr,none"]
+    assert official["value"] == results["acc,none"] and official["stderr"] == results["acc_stderr,none"]
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<th>value (mc2)</th>" in page and "Confusion matrix" not in page and "(2 rows)" in page
     card = bundle_audited(tmp_path, tmp_path / "cache", "embedded-truthfulqa-mc2-smoke").replace("\\_", "_")

@@ -73,3 +73,32 @@ def test_a_group_record_from_a_version_that_never_existed_is_refused():
         with pytest.raises(InputError, match=f"group.json: sst2-audit/group records begin at schema_version 4, "
                                              f"got {version}"):
             from_dict(GroupRecord, {"kind": "sst2-audit/group", "schema_version": version}, "group.json")
+
+
+def test_a_schema_5_summary_s_accuracy_is_read_as_its_value():
+    """Schema 6 renamed a summary's `accuracy` to `value` (it holds mc2, f1 and mcc too): a schema-5 run record
+    reads as the same record, every summary's number kept; a schema-5 summary that already says `value` is an
+    unexpected field, and a schema-6 one that says `accuracy` is too."""
+    import tarfile
+
+    from conftest import REPO
+
+    with tarfile.open(REPO / "results" / "embedded-full-reference.tar.gz") as archive:
+        raw = json.loads(archive.extractfile("embedded-full-reference/run.json").read())
+    record = records.from_dict(records.RunRecord, raw, "run.json")  # schema 4, upgraded on read
+    today = records.to_dict(record)
+    assert today["schema_version"] == records.RECORD_SCHEMA_VERSION == 6
+    assert today["summaries"]["official"]["acc"]["value"] == 42 / 64 and "accuracy" not in \
+        today["summaries"]["official"]["acc"]
+    five = json.loads(json.dumps(today))
+    five["schema_version"] = 5
+    for by_metric in five["summaries"].values():
+        for summary in by_metric.values():
+            summary["accuracy"] = summary.pop("value")
+    assert records.from_dict(records.RunRecord, five, "run.json") == record
+    five["summaries"]["official"]["acc"]["value"] = 0.5
+    with pytest.raises(InputError, match=r"summaries.official.acc: unexpected field\(s\): 'accuracy'"):
+        records.from_dict(records.RunRecord, five, "run.json")
+    today["summaries"]["independent"]["acc"]["accuracy"] = 0.5
+    with pytest.raises(InputError, match=r"summaries.independent.acc: unexpected field\(s\): 'accuracy'"):
+        records.from_dict(records.RunRecord, today, "run.json")

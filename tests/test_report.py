@@ -60,7 +60,7 @@ def test_report_numbers_are_run_json_s(full_run):
     accuracy = next(t for t in parsed.tables if t[0][:3] == ["path", "correct", "accuracy"])
     official = record.summaries["official"]["acc"]
     low, high = wilson(official.correct, official.rows)
-    assert accuracy[1] == ["official (lm-eval)", f"{official.correct}/64", f"{official.accuracy:.4f}",
+    assert accuracy[1] == ["official (lm-eval)", f"{official.correct}/64", f"{official.value:.4f}",
                            f"{official.stderr:.4f}", f"{low:.4f} – {high:.4f}"]
     confusion = next(t for t in parsed.tables if t[0][0] == "gold \\ predicted")
     cells = {(row[0], name): int(value) for row in confusion[1:] for name, value in zip(confusion[0][1:], row[1:])}
@@ -285,7 +285,7 @@ def test_quiet_and_json_summaries(embedded_cache, tmp_path):
                       "--private", tmp_path / "jp", "--run-name", "j")
     summary = json.loads(done.stdout)
     record = records.read(tmp_path / "j" / records.RUN_FILE, records.RunRecord)
-    assert summary["official"]["accuracy"] == record.summaries["official"]["acc"].accuracy and summary["rows"] == 2
+    assert summary["official"]["accuracy"] == record.summaries["official"]["acc"].value and summary["rows"] == 2
     assert summary["profile"] == "embedded"  # taken from the cache's manifest: no --profile given
 
 

@@ -65,7 +65,7 @@ def test_full_run_records(full_run, embedded_cache):
     assert official == record.summaries["independent"]["acc"]
     assert official.rows == 64
     assert official.correct == sum(q.predictions["official"]["acc"] == q.label for q in record.questions)
-    assert record.lm_eval_reported["acc"] == official.accuracy
+    assert record.lm_eval_reported["acc"] == official.value
     assert record.lm_eval_reported["acc_stderr"] == official.stderr
     assert record.identity_checks_passed == 64
     assert sum(record.labels.values()) == 64 and sum(official.predictions.values()) == 64

@@ -204,7 +204,7 @@ def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profi
     assert all(q.scores["official"] == q.scores["independent"] for q in record.questions)
     if "acc_norm" in metrics:
         assert record.summaries["official"]["acc_norm"] == record.summaries["independent"]["acc_norm"]
-        assert record.lm_eval_reported["acc_norm"] == record.summaries["official"]["acc_norm"].accuracy
+        assert record.lm_eval_reported["acc_norm"] == record.summaries["official"]["acc_norm"].value
         assert any(q.predictions["official"]["acc_norm"] != q.predictions["official"]["acc"] for q in record.questions)
         assert max(max(q.candidate_token_counts) for q in record.questions) >= 3
     public = "".join(path.read_text() for path in (base / "out").iterdir())

@@ -129,9 +129,9 @@ def _summaries(result: LevelResult, spec, record, exact: bool) -> None:
         for metric, recomputed in path_summaries(spec, record.questions, path, record.settings).items():
             claimed = record.summaries[path][metric]
             label = f"summary {path}" if metric == primary else f"summary {path} {metric}"
-            for name in ("accuracy", "stderr", "correct", "rows", "predictions"):
+            for name in ("value", "stderr", "correct", "rows", "predictions"):
                 ours, theirs = getattr(recomputed, name), getattr(claimed, name)
-                if not exact and METRICS[metric].kind == "value" and name in ("accuracy", "stderr") \
+                if not exact and METRICS[metric].kind == "value" and name in ("value", "stderr") \
                         and type(theirs) is float and METRICS[metric].agrees(ours, theirs, exact):
                     ours = theirs  # equal to rounding where the machines' exps differ
                 result.expect(label, name, ours, theirs)
@@ -150,7 +150,7 @@ def _reported(result: LevelResult, metric: str, ours, record, exact: bool) -> No
     claimed = record.lm_eval_reported.get(metric), record.lm_eval_reported.get(f"{metric}_stderr")
     result.expect("lm-eval reported (from its logged values)", metric, mean, claimed[0])
     result.expect("lm-eval reported (from its logged values)", f"{metric}_stderr", stderr, claimed[1])
-    for name, value, other in ((metric, ours.accuracy, claimed[0]), (f"{metric}_stderr", ours.stderr, claimed[1])):
+    for name, value, other in ((metric, ours.value, claimed[0]), (f"{metric}_stderr", ours.stderr, claimed[1])):
         if METRICS[metric].kind != "value" or exact:
             result.expect("lm-eval reported", name, value, other)
         elif not (type(other) is float and METRICS[metric].agrees(value, other, exact)):

@@ -112,8 +112,8 @@ def compare(a, b) -> Comparison:
     if only_a or only_b:
         result.summary.append(f"questions only in A: {only_a}; only in B: {only_b}")
     moved = sum(1 for idx in common if qa[idx].scores["official"] != qb[idx].scores["official"])
-    result.summary.append(f"accuracy: {ra.summaries['official'][metric].accuracy:.4f} -> "
-                          f"{rb.summaries['official'][metric].accuracy:.4f}; "
+    result.summary.append(f"accuracy: {ra.summaries['official'][metric].value:.4f} -> "
+                          f"{rb.summaries['official'][metric].value:.4f}; "
                           f"{len(result.changed)} prediction(s) changed, {moved} question(s) with different scores")
     verdict = judge({idx: (qa[idx].scores["official"], qb[idx].scores["official"]) for idx in common}, same, predict)
     result.summary.append(verdict.line())

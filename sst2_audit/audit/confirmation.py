@@ -51,7 +51,7 @@ def _dev_claims(result: LevelResult, lock, prereg: formats.Preregistration, rule
         if record is not None:
             result.expect(f"dev run {entry.profile}", "run_name, mode, rows, value (its record's)",
                           [record.run_name, record.mode, len(record.questions),
-                           record.summaries["official"][rule.metric].accuracy],
+                           record.summaries["official"][rule.metric].value],
                           [entry.run_name, entry.mode, entry.rows, entry.value])
     if sorted(dev) == sorted(rule.profiles):
         result.expect("pre-registration", "dev_outcome (re-evaluated from the dev runs)", outcome(rule, dev),
@@ -76,7 +76,7 @@ def preregister(lock, out: Path, dev_folders: list, kind: str, metric: str, thre
         runs[record.profile] = record
         entries.append(formats.DevRun(record.profile, record.run_name, sha256_file(Path(folder) / records.RUN_FILE),
                                       relative, record.mode, len(record.questions),
-                                      record.summaries["official"][metric].accuracy))
+                                      record.summaries["official"][metric].value))
     rule = make_rule(kind, metric, list(runs), threshold)
     return formats.Preregistration(
         lock.sha256, f"lm-eval {lock.evaluator.version}", lock.split.confirm_rows,
@@ -183,8 +183,8 @@ def check_chain(folder: Path, record: formats.ConfirmationRecord, lock) -> tuple
         result.expect(f"confirmation run {member.profile}", "mode and profile", ["confirm", member.profile],
                       [run.mode, run.profile])
         result.expect(f"confirmation run {member.profile}", "rows and values", [
-            len(run.questions), run.summaries["official"][rule.metric].accuracy,
-            run.summaries["independent"][rule.metric].accuracy],
+            len(run.questions), run.summaries["official"][rule.metric].value,
+            run.summaries["independent"][rule.metric].value],
             [member.rows, member.value_official, member.value_independent])
     if sorted(runs) == sorted(rule.profiles):
         rederived = outcome(rule, runs)

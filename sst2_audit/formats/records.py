@@ -20,7 +20,7 @@ from sst2_audit.util.hashing import canonical_json, sha256_text
 # 4: paths and metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]);
 # 3: any task (task, metrics, acc_norm, token counts and hashes instead of public token ids);
 # 2: run.json gained `platform` (the numeric fingerprint). Older records are read and upgraded.
-RECORD_SCHEMA_VERSION = 5
+RECORD_SCHEMA_VERSION = 6
 # What schema 5 changed, for the readers that keep older records' pages and rules: the card and page show the
 # submitter's machine facts apart, as claims (issue 28); a value metric (mc2) is re-derived in lm-eval's order
 # of operations, bit for bit (issue 29); the page's audit hint names the lock and cache it needs, its question
@@ -107,7 +107,7 @@ class QuestionRecord:
 
 @dataclass
 class PathSummary:
-    accuracy: float  # the mean of the per-question values: accuracy, or a value metric's mean (mc2)
+    value: float  # the metric's value: accuracy (acc, acc_norm), the per-question mean (mc2), the statistic (f1, mcc)
     stderr: float
     correct: int | None  # None for a value metric (no question is right or wrong)
     rows: int
@@ -308,8 +308,21 @@ def _upgrade_from_4(raw: dict) -> dict:
     return dict(raw, schema_version=5)
 
 
+def _upgrade_from_5(raw: dict) -> dict:
+    """Schema 5 called each summary's value `accuracy`, also where it held mc2, f1 or mcc: now `value`."""
+    upgraded = dict(raw, schema_version=6)
+    summaries = raw.get("summaries") if raw.get("kind") == "sst2-audit/run" else None
+    if isinstance(summaries, dict):
+        upgraded["summaries"] = {
+            path: {metric: ({("value" if key == "accuracy" else key): item for key, item in summary.items()}
+                            if isinstance(summary, dict) and "value" not in summary else summary)  # else refused
+                   for metric, summary in by_metric.items()}
+            if isinstance(by_metric, dict) else by_metric for path, by_metric in summaries.items()}
+    return upgraded
+
+
 # schema_version -> function returning the next version's dict
-UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4}
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4, 5: _upgrade_from_5}
 # The schema version each record kind was first written at: one version number is shared by the kinds, and
 # an upgrade chain starts only where a kind existed (a group record "of version 1" never was).
 FIRST_VERSION = {"sst2-audit/run": 1, "sst2-audit/failure": 1, "sst2-audit/private": 1, "sst2-audit/group": 4}

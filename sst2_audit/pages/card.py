@@ -48,7 +48,7 @@ def _metric_fields(record) -> dict:
     for number, metric in enumerate(record.metrics):
         summary = record.summaries["official"][metric]
         name = "accuracy" if number == 0 and METRICS[metric].kind == "accuracy" else metric
-        fields.update({name: summary.accuracy, f"{name}_stderr": summary.stderr})
+        fields.update({name: summary.value, f"{name}_stderr": summary.stderr})
     return fields
 
 
@@ -149,7 +149,7 @@ def results_digest(record, with_platform: bool = False) -> str:
                        *(q.predictions[path][metric] for metric in record.metrics if METRICS[metric].argmax
                          for path in PATHS)]
                       for q in record.questions],
-        "accuracy": [record.summaries[path][metric].accuracy for metric in record.metrics for path in PATHS],
+        "accuracy": [record.summaries[path][metric].value for metric in record.metrics for path in PATHS],
         **({"platform": record.platform} if with_platform else {}),
     }))
 

@@ -9,8 +9,8 @@ WIDTH = 22  # the label column
 
 def _accuracy(summary) -> str:
     if summary.correct is None:  # mc2, f1, mcc: no count of right answers
-        return f"{summary.accuracy:.4f} ({summary.rows} rows)"
-    return f"{summary.correct}/{summary.rows} = {summary.accuracy:.4f}"
+        return f"{summary.value:.4f} ({summary.rows} rows)"
+    return f"{summary.correct}/{summary.rows} = {summary.value:.4f}"
 
 
 def _interval(summary, metric: str) -> str:
@@ -84,7 +84,8 @@ def json_summary(record: RunRecord, out, private) -> dict:
         if summary is None:
             return None
         low, high = interval(summary, metric)
-        return {"accuracy": summary.accuracy, "correct": summary.correct, "rows": summary.rows,
+        counted = {"accuracy": summary.value} if summary.correct is not None else {}  # mc2, f1, mcc: not accuracies
+        return {"value": summary.value, **counted, "correct": summary.correct, "rows": summary.rows,
                 "stderr": summary.stderr, ("wilson_95" if summary.correct is not None else "normal_95"): [low, high]}
 
     return {

@@ -61,7 +61,7 @@ def _correct(record, metric: str) -> list:
 def outcome(rule: Rule, runs: dict) -> dict:
     """runs: profile -> its run record. {"holds", "values", and for the paired rule "paired"}; the values are
     the official path's (equal to the independent path's in every run that passed)."""
-    values = {profile: runs[profile].summaries["official"][rule.metric].accuracy for profile in rule.profiles}
+    values = {profile: runs[profile].summaries["official"][rule.metric].value for profile in rule.profiles}
     result = {"holds": False, "values": values, "paired": None}
     if rule.kind == "exceeds":
         result["holds"] = values[rule.profiles[0]] > values[rule.profiles[1]]

@@ -42,7 +42,7 @@ def study_numbers(runs: dict, metric: str) -> dict:
     if len(runs[base].questions) < 2:
         raise InputError(f"a study pairs at least 2 questions; variant {base} scored {len(runs[base].questions)}.")
     correct = {p: [q.predictions["official"][metric] == q.label for q in runs[p].questions] for p in profiles}
-    values = {p: runs[p].summaries["official"][metric].accuracy for p in profiles}
+    values = {p: runs[p].summaries["official"][metric].value for p in profiles}
     questions = []
     for number, question in enumerate(runs[base].questions):
         questions.append({"idx": question.idx, "label": question.label, "variants": {

@@ -93,7 +93,7 @@ def confirmation_record(lock, prereg_sha256: str, rule, out: Path, run_name: str
         record = runs[profile] = records.read(run_file, records.RunRecord)
         members.append(formats.ConfirmationRun(
             profile, f"{formats.CONFIRM_FOLDER}/{profile}", sha256_file(run_file), len(record.questions),
-            record.summaries["official"][rule.metric].accuracy, record.summaries["independent"][rule.metric].accuracy))
+            record.summaries["official"][rule.metric].value, record.summaries["independent"][rule.metric].value))
     result = outcome(rule, runs)
     return formats.ConfirmationRecord(run_name, prereg_sha256, lock.sha256, rule.statement(), members, result,
                                       outcome_line(rule, result), formats.CANNOT_KNOW)

@@ -24,7 +24,7 @@ def member_numbers(record, metrics: list) -> tuple:
         raise InputError(f"task {record.task} reports {record.metrics}; its group aggregates {missing} too.")
     official = {key: record.lm_eval_reported[key] for m in metrics for key in (m, f"{m}_stderr")}
     independent = {key: value for m in metrics for key, value in (
-        (m, record.summaries["independent"][m].accuracy), (f"{m}_stderr", record.summaries["independent"][m].stderr))}
+        (m, record.summaries["independent"][m].value), (f"{m}_stderr", record.summaries["independent"][m].stderr))}
     return official, independent
 
 

@@ -11,7 +11,7 @@ def summarize(predicted: list, labels: list, names: tuple) -> PathSummary:
     """An argmax metric: the mean of the per-question 0/1 and the predicted choices' counts."""
     correct = [1.0 if p == l else 0.0 for p, l in zip(predicted, labels)]
     return PathSummary(
-        accuracy=accuracy(correct), stderr=accuracy_stderr(correct), correct=int(sum(correct)), rows=len(correct),
+        value=accuracy(correct), stderr=accuracy_stderr(correct), correct=int(sum(correct)), rows=len(correct),
         predictions={name: predicted.count(i) for i, name in enumerate(names)},
     )
 
@@ -21,13 +21,13 @@ def interval(summary, metric: str) -> tuple:
     (the console, the page and the card show the same)."""
     if summary.correct is None:
         low, high = METRICS[metric].bounds
-        return max(low, summary.accuracy - 1.96 * summary.stderr), min(high, summary.accuracy + 1.96 * summary.stderr)
+        return max(low, summary.value - 1.96 * summary.stderr), min(high, summary.value + 1.96 * summary.stderr)
     return wilson(summary.correct, summary.rows)
 
 
 def summarize_values(values: list, value: float, stderr: float, predictions: dict) -> PathSummary:
     """A value or corpus metric (mc2; f1, mcc): its number, no count of right answers."""
-    return PathSummary(accuracy=value, stderr=stderr, correct=None, rows=len(values), predictions=predictions)
+    return PathSummary(value=value, stderr=stderr, correct=None, rows=len(values), predictions=predictions)
 
 
 def choice_names(spec, questions) -> tuple:
