@@ -47,7 +47,7 @@ def test_reader_names_missing_and_unexpected_fields(tmp_path):
         records.read(path, records.FailureRecord)
     raw["kind"] = "sst2-audit/run"
     path.write_text(json.dumps(raw))
-    with pytest.raises(InputError, match=f"expected kind 'sst2-audit/failure' schema_version {records.RECORD_SCHEMA_VERSION}, got 'sst2-audit/run' {records.RECORD_SCHEMA_VERSION}"):
+    with pytest.raises(InputError, match="expected kind 'sst2-audit/failure' schema_version 5, got 'sst2-audit/run' 5"):
         records.read(path, records.FailureRecord)
 
 
@@ -102,3 +102,18 @@ def test_a_schema_5_summary_s_accuracy_is_read_as_its_value():
     today["summaries"]["independent"]["acc"]["accuracy"] = 0.5
     with pytest.raises(InputError, match=r"summaries.independent.acc: unexpected field\(s\): 'accuracy'"):
         records.from_dict(records.RunRecord, today, "run.json")
+
+
+def test_each_record_kind_has_its_own_version():
+    """One envelope (kind, schema_version), a version per kind: the run record is at 6 (its summaries' `value`),
+    the failure, private and group records stay at 5; a kind's record at another kind's version is refused."""
+    assert records.KIND_VERSIONS == {"sst2-audit/run": 6, "sst2-audit/failure": 5, "sst2-audit/private": 5,
+                                     "sst2-audit/group": 5}
+    failure = records.FailureRecord("r", "check", "message", [])
+    raw = records.to_dict(failure)
+    assert raw["schema_version"] == 5 and records.from_dict(records.FailureRecord, raw, "f.json") == failure
+    old = dict(raw, schema_version=1)  # the shared versions before 5 upgrade to the kind's own
+    assert records.from_dict(records.FailureRecord, old, "f.json") == failure
+    with pytest.raises(InputError, match="f.json: expected kind 'sst2-audit/failure' schema_version 5, got "
+                                         "'sst2-audit/failure' 6."):
+        records.from_dict(records.FailureRecord, dict(raw, schema_version=6), "f.json")

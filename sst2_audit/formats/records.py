@@ -17,10 +17,16 @@ from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 
-# 4: paths and metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]);
-# 3: any task (task, metrics, acc_norm, token counts and hashes instead of public token ids);
-# 2: run.json gained `platform` (the numeric fingerprint). Older records are read and upgraded.
+# The run record's version (each kind's: KIND_VERSIONS). 6: a summary's `value` (was `accuracy`); 4: paths and
+# metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]); 3: any
+# task (task, metrics, acc_norm, token counts and hashes instead of public token ids); 2: run.json gained
+# `platform` (the numeric fingerprint). Older records are read and upgraded.
 RECORD_SCHEMA_VERSION = 6
+# One envelope (kind, schema_version), a version per kind: a kind's version moves only when its own fields do.
+# The kinds shared one number up to 5, so each kind's chain runs through the shared versions from the one it
+# was first written at (FIRST_VERSION); from 5 on each kind counts alone.
+KIND_VERSIONS = {"sst2-audit/run": RECORD_SCHEMA_VERSION, "sst2-audit/failure": 5, "sst2-audit/private": 5,
+                 "sst2-audit/group": 5}
 # What schema 5 changed, for the readers that keep older records' pages and rules: the card and page show the
 # submitter's machine facts apart, as claims (issue 28); a value metric (mc2) is re-derived in lm-eval's order
 # of operations, bit for bit (issue 29); the page's audit hint names the lock and cache it needs, its question
@@ -189,7 +195,7 @@ class GroupRecord:
     members: list[GroupMember]  # in aggregation order
     official: dict[str, float]  # lm-eval's aggregation functions on lm-eval's per-subtask numbers
     independent: dict[str, float]  # our re-derivation on our independent path's per-subtask numbers
-    schema_version: int = RECORD_SCHEMA_VERSION
+    schema_version: int = KIND_VERSIONS["sst2-audit/group"]
     kind: str = "sst2-audit/group"
 
 
@@ -209,7 +215,7 @@ class FailureRecord:
     message: str
     mismatches: list[Mismatch]
     settings: dict = field(default_factory=dict)
-    schema_version: int = RECORD_SCHEMA_VERSION
+    schema_version: int = KIND_VERSIONS["sst2-audit/failure"]
     kind: str = "sst2-audit/failure"
 
 
@@ -226,7 +232,7 @@ class PrivateQuestion:
 class PrivateRecord:
     run_name: str
     questions: list[PrivateQuestion]
-    schema_version: int = RECORD_SCHEMA_VERSION
+    schema_version: int = KIND_VERSIONS["sst2-audit/private"]
     kind: str = "sst2-audit/private"
 
 
@@ -309,9 +315,9 @@ def _upgrade_from_4(raw: dict) -> dict:
 
 
 def _upgrade_from_5(raw: dict) -> dict:
-    """Schema 5 called each summary's value `accuracy`, also where it held mc2, f1 or mcc: now `value`."""
+    """Run records of schema 5 called each summary's value `accuracy`, also where it held mc2, f1 or mcc."""
     upgraded = dict(raw, schema_version=6)
-    summaries = raw.get("summaries") if raw.get("kind") == "sst2-audit/run" else None
+    summaries = raw.get("summaries")
     if isinstance(summaries, dict):
         upgraded["summaries"] = {
             path: {metric: ({("value" if key == "accuracy" else key): item for key, item in summary.items()}
@@ -322,7 +328,8 @@ def _upgrade_from_5(raw: dict) -> dict:
 
 
 # schema_version -> function returning the next version's dict
-UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4, 5: _upgrade_from_5}
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4,
+            5: _upgrade_from_5}  # 5 on: the run record's own
 # The schema version each record kind was first written at: one version number is shared by the kinds, and
 # an upgrade chain starts only where a kind existed (a group record "of version 1" never was).
 FIRST_VERSION = {"sst2-audit/run": 1, "sst2-audit/failure": 1, "sst2-audit/private": 1, "sst2-audit/group": 4}
@@ -338,12 +345,13 @@ def from_dict(kind, raw: dict, where: str):
     if raw.get("kind") == expected_kind and version < FIRST_VERSION[expected_kind]:  # an upgrade only from a
         raise InputError(f"{where}: {expected_kind} records begin at schema_version "  # version that existed
                          f"{FIRST_VERSION[expected_kind]}, got {version}.")
-    while version in UPGRADES and raw.get("kind") == expected_kind:
+    current = KIND_VERSIONS[expected_kind]
+    while version in UPGRADES and version < current and raw.get("kind") == expected_kind:
         raw = UPGRADES[version](raw)
         version = raw.get("schema_version")
-    if raw.get("kind") != expected_kind or raw.get("schema_version") != RECORD_SCHEMA_VERSION:
+    if raw.get("kind") != expected_kind or raw.get("schema_version") != current:
         raise InputError(
-            f"{where}: expected kind {expected_kind!r} schema_version {RECORD_SCHEMA_VERSION}, "
+            f"{where}: expected kind {expected_kind!r} schema_version {current}, "
             f"got {raw.get('kind')!r} {raw.get('schema_version')!r}."
         )
     record = convert(kind, raw, where)
