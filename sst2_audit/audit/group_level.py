@@ -4,7 +4,7 @@ group's numbers re-derived from the subtask records (group.py); every subtask's 
 from pathlib import Path
 
 from sst2_audit.audit.findings import LevelResult
-from sst2_audit.formats import records
+from sst2_audit.formats import records, strict_json
 from sst2_audit.pages.card import group_card
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.run.group import member_numbers
@@ -13,8 +13,11 @@ from sst2_audit.task.split import mode_for
 from sst2_audit.util.hashing import sha256_file
 
 
-def read_group(folder: Path) -> records.GroupRecord:
-    return records.read(Path(folder) / GROUP_FILE, records.GroupRecord)
+def read_group(folder: Path) -> tuple:
+    """(the group record, group.json's bytes as read: what a group bundle packs)."""
+    path = Path(folder) / GROUP_FILE
+    data = strict_json.read_bytes(path)
+    return records.from_dict(records.GroupRecord, strict_json.loads(data, str(path)), str(path)), data
 
 
 def check(folder: Path, record: records.GroupRecord, lock) -> LevelResult:

@@ -6,7 +6,7 @@ reviewer explicitly trusts it (--trust-bundle-lock, said in the report's first l
 """
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.formats import lm_eval_output, records, strict_json
@@ -35,6 +35,7 @@ class RunFolder:
     card_text: str | None
     report_text: str | None = None  # report.html, in runs and bundles of record schema 3
     record_schema: int | None = None  # run.json's schema_version as written, before any upgrade
+    files: dict = field(default_factory=dict)  # the public records' bytes as read and checked: what a bundle packs
     shown_as: str | None = None  # what the reviewer named (a bundle file), for messages; else the folder
 
     def task_spec(self):
@@ -94,13 +95,13 @@ MAX_CANDIDATE_TEXT = 4096  # characters of a candidate as recorded
 def _bounded(record, lock: Lock, samples, where: str) -> None:
     """Id lists and per-question lists bounded by the reviewer's lock before any per-id work (exit 2)."""
     dev, confirm = lock.split.dev_rows, lock.split.confirm_rows
-    for field, count, limit in (("split.dev_ids", len(record.split.dev_ids), dev),
-                                ("split.scored_ids", len(record.split.scored_ids), dev),
-                                ("split.confirm", len(record.split.confirm), confirm),
-                                ("questions", len(record.questions), dev),
-                                (records.LM_EVAL_SAMPLES_FILE, len(samples or ()), dev)):
+    for name, count, limit in (("split.dev_ids", len(record.split.dev_ids), dev),
+                               ("split.scored_ids", len(record.split.scored_ids), dev),
+                               ("split.confirm", len(record.split.confirm), confirm),
+                               ("questions", len(record.questions), dev),
+                               (records.LM_EVAL_SAMPLES_FILE, len(samples or ()), dev)):
         if count > 2 * limit + 16:  # slack so that a few extra rows are named by the levels, row by row
-            raise InputError(f"{where}: {field}: {count} entries, far more than the {limit} of the reviewer's lock "
+            raise InputError(f"{where}: {name}: {count} entries, far more than the {limit} of the reviewer's lock "
                              "(split.dev_rows / split.confirm_rows); refused before any per-id work.")
     for number, question in enumerate(record.questions):
         sizes = (len(question.candidates), *(len(scores) for scores in question.scores.values()),
@@ -118,9 +119,16 @@ def load_run(path: Path, reviewer_lock: Lock, trust_bundle_lock: bool = False) -
     run_file, failure_file = path / records.RUN_FILE, path / records.FAILURE_FILE
     if not (run_file.exists() or run_file.is_symlink()) and not (failure_file.exists() or failure_file.is_symlink()):
         raise InputError(f"{path}: holds neither {records.RUN_FILE} nor {records.FAILURE_FILE}; not a finished run.")
-    raw_record = _optional(run_file, lambda p: [strict_json.read(p)])  # in a list: the file may hold `null`
+    files = {}
+
+    def read(p: Path) -> bytes:  # each public record read once; the bundle packs these bytes, not a second read
+        files[p.name] = strict_json.read_bytes(p)
+        return files[p.name]
+
+    raw_record = _optional(run_file, lambda p: [strict_json.loads(read(p), str(p))])  # a list: it may hold `null`
     record = None if raw_record is None else records.from_dict(records.RunRecord, raw_record[0], str(run_file))
-    failure = _optional(failure_file, lambda p: records.read(p, records.FailureRecord))
+    failure = _optional(failure_file,
+                        lambda p: records.from_dict(records.FailureRecord, strict_json.loads(read(p), str(p)), str(p)))
     if record is not None and failure is not None:  # a passing run never has a failure record
         raise CheckFailed(f"{path}: holds both {records.RUN_FILE} and {records.FAILURE_FILE}; a run that wrote a "
                           "failure record stopped before its run record, so one of them was added afterwards.")
@@ -131,11 +139,11 @@ def load_run(path: Path, reviewer_lock: Lock, trust_bundle_lock: bool = False) -
                          "and an environment of the release it was made with.")
     task, metrics = (record.task, record.metrics) if record else (None, ())
     results = _optional(path / records.LM_EVAL_RESULTS_FILE, lambda p: lm_eval_output.check_lm_eval_results(
-        strict_json.read(p), task, str(p), metrics) if task else strict_json.read(p))
+        strict_json.loads(read(p), str(p)), task, str(p), metrics) if task else strict_json.loads(read(p), str(p)))
     samples = _optional(path / records.LM_EVAL_SAMPLES_FILE, lambda p: [
         lm_eval_output.check_lm_eval_sample(raw, f"{p}:{number}")
-        for number, raw in enumerate(strict_json.read_lines(p), start=1)])
-    environment = _optional(path / records.ENVIRONMENT_FILE, strict_json.read)
+        for number, raw in enumerate(strict_json.loads_lines(read(p), str(p)), start=1)])
+    environment = _optional(path / records.ENVIRONMENT_FILE, lambda p: strict_json.loads(read(p), str(p)))
     if environment is not None and not isinstance(environment, dict):
         raise InputError(f"{path / records.ENVIRONMENT_FILE}: expected a JSON object.")
     claimed_lock = _optional(path / BUNDLE_LOCK, lambda p: lock_from_bytes(strict_json.read_bytes(p), p))
@@ -155,4 +163,4 @@ def load_run(path: Path, reviewer_lock: Lock, trust_bundle_lock: bool = False) -
         _bounded(record, lock, samples, str(run_file))
     return RunFolder(path, record, failure, results, samples, environment, lock, source, claimed_lock,
                      manifest, card_text, report_text, record_schema=raw_record[0]["schema_version"] if raw_record
-                     else None)
+                     else None, files=files)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sst2_audit.bundle import run as bundle
 from sst2_audit.formats import strict_json
+from sst2_audit.pages.card import group_card
 from sst2_audit.task.group import GROUP_CARD, GROUP_FILE, group_spec
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import CheckFailed, InputError
@@ -43,11 +44,11 @@ def bundle_target(record, results: Path) -> Path:
     return bundle.bundle_path(record.run_name, results)
 
 
-def pack(folder: Path, record, runs: dict, caches: dict, results: Path) -> Path:
-    """results/<group run name>.tar.gz of a group folder whose audit passed; runs and caches by task."""
+def pack(group_bytes: bytes, record, runs: dict, caches: dict, results: Path) -> Path:
+    """results/<group run name>.tar.gz of a group whose audit passed: group.json's bytes as the audit read them,
+    the card the group level regenerated and compared, each subtask's run as audited; runs and caches by task."""
     target = bundle_target(record, results)
-    contents = {GROUP_FILE: (Path(folder) / GROUP_FILE).read_bytes(),
-                GROUP_CARD: (Path(folder) / GROUP_CARD).read_bytes()}
+    contents = {GROUP_FILE: group_bytes, GROUP_CARD: group_card(record).encode()}
     for member in record.members:
         run = runs[member.task]
         # the subtask's top folder is its task name: the run name may exceed a ustar name with the group's prefix

@@ -51,9 +51,9 @@ def _refuse_machine_folders(lock) -> None:
 def bundle_contents(run, cache: Path) -> dict:
     """{name: bytes} of everything the bundle holds, SHA256SUMS last."""
     contents = {}
-    for name in PUBLIC_FILES:
-        if (run.path / name).exists():
-            contents[name] = (run.path / name).read_bytes()
+    for name in PUBLIC_FILES:  # the bytes the audit read and checked (audit/loading.py), never read again
+        if name in run.files:
+            contents[name] = run.files[name]
     _refuse_machine_folders(run.lock)
     contents[BUNDLE_LOCK] = run.lock.data  # the bytes of the reviewer's lock the audit just passed, as read
     manifest = read_manifest(cache)

@@ -235,7 +235,7 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     first and last over all of them. `folder` is the group folder or a verified group bundle unpacked."""
 
     lock = args.reviewer_lock
-    record = group_level.read_group(folder)
+    record, group_bytes = group_level.read_group(folder)
     group = group_level.check(folder, record, lock)
     if args.bundle:  # refused before the audit's work, not after it
 
@@ -260,7 +260,7 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
         if failed:
             raise CheckFailed(f"the audit of {shown} failed; no bundle is packed for a group that does not pass.")
 
-        path = group_bundle.pack(folder, record, {t: run for t, (run, _) in runs.items()},
+        path = group_bundle.pack(group_bytes, record, {t: run for t, (run, _) in runs.items()},
                                  {m.task: args.cache / m.profile for m in record.members}, args.results)
         print(f"bundle: {printable(path)}")
     return code

@@ -86,7 +86,10 @@ def read(path: Path, limit: int = MAX_RECORD_BYTES):
     return loads(read_bytes(path, limit), str(path))
 
 
-def read_lines(path: Path, limit: int = MAX_RECORD_BYTES) -> list:
+def loads_lines(data: bytes, where: str) -> list:
     """JSON Lines: one strict value per line."""
-    data = read_bytes(path, limit)
-    return [loads(line, f"{path}:{number}") for number, line in enumerate(data.split(b"\n"), start=1) if line.strip()]
+    return [loads(line, f"{where}:{number}") for number, line in enumerate(data.split(b"\n"), start=1) if line.strip()]
+
+
+def read_lines(path: Path, limit: int = MAX_RECORD_BYTES) -> list:
+    return loads_lines(read_bytes(path, limit), str(path))
