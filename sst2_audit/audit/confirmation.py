@@ -139,16 +139,18 @@ def verify_for_confirm(lock, prereg_file: Path, cache: Path) -> Verified:
 
 
 def check_chain(folder: Path, record: formats.ConfirmationRecord, lock) -> tuple:
-    """(the chain level, the rule or None): every link by sha256, the reviewer's lock at the root, the rule's
-    outcome re-derived from the confirmation runs' records, the card regenerated."""
+    """(the chain level, the rule or None, preregistration.json's bytes as hashed and read): every link by sha256,
+    the reviewer's lock at the root, the rule's outcome re-derived from the confirmation runs' records, the card
+    regenerated."""
     result = LevelResult("confirmation chain")
     prereg_file = Path(folder) / formats.PREREG_FILE
     if not prereg_file.is_file():
         result.fail(f"{prereg_file} is missing")
-        return result, None
-    result.expect("confirmation", "preregistration_sha256 (of preregistration.json)", sha256_file(prereg_file),
-                  record.preregistration_sha256)
-    prereg = formats.read_prereg(prereg_file)
+        return result, None, None
+    prereg_bytes = strict_json.read_bytes(prereg_file)  # hashed and parsed from one read
+    result.expect("confirmation", "preregistration_sha256 (of preregistration.json)",
+                  sha256_bytes(prereg_bytes), record.preregistration_sha256)
+    prereg = formats.parse_versioned(prereg_bytes, str(prereg_file), formats.Preregistration)
     result.expect("pre-registration", "lock_sha256 (your lock's)", lock.sha256, prereg.lock_sha256)
     result.expect("confirmation", "lock_sha256 (your lock's)", lock.sha256, record.lock_sha256)
     result.expect("pre-registration", "confirm_rows (your lock's)", lock.split.confirm_rows, prereg.confirm_rows)
@@ -156,7 +158,7 @@ def check_chain(folder: Path, record: formats.ConfirmationRecord, lock) -> tuple
         rule = rule_of(prereg, str(prereg_file))
     except (CheckFailed, InputError) as error:
         result.fail(str(error))
-        return result, None
+        return result, None, prereg_bytes
     result.expect("confirmation", "statement (the pre-registration's rule)", rule.statement(), record.statement)
     dev = {}
     for entry in prereg.dev_runs:
@@ -194,4 +196,4 @@ def check_chain(folder: Path, record: formats.ConfirmationRecord, lock) -> tuple
     card_file = Path(folder) / formats.CONFIRMATION_CARD
     result.expect("confirmation", f"{formats.CONFIRMATION_CARD} (regenerated from confirmation.json)", card(record),
                   card_file.read_text(encoding="utf-8") if card_file.is_file() else None)
-    return result, rule
+    return result, rule, prereg_bytes

@@ -39,11 +39,11 @@ def bundle_target(record, profiles, results: Path) -> Path:
     return bundle.bundle_path(record.run_name, results)
 
 
-def pack(folder: Path, record, runs: dict, caches: dict, results: Path) -> Path:
-    """results/<run name>.tar.gz of a confirmation folder whose audit passed; runs: (kind, profile) -> RunFolder."""
+def pack(checked: dict, record, runs: dict, caches: dict, results: Path) -> Path:
+    """results/<run name>.tar.gz of a confirmation whose audit passed: `checked` holds confirmation.json,
+    preregistration.json and the card as the audit read or regenerated them; runs: (kind, profile) -> RunFolder."""
     target = bundle_target(record, sorted({p for _, p in runs}), results)
-    contents = {name: (Path(folder) / name).read_bytes()
-                for name in (formats.CONFIRMATION_FILE, formats.CONFIRMATION_CARD, formats.PREREG_FILE)}
+    contents = dict(checked)
     for (kind, profile), run in runs.items():
         contents[run_member(kind, profile)] = bundle.archive(profile, bundle.bundle_contents(run, caches[profile]))
     contents[bundle.SUMS] = bundle.sums_file(contents)

@@ -8,12 +8,12 @@ from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.audit import study_level
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.bundle import confirmation as confirmation_bundle
-from sst2_audit.formats import prereg as formats
+from sst2_audit.formats import prereg as formats, strict_json
 from sst2_audit.cli.common import auditable, numeric_mode
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.study import STUDY_FILE, STUDY_PAGE, StudyRecord
 from sst2_audit.protocol.decision import outcome_line
-from sst2_audit.run.confirm import cache_for, confirm
+from sst2_audit.run.confirm import cache_for, card, confirm
 from sst2_audit.run.job import default_run_name
 from sst2_audit.run.study import run_study
 from sst2_audit.util import atomic
@@ -97,8 +97,10 @@ def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -
     run audited as any run; one verdict first and last. `folder`: a confirmation folder, or a verified
     confirmation bundle unpacked (`shown` names the bundle, `sums` its level). --bundle packs it after a PASS."""
     shown = shown or folder
-    record = formats.read_confirmation(folder / formats.CONFIRMATION_FILE)
-    chain, rule = check_chain(folder, record, args.reviewer_lock)
+    confirmation_file = folder / formats.CONFIRMATION_FILE
+    confirmation_bytes = strict_json.read_bytes(confirmation_file)  # what the audit checks and a bundle packs
+    record = formats.parse_versioned(confirmation_bytes, str(confirmation_file), formats.ConfirmationRecord)
+    chain, rule, prereg_bytes = check_chain(folder, record, args.reviewer_lock)
     profiles = list(rule.profiles) if rule is not None else []
     if args.bundle:  # refused before the audit's work, not after it
         confirmation_bundle.bundle_target(record, profiles, args.results)
@@ -140,7 +142,9 @@ def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -
         if result.failed:
             raise CheckFailed(f"the audit of {shown} failed; no bundle is packed for a confirmation that does not "
                               "pass.")
-        path = confirmation_bundle.pack(folder, record, runs, {p: cache_for(args.cache, p) for p in profiles},
+        checked = {formats.CONFIRMATION_FILE: confirmation_bytes, formats.PREREG_FILE: prereg_bytes,
+                   formats.CONFIRMATION_CARD: card(record).encode()}  # the card as the chain level regenerated it
+        path = confirmation_bundle.pack(checked, record, runs, {p: cache_for(args.cache, p) for p in profiles},
                                         args.results)
         print(terminal([f"bundle: {path}"]))
     return result.exit_code
