@@ -2,9 +2,9 @@
 
 The task's own number of shots (the lock's or the YAML's num_fewshot; task/fewshot.py draws them as
 lm-eval does), no chat template, no system prompt, no BOS/EOS added unless the lock's profile says
-add_bos_token; a candidate's score is the sum of its tokens' log-probabilities; `acc` predicts the argmax of the scores, `acc_norm` the
-argmax of score / (characters of the choice), ties going to the first candidate in both;
-accuracy is the mean of the per-question 0/1.
+add_bos_token; a candidate's score is the sum of its tokens' log-probabilities; `acc` predicts the
+argmax of the scores, `acc_norm` the argmax of score / (characters of the choice), ties going to the
+first candidate in both; accuracy is the mean of the per-question 0/1 (other metrics: metrics.py).
 """
 
 import json
