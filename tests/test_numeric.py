@@ -39,7 +39,7 @@ def test_changing_the_mode_after_torch_was_imported_is_our_bug():
     ({"ATEN_CPU_CAPABILITY": "avx3"}, None),  # accepted by the lock, but never in effect (checked below)
     ({"NOT_A_VARIABLE": "1"}, "run_settings.numeric_mode must map some of"),
     ({"MKL_CBWR": ""}, "run_settings.numeric_mode must map some of"),
-    ([], "run_settings.numeric_mode must map some of"),
+    ([], "run_settings.numeric_mode: expected dict, got list '[]'."),
 ])
 def test_lock_numeric_mode_is_validated(tmp_path, mode, shown):
     raw = json.loads(LOCK.read_text())

@@ -308,7 +308,7 @@ LOCK_EDITS = {
         "profiles.embedded-rte.task: 'nope' is not one of evaluator.tasks"),
     "profile task not text": (
         lambda raw: raw["profiles"]["embedded-rte"].update(task=["rte"]), "embedded-rte",
-        "profiles.embedded-rte.task: expected a task name, got list"),
+        "profiles.embedded-rte.task: expected str, got list"),
     "columns malformed": (
         lambda raw: raw["profiles"]["embedded-rte"]["data"].update(columns=[["idx", "float"]]), "embedded-rte",
         "lock: data.columns must be a list of [name, type] with type one of"),
