@@ -358,3 +358,27 @@ def test_option_prefixes_are_not_silently_accepted(script, option):
     done = run_script(script, option)
     assert done.returncode == 2
     assert f"unrecognized arguments: {option}" in done.stderr
+
+
+def test_a_later_page_design_states_itself_and_the_audit_reads_it(monkeypatch):
+    """Design 1 (today's) states nothing, so the pages of record schema 4 to 6 keep their bytes; a bumped
+    PAGE_DESIGN is written into the page's head, where page_design reads it (record schema 3's pages: 0)."""
+    import json
+    import tarfile
+
+    from sst2_audit.formats import records
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.pages import html_report
+    from sst2_audit.task.spec import spec_for
+
+    with tarfile.open(REPO / "results" / "embedded-full-reference.tar.gz") as archive:
+        raw = json.loads(archive.extractfile("embedded-full-reference/run.json").read())
+        bundled = archive.extractfile("embedded-full-reference/report.html").read().decode()
+    record, lock = records.from_dict(records.RunRecord, raw, "run.json"), load_lock(REPO / "resources.lock.json")
+    page = html_report.render(record, lock, spec_for(lock, "sst2"), written_schema=4)
+    assert page == bundled and "sst2-audit-page-design" not in page
+    assert [html_report.page_design(page, schema) for schema in (3, 4, 5, 6)] == [0, 1, 1, 1]
+    monkeypatch.setattr(html_report, "PAGE_DESIGN", 2)
+    later = html_report.render(record, lock, spec_for(lock, "sst2"), written_schema=4)
+    assert '<meta name="sst2-audit-page-design" content="2">' in later.split("</head>")[0]
+    assert html_report.page_design(later, 4) == 2 and html_report.page_design(later, 3) == 2
