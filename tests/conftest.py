@@ -31,6 +31,30 @@ def run_script(script: str, *args, env: dict | None = None, cwd: Path | None = N
                           text=True, env=full_env, cwd=str(cwd or REPO))
 
 
+def run_cli(script: str, *args) -> subprocess.CompletedProcess:
+    """An entry script's main in this process, for refusals that stop before any model or lm-eval work (usage
+    errors, bad input): the exit code and output run_script would give, without a new interpreter (issue 30)."""
+    import contextlib
+    import io
+
+    from sst2_audit.cli import audit_main, prepare_main, run_main
+    from sst2_audit.util.progress import set_quiet
+
+    main = {"run.py": run_main, "audit.py": audit_main, "prepare.py": prepare_main}[script]
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(REPO)  # where run_script runs the scripts
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as stop:  # argparse's usage errors
+                code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    finally:
+        os.chdir(here)
+        set_quiet(False)  # --quiet and --json set it for the process
+    return subprocess.CompletedProcess([script, *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
 def tree_state(folder: Path) -> dict:
     """Every file under folder with size and mtime: 'unchanged' means this dict is equal."""
     folder = Path(folder)

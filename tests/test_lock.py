@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script
+from conftest import load_lock_json, LOCK, one_paragraph, REPO, run_cli
 from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import InputError
 from sst2_audit.formats.lock import load_lock
@@ -31,7 +31,7 @@ def test_our_lock_pins_the_reference_resources():
 
 
 def test_unknown_profile_is_refused(tmp_path):
-    done = run_script("prepare.py", "--profile", "glue-sst3", "--cache", tmp_path / "c")
+    done = run_cli("prepare.py", "--profile", "glue-sst3", "--cache", tmp_path / "c")
     assert done.returncode == 2
     assert "unknown profile 'glue-sst3'; this lock defines embedded, embedded-inverse-scaling, embedded-rte, glue-sst2." in one_paragraph(done.stderr)
     assert not (tmp_path / "c").exists()
@@ -69,7 +69,7 @@ def test_unreadable_or_invalid_lock(tmp_path, content, message):
     lock = tmp_path / "lock.json"
     if content is not None:
         lock.write_text(content)
-    done = run_script("prepare.py", "--profile", "embedded", "--lock", lock, "--cache", tmp_path / "c")
+    done = run_cli("prepare.py", "--profile", "embedded", "--lock", lock, "--cache", tmp_path / "c")
     assert done.returncode == 2
     assert message in one_paragraph(done.stderr)
     assert str(lock) in done.stderr
@@ -228,7 +228,7 @@ def test_a_lock_pins_a_supported_release_by_its_published_wheel(tmp_path, change
     lock.write_text(json.dumps(raw))
     for command in (["audit.py", "--lock", lock, "--out", tmp_path], ["run.py", "--lock", lock, "--smoke"],
                     ["prepare.py", "--lock", lock, "--profile", "embedded", "--cache", tmp_path / "c"]):
-        done = run_script(*command)
+        done = run_cli(*command)
         assert done.returncode == 2 and message in one_paragraph(done.stderr), done.stderr
     assert not (tmp_path / "c").exists()
 

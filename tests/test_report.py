@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, REPO, load_lock_json, one_paragraph, run_script, tiny_llama
+from conftest import EMBEDDED_COLUMNS, load_lock_json, one_paragraph, REPO, run_cli, run_script, tiny_llama
 from sst2_audit.formats import records
 from sst2_audit.protocol.numeric import one_line
 from sst2_audit.protocol.stats import mcnemar_exact, paired_difference, wilson
@@ -292,7 +292,7 @@ def test_quiet_and_json_summaries(embedded_cache, tmp_path):
 def test_profile_comes_from_the_manifest_and_a_mismatch_names_the_one_that_fits(embedded_cache):
     done = run_script("prepare.py", "--verify", "--cache", embedded_cache)
     assert done.returncode == 0, done.stderr
-    done = run_script("run.py", "--profile", "glue-sst2", "--cache", embedded_cache, "--smoke")
+    done = run_cli("run.py", "--profile", "glue-sst2", "--cache", embedded_cache, "--smoke")
     assert done.returncode == 2
     assert "`--profile embedded` (or no --profile) would use this cache as it is" in one_paragraph(done.stderr)
 
@@ -355,7 +355,7 @@ def test_every_page_answers_first_in_headless_chromium(full_run, tmp_path):
 
 @pytest.mark.parametrize("script, option", [("run.py", "--smok"), ("audit.py", "--arith"), ("prepare.py", "--ver")])
 def test_option_prefixes_are_not_silently_accepted(script, option):
-    done = run_script(script, option)
+    done = run_cli(script, option)
     assert done.returncode == 2
     assert f"unrecognized arguments: {option}" in done.stderr
 

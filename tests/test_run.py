@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, one_paragraph, run_script, tree_state
+from conftest import EMBEDDED_COLUMNS, one_paragraph, run_cli, run_script, tree_state
 from sst2_audit.util.commands import command_line
 from sst2_audit.formats import records
 from sst2_audit.task.dataset import read_parquet
@@ -32,7 +32,7 @@ def test_rows_scores_a_prefix_of_the_dev_rows_and_the_audit_reads_it(embedded_ca
     for extra, message in ((["--rows", "1"], "--rows 1: expected 2 to 64 (the lock's split.dev_rows in "),
                            (["--rows", "65"], "--rows 65: expected 2 to 64"),
                            (["--rows", "3", "--smoke"], "--smoke scores the first 2 dev rows; leave out --rows")):
-        done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, *extra, "--out", tmp_path / "x")
+        done = run_cli("run.py", "--profile", "embedded", "--cache", embedded_cache, *extra, "--out", tmp_path / "x")
         assert done.returncode == 2 and message in one_paragraph(done.stderr), done.stderr
         assert not (tmp_path / "x").exists()
     done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--rows", "3", "--out",
@@ -148,7 +148,7 @@ def test_a_failed_run_is_audited_as_failed_and_never_bundled(embedded_cache, uns
 
 
 def test_run_on_an_unprepared_cache_says_how_to_prepare(tmp_path):
-    done = run_script("run.py", "--profile", "embedded", "--cache", tmp_path / "empty", "--out", tmp_path / "out")
+    done = run_cli("run.py", "--profile", "embedded", "--cache", tmp_path / "empty", "--out", tmp_path / "out")
     assert done.returncode == 2
     assert (f"{tmp_path / 'empty'}: no manifest.json; the cache is not prepared. "
             f"Run: {command_line('prepare')} --profile embedded --cache {tmp_path / 'empty'}") in \

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script, tiny_llama, tree_state
+from conftest import load_lock_json, LOCK, one_paragraph, REPO, run_cli, run_script, tiny_llama, tree_state
 from sst2_audit.task.dataset import Row, write_parquet
 from sst2_audit.util.errors import InputError
 from sst2_audit.task.evaluator_pin import installed_root
@@ -136,17 +136,17 @@ def test_a_lock_pinning_a_refused_task_exits_2_naming_it(tmp_path):
     (tmp_path / "data" / "demo").mkdir(parents=True)
     lock = tmp_path / "lock.json"
     lock.write_text(json.dumps(raw))
-    done = run_script("run.py", "--lock", lock, "--profile", "embedded", "--smoke")
+    done = run_cli("run.py", "--lock", lock, "--profile", "embedded", "--smoke")
     assert done.returncode == 2
     assert GALICIAN_REFUSAL in one_paragraph(done.stderr)
 
 
 def test_task_option_names_the_profile_that_has_the_data():
-    done = run_script("run.py", "--profile", "embedded", "--task", "rte", "--smoke")
+    done = run_cli("run.py", "--profile", "embedded", "--task", "rte", "--smoke")
     assert done.returncode == 2
     assert ("--task rte: profile embedded holds data for task sst2; profiles with data for rte: embedded-rte."
             in one_paragraph(done.stderr))
-    done = run_script("run.py", "--profile", "embedded", "--task", "hellaswag", "--smoke")
+    done = run_cli("run.py", "--profile", "embedded", "--task", "hellaswag", "--smoke")
     assert done.returncode == 2 and "no profile of resources.lock.json has data for hellaswag" in done.stderr
 
 
@@ -332,7 +332,7 @@ def test_a_lock_whose_tasks_do_not_fit_exits_2_and_writes_nothing(case, tmp_path
     lock = tmp_path / "lock.json"
     lock.write_text(json.dumps(raw))
     for script, args in (("prepare.py", ()), ("run.py", ("--smoke", "--out", tmp_path / "o", "--private", tmp_path / "p"))):
-        done = run_script(script, "--lock", lock, "--profile", profile, "--cache", tmp_path / "c", *args)
+        done = run_cli(script, "--lock", lock, "--profile", profile, "--cache", tmp_path / "c", *args)
         assert done.returncode == 2, (script, done.stderr)
         assert message in one_paragraph(done.stderr), (script, done.stderr)
     assert not any((tmp_path / name).exists() for name in ("c", "o", "p"))
@@ -353,7 +353,7 @@ def test_a_malformed_demo_line_exits_2_naming_file_and_line(tmp_path):
         entry["sha256"] = sha256_file(tmp_path / entry["path"])
     lock = tmp_path / "lock.json"
     lock.write_text(json.dumps(raw))
-    done = run_script("prepare.py", "--lock", lock, "--profile", "embedded-rte", "--cache", tmp_path / "c")
+    done = run_cli("prepare.py", "--lock", lock, "--profile", "embedded-rte", "--cache", tmp_path / "c")
     assert done.returncode == 2, done.stderr
     assert (f"{folder / 'validation.jsonl'}:7: expected the fields ['sentence1', 'sentence2', 'label', 'idx'] in "
             "this order, got ['sentence2', 'sentence1', 'label', 'idx'].") in one_paragraph(done.stderr)
@@ -362,11 +362,11 @@ def test_a_malformed_demo_line_exits_2_naming_file_and_line(tmp_path):
 
 def test_report_of_a_group_is_refused_and_never_overwrites(tmp_path):
     (tmp_path / "group.json").write_text("{}")
-    done = run_script("audit.py", "--out", tmp_path, "--report", tmp_path / "page.html")
+    done = run_cli("audit.py", "--out", tmp_path, "--report", tmp_path / "page.html")
     assert done.returncode == 2
     assert "--report writes one run's page (or a comparison's); audit a subtask's run folder" in done.stderr
     (tmp_path / "page.html").write_text("mine")
-    done = run_script("audit.py", "--out", tmp_path, "--report", tmp_path / "page.html")
+    done = run_cli("audit.py", "--out", tmp_path, "--report", tmp_path / "page.html")
     assert done.returncode == 2 and "already exists; a report is never overwritten" in done.stderr
     assert (tmp_path / "page.html").read_text() == "mine"
 
