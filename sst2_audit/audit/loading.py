@@ -125,10 +125,12 @@ def load_run(path: Path, reviewer_lock: Lock, trust_bundle_lock: bool = False) -
         files[p.name] = strict_json.read_bytes(p)
         return files[p.name]
 
-    raw_record = _optional(run_file, lambda p: [strict_json.loads(read(p), str(p))])  # a list: it may hold `null`
+    def parsed(p: Path):
+        return strict_json.loads(read(p), str(p))
+
+    raw_record = _optional(run_file, lambda p: [parsed(p)])  # in a list: the file may hold `null`
     record = None if raw_record is None else records.from_dict(records.RunRecord, raw_record[0], str(run_file))
-    failure = _optional(failure_file,
-                        lambda p: records.from_dict(records.FailureRecord, strict_json.loads(read(p), str(p)), str(p)))
+    failure = _optional(failure_file, lambda p: records.from_dict(records.FailureRecord, parsed(p), str(p)))
     if record is not None and failure is not None:  # a passing run never has a failure record
         raise CheckFailed(f"{path}: holds both {records.RUN_FILE} and {records.FAILURE_FILE}; a run that wrote a "
                           "failure record stopped before its run record, so one of them was added afterwards.")
@@ -139,11 +141,11 @@ def load_run(path: Path, reviewer_lock: Lock, trust_bundle_lock: bool = False) -
                          "and an environment of the release it was made with.")
     task, metrics = (record.task, record.metrics) if record else (None, ())
     results = _optional(path / records.LM_EVAL_RESULTS_FILE, lambda p: lm_eval_output.check_lm_eval_results(
-        strict_json.loads(read(p), str(p)), task, str(p), metrics) if task else strict_json.loads(read(p), str(p)))
+        parsed(p), task, str(p), metrics) if task else parsed(p))
     samples = _optional(path / records.LM_EVAL_SAMPLES_FILE, lambda p: [
         lm_eval_output.check_lm_eval_sample(raw, f"{p}:{number}")
         for number, raw in enumerate(strict_json.loads_lines(read(p), str(p)), start=1)])
-    environment = _optional(path / records.ENVIRONMENT_FILE, lambda p: strict_json.loads(read(p), str(p)))
+    environment = _optional(path / records.ENVIRONMENT_FILE, parsed)
     if environment is not None and not isinstance(environment, dict):
         raise InputError(f"{path / records.ENVIRONMENT_FILE}: expected a JSON object.")
     claimed_lock = _optional(path / BUNDLE_LOCK, lambda p: lock_from_bytes(strict_json.read_bytes(p), p))

@@ -115,7 +115,6 @@ class Prefetch(threading.Thread):
 
     def run(self):
         try:  # every import it needs was made in the main thread (inputs.build): no import lock
-
             _score(self.run_folder, self.context, self.rescoring, self.stop)
         except BaseException as error:  # noqa: BLE001 - handed to check()
             self.rescoring.error = error

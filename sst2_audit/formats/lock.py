@@ -310,6 +310,7 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
                              "starting with a letter or digit.")
         model_body, model_where = _model_of(body, models, here)
         task = body.get("task", evaluator["task"])
+        notice, demo_is_not = _notice(body, task)
         profiles[name] = Profile(
             name=name,
             demo=body.get("demo", False),
@@ -319,8 +320,8 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
             pins_sha256=sha256_text(canonical_json(dict(body, model=model_body) if body["model"] != model_body
                                                     else body)),  # a named model's pins bind the cache too
             task=task,
-            notice=_notice(body, task)[0],
-            demo_is_not=_notice(body, task)[1],
+            notice=notice,
+            demo_is_not=demo_is_not,
             settings=profile_settings(body.get("settings", {}), f"{here}.settings"),
         )
         if profiles[name].data.get("columns") is not None:  # validated here; missing ones refused where used

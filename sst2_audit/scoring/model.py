@@ -68,7 +68,6 @@ def load(model_dir: Path, settings: dict, tokenizer=None) -> tuple:
     import torch
 
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_dir)
-    import_model_code(model_dir)
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(
