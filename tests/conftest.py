@@ -23,12 +23,82 @@ from sst2_audit.protocol.numeric import activate  # noqa: E402
 activate(json.loads(LOCK.read_text())["run_settings"]["numeric_mode"])
 
 
-def run_script(script: str, *args, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run an entry script as a user would: a new process, real exit code."""
+# Variables read when Python starts or a library is imported (PYTHONPATH: a shadowed lm_eval, tests/shadows.py): a
+# run that sets one needs an interpreter that has not imported yet.
+IMPORT_TIME_VARIABLES = ("PYTHON", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "ATEN_", "MKL_", "ONEDNN_")
+
+
+def _needs_new_interpreter(args: tuple, env: dict | None, cwd: Path) -> bool:
+    """A variable read at import, or a lock (--lock) in another numeric mode than the reference's, which the warm
+    interpreter runs in (the mode is fixed when torch is imported)."""
+    if any(name.startswith(IMPORT_TIME_VARIABLES) for name in env or {}):
+        return True
+    words = [str(a) for a in args]
+    if "--lock" not in words[:-1]:
+        return False
+    try:
+        lock = Path(cwd) / words[words.index("--lock") + 1]
+        mode = json.loads(lock.read_text())["run_settings"]["numeric_mode"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # unreadable: the script refuses it before torch
+    return mode != load_lock_json()["run_settings"]["numeric_mode"]
+
+
+def run_script(script: str, *args, env: dict | None = None, cwd: Path | None = None,
+               fresh: bool = False) -> subprocess.CompletedProcess:
+    """Run an entry script as a user would: a process of its own, real exit code. Forked from the warm interpreter
+    (tests/warm.py: torch, transformers and lm-eval already imported), or with fresh=True, or when env sets a
+    variable read at import, a new interpreter (what a test of process start-up needs)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, str(REPO / script), *map(str, args)], capture_output=True,
-                          text=True, env=full_env, cwd=str(cwd or REPO))
+    argv = [str(REPO / script), *map(str, args)]
+    if fresh or _needs_new_interpreter(args, env, Path(cwd or REPO)):
+        return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=full_env,
+                              cwd=str(cwd or REPO))
+    return _warm().run(argv, full_env, Path(cwd or REPO))
+
+
+class _Warm:
+    """The test process's warm interpreter (tests/warm.py), started at its first use, stopped at exit."""
+
+    def __init__(self):
+        import atexit
+        import tempfile
+
+        self.scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-warm-"))
+        self.process = subprocess.Popen([sys.executable, str(REPO / "tests" / "warm.py")], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, cwd=str(REPO), env=dict(os.environ))
+        ready = json.loads(self.process.stdout.readline() or "{}")
+        assert "ready" in ready, "the warm interpreter did not start (run tests/warm.py by hand to see why)"
+        atexit.register(self.stop)
+
+    def run(self, argv: list, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+        out, err = self.scratch / "stdout", self.scratch / "stderr"
+        for path in (out, err):
+            path.unlink(missing_ok=True)
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline() or "{}")
+        assert "code" in answer, "the warm interpreter stopped"
+        return subprocess.CompletedProcess([sys.executable, *argv], answer["code"], out.read_text(),
+                                           err.read_text())
+
+    def stop(self) -> None:
+        import shutil
+
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+_WARM = []
+
+
+def _warm() -> _Warm:
+    if not _WARM:
+        _WARM.append(_Warm())
+    return _WARM[0]
 
 
 def run_cli(script: str, *args) -> subprocess.CompletedProcess:
@@ -80,6 +150,7 @@ SHARED_FIXTURE_GROUPS = {"full_run": "full-run", "run_copy": "full-run", "rte_ru
                          "inverse_scaling_run": "demo-runs", "experiment": "experiment"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group markers into the node ids
 def pytest_collection_modifyitems(items):
     for item in items:
         group = next((SHARED_FIXTURE_GROUPS[name] for name in item.fixturenames if name in SHARED_FIXTURE_GROUPS), None)

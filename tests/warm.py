@@ -1,0 +1,100 @@
+"""A warm interpreter for the suite's entry-script runs (issue 30, item 8).
+
+Every `python run.py` / `audit.py` of the suite paid about 6 CPU-seconds importing torch, transformers and lm-eval
+before its first line of work. This process pays them once: it imports what an entry script imports, then forks
+one child per request. The child is a new process as a test sees one: its own pid, stdin from /dev/null, fds 1 and
+2 on files, its own working folder, environment and argv, the script run as __main__, its own exit code. What it
+shares with its siblings is only what the parent did before the first fork: imports, nothing run.
+
+What a module reads from the environment when it is imported was read here, once: the numeric mode (the reference
+lock's, which the test process runs in too) and the quiet and offline settings a run sets before its imports. A
+request that changes such a variable (HF_*, TRANSFORMERS_*, the numeric mode) is run as a new process by the test
+side instead (conftest.run_script).
+
+Protocol: one JSON request per line on stdin ({"argv", "cwd", "env", "stdout", "stderr"}), one JSON answer per line
+on the original stdout ({"code"}).
+"""
+
+import json
+import os
+import sys
+
+# What a run sets before it imports torch (run/job.py's _offline_environment, util/console.py's QUIET_ENVIRONMENT),
+# so the libraries read the same settings at import as in a new run process.
+PRESET = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+          "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+          "TRANSFORMERS_VERBOSITY": "error"}
+
+
+def _child(request: dict) -> None:
+    """In the forked child: become the requested process, run the script, exit with its code. Never returns."""
+    code = 1
+    try:
+        for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT),
+                                (2, request["stderr"], os.O_WRONLY | os.O_CREAT)):
+            opened = os.open(path, flags, 0o644)
+            os.dup2(opened, fd)
+            os.close(opened)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        script = request["argv"][0]
+        sys.argv = list(request["argv"])
+        sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python script.py` sets it
+        import runpy
+
+        try:
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        except SystemExit as stop:
+            if stop.code is None or isinstance(stop.code, int):
+                code = stop.code or 0
+            else:
+                print(stop.code, file=sys.stderr)
+                code = 1
+        except BaseException:  # noqa: BLE001 - what the interpreter does with an uncaught exception
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        import threading
+
+        threading._shutdown()  # as at a normal exit: wait for the script's non-daemon threads, then atexit
+        import atexit
+
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed stream: nothing left to write
+                pass
+        os._exit(code)
+
+
+def main() -> None:
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.environ.update(PRESET)
+    import sst2_audit.cli  # noqa: F401 - the package, and below what its runs import later
+    import lm_eval.evaluator  # noqa: F401
+    import lm_eval.models.huggingface  # noqa: F401
+    import lm_eval.tasks  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    answers.write(json.dumps({"ready": os.getpid()}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            answers.close()
+            _child(request)
+        _, status = os.waitpid(pid, 0)
+        answers.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
