@@ -191,14 +191,19 @@ def readme_journeys() -> list:
     return [[line for line in block.splitlines() if line.strip()] for block in blocks]
 
 
-def run_installed(line: str, cwd: Path) -> subprocess.CompletedProcess:
-    """A command line as a user with the venv active types it: `sst2-audit ...`, the venv's bin first on PATH."""
+def run_installed(line: str, cwd: Path, fresh: bool = False) -> subprocess.CompletedProcess:
+    """A command line as a user with the venv active types it: `sst2-audit ...`, the venv's bin first on PATH.
+    The script runs forked from the warm interpreter (it is this interpreter's script: its first line says so), or
+    with fresh=True as its own new process."""
     words = shlex.split(line)
     assert words[0] == "sst2-audit", line
     script = VENV_BIN / "sst2-audit"
     assert script.is_file(), f"{script}: the installed command is missing (pip install -e .)"
+    assert Path(script.read_text().splitlines()[0][2:]).parent == VENV_BIN, script  # the venv's Python runs it
     env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    return subprocess.run([str(script), *words[1:]], capture_output=True, text=True, env=env, cwd=str(cwd))
+    if fresh:
+        return subprocess.run([str(script), *words[1:]], capture_output=True, text=True, env=env, cwd=str(cwd))
+    return _warm().run([str(script), *words[1:]], env, Path(cwd))
 
 
 @pytest.fixture(scope="session")
@@ -210,7 +215,7 @@ def full_run(embedded_cache, tmp_path_factory) -> Path:
     (base / "cache").symlink_to(embedded_cache)
     prepare, run, audit = readme_journeys()[0]
     for line, log in ((prepare, "prepare.txt"), (run, "console.txt"), (audit, "audit.txt")):
-        done = run_installed(line, base)
+        done = run_installed(line, base, fresh=line is prepare)  # one step a new process, as typed
         assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-3000:])
         # what a person saw, for the console tests: progress (stderr), then the summary or the verdict (stdout)
         (base / log).write_text(done.stderr + done.stdout)
@@ -292,6 +297,34 @@ def tiny_llama(seed: int):
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                          attn_implementation="eager")
     return LlamaForCausalLM(config).eval()
+
+
+def tiny_model_lock(lock: Path, folder: Path, embedded_cache: Path) -> Path:
+    """`lock` (a demos lock) with its shared model (embedded-smollm2) replaced by a tiny random Llama with SmolLM2's
+    tokenizer, pinned as a local folder beside the new lock, with a copy of data/demo: for the demo tests whose point
+    is the task's wiring (a hook, a group), not the model; the real model runs one end-to-end per task family. The
+    profiles' notices keep the demos lock's words (they name the Q4_1 model)."""
+    import shutil
+
+    from sst2_audit.util.hashing import sha256_file
+
+    model = folder / "tiny"
+    tiny_llama(5).save_pretrained(model, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(embedded_cache / "model" / name, model / name)
+    shutil.copytree(REPO / "data" / "demo", folder / "data" / "demo")
+    raw = json.loads(Path(lock).read_text())
+    raw["models"]["embedded-smollm2"] = {"source": "local", "path": "tiny", "files": [
+        {"path": path.name, "sha256": sha256_file(path)} for path in sorted(model.iterdir())]}
+    target = folder / Path(lock).name
+    target.write_text(json.dumps(raw, indent=1))
+    return target
+
+
+@pytest.fixture(scope="session")
+def tiny_demos(embedded_cache, tmp_path_factory) -> Path:
+    """demos.lock.json on a tiny model (tiny_model_lock)."""
+    return tiny_model_lock(DEMOS, tmp_path_factory.mktemp("tiny-demos"), embedded_cache)
 
 
 @pytest.fixture(scope="module")

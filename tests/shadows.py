@@ -29,13 +29,13 @@ def shadow_lm_eval(tmp_path, folder: str, name: str, old: bytes, new: bytes):
     return {"PYTHONPATH": str(shadow.parent)}
 
 
-def refused_with_a_changed_hook(tmp_path, profile: str, shadow: dict, file: str) -> None:
+def refused_with_a_changed_hook(tmp_path, profile: str, shadow: dict, file: str, lock=DEMOS) -> None:
     """The run stops before any model call and the audit of the good run fails, both naming the file."""
-    done = run_script("run.py", "--lock", DEMOS, "--profile", profile, "--cache", tmp_path / "cache", "--smoke",
+    done = run_script("run.py", "--lock", lock, "--profile", profile, "--cache", tmp_path / "cache", "--smoke",
                       "--out", tmp_path / "out2", "--private", tmp_path / "private2", env=shadow)
     assert done.returncode == 1, done.stderr
     assert f"{file}: expected sha256 " in one_paragraph(done.stderr)
     assert not (tmp_path / "out2").exists()
-    done = run_script("audit.py", "--lock", DEMOS, "--out", tmp_path / "out", "--cache", tmp_path / "cache", env=shadow)
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", tmp_path / "cache", env=shadow)
     assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL"), done.stdout + done.stderr
     assert f"{file}: expected sha256 " in done.stdout, done.stdout

@@ -151,15 +151,16 @@ def test_shots_drawn_from_the_evaluated_split_never_show_a_sealed_row(tmp_path):
     assert shown and len(eval(shown.group(1))) == min(20, count) and int(shown.group(3) or 0) == count - min(20, count)
 
 
-def test_sealed_rows_as_shots_only_when_the_lock_allows_it_and_then_on_record(tmp_path):
-    record = prepare_run_audit(DEMOS, "embedded-inverse-scaling-3shot", tmp_path)  # scored and audited bit for bit
+def test_sealed_rows_as_shots_only_when_the_lock_allows_it_and_then_on_record(tiny_demos, tmp_path):
+    """The shots' policy is the point, not the model: a tiny one."""
+    record = prepare_run_audit(tiny_demos, "embedded-inverse-scaling-3shot", tmp_path)  # scored, audited bit for bit
     assert record["settings"]["shots_may_show_sealed_rows"] is True and record["settings"]["num_fewshot"] == 3
     assert record["settings"]["shots_from_evaluated_split"] is True
     assert [len(q["shots"]) for q in record["questions"]] in ([3, 3], [2, 3], [3, 2], [2, 2])
     page = (tmp_path / "out" / "report.html").read_text()
     assert "shots_may_show_sealed_rows" in page and "scored questions also shown as another question" in page
     assert "shots (of 3)" in page
-    card = bundle_audited(tmp_path, tmp_path / "cache", "embedded-inverse-scaling-3shot-smoke")
+    card = bundle_audited(tmp_path, tmp_path / "cache", "embedded-inverse-scaling-3shot-smoke", lock=tiny_demos)
     assert "| shots_may_show_sealed_rows | True |" in card and "| scored_questions_shown_as_shots |" in card
 
 

@@ -76,26 +76,27 @@ def test_a_subtask_outside_the_group_is_refused(tmp_path):
     assert done.returncode == 2 and "groups.mmlu-demo: mrpc is not a subtask of mmlu." in one_paragraph(done.stderr)
 
 
-def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tmp_path):
+def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tiny_demos, tmp_path):
     """prepare and run the group (three 5-shot subjects, 4 rows each), the audit of every subtask and the group
-    level PASS; a changed group number, a changed subtask record or card is named."""
+    level PASS; a changed group number, a changed subtask record or card is named. The group is the point, not the
+    model: a tiny one (the real model runs the inverse-scaling tag and the MMLU-shaped subject at five shots)."""
     import shutil
 
-    cache, out, record, runs = prepare_and_run_group(DEMOS, "mmlu-demo", tmp_path, "mmlu-group")
+    cache, out, record, runs = prepare_and_run_group(tiny_demos, "mmlu-demo", tmp_path, "mmlu-group")
     assert [m["task"] for m in record["members"]] == ["mmlu_college_mathematics", "mmlu_elementary_mathematics",
                                                       "mmlu_high_school_computer_science"]
     assert all(r["mode"] == "first-4" and len(r["questions"]) == 4 and r["max_abs_diff"] == 0.0 for r in runs)
     correct = sum(r["summaries"]["official"]["acc"]["correct"] for r in runs)
     assert record["official"] == record["independent"] and abs(record["official"]["acc"] - correct / 12) < 1e-15
     assert record["leaves_installed"] == 57 and "3 of the group's 57 installed subtasks" in (out / "GROUP.md").read_text()
-    done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--bundle", "--results",
+    done = run_script("audit.py", "--lock", tiny_demos, "--out", out, "--cache", cache, "--bundle", "--results",
                       tmp_path / "results")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == lines[-2] == ("VERDICT: PASS: every subtask's audit passed with every scored row rescored bit for "
                                      "bit and the group record was checked, its numbers re-derived; exit 0")
     assert lines[-1] == f"bundle: {tmp_path / 'results' / 'mmlu-group.tar.gz'}"
-    done = run_script("audit.py", "--lock", DEMOS, "--bundle-file", tmp_path / "results" / "mmlu-group.tar.gz",
+    done = run_script("audit.py", "--lock", tiny_demos, "--bundle-file", tmp_path / "results" / "mmlu-group.tar.gz",
                       "--cache", cache, "--structural")
     assert done.returncode == 4 and "group: PASS" in done.stdout and "its numbers re-derived; exit 4" in done.stdout, \
         done.stdout + done.stderr
@@ -114,7 +115,7 @@ def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tmp_path):
     ):
         shutil.copytree(out, tmp_path / "pristine", dirs_exist_ok=False) if name == "number" else None
         change()
-        done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--structural")
+        done = run_script("audit.py", "--lock", tiny_demos, "--out", out, "--cache", cache, "--structural")
         assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL ("), done.stdout + done.stderr
         assert expected in done.stdout, done.stdout
         shutil.rmtree(out)

@@ -146,10 +146,11 @@ def test_a_loaded_hook_is_the_pinned_bytes_or_nothing(tmp_path):
     assert hooks.source(partial_hook) == "functools.partial(<function process_docs at 0x...>)"
 
 
-def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_byte_is_refused(tmp_path):
+def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_byte_is_refused(tiny_demos, tmp_path):
     """HellaSwag-shaped demo data at 10 shots: lm-eval and the independent path both run the pinned
-    process_docs; both paths bit for bit, the default audit rescoring every row says PASS."""
-    record = prepare_run_audit(DEMOS, "embedded-hellaswag-10shot", tmp_path, bundle=True)
+    process_docs; both paths bit for bit, the default audit rescoring every row says PASS. The hook is the point,
+    not the model: a tiny one (the real model runs COPA's and Winogrande's hooks)."""
+    record = prepare_run_audit(tiny_demos, "embedded-hellaswag-10shot", tmp_path, bundle=True)
     assert record["max_abs_diff"] == 0.0 and [len(q["shots"]) for q in record["questions"]] == [10, 10]
     assert record["evaluator"]["shared_code"] == [{
         "step": "process_docs", "file": "lm_eval/tasks/hellaswag/utils.py", "function": "process_docs",
@@ -160,12 +161,14 @@ def test_hellaswag_s_process_docs_hook_runs_as_pinned_shared_code_and_a_changed_
     page = (tmp_path / "out" / "report.html").read_text()
     assert "shared pinned code, not re-derived: process_docs ran lm_eval/tasks/hellaswag/utils.py::process_docs" in page
     # the verdict line itself names what was shared, not re-derived (first and last line alike)
-    done = run_script("audit.py", "--lock", DEMOS, "--out", tmp_path / "out", "--cache", tmp_path / "cache", "--structural")
+    done = run_script("audit.py", "--lock", tiny_demos, "--out", tmp_path / "out", "--cache", tmp_path / "cache",
+                      "--structural")
     verdict = ("VERDICT: SCORES NOT VERIFIED: none of the 2 scored rows was rescored (--structural); shared pinned code, "
                "not re-derived: process_docs (lm_eval/tasks/hellaswag/utils.py::process_docs); exit 4")
     assert done.returncode == 4 and done.stdout.splitlines()[0] == verdict == done.stdout.splitlines()[-1], done.stdout
     shadow = shadow_lm_eval(tmp_path, "hellaswag", "utils.py", b'text.replace("  ", " ")', b'text.replace("  ", "_")')
-    refused_with_a_changed_hook(tmp_path, "embedded-hellaswag-10shot", shadow, "lm_eval/tasks/hellaswag/utils.py")
+    refused_with_a_changed_hook(tmp_path, "embedded-hellaswag-10shot", shadow, "lm_eval/tasks/hellaswag/utils.py",
+                                lock=tiny_demos)
 
 
 def test_winogrande_a_multiple_input_task_scores_every_context_with_the_shared_continuation(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TEST_CACHE, _exclusive, one_paragraph, prepare_and_run_group, prepare_run_audit, \
-    run_script
+    run_script, tiny_model_lock
 from sst2_audit.formats.releases import installed_version
 
 pytestmark = pytest.mark.skipif(installed_version() != "0.4.13",
@@ -189,32 +189,39 @@ def test_the_other_pinned_tasks_run_and_audit_under_0413(profile, tmp_path):
 DEMOS_0413 = REPO / "demos-lm-eval-0.4.13.lock.json"
 
 
+@pytest.fixture(scope="module")
+def tiny_demos_0413(cache, tmp_path_factory) -> Path:
+    """The 0.4.13 demos lock on a tiny model: these tests are about the release, not the model (the embedded run
+    above is the real model's under 0.4.13)."""
+    return tiny_model_lock(DEMOS_0413, tmp_path_factory.mktemp("tiny-demos-0413"), cache)
+
+
 @pytest.mark.parametrize("profile, hooks", [
     ("embedded-copa", "doc_to_text (lm_eval/tasks/super_glue/copa/utils.py::doc_to_text), doc_to_target "
                       "(lm_eval/tasks/super_glue/copa/utils.py::doc_to_target), doc_to_choice "
                       "(lm_eval/tasks/super_glue/copa/utils.py::doc_to_choice)"),
     ("embedded-hellaswag-10shot", "process_docs (lm_eval/tasks/hellaswag/utils.py::process_docs)"),
 ])
-def test_hook_demos_run_audit_and_bundle_under_0413(profile, hooks, tmp_path):
+def test_hook_demos_run_audit_and_bundle_under_0413(profile, hooks, tiny_demos_0413, tmp_path):
     """Tasks whose doc_to_* or process_docs hooks run as pinned shared code (COPA's three; HellaSwag's process_docs
     at 10 shots), under the 0.4.13 twin of demos.lock.json: both paths bit for bit, the audit PASS naming the shared
     code, the bundle's audit too. 0.4.13 logs the hooks fewshot_config inherits as str() (hooks.nested)."""
     cache = tmp_path / "cache"
     with _exclusive("store"):
-        done = run_script("prepare.py", "--lock", DEMOS_0413, "--profile", profile, "--cache", cache)
+        done = run_script("prepare.py", "--lock", tiny_demos_0413, "--profile", profile, "--cache", cache)
     assert done.returncode == 0, done.stderr
-    done = run_script("run.py", "--lock", DEMOS_0413, "--profile", profile, "--cache", cache, "--smoke",
+    done = run_script("run.py", "--lock", tiny_demos_0413, "--profile", profile, "--cache", cache, "--smoke",
                       "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "h413")
     assert done.returncode == 0 and "candidate scores bit for bit" in done.stdout, done.stderr[-3000:]
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     fewshot = record["task_config"]["effective"]["fewshot_config"]
     inherited = {key: value for key, value in fewshot.items() if str(value).startswith("<function")}
     assert inherited == {key: f"<function {key} at 0x...>" for key in re.findall(r"(\w+) \(lm_eval", hooks)}
-    done = run_script("audit.py", "--lock", DEMOS_0413, "--out", tmp_path / "out", "--cache", cache, "--bundle",
+    done = run_script("audit.py", "--lock", tiny_demos_0413, "--out", tmp_path / "out", "--cache", cache, "--bundle",
                       "--results", tmp_path / "results")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(f"{PASS}; shared pinned code, not re-derived: {hooks}; exit 0")
-    done = run_script("audit.py", "--lock", DEMOS_0413, "--bundle-file", tmp_path / "results" / "h413.tar.gz",
+    done = run_script("audit.py", "--lock", tiny_demos_0413, "--bundle-file", tmp_path / "results" / "h413.tar.gz",
                       "--cache", cache, "--structural")
     assert done.returncode == 4 and "VERDICT: FAIL" not in done.stdout, done.stdout + done.stderr
 
@@ -251,32 +258,32 @@ def test_0413_group_aggregation_is_re_derived_bit_for_bit_on_generated_groups():
             assert group.numbers(spec, members, sizes, group.official_functions(spec)) == expected
 
 
-def test_the_mmlu_group_runs_audits_and_bundles_under_0413(tmp_path):
-    """The MMLU demo group (three 5-shot subjects, 4 rows each) under demos-lm-eval-0.4.13.lock.json: every
+def test_the_mmlu_group_runs_audits_and_bundles_under_0413(tiny_demos_0413, tmp_path):
+    """The MMLU demo group (three 5-shot subjects, 4 rows each) under demos-lm-eval-0.4.13.lock.json (a tiny model): every
     subtask both paths bit for bit, the group's number lm-eval 0.4.13's aggregation and ours bit for bit, the
     audit and the bundle's audit PASS."""
-    cache, out, record, runs = prepare_and_run_group(DEMOS_0413, "mmlu-demo", tmp_path, "g413")
+    cache, out, record, runs = prepare_and_run_group(tiny_demos_0413, "mmlu-demo", tmp_path, "g413")
     assert {r["evaluator"]["version"] for r in runs} == {"0.4.13"} and all(r["max_abs_diff"] == 0.0 for r in runs)
     correct = sum(r["summaries"]["official"]["acc"]["correct"] for r in runs)
     assert record["aggregate"] == [{"metric": "acc", "weight_by_size": True}]
     assert record["official"] == record["independent"] and abs(record["official"]["acc"] - correct / 12) < 1e-15
-    done = run_script("audit.py", "--lock", DEMOS_0413, "--out", out, "--cache", cache, "--bundle", "--results",
+    done = run_script("audit.py", "--lock", tiny_demos_0413, "--out", out, "--cache", cache, "--bundle", "--results",
                       tmp_path / "results")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS: every subtask's audit passed with every scored row rescored bit for "
                                   "bit and the group record was checked, its numbers re-derived; exit 0")
-    done = run_script("audit.py", "--lock", DEMOS_0413, "--bundle-file", tmp_path / "results" / "g413.tar.gz",
+    done = run_script("audit.py", "--lock", tiny_demos_0413, "--bundle-file", tmp_path / "results" / "g413.tar.gz",
                       "--cache", cache, "--structural")
     assert done.returncode == 4 and "group: PASS" in done.stdout, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("profile, metrics", [
     ("embedded-cola", ["mcc"]), ("embedded-mrpc", ["acc", "f1"]), ("embedded-truthfulqa-mc2", ["mc2"])])
-def test_corpus_and_hook_metrics_run_audit_and_bundle_under_0413(profile, metrics, tmp_path):
+def test_corpus_and_hook_metrics_run_audit_and_bundle_under_0413(profile, metrics, tiny_demos_0413, tmp_path):
     """mcc and f1 (corpus metrics, their bootstrap stderr) and TruthfulQA's mc2 (its process_results hook, pinned
     shared code) under the 0.4.13 demos lock: both paths and lm-eval's reported numbers bit for bit, the default
     audit PASS, the bundle's structural audit finds no problem (conftest.prepare_run_audit)."""
-    record = prepare_run_audit(DEMOS_0413, profile, tmp_path, bundle=True)
+    record = prepare_run_audit(tiny_demos_0413, profile, tmp_path, bundle=True)
     assert record["metrics"] == metrics and record["evaluator"]["version"] == "0.4.13"
     assert record["max_abs_diff"] == 0.0  # every candidate score bit for bit
     for metric in metrics:
