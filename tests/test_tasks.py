@@ -197,7 +197,8 @@ def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profi
     from sst2_audit.cli import audit_main
 
     base = request.getfixturevalue(fixture)
-    cache = request.getfixturevalue("rte_cache" if profile == "embedded-rte" else "inverse_scaling_cache")
+    cache = request.getfixturevalue("rte_cache") if profile == "embedded-rte" else base / "cache"
+    lock = [] if profile == "embedded-rte" else ["--lock", str(base / "resources.lock.json")]  # a tiny model's
     record = records.read(base / "out" / records.RUN_FILE, records.RunRecord)
     assert record.metrics == metrics and record.demo and "EMBEDDED DEMO" in record.notice
     assert record.max_abs_diff == 0.0 and record.identity_checks_passed == 64 == len(record.questions)
@@ -212,7 +213,7 @@ def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profi
                                           else "inverse_scaling/train.jsonl")).read_text().splitlines()[:64]) + "]"):
         text = row.get("sentence1") or row["prompt"]
         assert text not in public  # no data text in the public records
-    code = audit_main(["--out", str(base / "out"), "--cache", str(cache), "--structural",
+    code = audit_main([*lock, "--out", str(base / "out"), "--cache", str(cache), "--structural",
                        "--bundle", "--results", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 4, out
@@ -220,7 +221,8 @@ def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profi
     # rte: the default audit, every row rescored bit for bit; inverse_scaling's long prompts: a drawn
     # sample of 16 rows (the default audit of every row is the rte case's and the reference's)
     sample = [] if profile == "embedded-rte" else ["--rescore", "16", "--seed", "7"]
-    code = audit_main(["--bundle-file", str(tmp_path / f"{profile}-test.tar.gz"), "--cache", str(cache), *sample])
+    code = audit_main([*lock, "--bundle-file", str(tmp_path / f"{profile}-test.tar.gz"), "--cache", str(cache),
+                       *sample])
     out = capsys.readouterr().out
     assert code == (4 if sample else 0), out
     rescore = "rescore (16 rows, seed 7): PASS" if sample else "rescore (all rows"
