@@ -26,6 +26,24 @@ def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):
     assert "[official path: lm-eval simple_evaluate on 2 rows] done" in done.stderr  # progress on long steps
 
 
+def test_a_run_forked_from_the_warm_interpreter_writes_what_a_new_interpreter_writes(embedded_cache, tmp_path):
+    """Most of the suite's runs fork from tests/warm.py instead of starting Python: the same smoke run both ways
+    prints the same summary and writes the same run.json (third-party lines counted alike), apart from its times
+    and memory."""
+    runs = {}
+    for how in ("new", "warm"):
+        done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--smoke", "--out",
+                          tmp_path / how / "out", "--private", tmp_path / how / "private", "--run-name", "same",
+                          fresh=how == "new")
+        assert done.returncode == 0, done.stderr[-2000:]
+        record = json.loads((tmp_path / how / "out" / records.RUN_FILE).read_text())
+        printed = done.stdout.replace(str(tmp_path / how), "FOLDER").splitlines()
+        runs[how] = ({k: v for k, v in record.items() if k not in ("timings", "peak_rss_bytes")},
+                     [line for line in printed if not line.lstrip().startswith(("time ", "peak RSS"))])
+    assert runs["warm"] == runs["new"]
+    assert runs["new"][0]["third_party_log"]["lm-eval: `pretrained` is a model object, not a name"] == 1
+
+
 def test_rows_scores_a_prefix_of_the_dev_rows_and_the_audit_reads_it(embedded_cache, tmp_path):
     """--rows N: the first N dev rows in hash order (run mode first-N), audited like any run; out of range or
     with --smoke: exit 2 before anything is loaded."""
