@@ -22,7 +22,7 @@ LOCK = REPO / "lm-eval-0.4.13.lock.json"
 PASS = "VERDICT: PASS: every level passed and every scored row was rescored bit for bit"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # the session's: tests of other modules run between this module's
 def cache() -> Path:
     """The embedded cache, prepared (or re-verified) under the 0.4.13 lock: its profile pins are the same."""
     folder = TEST_CACHE / "embedded"
@@ -122,14 +122,13 @@ def test_the_0413_sampler_is_re_derived_draw_for_draw(seed):
                 assert [pool[p] for p in ours[idx]] == list(expected), (sampler, extra_draw, idx)
 
 
-def test_few_shot_runs_and_audits_under_0413(tmp_path):
+def test_few_shot_runs_and_audits_under_0413(cache, tmp_path):
     """sst2 at 2 shots (shots from train, one extra draw as fewshot_split == test_split): identity of every
-    prompt with its shots, both paths bit for bit, the audit PASS."""
-    raw = json.loads(LOCK.read_text())
+    prompt with its shots, both paths bit for bit, the audit PASS. The release is the point: a tiny model."""
+    lock = tiny_model_lock(LOCK, tmp_path, cache)  # with the demo profile's files beside it
+    raw = json.loads(lock.read_text())
     raw["profiles"]["embedded"]["settings"] = {"num_fewshot": 2}
-    lock = tmp_path / "fewshot-0.4.13.lock.json"
     lock.write_text(json.dumps(raw))
-    (tmp_path / "data").symlink_to(REPO / "data")  # the demo profile's files, beside the lock as it names them
     cache = tmp_path / "cache"
     with _exclusive("store"):
         done = run_script("prepare.py", "--lock", lock, "--profile", "embedded", "--cache", cache)
@@ -172,24 +171,23 @@ def test_every_0413_task_yaml_reads_as_its_own_loader_reads_it():
 
 
 @pytest.mark.parametrize("profile", ["embedded-rte", "embedded-inverse-scaling"])
-def test_the_other_pinned_tasks_run_and_audit_under_0413(profile, tmp_path):
+def test_the_other_pinned_tasks_run_and_audit_under_0413(profile, cache, tmp_path):
     """RTE (two inputs) and inverse_scaling_redefine_math (its YAML includes another file): prepared, run and
-    audited under the 0.4.13 lock, both paths bit for bit."""
-    cache = TEST_CACHE / profile
-    with _exclusive("store"):
-        done = run_script("prepare.py", "--lock", LOCK, "--profile", profile, "--cache", cache)
+    audited under the 0.4.13 lock (on a tiny model: the release is the point), both paths bit for bit."""
+    lock = tiny_model_lock(LOCK, tmp_path, cache)
+    done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", tmp_path / "cache")
     assert done.returncode == 0, done.stderr
-    done = run_script("run.py", "--lock", LOCK, "--profile", profile, "--cache", cache, "--smoke",
+    done = run_script("run.py", "--lock", lock, "--profile", profile, "--cache", tmp_path / "cache", "--smoke",
                       "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "s")
     assert done.returncode == 0 and "4/4 candidate scores bit for bit" in done.stdout, done.stderr[-3000:]
-    done = run_script("audit.py", "--lock", LOCK, "--out", tmp_path / "out", "--cache", cache)
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", tmp_path / "cache")
     assert done.returncode == 0 and done.stdout.startswith(PASS), done.stdout + done.stderr
 
 
 DEMOS_0413 = REPO / "demos-lm-eval-0.4.13.lock.json"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_demos_0413(cache, tmp_path_factory) -> Path:
     """The 0.4.13 demos lock on a tiny model: these tests are about the release, not the model (the embedded run
     above is the real model's under 0.4.13)."""
