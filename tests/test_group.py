@@ -228,12 +228,10 @@ def test_a_group_pinned_from_your_own_model_and_data_runs_audits_and_bundles(emb
     the bundle audited. A refusal after a subtask was pinned leaves nothing behind."""
     import shutil
 
-    from conftest import REPO, tiny_llama
+    from conftest import REPO, tiny_model_folder
 
     model, data = tmp_path / "locks" / "my-model", tmp_path / "my-data"  # the model inside the lock's folder
-    tiny_llama(13).save_pretrained(model, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(embedded_cache / "model" / name, model / name)
+    tiny_model_folder(model, 13, embedded_cache)
     subjects = ("elementary_mathematics", "college_mathematics")
     for subject in subjects:
         shutil.copytree(REPO / "data" / "demo" / "mmlu" / subject, data / subject)

@@ -9,7 +9,7 @@ import json
 import re
 import shutil
 
-from conftest import REPO, readme_journeys, run_installed, tiny_llama
+from conftest import REPO, readme_journeys, run_installed, tiny_model_folder
 
 PASS = "VERDICT: PASS: every level passed and every scored row was rescored bit for bit"
 NEXT = "  next          audit (every row rescored; add --bundle to pack it): "
@@ -50,9 +50,7 @@ def test_journey_2_audit_a_bundle_someone_sent_you(embedded_cache, tmp_path):
 def _own_files(folder, embedded_cache) -> None:
     """A tiny random model with SmolLM2's tokenizer in my-model/, RTE-shaped data in my-data/."""
     model = folder / "my-model"
-    tiny_llama(11).save_pretrained(model, safe_serialization=True, max_shard_size="4MB")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(embedded_cache / "model" / name, model / name)
+    tiny_model_folder(model, 11, embedded_cache, max_shard_size="4MB")
     data = folder / "my-data"
     data.mkdir()
     rows = [{"sentence1": f"Example premise {n}: a lamp stood by door {n}.", "sentence2": f"A lamp stood by door {n}.",

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from conftest import LOCK, one_paragraph, prepare_run_audit, run_cli, run_script, tiny_llama, tree_state
+from conftest import LOCK, one_paragraph, prepare_run_audit, run_cli, run_script, tiny_model_folder, tree_state
 
 
 def _pairs(count: int) -> list:
@@ -22,9 +22,7 @@ def _pairs(count: int) -> list:
 @pytest.fixture(scope="module")
 def own_model(embedded_cache, tmp_path_factory):
     folder = tmp_path_factory.mktemp("own-model")
-    tiny_llama(7).save_pretrained(folder, safe_serialization=True, max_shard_size="4MB")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(embedded_cache / "model" / name, folder / name)
+    tiny_model_folder(folder, 7, embedded_cache, max_shard_size="4MB")
     assert len(list(folder.glob("*.safetensors"))) > 1  # sharded
     return folder
 

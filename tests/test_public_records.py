@@ -7,11 +7,10 @@ and bundled; no marker may reach any public file or bundle member (the private r
 
 import json
 import re
-import shutil
 
 import pytest
 
-from conftest import DEMOS, REPO, run_script, tiny_llama
+from conftest import DEMOS, REPO, run_script, tiny_model_folder
 from bundles import members_of
 
 MARKER = re.compile(r"qz\d{6}x")
@@ -27,10 +26,7 @@ SCHEMAS = {  # task: (demo folder, extra pin options)
 @pytest.fixture(scope="module")
 def tiny_model(embedded_cache, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-model")
-    tiny_llama(11).save_pretrained(folder, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(embedded_cache / "model" / name, folder / name)
-    return folder
+    return tiny_model_folder(folder, 11, embedded_cache)
 
 
 def _marked(value, key, counter):

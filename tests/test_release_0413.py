@@ -170,11 +170,17 @@ def test_every_0413_task_yaml_reads_as_its_own_loader_reads_it():
     assert differing == [], differing[:5]
 
 
+@pytest.fixture(scope="session")
+def tiny_lock_0413(cache, tmp_path_factory) -> Path:
+    """The 0.4.13 lock on a tiny model (tiny_model_lock), shared by the tests that only read it."""
+    return tiny_model_lock(LOCK, tmp_path_factory.mktemp("tiny-0413"), cache)
+
+
 @pytest.mark.parametrize("profile", ["embedded-rte", "embedded-inverse-scaling"])
-def test_the_other_pinned_tasks_run_and_audit_under_0413(profile, cache, tmp_path):
+def test_the_other_pinned_tasks_run_and_audit_under_0413(profile, tiny_lock_0413, tmp_path):
     """RTE (two inputs) and inverse_scaling_redefine_math (its YAML includes another file): prepared, run and
     audited under the 0.4.13 lock (on a tiny model: the release is the point), both paths bit for bit."""
-    lock = tiny_model_lock(LOCK, tmp_path, cache)
+    lock = tiny_lock_0413
     done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", tmp_path / "cache")
     assert done.returncode == 0, done.stderr
     done = run_script("run.py", "--lock", lock, "--profile", profile, "--cache", tmp_path / "cache", "--smoke",

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, load_lock_json, one_paragraph, REPO, run_cli, run_script, tiny_llama
+from conftest import EMBEDDED_COLUMNS, load_lock_json, one_paragraph, REPO, run_cli, run_script, tiny_model_folder
 from sst2_audit.formats import records
 from sst2_audit.protocol.numeric import one_line
 from sst2_audit.protocol.stats import mcnemar_exact, paired_difference, wilson
@@ -191,9 +191,7 @@ def _tiny_model_lock(tmp_path, embedded_cache):
     from sst2_audit.formats.manifest import read_manifest
 
     model_dir = tmp_path / "tiny-model"
-    tiny_llama(3).save_pretrained(model_dir, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(embedded_cache / "model" / name, model_dir / name)
+    tiny_model_folder(model_dir, 3, embedded_cache)
     names = sorted(p.name for p in model_dir.iterdir())
     raw = load_lock_json()
     manifest = read_manifest(embedded_cache)

@@ -19,11 +19,12 @@ import json
 import os
 import sys
 
-# What a run sets before it imports torch (run/job.py's _offline_environment, util/console.py's QUIET_ENVIRONMENT),
-# so the libraries read the same settings at import as in a new run process.
-PRESET = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-          "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-          "TRANSFORMERS_VERBOSITY": "error"}
+from sst2_audit.run.job import OFFLINE_ENVIRONMENT  # noqa: E402 - imports neither torch nor transformers
+from sst2_audit.util.console import QUIET_ENVIRONMENT  # noqa: E402
+
+# What a run sets before it imports torch (run/job.py's _offline_environment), so the libraries read the same
+# settings at import as in a new run process.
+PRESET = {**OFFLINE_ENVIRONMENT, **QUIET_ENVIRONMENT}
 
 
 def _child(request: dict) -> None:

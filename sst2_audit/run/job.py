@@ -58,13 +58,15 @@ def default_run_name(profile: str, smoke: bool, rows: int | None = None) -> str:
     return f"{profile}-{'smoke' if smoke else 'full' if rows is None else f'first-{rows}'}-{stamp}"
 
 
+# Nothing in a run may reach the network; set before the run imports transformers and datasets.
+OFFLINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                       "TOKENIZERS_PARALLELISM": "false"}
+
+
 def _offline_environment(scratch: Path) -> None:
     """Nothing in a run may reach the network or reuse a stale cache of someone else's."""
-    os.environ.update({
-        "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-        "HF_DATASETS_CACHE": str(scratch / "datasets"), "TOKENIZERS_PARALLELISM": "false",
-        **console.QUIET_ENVIRONMENT,
-    })
+    os.environ.update({**OFFLINE_ENVIRONMENT, "HF_DATASETS_CACHE": str(scratch / "datasets"),
+                       **console.QUIET_ENVIRONMENT})
 
 
 def _fail(options, check: str, message: str, mismatches: list, settings: dict) -> None:
