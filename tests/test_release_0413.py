@@ -43,6 +43,29 @@ def test_the_0413_source_map_holds_against_the_installed_release():
         "lm_eval/config/task.py", "lm_eval/tasks/_yaml_loader.py"}
 
 
+def test_the_run_s_task_index_logs_the_task_s_yaml_as_lm_eval_s_default_index_does(cache, caplog):
+    """Step 40 under 0.4.13: `_log_selected_tasks` names each task's YAML from the index it is given ("N/A" when
+    the name is not in it); the run's one-entry index (scoring/official.py::task_index) gives TaskManager()'s line."""
+    import logging
+
+    from lm_eval.api.task import ConfigurableTask
+    from lm_eval.evaluator_utils import _log_selected_tasks
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.formats.manifest import read_manifest
+    from sst2_audit.scoring.official import data_files_of, task_config, task_index
+    from sst2_audit.task.spec import spec_for
+
+    spec = spec_for(load_lock(LOCK), "sst2")
+    task = ConfigurableTask(config=task_config(spec, data_files_of(cache, read_manifest(cache), spec)))
+    manager = task_index(spec)
+    loaded = manager.load([task])
+    assert manager.all_tasks == [] and list(loaded["tasks"]) == ["sst2"] and not loaded["groups"]
+    with caplog.at_level(logging.INFO):
+        _log_selected_tasks(loaded["tasks"], loaded["groups"], manager)
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("Task: ")] == [
+        "Task: sst2 (glue/sst2/default.yaml)"]
+
+
 def test_the_embedded_run_audits_and_bundles_bit_for_bit_under_0413(cache, tmp_path):
     done = run_script("run.py", "--lock", LOCK, "--profile", "embedded", "--cache", cache, "--smoke",
                       "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "s413")

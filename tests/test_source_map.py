@@ -106,3 +106,23 @@ def test_a_changed_installed_file_is_named(tmp_path):
     actual = verify_installed(load_lock(LOCK), spec)["lm_eval/evaluator.py"]
     with pytest.raises(CheckFailed, match=f"lm_eval/evaluator.py: expected sha256 {'0' * 64}, got {actual}"):
         verify_installed(load_lock(tmp_path / "lock.json"), spec)
+
+
+def test_the_run_s_task_index_logs_the_task_s_yaml_as_lm_eval_s_default_index_does(embedded_cache, caplog):
+    """Step 40 under 0.4.9.2: the pretty-printer looks the task up by name in the index it is given (H5); the run's
+    one-entry index (scoring/official.py::task_index, read from no YAML) gives the line TaskManager() gives."""
+    import logging
+
+    from lm_eval.api.task import ConfigurableTask
+    from lm_eval.tasks import get_task_dict
+    from sst2_audit.formats.manifest import read_manifest
+    from sst2_audit.scoring.official import data_files_of, task_config, task_index
+
+    spec = spec_for(load_lock(LOCK), "sst2")
+    task = ConfigurableTask(config=task_config(spec, data_files_of(embedded_cache, read_manifest(embedded_cache), spec)))
+    manager = task_index(spec)
+    assert manager.all_tasks == ["sst2"]
+    with caplog.at_level(logging.INFO):
+        assert get_task_dict([task], manager) == {"sst2": task}
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("Task: ")] == [
+        "Task: sst2 (glue/sst2/default.yaml)"]

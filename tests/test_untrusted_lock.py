@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,37 @@ def test_a_file_in_the_working_directory_never_replaces_a_pinned_include(tmp_pat
     done = run_script("run.py", "--list-tasks", "inverse_scaling*", cwd=planted)
     assert done.returncode == 0 and "inverse_scaling_redefine_math" in done.stdout, done.stderr
     assert not marker.exists()
+
+
+def _installed_include_names() -> set:
+    """Every relative include an installed task YAML names (`include: X` and its block-list form)."""
+    names = set()
+    for path in (installed_root() / "lm_eval" / "tasks").rglob("*.yaml"):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for found in re.finditer(r"^include:[ \t]*(\S.*?)?\s*$((?:\n[ \t]*-[ \t]*\S.*$)*)", text, re.M):
+            values = [found.group(1)] if found.group(1) else []
+            values += [line.split("-", 1)[1] for line in found.group(2).splitlines() if line.strip()]
+            names.update(v.strip().strip("'\"") for v in values)
+    return {name for name in names if name and not name.startswith(("/", "..", "["))}
+
+
+def test_a_run_reads_no_file_planted_in_the_working_directory(tmp_path, embedded_cache):
+    """Generated from every relative include of the installed task YAMLs: a file of each name with the payload,
+    planted in the working directory, is never read by a run. simple_evaluate's default TaskManager read every
+    installed YAML with lm-eval 0.4.9.2's loader, which looks an include up there first and ran the payload
+    (SOURCE_MAP step 34, H8); the run now hands it an index of its one task (scoring/official.py::task_index)."""
+    marker = tmp_path / "MARKER"
+    names = _installed_include_names()
+    assert len(names) > 300 and {"_default_template_yaml", "_inverse_scaling_mc_yaml"} <= names, len(names)
+    planted = tmp_path / "work"
+    for name in names:
+        (planted / name).parent.mkdir(parents=True, exist_ok=True)
+        (planted / name).write_text(_payload(marker))
+    done = run_script("run.py", "--lock", LOCK, "--profile", "embedded", "--cache", embedded_cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--quiet", cwd=planted)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    assert sorted(p.name for p in planted.iterdir()) == sorted({name.split("/")[0] for name in names})  # no output
 
 
 def test_the_safe_reader_refuses_object_tags_in_an_installed_shape(tmp_path):

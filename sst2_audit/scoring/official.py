@@ -12,6 +12,7 @@ from pathlib import Path
 from sst2_audit.formats.releases import installed_version, release_of
 from sst2_audit.protocol.corpus import BOOTSTRAP_ITERS
 from sst2_audit.task.config import data_config, differences
+from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.task.hooks import rendered, stable
 
 
@@ -37,6 +38,32 @@ def config_differences(spec, effective: dict, num_fewshot: int) -> dict:
     return differences(spec, effective, num_fewshot, defaults, release_of(installed_version()))
 
 
+def task_index(spec):
+    """The TaskManager simple_evaluate gets: an index of the run's one task, built without reading a YAML.
+
+    Given none, simple_evaluate builds TaskManager(), which reads every task YAML of the package (step 34): under
+    0.4.9.2 with lm-eval's own loader, which looks a relative include up in the working directory first and builds
+    Python objects from tags, so a file planted there ran code (H8); and it took 6.5 of simple_evaluate's 7.6 s
+    on a smoke run. The run hands lm-eval a task object, so the index serves only the line that logs the task's
+    YAML path (step 40), which 0.4.9.2 looks up by the task's name (H5): the index holds that one entry, the
+    verified YAML, as lm-eval's own indexer records it.
+    """
+    from lm_eval.tasks import TaskManager
+
+    path = installed_root() / spec.yaml_path
+
+    class RunTaskIndex(TaskManager):
+        def initialize_tasks(self, include_path=None, include_defaults=True):  # where 0.4.9.2 builds its index
+            return {spec.name: {"type": "task", "yaml_path": str(path)}}
+
+    manager = RunTaskIndex(include_defaults=False)  # 0.4.13 builds its index in __init__, from no folder here
+    if spec.name not in manager.task_index:
+        from lm_eval.tasks._index import Entry, Kind
+
+        manager.task_index[spec.name] = Entry(name=spec.name, kind=Kind.TASK, yaml_path=path)
+    return manager
+
+
 def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_ids, *,
                  sort_ids: bool = True) -> OfficialOutput:
     """Score dev_ids through simple_evaluate.
@@ -59,8 +86,8 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
         add_bos_token=settings["add_bos_token"],
     )
     output = lm_eval.simple_evaluate(
-        model=lm, tasks=[task], num_fewshot=settings["num_fewshot"], samples={task.config.task: ids},
-        log_samples=True, cache_requests=False, use_cache=None, apply_chat_template=False,
+        model=lm, tasks=[task], task_manager=task_index(spec), num_fewshot=settings["num_fewshot"],
+        samples={task.config.task: ids}, log_samples=True, cache_requests=False, use_cache=None, apply_chat_template=False,
         system_instruction=None, random_seed=settings["seed"], numpy_random_seed=settings["seed"],
         torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
         bootstrap_iters=settings.get("bootstrap_iters", BOOTSTRAP_ITERS),  # f1 / mcc stderr; the default otherwise

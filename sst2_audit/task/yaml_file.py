@@ -4,7 +4,8 @@ lm-eval's own loader (lm_eval.utils.load_yaml_config) parses with PyYAML's full 
 Python objects from tags (`!!python/object/apply:os.system`), and resolves a relative `include:` in
 the working directory before the including file's folder. A lock can come from someone else and a
 working directory can hold planted files, so no YAML reaches that loader: every task and group YAML
-is read here (the official path gets the merged config, official.task_config), with
+is read here (the official path gets the merged config, official.task_config, and an index of its one task read
+from no YAML, official.task_index), with
 
 - paths confined: a lock's evaluator path is relative, POSIX, under `lm_eval/`, with no `..`, `.`,
   empty, absolute, drive, backslash or URL part (`safe_relative`), and no symlink on the way from the
