@@ -399,21 +399,21 @@ def prepare_cache(lock, profile: str, folder: Path, env: dict | None = None) -> 
 
 def prepare_run_audit(lock, profile: str, tmp_path, env: dict | None = None, bundle: bool = False) -> dict:
     """prepare, a smoke run and the default audit (every row rescored) under `lock`: the run record.
-    bundle: the same audit packs the run's bundle, and the bundle's structural audit finds no problem."""
+    env: the prepare step's (where the model and data come from, e.g. a loopback hub); the run and the audit read
+    only the cache, offline. bundle: the same audit packs the run's bundle, and the bundle's structural audit finds
+    no problem."""
     cache = prepare_cache(lock, profile, tmp_path, env)
     done = run_script("run.py", "--lock", lock, "--profile", profile, "--cache", cache, "--smoke",
-                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", f"{profile}-smoke",
-                      env=env)
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", f"{profile}-smoke")
     assert done.returncode == 0, done.stderr[-3000:]
     packing = ["--bundle", "--results", tmp_path / "results"] if bundle else []
-    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache, *packing, env=env)
+    done = run_script("audit.py", "--lock", lock, "--out", tmp_path / "out", "--cache", cache, *packing)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
     if bundle:
         packed = tmp_path / "results" / f"{profile}-smoke.tar.gz"
         assert done.stdout.splitlines()[-1] == f"bundle: {packed}"
-        done = run_script("audit.py", "--lock", lock, "--bundle-file", packed, "--cache", cache, "--structural",
-                          env=env)
+        done = run_script("audit.py", "--lock", lock, "--bundle-file", packed, "--cache", cache, "--structural")
         assert done.returncode == 4 and done.stdout.startswith("VERDICT: SCORES NOT VERIFIED"), done.stdout + done.stderr
     return json.loads((tmp_path / "out" / "run.json").read_text())
 

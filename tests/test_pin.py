@@ -357,8 +357,7 @@ def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model,
     finally:
         server.stop()
     done = run_script("run.py", "--lock", new_lock, "--profile", "hubbed", "--cache", cache, "--smoke",
-                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "hub-smoke",
-                      env={"HF_HUB_OFFLINE": "1"})
+                      "--out", tmp_path / "out", "--private", tmp_path / "private", "--run-name", "hub-smoke")
     assert done.returncode == 0, done.stderr[-3000:]
     done = run_script("audit.py", "--lock", new_lock, "--out", tmp_path / "out", "--cache", cache)
     assert done.returncode == 0, done.stdout + done.stderr
