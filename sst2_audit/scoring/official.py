@@ -88,8 +88,8 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
     output = lm_eval.simple_evaluate(
         model=lm, tasks=[task], task_manager=task_index(spec), num_fewshot=settings["num_fewshot"],
         samples={task.config.task: ids}, log_samples=True, cache_requests=False, use_cache=None,
-        apply_chat_template=False, system_instruction=None, random_seed=settings["seed"], numpy_random_seed=settings["seed"],
-        torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
+        apply_chat_template=False, system_instruction=None, random_seed=settings["seed"],
+        numpy_random_seed=settings["seed"], torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
         bootstrap_iters=settings.get("bootstrap_iters", BOOTSTRAP_ITERS),  # f1 / mcc stderr; the default otherwise
     )
     samples = output.pop("samples")[task.config.task]
