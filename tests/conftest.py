@@ -17,6 +17,24 @@ TEST_CACHE = REPO / ".test-cache"
 # The suite's caches share one store (sst2_audit/resources/store.py): the wheel is downloaded and converted once.
 os.environ.setdefault("SST2_AUDIT_STORE", str(TEST_CACHE / "store"))
 
+
+def _a_share_of_the_cores() -> None:
+    """Each xdist worker, and every process it starts, runs on a share of its own of the cores. A run or an audit
+    sizes torch's thread team to the cores it may run on (protocol/numeric.py::threads_for); two workers with a team
+    each as wide as the machine oversubscribed it, and OpenMP's spinning waits burned each other's time slices: four
+    rescoring tests took 98 to 114 s on 2 cores, 46 s with a core each (docs/measurements.md). Scores do not
+    depend on the thread count in the lock's mode; the reference tests check it bit for bit at one thread."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if len(cpus) >= workers > 1:
+        os.sched_setaffinity(0, cpus[int(worker.removeprefix("gw")) % workers::workers])
+
+
+_a_share_of_the_cores()
+
 # Tests that score in this process (rescore) run in the lock's numeric mode, as the entry scripts do;
 # it must be set before any test module imports torch.
 from sst2_audit.protocol.numeric import activate  # noqa: E402
