@@ -57,7 +57,7 @@ def task_index(spec):
             return {spec.name: {"type": "task", "yaml_path": str(path)}}
 
     manager = RunTaskIndex(include_defaults=False)  # 0.4.13 builds its index in __init__, from no folder here
-    if spec.name not in manager.task_index:
+    if spec.name not in manager.task_index:  # 0.4.13: the entry its TaskIndex.process_cfg records for a task
         from lm_eval.tasks._index import Entry, Kind
 
         manager.task_index[spec.name] = Entry(name=spec.name, kind=Kind.TASK, yaml_path=path)
