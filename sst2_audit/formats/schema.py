@@ -13,11 +13,15 @@ dependency (and its import) for this one job. Hostile input gets the stricter ru
 """
 
 import dataclasses
+import functools
 import math
 import types
 import typing
 
 from sst2_audit.util.errors import InputError
+
+# a class's hints are fixed once it is defined; resolving them is most of a record read's cost without the cache
+_hints = functools.cache(typing.get_type_hints)
 
 
 def _type_name(hint) -> str:
@@ -48,7 +52,7 @@ def typed(hint, value, where):
     if dataclasses.is_dataclass(hint):
         return convert(hint, value, where)
     if typing.is_typeddict(hint):
-        return _object(typing.get_type_hints(hint), value, where, hint.__required_keys__)
+        return _object(_hints(hint), value, where, hint.__required_keys__)
     if hint is bool:
         ok = type(value) is bool
     elif hint is int:
@@ -101,7 +105,7 @@ def convert(kind, value, where):
         return typed(kind, value, where)
     if not isinstance(value, dict):
         raise InputError(f"{where}: expected an object, got {type(value).__name__}.")
-    hints = typing.get_type_hints(kind)
+    hints = _hints(kind)
     fields = dataclasses.fields(kind)
     missing = [f.name for f in fields if f.name not in value
                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]

@@ -1,5 +1,6 @@
 """Facts about the process: versions, threads, peak memory, and public-safe paths."""
 
+import functools
 import platform
 import resource
 import sys
@@ -10,6 +11,11 @@ PACKAGES = ("torch", "transformers", "lm_eval", "datasets", "tokenizers", "pyarr
 
 
 def versions() -> dict:
+    return dict(_versions())
+
+
+@functools.cache  # a process's installed packages do not change while it runs; each lookup parses their metadata
+def _versions() -> dict:
     found = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
