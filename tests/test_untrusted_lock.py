@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import random
-import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.task.spec import spec_for
 from sst2_audit.formats.fields import safe_relative
-from sst2_audit.task.yaml_file import confined, read
+from sst2_audit.task.yaml_file import confined, parse, read
 from bundles import CURRENT, members_of, pack
 
 
@@ -205,15 +204,13 @@ def test_a_file_in_the_working_directory_never_replaces_a_pinned_include(tmp_pat
 
 
 def _installed_include_names() -> set:
-    """Every relative include an installed task YAML names (`include: X` and its block-list form)."""
+    """Every relative include an installed task YAML names, as the one safe reader parses it."""
     names = set()
     for path in (installed_root() / "lm_eval" / "tasks").rglob("*.yaml"):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        for found in re.finditer(r"^include:[ \t]*(\S.*?)?\s*$((?:\n[ \t]*-[ \t]*\S.*$)*)", text, re.M):
-            values = [found.group(1)] if found.group(1) else []
-            values += [line.split("-", 1)[1] for line in found.group(2).splitlines() if line.strip()]
-            names.update(v.strip().strip("'\"") for v in values)
-    return {name for name in names if name and not name.startswith(("/", "..", "["))}
+        config = parse(path.read_bytes(), str(path))
+        include = config.get("include") if isinstance(config, dict) else None
+        names.update([include] if isinstance(include, str) else include or [])
+    return {name for name in names if not name.startswith(("/", ".."))}
 
 
 def test_a_run_reads_no_file_planted_in_the_working_directory(tmp_path, embedded_cache):
