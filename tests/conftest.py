@@ -35,6 +35,14 @@ def _a_share_of_the_cores() -> None:
 
 _a_share_of_the_cores()
 
+# The suite starts a few hundred processes that import torch, transformers and lm-eval. The installs skip pip's
+# compile step (.ci/run: --no-compile), so each module's bytecode is written when a process first imports it and
+# read by every later one; a shell that sets PYTHONDONTWRITEBYTECODE (this project's machines do) turned that into
+# a compile from source in every process: 19 s instead of 9 s per new interpreter (docs/measurements.md). The
+# suite's processes write the caches; this reaches the workers and every process they start.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 # Tests that score in this process (rescore) run in the lock's numeric mode, as the entry scripts do;
 # it must be set before any test module imports torch.
 from sst2_audit.protocol.numeric import activate  # noqa: E402

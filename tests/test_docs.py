@@ -16,14 +16,17 @@ DOCS = [REPO / "README.md", REPO / "SOURCE_MAP.md", *sorted((REPO / "docs").glob
 
 def quick_start_commands() -> list:
     section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```\n(.+?)\n```", section)
+    return re.findall(r"```\n(.+?)\n```", section, re.DOTALL)
 
 
 def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
     main, tests = quick_start_commands()
     assert main.endswith(".venv/bin/sst2-audit prepare --profile embedded && .venv/bin/sst2-audit run --profile embedded")
-    assert tests.endswith("-m pytest -q")
-    assert tests in (REPO / ".ci" / "run").read_text().splitlines()
+    install, run = tests.splitlines()
+    assert install.endswith(".venv/bin/pip install -q --no-compile -e '.[lm-eval-0492,test]'")
+    assert run == ".venv/bin/python -m pytest -q"
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert install in ci and run in ci and ci.index(install) < ci.index(run)
 
 
 def test_the_readme_is_a_front_door():

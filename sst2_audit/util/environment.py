@@ -35,7 +35,9 @@ def snapshot() -> dict:
     """The run's environment for reviewers: versions, machine, every installed package."""
     import psutil
 
-    packages = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata["Name"])
+    # a set: run from a checkout, the editable install's egg-info in the checkout (on sys.path as the script's
+    # folder) and its dist-info in the venv are one package found twice
+    packages = sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata["Name"]})
     return {
         "versions": versions(),
         "machine": {"platform": platform.platform(), "processor": platform.machine(),
