@@ -6,11 +6,12 @@ import json
 import math
 import random
 import shutil
+import tarfile
 
 import numpy as np
 import pytest
 
-from conftest import DEMOS, REPO, bundle_audited, prepare_run_audit, run_script
+from conftest import DEMOS, REPO, prepare_run_audit, run_script
 from sst2_audit.task import hooks
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.protocol.metrics import VALUE_TOLERANCE
@@ -76,7 +77,7 @@ def test_list_tasks_supports_the_re_derived_process_results_and_names_the_others
 
 
 def test_truthfulqa_mc2_end_to_end_re_derived_and_a_changed_hook_byte_refused(tmp_path):
-    record = prepare_run_audit(DEMOS, "embedded-truthfulqa-mc2", tmp_path)
+    record = prepare_run_audit(DEMOS, "embedded-truthfulqa-mc2", tmp_path, bundle=True)  # packed by the rescore
     assert record["metrics"] == ["mc2"] and record["max_abs_diff"] == 0.0
     assert "shared_code" not in record["evaluator"]
     assert record["evaluator"]["rederived_code"] == [{
@@ -98,7 +99,8 @@ def test_truthfulqa_mc2_end_to_end_re_derived_and_a_changed_hook_byte_refused(tm
     assert official["value"] == results["acc,none"] and official["stderr"] == results["acc_stderr,none"]
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<th>value (mc2)</th>" in page and "Confusion matrix" not in page and "(2 rows)" in page
-    card = bundle_audited(tmp_path, tmp_path / "cache", "embedded-truthfulqa-mc2-smoke").replace("\\_", "_")
+    with tarfile.open(tmp_path / "results" / "embedded-truthfulqa-mc2-smoke.tar.gz") as archive:
+        card = archive.extractfile("embedded-truthfulqa-mc2-smoke/CARD.md").read().decode().replace("\\_", "_")
     assert "| rederived_metric | mc2 (lm-eval reports it as acc): lm-eval ran process_results " \
            f"{UTILS}::process_results_mc2" in card and "\nRun `embedded-truthfulqa-mc2-smoke` (smoke), scored" in card
     assert "scored by lm-eval and by sst2-audit's independent path; mc2 0." in card

@@ -119,7 +119,7 @@ def test_lm_eval_public_output_matches_our_records(full_run):
 @pytest.fixture(scope="module")
 def unsorted_run(embedded_cache, tmp_path_factory):
     base = tmp_path_factory.mktemp("unsorted")
-    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--unsorted-ids",
+    done = run_script("run.py", "--profile", "embedded", "--cache", embedded_cache, "--unsorted-ids", "--rows", "16",
                       "--out", base / "out", "--private", base / "private", "--run-name", "unsorted")
     return base, done
 
@@ -143,7 +143,7 @@ def test_unsorted_ids_reproduce_the_doc_id_bug_and_stop_the_run(embedded_cache, 
     assert page.count("<tr><td class=\"n\">") <= 10 * 8 + 10 and "doc_hash (of the logged doc)" not in page
     assert "<h2>Settings of the run</h2>" in page and "hash order (unsorted)" in page
     wrong = [m for m in failure.mismatches if m.logged_position >= 0]
-    assert len(wrong) >= 32
+    assert len(wrong) >= 8  # of the 16 rows
     for m in wrong:
         assert "doc.idx" in m.fields and m.expected["doc.idx"] == m.claimed_id != m.logged["doc.idx"]
         assert "prompt_hash" in m.fields

@@ -188,11 +188,11 @@ def test_list_tasks_says_supported_or_why_not():
         "include_base_44_north macedonian_few_shot_en_arts_humanities"], done.stdout
 
 
-@pytest.mark.parametrize("fixture, profile, metrics", [
-    ("rte_run", "embedded-rte", ["acc"]),
-    ("inverse_scaling_run", "embedded-inverse-scaling", ["acc", "acc_norm"]),
+@pytest.mark.parametrize("fixture, profile, metrics, rows", [
+    ("rte_run", "embedded-rte", ["acc"], 16),  # the real model, on the first 16 dev rows
+    ("inverse_scaling_run", "embedded-inverse-scaling", ["acc", "acc_norm"], 64),  # a tiny model, every dev row
 ])
-def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profile, metrics, tmp_path, capsys):
+def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profile, metrics, rows, tmp_path, capsys):
     from sst2_audit.formats import records
     from sst2_audit.cli import audit_main
 
@@ -201,7 +201,7 @@ def test_demo_task_runs_end_to_end_and_its_bundle_passes(request, fixture, profi
     lock = [] if profile == "embedded-rte" else ["--lock", str(base / "resources.lock.json")]  # a tiny model's
     record = records.read(base / "out" / records.RUN_FILE, records.RunRecord)
     assert record.metrics == metrics and record.demo and "EMBEDDED DEMO" in record.notice
-    assert record.max_abs_diff == 0.0 and record.identity_checks_passed == 64 == len(record.questions)
+    assert record.max_abs_diff == 0.0 and record.identity_checks_passed == rows == len(record.questions)
     assert all(q.scores["official"] == q.scores["independent"] for q in record.questions)
     if "acc_norm" in metrics:
         assert record.summaries["official"]["acc_norm"] == record.summaries["independent"]["acc_norm"]
