@@ -24,6 +24,9 @@ def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):
     record = records.read(tmp_path / "out" / records.RUN_FILE, records.RunRecord)
     assert record.split.scored_ids == record.split.dev_ids[:2]
     assert "[official path: lm-eval simple_evaluate on 2 rows] done" in done.stderr  # progress on long steps
+    # each package once: run.py's folder (the checkout, on sys.path) holds the editable install's egg-info too
+    packages = json.loads((tmp_path / "out" / records.ENVIRONMENT_FILE).read_text())["installed_packages"]
+    assert len(packages) == len(set(packages)) and len([p for p in packages if p.startswith("sst2-audit==")]) == 1
 
 
 def test_a_run_forked_from_the_warm_interpreter_writes_what_a_new_interpreter_writes(embedded_cache, tmp_path):
