@@ -188,6 +188,26 @@ def pytest_xdist_make_scheduler(config, log):
     return ModuleWhereNeeded(config, log)
 
 
+# The order the workers take tests in (with --no-loadscope-reorder, pyproject.toml). In a fresh clone the first test
+# that needs the embedded cache converts the GGUF model (about 30 s) and every other model test waits for the store
+# meanwhile: so test_run.py goes first, on one worker, and the other worker takes the tests of these modules that
+# read no cache (about 50 s of work) before any other model test; the rest follow as collected.
+FIRST_MODULES = ("test_run.py",)
+CACHE_FREE_MODULES = ("test_layers.py", "test_docs.py", "test_lock.py", "test_records.py", "test_source_map.py",
+                      "test_bundle_reading.py", "test_verdict_attacks.py", "test_attacks.py")
+CACHE_FIXTURES = {"embedded_cache", "rte_cache", "inverse_scaling_cache"}
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    def place(item) -> int:
+        module = item.path.name
+        if module in FIRST_MODULES:
+            return 0
+        return 1 if module in CACHE_FREE_MODULES and not CACHE_FIXTURES & set(item.fixturenames) else 2
+
+    items.sort(key=place)  # stable: collection order within each place, the same on every worker
+
+
 def built_once(tmp_path_factory, name: str, build) -> Path:
     """A session fixture's folder, built by the first worker of this run that needs it (build(folder)) and read by
     both: pytest-xdist's documented pattern, a folder beside the workers' own under a file lock. Its readers copy
