@@ -7,7 +7,7 @@
 
 import sys
 
-from sst2_audit.cli import audit, prepare, run
+from sst2_audit.cli import adopt, audit, prepare, run
 from sst2_audit.util.errors import EXIT_INTERRUPTED, AuditError, InternalError
 from sst2_audit.util.sanitize import printable
 
@@ -61,7 +61,11 @@ def audit_main(argv=None) -> int:
     return _guarded(audit.main, sys.argv[1:] if argv is None else argv)
 
 
-COMMANDS = {"prepare": prepare_main, "run": run_main, "audit": audit_main}
+def adopt_main(argv=None) -> int:
+    return _guarded(adopt.main, sys.argv[1:] if argv is None else argv)
+
+
+COMMANDS = {"prepare": prepare_main, "run": run_main, "audit": audit_main, "adopt": adopt_main}
 
 
 def main(argv=None) -> int:

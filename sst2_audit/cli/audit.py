@@ -11,6 +11,8 @@ from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.audit.verdict import compare_exit_code, GroupOutcome
 from sst2_audit.bundle import confirmation as confirmation_bundle, group as group_bundle, run as bundle
 from sst2_audit.bundle.group import bundle_target, is_group_bundle
+from sst2_audit.cli.adopt import audit_adopted
+from sst2_audit.bundle.adopted import is_adopted
 from sst2_audit.cli.common import AUDIT_EXIT_CODES, common, numeric_mode, Parser
 from sst2_audit.cli.experiments import audit_confirmation, audit_study, is_confirmation, is_study
 from sst2_audit.formats import records
@@ -70,6 +72,9 @@ def main(argv) -> int:
     # the reviewer's lock, read once: every level, subtask and bundle uses these bytes (args.lock stays the path)
     args.reviewer_lock = load_lock(args.lock)
     numeric_mode(args.reviewer_lock)  # rescore runs in the reviewer's lock's numeric mode
+    adopted = _adopted(args)
+    if adopted is not None:
+        return adopted
     experiment = _experiment(args)
     if experiment is not None:
         return experiment
@@ -86,6 +91,20 @@ def main(argv) -> int:
         if args.compare:
             return _compare(args, Path(scratch))
         return _audit_one(args, Path(scratch))
+
+
+def _adopted(args) -> int | None:
+    """A plain lm-eval run adopted by `sst2-audit adopt` (folder or bundle): its audit's exit code; else None."""
+    import tempfile
+
+    target = args.run or args.bundle_file
+    if target is None or not is_adopted(target):
+        return None
+    if args.bundle or args.report or args.trust_bundle_lock or args.arithmetic_only:
+        raise InputError(f"{target}: an adopted lm-eval run: --bundle (give it to `adopt`), --report, "
+                         "--trust-bundle-lock and --arithmetic-only do not apply; audit it with --lock and --cache.")
+    with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
+        return audit_adopted(args, target, Path(scratch))
 
 
 def _check_usage(parser, args) -> None:

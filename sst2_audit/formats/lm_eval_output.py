@@ -2,11 +2,14 @@
 typed, the rest is kept."""
 
 import typing
+from pathlib import Path
 from dataclasses import dataclass
 
+from sst2_audit.formats import strict_json
 from sst2_audit.formats.schema import typed
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.util.errors import InputError
+from sst2_audit.util.hashing import sha256_bytes
 
 
 # lm-eval's own output, as the audit reads it: only the fields it reads are typed, the rest is kept.
@@ -62,3 +65,158 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",)) -> dict:
             value = value[key]
         typed(hint, value, f"{where}: {'.'.join(path)}")
     return raw
+
+
+# --- a plain `lm_eval --log_samples --output_path OUT` run, as `adopt` reads it (SOURCE_MAP steps 70-72) -----------
+# lm-eval writes OUT/<model_name_sanitized>/results_<date_id>.json and, per task, samples_<task>_<date_id>.jsonl
+# beside it (loggers/evaluation_tracker.py). The samples file holds every value as a string where lm-eval's
+# sanitize_list ran (resps, filtered_resps), `arguments` as {"gen_args_i": {"arg_j": ...}}, `target` as str().
+MAX_RESULTS_BYTES = 64 << 20  # a leaderboard run's results file is about 2 MB
+MAX_SAMPLES_BYTES = 512 << 20  # the full MMLU test split's samples with their text: about 90 MB
+HASH_FIELDS = ("doc_hash", "prompt_hash", "target_hash")
+
+
+@dataclass
+class PlainSample:
+    """One logged sample of a plain run. doc, arguments and target carry data text: None in our public copy."""
+    doc_id: int
+    scores: list  # per candidate: the logged log-likelihood (resps[k][0][0]) as a float
+    greedy: list  # per candidate: resps[k][0][1]
+    filtered: list  # per candidate: filtered_resps[k][0], as a float
+    doc_hash: str
+    prompt_hash: str
+    target_hash: str
+    metrics: dict  # lm-eval's name -> the logged per-document value (a float, or [gold, prediction])
+    doc: dict | None = None
+    arguments: list | None = None  # [(context, continuation)] per request
+    target: str | None = None
+
+
+@dataclass
+class PlainOutput:
+    results_path: object  # Path of the results file as given
+    samples_path: object
+    task: str
+    results: dict  # the results JSON, typed where read (check_lm_eval_results)
+    samples: list  # PlainSample, in the file's order
+    results_sha256: str
+    samples_sha256: str
+    public: bool  # our public copy (no text), not lm-eval's own file
+
+
+def _number(text, where: str) -> float:
+    """A logged log-likelihood: lm-eval's str(float) in its own file, a float in our public copy."""
+    value = text
+    if type(text) is str:
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{where}: expected a log-likelihood, got {text[:60]!r}.") from None
+    return typed(float, value, where)
+
+
+def _flag(text, where: str) -> bool:
+    if text in ("True", "False"):
+        return text == "True"
+    return typed(bool, text, where)
+
+
+def _arguments(raw, where: str) -> list:
+    """{"gen_args_0": {"arg_0": context, "arg_1": continuation}, ...} in order, each a (str, str)."""
+    raw = typed(dict, raw, where)
+    if list(raw) != [f"gen_args_{i}" for i in range(len(raw))]:
+        raise InputError(f"{where}: expected keys gen_args_0.. in order, got {list(raw)[:4]!r}.")
+    pairs = []
+    for key, pair in raw.items():
+        pair = typed(dict[str, str], pair, f"{where}.{key}")
+        if list(pair) != ["arg_0", "arg_1"]:
+            raise InputError(f"{where}.{key}: expected arg_0 and arg_1 (a log-likelihood request), got {list(pair)!r}.")
+        pairs.append((pair["arg_0"], pair["arg_1"]))
+    return pairs
+
+
+def read_plain_sample(raw, where: str, reported: tuple) -> PlainSample:
+    """One line of a samples file (lm-eval's own or our public copy), typed; a malformed one is exit 2."""
+    raw = typed(dict, raw, where)
+    missing = [name for name in ("doc_id", "resps", "filtered_resps", *HASH_FIELDS) if name not in raw]
+    if missing:
+        raise InputError(f"{where}: lm-eval sample lacks fields {missing}.")
+    resps, filtered = typed(list, raw["resps"], f"{where}.resps"), typed(list, raw["filtered_resps"], where)
+    if len(resps) != len(filtered) or not resps or len(resps) > 256:
+        raise InputError(f"{where}: expected 1 to 256 candidates in resps and as many filtered_resps, got "
+                         f"{len(resps)} and {len(filtered)}.")
+    scores, greedy, kept = [], [], []
+    for number, (resp, one) in enumerate(zip(resps, filtered)):
+        here = f"{where}.resps[{number}]"
+        if not (type(resp) is list and len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):
+            raise InputError(f"{here}: expected [[log-likelihood, is_greedy]], got {str(resp)[:60]!r}.")
+        if not (type(one) is list and len(one) == 2):
+            raise InputError(f"{where}.filtered_resps[{number}]: expected [log-likelihood, is_greedy].")
+        scores.append(_number(resp[0][0], f"{here}[0][0]"))
+        greedy.append(_flag(resp[0][1], f"{here}[0][1]"))
+        kept.append(_number(one[0], f"{where}.filtered_resps[{number}][0]"))
+    metrics = {name: typed(float | list[int], raw[name], f"{where}.{name}") for name in reported if name in raw}
+    return PlainSample(
+        typed(int, raw["doc_id"], f"{where}.doc_id"), scores, greedy, kept,
+        *(typed(str, raw[name], f"{where}.{name}") for name in HASH_FIELDS), metrics,
+        doc=typed(dict, raw["doc"], f"{where}.doc") if "doc" in raw else None,
+        arguments=_arguments(raw["arguments"], f"{where}.arguments") if "arguments" in raw else None,
+        target=typed(str, raw["target"], f"{where}.target") if "target" in raw else None)
+
+
+def public_sample(sample: PlainSample) -> dict:
+    """Our public copy of one sample: no doc, arguments or target (data text); lm-eval's hashes kept."""
+    return {"doc_id": sample.doc_id, "resps": [[[s, g]] for s, g in zip(sample.scores, sample.greedy)],
+            "filtered_resps": [[s, g] for s, g in zip(sample.filtered, sample.greedy)],
+            **{name: getattr(sample, name) for name in HASH_FIELDS}, **sample.metrics}
+
+
+def _results_files(path: Path) -> list:
+    """results_*.json in `path` or one folder below it (lm-eval's OUT/<model>/), or `path` itself."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise InputError(f"{path}: neither an lm-eval output folder (--output_path) nor a results file.")
+    return sorted([*path.glob("results_*.json"), *path.glob("*/results_*.json")])
+
+
+def find_plain_output(path, task: str) -> tuple:
+    """(results file, samples file of `task`): lm-eval names both with one date id."""
+    path = Path(path)
+    found = _results_files(path)
+    if len(found) != 1:
+        listed = ", ".join(str(p) for p in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise InputError(f"{path}: expected exactly one lm-eval results file (results_<date>.json, as "
+                         f"`lm_eval --output_path` writes it), found {len(found)}{': ' + listed if found else ''}; "
+                         "name the results file itself.")
+    results = found[0]
+    if not (results.name.startswith("results_") and results.name.endswith(".json")):
+        raise InputError(f"{results}: expected lm-eval's results_<date>.json.")
+    date_id = results.name[len("results_"):-len(".json")]
+    samples = results.with_name(f"samples_{task}_{date_id}.jsonl")
+    if not samples.is_file():
+        raise InputError(f"{results}: no samples of task {task} beside it (expected {samples.name}); adopt needs "
+                         "the per-sample log: re-run lm_eval with --log_samples.")
+    return results, samples
+
+
+def read_plain_output(path, task: str, metrics) -> PlainOutput:
+    """A plain lm-eval run's results and samples of `task`, found as lm-eval names them, read once, strictly."""
+    return read_plain_files(*find_plain_output(path, task), task, metrics, public=False)
+
+
+def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics, public: bool) -> PlainOutput:
+    """The results and samples files (lm-eval's own, or our public copy of them), strictly and within limits."""
+    results_bytes = strict_json.read_bytes(results_path, MAX_RESULTS_BYTES)
+    results = check_lm_eval_results(strict_json.loads(results_bytes, str(results_path)), task, str(results_path),
+                                    metrics)
+    samples_bytes = strict_json.read_bytes(samples_path, MAX_SAMPLES_BYTES)
+    reported = tuple(METRICS[m].reported_as for m in metrics)
+    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported)
+               for number, raw in enumerate(strict_json.loads_lines(samples_bytes, str(samples_path)), start=1)]
+    if not samples:
+        raise InputError(f"{samples_path}: no samples.")
+    if public and any(s.doc is not None or s.arguments is not None or s.target is not None for s in samples):
+        raise InputError(f"{samples_path}: a public copy holds no doc, arguments or target (data text).")
+    return PlainOutput(Path(results_path), Path(samples_path), task, results, samples, sha256_bytes(results_bytes),
+                       sha256_bytes(samples_bytes), public)

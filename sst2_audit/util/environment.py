@@ -2,6 +2,7 @@
 
 import functools
 import platform
+import re
 import resource
 import sys
 from importlib import metadata
@@ -58,4 +59,20 @@ def scrub_paths(value, replacements: dict):
         return {scrub_paths(k, replacements): scrub_paths(v, replacements) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [scrub_paths(v, replacements) for v in value]
+    return value
+
+
+# an absolute path where a field or an `a=b,c=d` argument starts: /..., ~/..., C:\... (a hub id such as
+# org/model is not one)
+_ABSOLUTE = re.compile(r"(?:(?<=^)|(?<=[=\s,'\"(\[]))(?:/|~/|[A-Za-z]:\\)[^\s,'\"()\]]*")
+
+
+def scrub_absolute_paths(value):
+    """Someone else's machine paths (an adopted lm-eval run's model and data folders) become `<path>`."""
+    if isinstance(value, str):
+        return _ABSOLUTE.sub("<path>", value)
+    if isinstance(value, dict):
+        return {scrub_absolute_paths(k): scrub_absolute_paths(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub_absolute_paths(v) for v in value]
     return value

@@ -1,0 +1,253 @@
+"""Adopting a plain `lm_eval --log_samples --output_path` run: its files checked against the reviewer's lock and
+cache, level by level, cheapest first, and every logged score rescored by the independent path.
+
+The levels: claims (release, the logged task config against the pinned YAML, shots, seeds, the samples file
+bound to the results file by lm-eval's own task hash), arithmetic (each logged per-document value re-derived
+from the logged scores and the reviewer's row, and lm-eval's aggregation of them against the results file),
+identity (every logged doc_id's row, prompt, target and, in lm-eval's own file, the doc and request strings),
+rescore (every row but the sealed ones, or a drawn sample). The model is loaded only after the earlier levels
+passed. The same levels re-check an adopted folder's public copy (audit --out), which lacks the text fields.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sst2_audit.audit.adopt_scores import bound_for, claimed_dtype
+from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.verdict import Outcome
+from sst2_audit.formats.adopted import AdoptedQuestion
+from sst2_audit.formats.releases import release_of
+from sst2_audit.protocol.metrics import METRICS
+from sst2_audit.protocol.rules import doc_hash, prompt_hash
+from sst2_audit.scoring.identity import expected_question, tokens_hash
+from sst2_audit.scoring.summaries import bootstrap_iters
+from sst2_audit.task.config import differences, taskconfig_defaults
+from sst2_audit.task.rows import shot_plan, verified_rows
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.util.hashing import sha256_text
+
+PROTOCOL_RESULTS = {"chat_template": None, "system_instruction": None, "fewshot_as_multiturn": False}
+CLAIMED = ("model", "model_args", "model_dtype", "model_revision", "model_sha", "device", "batch_size",
+           "random_seed", "numpy_seed", "torch_seed", "fewshot_seed", "limit")
+
+
+@dataclass
+class Adoption:
+    """One adoption's context, built once per command: the reviewer's lock, profile, spec and cache, the files."""
+    lock: object
+    profile: object
+    spec: object
+    cache: Path
+    output: object  # lm_eval_output.PlainOutput
+    rescore: object = "all"  # "all", a number of rows, or 0 (--structural)
+    seed: int | None = None
+    bound_given: float | None = None
+    data: object = None  # rows.SplitRows, once the cache's data was verified
+    questions: dict = field(default_factory=dict)  # doc_id -> AdoptedQuestion, built by the levels
+    claims: dict = field(default_factory=dict)
+    differences: dict = field(default_factory=dict)
+    bound: object = None
+    rederived: dict = field(default_factory=dict)
+
+    @property
+    def settings(self) -> dict:
+        return self.lock.settings_for(self.profile.name, self.spec)
+
+
+def parse_model_args(text) -> dict:
+    """lm-eval's simple_parse_args_string and handle_arg_string (lm_eval/utils.py, SOURCE_MAP step 71)."""
+    if not isinstance(text, str) or not text.strip():
+        return {}
+    parsed = {}
+    for argument in (a for a in text.strip().split(",") if a):
+        key, *rest = argument.split("=")
+        value = "=".join(rest)
+        if value.lower() in ("true", "false"):
+            parsed[key] = value.lower() == "true"
+        elif value.isnumeric():
+            parsed[key] = int(value)
+        else:
+            try:
+                parsed[key] = float(value)
+            except ValueError:
+                parsed[key] = value
+    return parsed
+
+
+def task_hash(samples) -> str:
+    """lm-eval's task_hashes[task]: the sha256 of every sample's doc, prompt and target hashes in file order."""
+    return sha256_text("".join(s.doc_hash + s.prompt_hash + s.target_hash for s in samples))
+
+
+def _config_checked(level: LevelResult, adoption: Adoption, logged: dict, model_args: dict) -> None:
+    """The logged effective config against the pinned YAML: only data fields may differ, and the model_args
+    lm-eval merges into `metadata`."""
+    official = adoption.spec.config(callables=False).get("metadata") or {}
+    metadata = logged.get("metadata") if isinstance(logged.get("metadata"), dict) else {}
+    merged = {key: value for key, value in metadata.items() if key not in official and model_args.get(key) == value}
+    config = dict(logged, metadata={k: v for k, v in metadata.items() if k not in merged}) if metadata else logged
+    if not config.get("metadata") and "metadata" not in adoption.spec.config(callables=False):
+        config.pop("metadata", None)
+    try:
+        adoption.differences = differences(adoption.spec, config, adoption.settings["num_fewshot"],
+                                           taskconfig_defaults(adoption.lock),
+                                           release_of(adoption.lock.evaluator.version))
+        level.checks += 1
+    except CheckFailed as error:
+        level.fail(str(error))
+
+
+def check_claims(adoption: Adoption) -> LevelResult:
+    level, results, task = LevelResult("claims"), adoption.output.results, adoption.spec.name
+    config = results["config"]
+    level.expect("results", "lm_eval_version", adoption.lock.evaluator.version, results["lm_eval_version"])
+    model_args = parse_model_args(config.get("model_args"))
+    _config_checked(level, adoption, results["configs"][task], model_args)
+    level.expect("results", f"n-shot.{task}", adoption.settings["num_fewshot"], results["n-shot"][task])
+    if adoption.settings["num_fewshot"]:  # the shots are drawn from the fewshot seed (SOURCE_MAP step 22)
+        level.expect("results", "config.fewshot_seed", adoption.settings["seed"], config.get("fewshot_seed"))
+    for key, expected in PROTOCOL_RESULTS.items():
+        level.expect("results", key, expected, results.get(key, expected))
+    hashes = results.get("task_hashes") if isinstance(results.get("task_hashes"), dict) else {}
+    if task in hashes:  # absent in a run without --log_samples, which adopt refuses earlier
+        level.expect("results", f"task_hashes.{task} (binds the samples file to this results file)",
+                     task_hash(adoption.output.samples), hashes[task])
+    else:
+        level.fail(f"results: task_hashes.{task} is missing: the samples file cannot be bound to the results file.")
+    adoption.claims = {key: config.get(key) for key in CLAIMED if key in config}
+    adoption.claims.update({key: results.get(key) for key in ("transformers_version", "max_length", "model_name")})
+    adoption.bound = bound_for(adoption.bound_given, claimed_dtype(results, model_args))
+    level.notes.append(f"claimed, not checkable here: model {str(config.get('model_args'))[:120]!r}, dtype "
+                       f"{config.get('model_dtype')!r}, device {config.get('device')!r}, batch size "
+                       f"{config.get('batch_size')!r}; the rescore is the check of the model")
+    return level
+
+
+def _row_facts(adoption: Adoption, sample, level: LevelResult) -> AdoptedQuestion | None:
+    """The row a sample's doc_id names, as the arithmetic level needs it (label, choice lengths): no tokenizer."""
+    row = adoption.data.by_idx.get(sample.doc_id)
+    if row is None:
+        level.fail(f"doc_id {sample.doc_id}: not a row of the {adoption.spec.eval_split} split "
+                   f"({len(adoption.data.by_idx)} rows)")
+        return None
+    spec, doc = adoption.spec, row.doc
+    choices = spec.choices(doc)
+    true_choices = spec.true_choices(doc, len(choices))
+    metrics = {m: sample.metrics[METRICS[m].reported_as] for m in spec.metrics
+               if METRICS[m].reported_as in sample.metrics}
+    return AdoptedQuestion(sample.doc_id, spec.gold(doc, choices), "", "", "", 0, [], "", [len(c) for c in choices],
+                           [], list(sample.scores), None, metrics, "not drawn", None,
+                           list(true_choices) if true_choices is not None else None)
+
+
+def check_arithmetic(adoption: Adoption) -> LevelResult:
+    level, spec, output = LevelResult("arithmetic"), adoption.spec, adoption.output
+    seen = set()
+    for sample in output.samples:
+        where = f"doc_id {sample.doc_id}"
+        if sample.doc_id in seen:
+            level.fail(f"{where}: logged twice")
+            continue
+        seen.add(sample.doc_id)
+        question = _row_facts(adoption, sample, level)
+        if question is None:
+            continue
+        level.expect(where, "filtered_resps (filter none: the first response)", sample.scores, sample.filtered)
+        if len(sample.scores) != len(question.choice_lengths):
+            level.fail(f"{where}: {len(sample.scores)} scores for {len(question.choice_lengths)} choices")
+            continue
+        for metric in spec.metrics:
+            if metric not in question.logged_metrics:
+                level.fail(f"{where}: no logged {METRICS[metric].reported_as}")
+                continue
+            ours = METRICS[metric].value(question.logged, question)
+            if not METRICS[metric].agrees(ours, question.logged_metrics[metric]):
+                level.fail(f"{where}: {metric}: the logged scores give {ours!r}, the sample logs "
+                           f"{question.logged_metrics[metric]!r}")
+        adoption.questions[sample.doc_id] = question
+    if level.problems:
+        return level
+    ordered = [adoption.questions[idx] for idx in sorted(adoption.questions)]  # lm-eval aggregates in doc_id order
+    task = output.results["results"][spec.name]
+    for metric in spec.metrics:
+        reported = METRICS[metric].reported_as
+        number, stderr = METRICS[metric].aggregate([q.logged_metrics[metric] for q in ordered],
+                                                   bootstrap_iters(adoption.settings))
+        adoption.rederived.update({metric: number, f"{metric}_stderr": stderr})
+        level.expect("results", f"{reported},none", number, task[f"{reported},none"])
+        level.expect("results", f"{reported}_stderr,none", stderr, task[f"{reported}_stderr,none"])
+    return level
+
+
+def _located(adoption: Adoption) -> dict:
+    """doc_hash -> the row positions holding that doc: names where a mislabelled sample's doc really is."""
+    found = {}
+    for idx, row in adoption.data.by_idx.items():
+        found.setdefault(doc_hash(row.as_doc()), []).append(idx)
+    return found
+
+
+def _identity_of(sample, expected) -> tuple:
+    """(expected, logged) field values of one sample; the text fields only where the file has them."""
+    want = {"doc_hash": expected.doc_hash, "prompt_hash": expected.prompt_hash,
+            "target_hash": sha256_text(str(expected.target))}
+    got = {"doc_hash": sample.doc_hash, "prompt_hash": sample.prompt_hash, "target_hash": sample.target_hash}
+    if sample.doc is not None:
+        want["doc_hash (of the logged doc)"] = expected.doc_hash
+        got["doc_hash (of the logged doc)"] = doc_hash(sample.doc)
+    if sample.arguments is not None:  # compared as hashes: no data text in a finding
+        want["arguments (sha256 of each context and continuation)"] = [
+            [sha256_text(c), sha256_text(k)] for c, k in zip(expected.contexts, expected.candidates)]
+        got["arguments (sha256 of each context and continuation)"] = [
+            [sha256_text(c), sha256_text(k)] for c, k in sample.arguments]
+        want["prompt_hash (of the logged context)"] = expected.prompt_hash
+        got["prompt_hash (of the logged context)"] = prompt_hash(sample.arguments[0][0]) if sample.arguments else None
+    if sample.target is not None:
+        want["target (sha256)"], got["target (sha256)"] = sha256_text(str(expected.target)), sha256_text(sample.target)
+    return want, got
+
+
+def check_identity(adoption: Adoption, tokenizer) -> LevelResult:
+    level, settings, located = LevelResult("identity"), adoption.settings, None
+    ids = sorted(adoption.questions)  # lm-eval draws each doc's shots in doc order (SOURCE_MAP step 22)
+    shots = shot_plan(adoption.lock, adoption.profile, adoption.spec, adoption.cache, adoption.data.manifest,
+                      adoption.data, ids)
+    for sample in adoption.output.samples:
+        question = adoption.questions.get(sample.doc_id)
+        expected = expected_question(adoption.data.by_idx[sample.doc_id], adoption.spec, tokenizer,
+                                     settings["max_length"], settings["add_bos_token"], shots)
+        want, got = _identity_of(sample, expected)
+        for name in want:
+            if not level.expect(f"doc_id {sample.doc_id}", name, want[name], got[name]) and name == "doc_hash":
+                located = located or _located(adoption)
+                holders = located.get(sample.doc_hash)
+                level.notes.append(f"logged doc_id {sample.doc_id} holds the doc of row idx {holders} (mislabelled: "
+                                   "lm-eval #4084)" if holders else f"logged doc_id {sample.doc_id}: its doc is no "
+                                   "row of the split")
+        public = expected.public_fields()
+        question.doc_hash, question.prompt_hash = expected.doc_hash, expected.prompt_hash
+        question.target_hash = want["target_hash"]
+        question.context_length, question.shots = public["context_length"], public["shots"]
+        question.candidate_token_counts = public["candidate_token_counts"]
+        question.candidate_tokens_sha256 = tokens_hash(expected.candidate_token_ids)
+        question.pairs = expected.pairs()  # the rescore's input; not a record field
+    return level
+
+
+def prepare_rows(adoption: Adoption, roles) -> None:
+    """The reviewer's rows, hashed against the lock before they are read (exit 1 when a cache file differs)."""
+    adoption.data = verified_rows(adoption.lock, adoption.profile, adoption.spec, adoption.cache, roles=roles)
+    if len(adoption.output.samples) > 2 * len(adoption.data.by_idx) + 16:
+        raise InputError(f"{adoption.output.samples_path}: {len(adoption.output.samples)} samples for a split of "
+                         f"{len(adoption.data.by_idx)} rows; refused before any per-row work.")
+
+
+def record_levels(adoption: Adoption) -> Outcome:
+    """The levels that need no tokenizer or model, in order; a failed level stops the next."""
+    outcome = Outcome([])
+    for check in (check_claims, check_arithmetic):
+        level = check(adoption)
+        outcome.levels.append(level)
+        if not level.passed:
+            break
+    return outcome

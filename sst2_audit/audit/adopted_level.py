@@ -1,0 +1,55 @@
+"""Auditing an adopted folder or bundle: its public copy of the lm-eval files goes through the adoption's levels
+again, on the reviewer's lock, cache and machine, and adopted.json (a claim like every file in it) must say what
+they find, row by row."""
+
+import dataclasses
+
+from sst2_audit.audit.findings import LevelResult
+from sst2_audit.protocol.drift import DRIFT_BOUND
+
+# the fields a re-adoption must reproduce exactly, per row; `rescored` is compared apart (a drawn sample)
+ROW_FIELDS = ("label", "doc_hash", "prompt_hash", "target_hash", "context_length", "candidate_token_counts",
+              "candidate_tokens_sha256", "choice_lengths", "shots", "logged", "logged_metrics", "true_choices")
+RECORD_FIELDS = ("profile", "task", "metrics", "demo", "notice", "lock_sha256", "reported", "rederived",
+                 "config_differences", "claims")
+
+
+def _rescored(level: LevelResult, where: str, claimed, here, bits: bool) -> bool:
+    """The recorded rescore against this machine's: bits where this machine runs the lock's mode, else the
+    drift bound between CPUs (True: only within that bound)."""
+    if here is None:  # not drawn this time
+        return False
+    if claimed is None:
+        return not level.expect(where, "rescored (the record rescored nothing here)", here, claimed)
+    if bits or len(claimed) != len(here):
+        level.expect(where, "rescored", here, claimed)
+        return False
+    if any(abs(a - b) > DRIFT_BOUND for a, b in zip(claimed, here)):
+        level.expect(where, f"rescored (within the drift bound {DRIFT_BOUND:g})", here, claimed)
+    return claimed != here
+
+
+def check(claimed, rederived, bits: bool) -> LevelResult:
+    """adopted.json against the record the levels re-derived here."""
+    level = LevelResult("adopted record")
+    for name in RECORD_FIELDS:
+        level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
+    level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))
+    mine = {q.idx: q for q in rederived.questions}
+    level.expect("adopted.json", "questions (doc_ids)", sorted(mine), [q.idx for q in claimed.questions])
+    drifted = 0
+    for question in claimed.questions:
+        here = mine.get(question.idx)
+        if here is None:
+            continue
+        where = f"row idx {question.idx}"
+        for name in ROW_FIELDS:
+            level.expect(where, name, getattr(here, name), getattr(question, name))
+        drifted += _rescored(level, where, question.rescored, here.rescored, bits)
+        if here.rescored is not None or here.row_class in ("sealed",):
+            level.expect(where, "row_class", here.row_class, question.row_class)
+    if drifted:
+        level.drift_only = True
+        level.drift_reason = (f"{drifted} recorded rescore(s) equal this machine's within the drift bound "
+                              f"{DRIFT_BOUND:g} only: this machine does not run the lock's numeric mode")
+    return level

@@ -1,0 +1,156 @@
+"""sst2-audit adopt: audit a plain `lm_eval --log_samples --output_path OUT` run and keep it as an adopted folder
+(and bundle) that `audit` re-checks; also the audit of such a folder or bundle (cli/audit.py hands it here)."""
+
+import json
+import secrets
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sst2_audit.audit import adopted_level
+from sst2_audit.audit.adopt import Adoption
+from sst2_audit.audit.adopt_rescore import record, run_levels
+from sst2_audit.bundle import adopted as adopted_bundle
+from sst2_audit.cli.common import AUDIT_EXIT_CODES, lock_and_profile, numeric_mode, Parser, spec_for_run, with_profile
+from sst2_audit.formats import adopted, lm_eval_output, records
+from sst2_audit.protocol.numeric import runs_the_mode
+from sst2_audit.protocol.rules import notice_for
+from sst2_audit.task.spec import spec_for
+from sst2_audit.util import atomic
+from sst2_audit.util.environment import scrub_absolute_paths
+from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.util.sanitize import printable, RUN_NAME, terminal
+
+
+def _rows(text: str):
+    if text == "all":
+        return "all"
+    if not text.isdigit() or int(text) == 0:
+        raise InputError(f"--rescore: expected a positive number of rows or 'all', got {text!r}")
+    return int(text)
+
+
+def _parser() -> Parser:
+    parser = Parser(prog="sst2-audit adopt", description="Audit a plain lm-eval run (lm_eval --log_samples "
+                    "--output_path OUT) against your lock and cache, and keep it as an auditable folder.",
+                    epilog="example:\n  sst2-audit adopt OUT --profile embedded --bundle\n\n" + AUDIT_EXIT_CODES)
+    with_profile(parser)
+    parser.add_argument("output", type=Path, help="lm-eval's --output_path folder, or its results_<date>.json")
+    parser.add_argument("--run-name", help="the adopted folder's name (default: adopted-<profile>-<UTC time>)")
+    parser.add_argument("--out", type=Path, help="where the adopted folder is written (default: runs/<run-name>)")
+    parser.add_argument("--bound", type=float, metavar="NATS",
+                        help="hold every logged score to |logged - rescored| <= NATS (default: derived from the "
+                             "dtype the run claims, and stated)")
+    parser.add_argument("--rescore", type=_rows, default="all", metavar="N|all",
+                        help="rescore N logged rows drawn at random (default: all; a sample gives exit 4)")
+    parser.add_argument("--structural", action="store_true", help="every level but the rescore (exit 4)")
+    parser.add_argument("--seed", type=int, help="seed of the --rescore draw (default: drawn fresh and printed)")
+    parser.add_argument("--bundle", action="store_true", help="also pack results/<run-name>.tar.gz when nothing failed")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes")
+    return parser
+
+
+def main(argv) -> int:
+    args = _parser().parse_args(argv)
+    if args.bound is not None and not (args.bound >= 0 and args.bound != float("inf")):
+        raise InputError(f"--bound: expected a finite number of nats >= 0, got {args.bound!r}.")
+    lock, profile = lock_and_profile(args)
+    spec = spec_for_run(lock, profile, None)
+    name = args.run_name or f"adopted-{profile.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    if not RUN_NAME.match(name):
+        raise InputError(f"--run-name {name!r}: letters, digits, '.', '_' and '-' only.")
+    out = args.out or Path("runs") / name
+    if out.exists():
+        raise InputError(f"{out} already exists; an adopted folder is never overwritten.")
+    if args.bundle:
+        adopted_bundle.bundle_path(name, args.results)
+    output = lm_eval_output.read_plain_output(args.output, spec.name, spec.metrics)
+    adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore,
+                        args.seed, args.bound)
+    seed = secrets.randbelow(2 ** 32) if args.seed is None else args.seed
+    timings, start = {}, time.perf_counter()
+    outcome = run_levels(adoption, timings, seed)
+    timings["total"] = round(time.perf_counter() - start, 3)
+    head = [f"adoption of {output.results_path} ({output.samples_path.name}): task {spec.name}, "
+            f"{len(output.samples)} logged rows, against the reviewer's lock {lock.given} profile {profile.name}"]
+    _print(outcome, head, profile)
+    if outcome.failed:
+        print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
+        return outcome.exit_code
+    files = _write(out, adoption, record(adoption, name, seed, timings))
+    print(f"adopted: {printable(out)} (audit it: sst2-audit audit --out {printable(out)} --lock {printable(args.lock)} "
+          f"--cache {printable(args.cache)})")
+    if args.bundle:
+        print(f"bundle: {printable(adopted_bundle.pack(out, files, name, lock, args.cache, args.results))}")
+    return outcome.exit_code
+
+
+def _print(outcome, head: list, profile) -> None:
+    lines = [outcome.verdict(), *head]
+    if profile.demo:
+        lines.insert(1, f"*** {notice_for(profile)} ***")
+    for level in outcome.levels:
+        lines += level.lines()
+    print(terminal(lines + [outcome.verdict()], verdicts=(outcome.verdict(),)))
+
+
+def _jsonl(rows) -> bytes:
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+
+
+def _write(out: Path, adoption, adopted_record) -> dict:
+    """The public copy (no data text, someone else's paths as <path>), then adopted.json last: its presence
+    means complete. Returns {name: bytes} as written, for the bundle."""
+    files = {records.LM_EVAL_RESULTS_FILE: (json.dumps(scrub_absolute_paths(adoption.output.results), indent=2,
+                                                       ensure_ascii=False) + "\n").encode(),
+             records.LM_EVAL_SAMPLES_FILE: _jsonl(lm_eval_output.public_sample(s) for s in adoption.output.samples)}
+    atomic.new_directory(out, "--out")
+    try:
+        for name, body in files.items():
+            atomic.write_bytes(out / name, body)
+        adopted.write(out / adopted.ADOPTED_FILE, adopted_record)
+    except BaseException:
+        for name in (*files, adopted.ADOPTED_FILE):
+            (out / name).unlink(missing_ok=True)
+        out.rmdir()
+        raise
+    files[adopted.ADOPTED_FILE] = (out / adopted.ADOPTED_FILE).read_bytes()
+    return files
+
+
+def audit_adopted(args, path: Path, scratch: Path) -> int:
+    """audit --out ADOPTED or --bundle-file ADOPTED.tar.gz: the public copy through the adoption's levels on the
+    reviewer's lock, cache and machine, then adopted.json against what they found."""
+    sums = None
+    if path.is_file():
+        try:
+            folder, checks = adopted_bundle.unpack_verified(path, scratch)
+        except CheckFailed:
+            print("VERDICT: FAIL (bundle SHA256SUMS and members): the bundle was refused before any record was "
+                  "read; exit 1")
+            raise
+        sums = f"bundle SHA256SUMS and members: PASS ({checks} checks)"
+    else:
+        folder = path
+    claimed = adopted.read(folder / adopted.ADOPTED_FILE)
+    lock = args.reviewer_lock
+    profile = lock.profile(claimed.profile)
+    spec = spec_for(lock, profile.task)
+    output = lm_eval_output.read_plain_files(folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE,
+                                             spec.name, spec.metrics, public=True)
+    rows = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    bound = claimed.bound.absolute if claimed.bound.basis.startswith("the reviewer's") else None
+    adoption = Adoption(lock, profile, spec, args.cache, output, rows, args.seed, bound)
+    seed = secrets.randbelow(2 ** 32) if args.seed is None else args.seed
+    outcome = run_levels(adoption, {}, seed)
+    if not outcome.failed:
+        here = record(adoption, claimed.run_name, seed, {})
+        level = adopted_level.check(claimed, here, runs_the_mode(adoption.settings, here.platform)[0])
+        outcome.levels.append(level)
+        if level.drift_only:
+            outcome.drift_only = True
+            outcome.limits.append(level.drift_reason)
+    head = [f"audit of the adopted run {claimed.run_name} in {path}: task {spec.name}, {len(output.samples)} logged "
+            f"rows, against the reviewer's lock {lock.given}"] + ([sums] if sums else [])
+    _print(outcome, head, profile)
+    return outcome.exit_code

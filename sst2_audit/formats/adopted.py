@@ -1,0 +1,98 @@
+"""adopted.json: a plain lm-eval run adopted by `sst2-audit adopt` (audit/adopt.py), as public records.
+
+The run was made by someone else's lm-eval, on their machine: its logged scores are claims, each row's own
+rescore on the reviewer's machine is the measurement, and the class of every row (bit for bit, within the
+bound, a flip, out of the bound, sealed) is what the adoption found. No data text, no token ids, no paths.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+
+from sst2_audit.formats import strict_json
+from sst2_audit.formats.manifest import ManifestFile
+from sst2_audit.formats.schema import convert
+from sst2_audit.util import atomic
+from sst2_audit.util.errors import InputError
+
+ADOPTED_FILE = "adopted.json"
+ADOPTED_KIND, ADOPTED_VERSION = "sst2-audit/adopted", 1
+# each row's class, in the order a verdict names them
+BITS, WITHIN, FLIP, OUT, SEALED, NOT_DRAWN = ("bit for bit", "within the bound", "prediction flip", "out of the bound",
+                                              "sealed", "not drawn")
+ROW_CLASSES = (BITS, WITHIN, FLIP, OUT, SEALED, NOT_DRAWN)
+
+
+@dataclass
+class AdoptedQuestion:
+    idx: int  # the logged doc_id, identity-checked against the reviewer's row at that position
+    label: int
+    doc_hash: str
+    prompt_hash: str
+    target_hash: str
+    context_length: int  # tokens, by the reviewer's tokenizer
+    candidate_token_counts: list[int]
+    candidate_tokens_sha256: str
+    choice_lengths: list[int]
+    shots: list[int]
+    logged: list[float]  # the run's log-likelihoods (a claim)
+    rescored: list[float] | None  # this machine's independent path; None: sealed or not drawn
+    logged_metrics: dict[str, float | list[int]]  # lm-eval's per-document values, by our metric name
+    row_class: str  # one of ROW_CLASSES
+    max_abs_diff: float | None
+    true_choices: list[int] | None = None  # mc2
+
+
+@dataclass
+class Bound:
+    per_score: str  # the rule in words: "|logged - rescored| <= R * |rescored| + A"
+    relative: float
+    absolute: float
+    basis: str  # why this bound: the reviewer's --bound, or derived from the claimed dtype
+
+
+@dataclass
+class AdoptedRecord:
+    run_name: str
+    profile: str
+    task: str
+    metrics: list[str]
+    demo: bool
+    notice: str
+    lock_sha256: str
+    resources: list[ManifestFile]  # the reviewer's cache entries read
+    source: dict[str, str]  # the adopted files' names and sha256, as given (lm-eval's own files)
+    claims: dict  # what the run says of itself and nothing here can check (model, dtype, device, batch size)
+    config_differences: dict  # the logged task config's differences from the pinned YAML (data fields only)
+    bound: Bound
+    rescore: dict  # {"rows": "all" or N, "seed": S}
+    platform: dict  # this machine's numeric platform (numeric.fingerprint)
+    bits_required: bool  # this machine runs the lock's numeric mode
+    versions: dict[str, str | None]
+    reported: dict[str, float]  # the results file's numbers (metric, metric_stderr)
+    rederived: dict[str, float]  # the same from the logged per-document values, by lm-eval's aggregation
+    rescored_summary: dict[str, float | int]  # the metric from the rescored scores, and the rows rescored
+    row_classes: dict[str, int]
+    questions: list[AdoptedQuestion]
+    timings: dict[str, float]
+    schema_version: int = ADOPTED_VERSION
+    kind: str = ADOPTED_KIND
+
+
+def write(path, record: AdoptedRecord) -> None:
+    atomic.write_json(path, dataclasses.asdict(record))
+
+
+def from_dict(raw, where: str) -> AdoptedRecord:
+    if not isinstance(raw, dict) or raw.get("kind") != ADOPTED_KIND or raw.get("schema_version") != ADOPTED_VERSION:
+        got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
+        raise InputError(f"{where}: expected kind {ADOPTED_KIND!r} schema_version {ADOPTED_VERSION}, got {got!r}.")
+    record = convert(AdoptedRecord, raw, where)
+    for number, question in enumerate(record.questions):
+        if question.row_class not in ROW_CLASSES:
+            raise InputError(f"{where}.questions[{number}].row_class: expected one of {list(ROW_CLASSES)}, got "
+                             f"{question.row_class[:40]!r}.")
+    return record
+
+
+def read(path) -> AdoptedRecord:
+    return from_dict(strict_json.read(path), str(path))
