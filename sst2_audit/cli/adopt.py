@@ -136,8 +136,8 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
     lock = args.reviewer_lock
     profile = lock.profile(claimed.profile)
     spec = spec_for(lock, profile.task)
-    output = lm_eval_output.read_plain_files(folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE,
-                                             spec.name, spec.metrics, public=True)
+    files = folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE
+    output = lm_eval_output.read_plain_files(*files, spec.name, spec.metrics, public=True)
     rows = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     bound = claimed.bound.absolute if claimed.bound.basis.startswith("the reviewer's") else None
     adoption = Adoption(lock, profile, spec, args.cache, output, rows, args.seed, bound)
