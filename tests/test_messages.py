@@ -125,4 +125,4 @@ def test_the_installed_command_runs_each_entry_point_with_the_venvs_python():
     done = subprocess.run([str(command), "run", "--list-tasks", "sst2"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.splitlines()[1].split()[:2] == ["sst2", "pinned"], done.stdout
     done = subprocess.run([str(command), "bogus"], capture_output=True, text=True)
-    assert done.returncode == 2 and done.stderr.startswith("usage: sst2-audit {prepare,run,audit}")
+    assert done.returncode == 2 and done.stderr.startswith("usage: sst2-audit {prepare,run,audit,adopt}")

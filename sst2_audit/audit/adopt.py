@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.audit.adopt_scores import bound_for, claimed_dtype
-from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.audit.verdict import Outcome
 from sst2_audit.formats.adopted import AdoptedQuestion
 from sst2_audit.formats.releases import release_of
@@ -104,6 +104,9 @@ def check_claims(adoption: Adoption) -> LevelResult:
     model_args = parse_model_args(config.get("model_args"))
     _config_checked(level, adoption, results["configs"][task], model_args)
     level.expect("results", f"n-shot.{task}", adoption.settings["num_fewshot"], results["n-shot"][task])
+    level.expect("results", f"results.{task}.alias", task, results["results"][task].get("alias", task))
+    filters = sorted({sample.filter for sample in adoption.output.samples})
+    level.expect("samples", "filter (a multiple_choice task's only filter)", ["none"], filters)
     if adoption.settings["num_fewshot"]:  # the shots are drawn from the fewshot seed (SOURCE_MAP step 22)
         level.expect("results", "config.fewshot_seed", adoption.settings["seed"], config.get("fewshot_seed"))
     for key, expected in PROTOCOL_RESULTS.items():
@@ -117,7 +120,7 @@ def check_claims(adoption: Adoption) -> LevelResult:
     adoption.claims = {key: config.get(key) for key in CLAIMED if key in config}
     adoption.claims.update({key: results.get(key) for key in ("transformers_version", "max_length", "model_name")})
     adoption.bound = bound_for(adoption.bound_given, claimed_dtype(results, model_args))
-    level.notes.append(f"claimed, not checkable here: model {str(config.get('model_args'))[:120]!r}, dtype "
+    level.notes.append(f"claimed, not checkable here: model {shown(str(config.get('model_args')))}, dtype "
                        f"{config.get('model_dtype')!r}, device {config.get('device')!r}, batch size "
                        f"{config.get('batch_size')!r}; the rescore is the check of the model")
     return level
@@ -142,16 +145,8 @@ def _row_facts(adoption: Adoption, sample, level: LevelResult) -> AdoptedQuestio
 
 def check_arithmetic(adoption: Adoption) -> LevelResult:
     level, spec, output = LevelResult("arithmetic"), adoption.spec, adoption.output
-    seen = set()
     for sample in output.samples:
-        where = f"doc_id {sample.doc_id}"
-        if sample.doc_id in seen:
-            level.fail(f"{where}: logged twice")
-            continue
-        seen.add(sample.doc_id)
-        question = _row_facts(adoption, sample, level)
-        if question is None:
-            continue
+        question, where = adoption.questions[sample.doc_id], f"doc_id {sample.doc_id}"
         level.expect(where, "filtered_resps (filter none: the first response)", sample.scores, sample.filtered)
         if len(sample.scores) != len(question.choice_lengths):
             level.fail(f"{where}: {len(sample.scores)} scores for {len(question.choice_lengths)} choices")
@@ -161,10 +156,9 @@ def check_arithmetic(adoption: Adoption) -> LevelResult:
                 level.fail(f"{where}: no logged {METRICS[metric].reported_as}")
                 continue
             ours = METRICS[metric].value(question.logged, question)
-            if not METRICS[metric].agrees(ours, question.logged_metrics[metric]):
+            if not METRICS[metric].agrees(ours, question.logged_metrics[metric], exact=False):
                 level.fail(f"{where}: {metric}: the logged scores give {ours!r}, the sample logs "
                            f"{question.logged_metrics[metric]!r}")
-        adoption.questions[sample.doc_id] = question
     if level.problems:
         return level
     ordered = [adoption.questions[idx] for idx in sorted(adoption.questions)]  # lm-eval aggregates in doc_id order
@@ -207,8 +201,22 @@ def _identity_of(sample, expected) -> tuple:
     return want, got
 
 
+def _rows_named(adoption: Adoption, level: LevelResult) -> None:
+    """Each sample's doc_id a row of the split, logged once: the questions the later levels fill in."""
+    for sample in adoption.output.samples:
+        if sample.doc_id in adoption.questions:
+            level.fail(f"doc_id {sample.doc_id}: logged twice")
+            continue
+        question = _row_facts(adoption, sample, level)
+        if question is not None:
+            adoption.questions[sample.doc_id] = question
+
+
 def check_identity(adoption: Adoption, tokenizer) -> LevelResult:
     level, settings, located = LevelResult("identity"), adoption.settings, None
+    _rows_named(adoption, level)
+    if level.problems:
+        return level
     ids = sorted(adoption.questions)  # lm-eval draws each doc's shots in doc order (SOURCE_MAP step 22)
     shots = shot_plan(adoption.lock, adoption.profile, adoption.spec, adoption.cache, adoption.data.manifest,
                       adoption.data, ids)
@@ -242,10 +250,12 @@ def prepare_rows(adoption: Adoption, roles) -> None:
                          f"{len(adoption.data.by_idx)} rows; refused before any per-row work.")
 
 
-def record_levels(adoption: Adoption) -> Outcome:
-    """The levels that need no tokenizer or model, in order; a failed level stops the next."""
+def record_levels(adoption: Adoption, tokenizer) -> Outcome:
+    """The levels before the model, in order; a failed level stops the next. Identity comes before arithmetic
+    here: the arithmetic re-derives each logged value from the row's label, which means something only for the
+    row the doc_id really names (a mislabelled run, lm-eval #4084, is named as such, not as wrong values)."""
     outcome = Outcome([])
-    for check in (check_claims, check_arithmetic):
+    for check in (check_claims, lambda a: check_identity(a, tokenizer()), check_arithmetic):
         level = check(adoption)
         outcome.levels.append(level)
         if not level.passed:

@@ -73,13 +73,14 @@ def run_levels(adoption, timings: dict, seed: int):
     record levels and the identity level passed."""
     with phase("verify the reviewer's data (hash before read)", timings, "verify"):
         adopt.prepare_rows(adoption, roles=tuple(adoption.spec.splits))
-    outcome = adopt.record_levels(adoption)
-    if outcome.failed:
-        return outcome
-    model_dir = Path(adoption.cache) / "model"
-    with phase("identity: tokenizer", timings, "identity"):
-        tokenizer = load_tokenizer(model_dir)
-        outcome.levels.append(adopt.check_identity(adoption, tokenizer))
+    model_dir, loaded = Path(adoption.cache) / "model", []
+
+    def tokenizer():  # loaded once the claims passed
+        with phase("load the tokenizer", timings, "tokenizer"):
+            loaded.append(load_tokenizer(model_dir))
+        return loaded[0]
+
+    outcome = adopt.record_levels(adoption, tokenizer)
     if outcome.failed or not adoption.rescore:
         if not adoption.rescore:
             outcome.levels.append(LevelResult("rescore", skipped="--structural"))
@@ -88,7 +89,7 @@ def run_levels(adoption, timings: dict, seed: int):
         return outcome
     with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
         verify_files(adoption.cache, adoption.data.manifest, roles=("model",))
-        model, _ = load_model(model_dir, adoption.settings, tokenizer)
+        model, _ = load_model(model_dir, adoption.settings, loaded[0])
     start = time.perf_counter()
     level = check_rescore(adoption, model, seed)
     timings["rescore"] = round(time.perf_counter() - start, 3)

@@ -87,6 +87,8 @@ class PlainSample:
     prompt_hash: str
     target_hash: str
     metrics: dict  # lm-eval's name -> the logged per-document value (a float, or [gold, prediction])
+    filter: str = "none"
+    metric_names: list = None  # the sample's `metrics`: the names lm-eval logged values of
     doc: dict | None = None
     arguments: list | None = None  # [(context, continuation)] per request
     target: str | None = None
@@ -135,10 +137,15 @@ def _arguments(raw, where: str) -> list:
     return pairs
 
 
-def read_plain_sample(raw, where: str, reported: tuple) -> PlainSample:
+TEXT_FIELDS = ("doc", "arguments", "target")  # in lm-eval's own file, never in our public copy
+SAMPLE_FIELDS = ("doc_id", *TEXT_FIELDS, "resps", "filtered_resps", "filter", "metrics", *HASH_FIELDS)
+
+
+def read_plain_sample(raw, where: str, reported: tuple, public: bool = False) -> PlainSample:
     """One line of a samples file (lm-eval's own or our public copy), typed; a malformed one is exit 2."""
     raw = typed(dict, raw, where)
-    missing = [name for name in ("doc_id", "resps", "filtered_resps", *HASH_FIELDS) if name not in raw]
+    missing = [name for name in ("doc_id", "resps", "filtered_resps", *HASH_FIELDS, "filter", "metrics",
+                                 *(() if public else TEXT_FIELDS)) if name not in raw]
     if missing:
         raise InputError(f"{where}: lm-eval sample lacks fields {missing}.")
     resps, filtered = typed(list, raw["resps"], f"{where}.resps"), typed(list, raw["filtered_resps"], where)
@@ -155,10 +162,19 @@ def read_plain_sample(raw, where: str, reported: tuple) -> PlainSample:
         scores.append(_number(resp[0][0], f"{here}[0][0]"))
         greedy.append(_flag(resp[0][1], f"{here}[0][1]"))
         kept.append(_number(one[0], f"{where}.filtered_resps[{number}][0]"))
+    names = typed(list[str], raw["metrics"], f"{where}.metrics")
+    if sorted(set(names)) != sorted(set(reported)):
+        raise InputError(f"{where}.metrics: expected the task's metrics {sorted(set(reported))}, got {names[:8]!r}.")
+    unknown = sorted(set(raw) - set(SAMPLE_FIELDS) - set(names))
+    if unknown:
+        raise InputError(f"{where}: unexpected field(s) {[name[:40] for name in unknown[:5]]} (lm-eval logs "
+                         f"{', '.join(SAMPLE_FIELDS)} and each metric's value).")
     metrics = {name: typed(float | list[int], raw[name], f"{where}.{name}") for name in reported if name in raw}
     return PlainSample(
         typed(int, raw["doc_id"], f"{where}.doc_id"), scores, greedy, kept,
         *(typed(str, raw[name], f"{where}.{name}") for name in HASH_FIELDS), metrics,
+        filter=typed(str, raw["filter"], f"{where}.filter"),
+        metric_names=names,
         doc=typed(dict, raw["doc"], f"{where}.doc") if "doc" in raw else None,
         arguments=_arguments(raw["arguments"], f"{where}.arguments") if "arguments" in raw else None,
         target=typed(str, raw["target"], f"{where}.target") if "target" in raw else None)
@@ -168,7 +184,8 @@ def public_sample(sample: PlainSample) -> dict:
     """Our public copy of one sample: no doc, arguments or target (data text); lm-eval's hashes kept."""
     return {"doc_id": sample.doc_id, "resps": [[[s, g]] for s, g in zip(sample.scores, sample.greedy)],
             "filtered_resps": [[s, g] for s, g in zip(sample.filtered, sample.greedy)],
-            **{name: getattr(sample, name) for name in HASH_FIELDS}, **sample.metrics}
+            **{name: getattr(sample, name) for name in HASH_FIELDS}, "filter": sample.filter,
+            "metrics": sample.metric_names, **sample.metrics}
 
 
 def _results_files(path: Path) -> list:
@@ -212,7 +229,7 @@ def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics,
                                     metrics)
     samples_bytes = strict_json.read_bytes(samples_path, MAX_SAMPLES_BYTES)
     reported = tuple(METRICS[m].reported_as for m in metrics)
-    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported)
+    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported, public)
                for number, raw in enumerate(strict_json.loads_lines(samples_bytes, str(samples_path)), start=1)]
     if not samples:
         raise InputError(f"{samples_path}: no samples.")

@@ -1,0 +1,277 @@
+"""Adopting a plain lm-eval run (issue 46): real `lm_eval` console runs on a tiny model over the embedded demo
+data, adopted, tampered with and mutated; the adopted folder and bundle audited."""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import LOCK, VENV_BIN, built_once, prepare_cache, run_script, tiny_model_lock
+
+ROWS = 16  # the first dev rows in hash order
+ADOPT = str(VENV_BIN / "sst2-audit")  # the installed command, run as a script (forked from the warm interpreter)
+
+
+def _task_yaml(lock: Path, cache: Path, target: Path) -> list:
+    """The official sst2 YAML with only its data fields pointed at the verified cache (what run's official path
+    hands lm-eval; 0.4.9.2's CLI takes a YAML path as --tasks); returns the first ROWS dev ids in hash order."""
+    import yaml
+
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task.config import data_config
+    from sst2_audit.task.rows import verified_rows
+    from sst2_audit.task.spec import spec_for
+
+    reviewer = load_lock(lock)
+    spec = spec_for(reviewer, "sst2")
+    files = {split: str(cache / "data" / f"{split}.parquet") for split in spec.splits}
+    target.write_text(yaml.safe_dump(data_config(spec, files, callables=False), sort_keys=False))
+    data = verified_rows(reviewer, reviewer.profile("embedded"), spec, cache, roles=())
+    return list(data.split.dev_ids[:ROWS])
+
+
+def plain_lm_eval(folder: Path, name: str, ids: list, dtype: str = "float32") -> Path:
+    """The real lm_eval console entry point, as a user runs it: float32, eager attention, batch 1, the lock's seed,
+    in the lock's numeric mode (this process set it, conftest.py): what gives bits on this CPU."""
+    out = folder / name
+    argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
+            f"pretrained={folder / 'cache' / 'model'},dtype={dtype},max_length=512,attn_implementation=eager",
+            "--tasks", str(folder / "sst2.yaml"), "--samples", json.dumps({"sst2": ids}), "--log_samples",
+            "--output_path", str(out), "--device", "cpu", "--batch_size", "1", "--seed", "94"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_DATASETS_CACHE": str(folder / f"datasets-{name}")}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(folder))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def _build(folder: Path, embedded_cache: Path) -> None:
+    lock = tiny_model_lock(LOCK, folder, embedded_cache)
+    cache = prepare_cache(lock, "embedded", folder)
+    ids = _task_yaml(lock, cache, folder / "sst2.yaml")
+    plain_lm_eval(folder, "sorted", sorted(ids))
+    plain_lm_eval(folder, "unsorted", ids)  # hash order: lm-eval 0.4.9.2 pairs docs and ids wrongly (#4084)
+    plain_lm_eval(folder, "bf16", sorted(ids), dtype="bfloat16")
+    (folder / "ids.json").write_text(json.dumps(ids))
+
+
+@pytest.fixture(scope="session")
+def plain(embedded_cache, tmp_path_factory) -> Path:
+    return built_once(tmp_path_factory, "plain-lm-eval", lambda folder: _build(folder, embedded_cache))
+
+
+def adopt(plain: Path, output, *args, cwd: Path):
+    return run_script(ADOPT, "adopt", output, "--lock", plain / "resources.lock.json", "--profile", "embedded",
+                      "--cache", plain / "cache", *args, cwd=cwd)
+
+
+def audit(plain: Path, *args, cwd: Path):
+    return run_script(ADOPT, "audit", "--lock", plain / "resources.lock.json", "--cache", plain / "cache", *args,
+                      cwd=cwd)
+
+
+def test_a_plain_run_is_adopted_bit_for_bit_and_its_folder_and_bundle_pass(plain, tmp_path):
+    done = adopt(plain, plain / "sorted", "--run-name", "plain", "--bundle", "--seed", "5", cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines[0] == lines[-3] == ("VERDICT: PASS: every level passed and every scored row was rescored bit for "
+                                     "bit; exit 0")
+    assert "  rows: 16 bit for bit" in lines
+    record = json.loads((tmp_path / "runs" / "plain" / "adopted.json").read_text())
+    assert record["row_classes"]["bit for bit"] == ROWS and record["rederived"] == record["reported"]
+    assert record["bound"]["basis"] == "derived from the dtype the run claims (float32)"
+    public = (tmp_path / "runs" / "plain" / "lm_eval_samples.public.jsonl").read_text()
+    sentences = [json.loads(line)["doc"]["sentence"] for line in
+                 next((plain / "sorted").glob("*/samples_*.jsonl")).read_text().splitlines()]
+    assert not any(sentence in public for sentence in sentences)
+    for name in ("adopted.json", "lm_eval_results.json", "lm_eval_samples.public.jsonl"):
+        assert str(plain) not in (tmp_path / "runs" / "plain" / name).read_text(), name
+    done = audit(plain, "--out", "runs/plain", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith("VERDICT: PASS"), done.stdout
+    assert "adopted record: PASS" in done.stdout
+    done = audit(plain, "--bundle-file", "results/plain.tar.gz", "--rescore", "3", "--seed", "2", cwd=tmp_path)
+    assert done.returncode == 4 and done.stdout.startswith("VERDICT: SCORES NOT VERIFIED: 13 of 16 rows not "
+                                                           "rescored (--rescore 3)"), done.stdout
+
+
+def test_unsorted_ids_are_caught_row_by_row_as_mislabelled(plain, tmp_path):
+    done = adopt(plain, plain / "unsorted", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (identity); exit 1"), done.stdout
+    ids = json.loads((plain / "ids.json").read_text())
+    logged = [json.loads(line)["doc_id"] for line in
+              next((plain / "unsorted").glob("*/samples_*.jsonl")).read_text().splitlines()]
+    named = [line for line in done.stdout.splitlines() if "(mislabelled: lm-eval #4084)" in line]
+    # lm-eval pairs the k-th document in dataset order with the k-th id as given: doc_id ids[k] holds sorted(ids)[k]
+    truth = dict(zip(ids, sorted(ids)))
+    wrong = [idx for idx in logged if truth[idx] != idx]
+    assert len(wrong) >= 8 and len(named) == len(wrong)
+    for idx in wrong:
+        assert f"  logged doc_id {idx} holds the doc of row idx [{truth[idx]}] (mislabelled: lm-eval #4084)" in named
+    assert not (tmp_path / "runs").exists()  # a failed adoption writes nothing
+
+
+def test_a_bfloat16_run_is_held_to_the_derived_bound_with_its_flips_listed(plain, tmp_path):
+    done = adopt(plain, plain / "bf16", "--run-name", "bf16", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: 16 rescored row(s) within the "
+                                  "bound |logged - rescored| <= 0.125 * |rescored| + 0.125 (derived from the dtype "
+                                  "the run claims (bfloat16))"), done.stdout
+    record = json.loads((tmp_path / "runs" / "bf16" / "adopted.json").read_text())
+    flips = [q for q in record["questions"] if q["row_class"] == "prediction flip"]
+    assert record["row_classes"]["within the bound"] + len(flips) == ROWS
+    assert f"{len(flips)} of them prediction flips" in done.stdout.splitlines()[0]
+    for question in flips:
+        assert any(line.startswith(f"  flip: row idx {question['idx']}: logged predicts ")
+                   for line in done.stdout.splitlines())
+    done = adopt(plain, plain / "bf16", "--bound", "1e-6", "--run-name", "strict", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (rescore (all rows, seed ")
+    assert "beyond the bound" in done.stdout and not (tmp_path / "runs" / "strict").exists()
+
+
+def _copy(plain: Path, target: Path) -> tuple:
+    shutil.copytree(plain / "sorted", target)
+    return next(target.glob("*/results_*.json")), next(target.glob("*/samples_*.jsonl"))
+
+
+def _edit_sample(samples: Path, line: int, change) -> int:
+    rows = [json.loads(text) for text in samples.read_text().splitlines()]
+    change(rows[line])
+    samples.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    return rows[line]["doc_id"]
+
+
+TAMPERING = {
+    # every candidate moved alike: the prediction, the per-document acc and the results stay as they were
+    "score": (lambda r: [resp[0].__setitem__(0, str(float(resp[0][0]) + 0.5)) for resp in r["resps"]],
+              "rescore (all rows, seed 1)", "row idx {idx}: logged scores"),
+    "doc_id": (lambda r: r.__setitem__("doc_id", r["doc_id"] + 1), "identity",
+               "logged doc_id {idx} holds the doc of row idx [{moved}] (mislabelled: lm-eval #4084)"),
+    "context": (lambda r: r["arguments"]["gen_args_1"].__setitem__("arg_0", "Forged context\nAnswer:"), "identity",
+                "doc_id {idx}: arguments (sha256 of each context and continuation)"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(TAMPERING))
+def test_a_tampered_sample_is_caught_with_its_row_named(plain, tmp_path, what):
+    results, samples = _copy(plain, tmp_path / "out")
+    change, level, named = TAMPERING[what]
+    if what == "score":  # the filtered copy follows: only the rescore can tell
+        def change(r, base=change):
+            base(r)
+            r["filtered_resps"] = [resp[0] for resp in r["resps"]]
+    idx = _edit_sample(samples, 3, change)
+    if what != "context":  # lm-eval's task hash would name the edit at once: keep it consistent, as a forger would
+        _rehash(results, samples)
+    done = adopt(plain, tmp_path / "out", "--seed", "1", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith(f"VERDICT: FAIL ({level}); exit 1"), done.stdout
+    assert named.format(idx=idx, moved=idx - 1) in done.stdout
+
+
+def _rehash(results: Path, samples: Path) -> None:
+    from sst2_audit.audit.adopt import task_hash
+    from sst2_audit.formats.lm_eval_output import read_plain_sample
+
+    raw = json.loads(results.read_text())
+    rows = [read_plain_sample(json.loads(line), "x", ("acc",)) for line in samples.read_text().splitlines()]
+    raw["task_hashes"]["sst2"] = task_hash(rows)
+    results.write_text(json.dumps(raw))
+
+
+def test_the_results_number_is_re_derived_from_the_samples(plain, tmp_path):
+    results, _ = _copy(plain, tmp_path / "out")
+    raw = json.loads(results.read_text())
+    raw["results"]["sst2"]["acc,none"] += 0.0625  # one more right answer of 16
+    results.write_text(json.dumps(raw))
+    done = adopt(plain, tmp_path / "out", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (arithmetic); exit 1"), done.stdout
+    assert "results: acc,none: expected " in done.stdout
+
+
+def test_generated_mutations_of_the_files_never_pass(plain, tmp_path):
+    """220 mutations (bytes, values, lines) of lm-eval's two files: each exit 1 or 2, one paragraph, none PASS."""
+    cases = _mutations(plain, tmp_path, random.Random(46), 220)
+    report = tmp_path / "codes.json"
+    done = run_script(str(Path(__file__).parent / "adopt_many.py"), report, plain / "resources.lock.json",
+                      plain / "cache", *cases, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    codes = json.loads(report.read_text())
+    assert len(codes) == 220
+    bad = {case: found for case, found in codes.items()
+           if found["code"] not in (1, 2) or "Traceback" in found["stderr"] or "internal error" in found["stderr"]}
+    assert bad == {}
+    assert {found["code"] for found in codes.values()} == {1, 2}
+
+
+RESULTS_MUTATIONS = (  # the results fields the adoption checks (the rest are the run's claims, labelled so)
+    lambda raw, rng: raw["results"]["sst2"].__setitem__("acc,none", raw["results"]["sst2"]["acc,none"] +
+                                                        rng.choice((0.0625, -1e-12))),
+    lambda raw, rng: raw["results"]["sst2"].__setitem__("acc_stderr,none", 0.01),
+    lambda raw, rng: raw["results"]["sst2"].__setitem__("alias", "sst2 (forged)"),
+    lambda raw, rng: raw.__setitem__("lm_eval_version", rng.choice(("0.4.8", "0.4.13", 4))),
+    lambda raw, rng: raw["n-shot"].__setitem__("sst2", 5),
+    lambda raw, rng: raw["task_hashes"].__setitem__("sst2", "0" * 64),
+    lambda raw, rng: raw["configs"]["sst2"].__setitem__("doc_to_text", "{{sentence}}\nAnswer:"),
+    lambda raw, rng: raw["configs"]["sst2"].__setitem__("target_delimiter", "  "),
+    lambda raw, rng: raw.__setitem__("chat_template", "forged"),
+    lambda raw, rng: raw["results"].pop("sst2"),
+)
+
+
+def _sample_mutation(lines: list, rng: random.Random) -> list:
+    at = rng.randrange(len(lines))
+    row, kind = json.loads(lines[at]), rng.choice(("line", "drop", "field", "value", "extra"))
+    if kind == "line":
+        return lines[:at] + [lines[rng.randrange(len(lines))]] + lines[at:]
+    if kind == "drop":
+        return lines[:at] + lines[at + 1:]
+    if kind == "field":
+        del row[rng.choice(sorted(row))]
+    elif kind == "extra":
+        row["note"] = "trust me"
+    else:
+        field = rng.choice(("doc_id", "target", "doc_hash", "prompt_hash", "target_hash", "acc", "resps", "doc",
+                            "filter", "metrics", "filtered_resps"))
+        row[field] = {"doc_id": row["doc_id"] + rng.choice((-1, 1, 1000)), "target": str(1 - int(row["target"])),
+                      "doc_hash": "0" * 64, "prompt_hash": "f" * 64, "target_hash": "1" * 64,
+                      "acc": 1.0 - row["acc"], "resps": row["resps"][::-1] + [row["resps"][0]],
+                      "doc": dict(row["doc"], label=1 - row["doc"]["label"]), "filter": "take_first",
+                      "metrics": ["acc", "acc_norm"], "filtered_resps": row["filtered_resps"][::-1]}[field]
+    return lines[:at] + [json.dumps(row, ensure_ascii=False)] + lines[at + 1:]
+
+
+def _changed(before: bytes, after: bytes) -> bool:
+    """A mutation that leaves every line's JSON value as it was (a byte swapped for the same, a space for a space)
+    is no mutation."""
+    try:
+        return [json.loads(line) for line in before.splitlines()] != [json.loads(line) for line in after.splitlines()]
+    except ValueError:
+        return True
+
+
+def _mutations(plain: Path, base: Path, rng: random.Random, count: int) -> list:
+    cases = []
+    for number in range(count):
+        folder = base / f"m{number}"
+        results, samples = _copy(plain, folder)
+        original = {path: path.read_bytes() for path in (results, samples)}
+        while True:
+            if number % 5 == 0:  # the results file: a checked field
+                raw = json.loads(original[results])
+                rng.choice(RESULTS_MUTATIONS)(raw, rng)
+                results.write_text(json.dumps(raw, indent=2))
+            elif number % 5 == 1:  # a byte of the samples file, anywhere
+                data = bytearray(original[samples])
+                data[rng.randrange(len(data))] = rng.choice(b'{}[]",:0123456789-eE. \\x\x00\xff')
+                samples.write_bytes(bytes(data))
+            else:
+                lines = original[samples].decode().splitlines()
+                samples.write_text("\n".join(_sample_mutation(lines, rng)) + "\n")
+            if any(_changed(original[path], path.read_bytes()) for path in original):
+                break
+        cases.append(str(folder))
+    return cases
