@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TEST_CACHE, _exclusive, one_paragraph, prepare_and_run_group, prepare_run_audit, \
+from conftest import REPO, TEST_CACHE, _exclusive, built_once, one_paragraph, prepare_and_run_group, prepare_run_audit, \
     run_script, tiny_model_lock
 from sst2_audit.formats.releases import installed_version
 
@@ -38,7 +38,7 @@ def test_the_0413_source_map_holds_against_the_installed_release():
 
     rows, problems = source_map.check((REPO / "SOURCE_MAP-0.4.13.md").read_text(), installed_root(),
                                       name="SOURCE_MAP-0.4.13.md")
-    assert problems == [] and len(rows) == 70
+    assert problems == [] and len(rows) == 74
     assert {row.file for row in rows if row.step.startswith(("6 ", "41 "))} == {
         "lm_eval/config/task.py", "lm_eval/tasks/_yaml_loader.py"}
 
@@ -327,3 +327,34 @@ def test_the_task_listing_under_0413_applies_its_scope_and_it_refuses_no_install
     found = list_installed("*", "0.4.13")
     assert len(found) == 8384 and sum(reason is None for _, _, reason in found) == 6146
     assert [entry for entry in found if entry[2] and "scope" in entry[2]] == []
+
+
+@pytest.fixture(scope="session")
+def plain_0413(cache, tmp_path_factory) -> Path:
+    """Real `lm_eval` CLI runs of 0.4.13 (its `run` command through the legacy form users type) on a tiny model."""
+    from test_adopt import build_plain_runs
+
+    return built_once(tmp_path_factory, "plain-lm-eval-0413",
+                      lambda folder: build_plain_runs(folder, cache, LOCK, bf16=False))
+
+
+def test_a_plain_0413_run_is_adopted_and_its_unsorted_twin_is_caught(plain_0413, tmp_path):
+    """0.4.13's output format (model_args logged as a dict, metadata.config_source added, the YAML's tag dropped by
+    its task factory, fewshot_as_multiturn None): adopted bit for bit, the adopted folder's and the bundle's audit
+    PASS; the unsorted-ids run (#4084, not fixed in 0.4.13) named row by row."""
+    from test_adopt import adopt, audit
+
+    done = adopt(plain_0413, plain_0413 / "sorted", "--run-name", "p413", "--bundle", cwd=tmp_path, lock=LOCK.name)
+    assert done.returncode == 0 and done.stdout.startswith(PASS), done.stdout + done.stderr
+    assert "  lm-eval 0.4.13's task factory dropped tag from the logged config (the pinned YAML's value is taken); " \
+        "logged metadata.config_source 'inline' (a claim)" in done.stdout.splitlines(), done.stdout
+    adopted = tmp_path / "runs" / "p413"
+    public = (adopted / "lm_eval_results.json").read_text()  # the path, and model_name_sanitized's '__' form of it
+    assert plain_0413.name not in public and json.loads(public)["model_name_sanitized"] == "<path>"
+    done = audit(plain_0413, "--out", adopted, cwd=tmp_path, lock=LOCK.name)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith(PASS), done.stdout + done.stderr
+    done = audit(plain_0413, "--bundle-file", tmp_path / "results" / "p413.tar.gz", cwd=tmp_path, lock=LOCK.name)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith(PASS), done.stdout + done.stderr
+    done = adopt(plain_0413, plain_0413 / "unsorted", cwd=tmp_path, lock=LOCK.name)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (identity); exit 1"), done.stdout
+    assert sum("(mislabelled: lm-eval #4084)" in line for line in done.stdout.splitlines()) >= 8

@@ -54,24 +54,44 @@ class Adoption:
         return self.lock.settings_for(self.profile.name, self.spec)
 
 
-def parse_model_args(text) -> dict:
-    """lm-eval's simple_parse_args_string and handle_arg_string (lm_eval/utils.py, SOURCE_MAP step 71)."""
-    if not isinstance(text, str) or not text.strip():
+def parse_model_args(logged, release) -> dict:
+    """The model_args a run logged, as lm-eval merges them into every task's metadata (SOURCE_MAP step 71): 0.4.9.2
+    logs the CLI's string and simple_evaluate parses it (simple_parse_args_string, handle_arg_string); 0.4.13's
+    CLI logs the dict it parsed (its handle_arg_string also reads quotes, None and signed integers)."""
+    if isinstance(logged, dict):
+        if not all(isinstance(key, str) for key in logged):
+            raise InputError("results: config.model_args: expected a string or an object with string keys, got "
+                             f"keys {shown(str(list(logged)))}.")
+        return dict(logged)
+    if logged is not None and not isinstance(logged, str):
+        raise InputError(f"results: config.model_args: expected a string or an object, got "
+                         f"{type(logged).__name__}.")
+    if not logged or not logged.strip():
         return {}
-    parsed = {}
-    for argument in (a for a in text.strip().split(",") if a):
-        key, *rest = argument.split("=")
-        value = "=".join(rest)
-        if value.lower() in ("true", "false"):
-            parsed[key] = value.lower() == "true"
-        elif value.isnumeric():
-            parsed[key] = int(value)
-        else:
-            try:
-                parsed[key] = float(value)
-            except ValueError:
-                parsed[key] = value
-    return parsed
+    return {key: _arg_value(value, release.typed_model_args)
+            for key, _, value in (argument.partition("=") for argument in logged.strip().split(",") if argument)}
+
+
+def _arg_value(value: str, typed: bool):
+    """handle_arg_string of the release (lm_eval/utils.py)."""
+    if typed:
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            return value[1:-1]
+        if value.lower() == "none":
+            return None
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    digits = value.lstrip("+-") if typed else value
+    if (digits.isdigit() if typed else digits.isnumeric()) and value not in ("", "+", "-"):
+        try:
+            return int(value)
+        except ValueError:  # a numeric character int() does not read: lm-eval itself fails on it
+            return value
+    try:
+        return float(value)
+    except ValueError:
+        return value
 
 
 def task_hash(samples) -> str:
@@ -79,19 +99,30 @@ def task_hash(samples) -> str:
     return sha256_text("".join(s.doc_hash + s.prompt_hash + s.target_hash for s in samples))
 
 
-def _config_checked(level: LevelResult, adoption: Adoption, logged: dict, model_args: dict) -> None:
-    """The logged effective config against the pinned YAML: only data fields may differ, and the model_args
-    lm-eval merges into `metadata`."""
-    official = adoption.spec.config(callables=False).get("metadata") or {}
+def _config_checked(level: LevelResult, adoption: Adoption, logged: dict, model_args: dict, release) -> None:
+    """The logged effective config against the pinned YAML: only data fields may differ, besides the model_args
+    lm-eval merges into `metadata` and what the release's task factory drops or adds (SOURCE_MAP step 71)."""
+    pinned = adoption.spec.config(callables=False)
+    official = pinned.get("metadata") or {}
     metadata = logged.get("metadata") if isinstance(logged.get("metadata"), dict) else {}
     merged = {key: value for key, value in metadata.items() if key not in official and model_args.get(key) == value}
-    config = dict(logged, metadata={k: v for k, v in metadata.items() if k not in merged}) if metadata else logged
-    if not config.get("metadata") and "metadata" not in adoption.spec.config(callables=False):
+    added = {key: metadata[key] for key in release.factory_metadata_keys
+             if key not in official and isinstance(metadata.get(key), str)}
+    kept = {k: v for k, v in metadata.items() if k not in merged and k not in added}
+    config = dict(logged, metadata=kept) if metadata else dict(logged)
+    if not config.get("metadata") and "metadata" not in pinned:
         config.pop("metadata", None)
+    dropped = [key for key in release.factory_structural_keys if key in pinned and key not in logged]
+    config.update({key: pinned[key] for key in dropped})
+    if added or dropped:
+        level.notes.append(f"lm-eval {release.version}'s task factory "
+                           + "; ".join(([f"dropped {', '.join(dropped)} from the logged config (the pinned YAML's "
+                                         "value is taken)"] if dropped else [])
+                                       + [f"logged metadata.{key} {shown(value)} (a claim)"
+                                          for key, value in added.items()]))
     try:
         adoption.differences = differences(adoption.spec, config, adoption.settings["num_fewshot"],
-                                           taskconfig_defaults(adoption.lock),
-                                           release_of(adoption.lock.evaluator.version))
+                                           taskconfig_defaults(adoption.lock), release)
         level.checks += 1
     except CheckFailed as error:
         level.fail(str(error))
@@ -101,8 +132,9 @@ def check_claims(adoption: Adoption) -> LevelResult:
     level, results, task = LevelResult("claims"), adoption.output.results, adoption.spec.name
     config = results["config"]
     level.expect("results", "lm_eval_version", adoption.lock.evaluator.version, results["lm_eval_version"])
-    model_args = parse_model_args(config.get("model_args"))
-    _config_checked(level, adoption, results["configs"][task], model_args)
+    release = release_of(adoption.lock.evaluator.version)
+    model_args = parse_model_args(config.get("model_args"), release)
+    _config_checked(level, adoption, results["configs"][task], model_args, release)
     level.expect("results", f"n-shot.{task}", adoption.settings["num_fewshot"], results["n-shot"][task])
     level.expect("results", f"results.{task}.alias", task, results["results"][task].get("alias", task))
     filters = sorted({sample.filter for sample in adoption.output.samples})
@@ -110,7 +142,10 @@ def check_claims(adoption: Adoption) -> LevelResult:
     if adoption.settings["num_fewshot"]:  # the shots are drawn from the fewshot seed (SOURCE_MAP step 22)
         level.expect("results", "config.fewshot_seed", adoption.settings["seed"], config.get("fewshot_seed"))
     for key, expected in PROTOCOL_RESULTS.items():
-        level.expect("results", key, expected, results.get(key, expected))
+        logged = results.get(key, expected)
+        # 0.4.13 logs fewshot_as_multiturn None when it was not given: without a chat template it is False
+        # (config/evaluate_config.py lines 352-361), and chat_template is held to None above
+        level.expect("results", key, expected, False if key == "fewshot_as_multiturn" and logged is None else logged)
     hashes = results.get("task_hashes") if isinstance(results.get("task_hashes"), dict) else {}
     if task in hashes:  # absent in a run without --log_samples, which adopt refuses earlier
         level.expect("results", f"task_hashes.{task} (binds the samples file to this results file)",

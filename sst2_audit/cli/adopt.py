@@ -17,7 +17,6 @@ from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
-from sst2_audit.util.environment import scrub_absolute_paths
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.sanitize import printable, RUN_NAME, terminal
 
@@ -101,8 +100,8 @@ def _jsonl(rows) -> bytes:
 def _write(out: Path, adoption, adopted_record) -> dict:
     """The public copy (no data text, someone else's paths as <path>), then adopted.json last: its presence
     means complete. Returns {name: bytes} as written, for the bundle."""
-    files = {records.LM_EVAL_RESULTS_FILE: (json.dumps(scrub_absolute_paths(adoption.output.results), indent=2,
-                                                       ensure_ascii=False) + "\n").encode(),
+    results = json.dumps(lm_eval_output.public_results(adoption.output.results), indent=2, ensure_ascii=False)
+    files = {records.LM_EVAL_RESULTS_FILE: (results + "\n").encode(),
              records.LM_EVAL_SAMPLES_FILE: _jsonl(lm_eval_output.public_sample(s) for s in adoption.output.samples)}
     atomic.new_directory(out, "--out")
     try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.schema import typed
 from sst2_audit.protocol.metrics import METRICS
+from sst2_audit.util.environment import scrub_absolute_paths
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import sha256_bytes
 
@@ -67,7 +68,7 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",)) -> dict:
     return raw
 
 
-# --- a plain `lm_eval --log_samples --output_path OUT` run, as `adopt` reads it (SOURCE_MAP steps 70-72) -----------
+# --- a plain `lm_eval --log_samples --output_path OUT` run, as `adopt` reads it (SOURCE_MAP step 71) -----------
 # lm-eval writes OUT/<model_name_sanitized>/results_<date_id>.json and, per task, samples_<task>_<date_id>.jsonl
 # beside it (loggers/evaluation_tracker.py). The samples file holds every value as a string where lm-eval's
 # sanitize_list ran (resps, filtered_resps), `arguments` as {"gen_args_i": {"arg_j": ...}}, `target` as str().
@@ -186,6 +187,15 @@ def public_sample(sample: PlainSample) -> dict:
             "filtered_resps": [[s, g] for s, g in zip(sample.filtered, sample.greedy)],
             **{name: getattr(sample, name) for name in HASH_FIELDS}, "filter": sample.filter,
             "metrics": sample.metric_names, **sample.metrics}
+
+
+def public_results(results: dict) -> dict:
+    """Our public copy of a results file: someone else's machine paths as <path>, and 0.4.13's
+    model_name_sanitized (the model name with '/' as '__') as the scrubbed name, so it cannot keep the path."""
+    public = scrub_absolute_paths(results)
+    if isinstance(public.get("model_name_sanitized"), str) and public.get("model_name") != results.get("model_name"):
+        public["model_name_sanitized"] = str(public["model_name"]).replace("/", "__")
+    return public
 
 
 def _results_files(path: Path) -> list:

@@ -40,6 +40,13 @@ class Release:
     # (0.4.9.2) or unweighted_mean_stderr, sqrt(sum of squares) / k (0.4.13's Group.aggregate)
     group_weight_by_size_default: bool = False
     group_unweighted_stderr: str = "pooled"  # "pooled" | "unweighted-mean"
+    # what a plain CLI run's logged config lacks or gains through 0.4.13's task factory (tasks/_factory.py):
+    # _build_task pops the structural keys before the task is built, _load_full_config adds metadata.config_source
+    # (the YAML's path or "inline"); adopt takes the official value for an absent structural key and labels the
+    # added metadata key a claim (SOURCE_MAP-0.4.13.md step 71)
+    factory_structural_keys: tuple = ()
+    typed_model_args: bool = False  # handle_arg_string also reads quotes, None and signed integers (0.4.13)
+    factory_metadata_keys: tuple = ()
 
 
 RELEASES = {
@@ -53,7 +60,9 @@ RELEASES = {
                       group_weight_by_size_default=True, group_unweighted_stderr="unweighted-mean",
                       fewshot_resamples=True, source_map="SOURCE_MAP-0.4.13.md", extra="lm-eval-0413",
                       task_config_module="lm_eval/config/task.py", fills_fewshot_config=True,
-                      n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False),
+                      n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False,
+                      factory_structural_keys=("tag", "group", "task_list"),
+                      factory_metadata_keys=("config_source",), typed_model_args=True),
 }
 SUPPORTED = tuple(version for version, release in RELEASES.items() if release.supported)
 
