@@ -253,10 +253,11 @@ VENV_BIN = Path(sys.executable).parent  # the installed command's folder (pip in
 
 
 def readme_journeys() -> list:
-    """The README's three journeys, each a list of command lines: run, audit a bundle, audit your own model."""
+    """The README's journeys, each a list of command lines: run, audit a bundle, audit your own model, adopt a
+    plain lm-eval run."""
     readme = (REPO / "README.md").read_text()
-    sections = [readme.split("## Three journeys", 1)[1].split("\n## ", 1)[0],
-                readme.split("## Audit your own model and data", 1)[1].split("\n## ", 1)[0]]
+    sections = [readme.split(f"## {title}", 1)[1].split("\n## ", 1)[0] for title in
+                ("Three journeys", "Audit your own model and data", "Adopt a plain lm-eval run")]
     blocks = [block for section in sections for block in section.split("```\n")[1::2]]
     return [[line for line in block.splitlines() if line.strip()] for block in blocks]
 

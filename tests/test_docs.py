@@ -6,7 +6,7 @@ import re
 
 from conftest import REPO
 
-from sst2_audit.cli import audit as cmd_audit, prepare as cmd_prepare, run as cmd_run
+from sst2_audit.cli import adopt as cmd_adopt, audit as cmd_audit, prepare as cmd_prepare, run as cmd_run
 from sst2_audit.util.errors import EXIT_CODES
 
 README = (REPO / "README.md").read_text()
@@ -35,7 +35,7 @@ def test_the_readme_is_a_front_door():
 
 
 def test_the_cli_reference_documents_every_option():
-    for prog, body in (("prepare.py", cmd_prepare), ("run.py", cmd_run), ("audit.py", cmd_audit)):
+    for prog, body in (("prepare.py", cmd_prepare), ("run.py", cmd_run), ("audit.py", cmd_audit), ("adopt", cmd_adopt)):
         for option in re.findall(r'add_argument\("(--[a-z-]+)"', inspect.getsource(body)):
             assert option in CLI_DOC, f"{prog} {option} is not in docs/cli.md"
 

@@ -1,6 +1,7 @@
-"""The README's three journeys, verbatim, with the installed command (`sst2-audit`, the venv's bin first on
-PATH as after `. .venv/bin/activate`): run, audit a bundle someone sent you, audit your own model. Each
-run's next step is the exact audit command its console printed, and its page's hint is the same command."""
+"""The README's journeys, verbatim, with the installed command (`sst2-audit`, the venv's bin first on
+PATH as after `. .venv/bin/activate`): run, audit a bundle someone sent you, audit your own model, adopt a plain
+lm-eval run. Each run's next step is the exact audit command its console printed, and its page's hint is the same
+command."""
 
 import csv
 import hashlib
@@ -15,10 +16,11 @@ PASS = "VERDICT: PASS: every level passed and every scored row was rescored bit 
 NEXT = "  next          audit (every row rescored; add --bundle to pack it): "
 
 
-def test_the_readme_holds_three_journeys_of_the_installed_command():
+def test_the_readme_holds_four_journeys_of_the_installed_command():
     journeys = readme_journeys()
     assert [[line.split()[1] for line in journey] for journey in journeys] == [
-        ["prepare", "run", "audit"], ["prepare", "audit"], ["prepare", "prepare", "run", "audit"]]
+        ["prepare", "run", "audit"], ["prepare", "audit"], ["prepare", "prepare", "run", "audit"],
+        ["prepare", "adopt", "audit"]]
     assert all(line.startswith("sst2-audit ") for journey in journeys for line in journey)
     # docs/cli.md shows the own-model journey too: the same four lines
     cli = (REPO / "docs" / "cli.md").read_text().split("## prepare.py --pin", 1)[1].split("```\n")[1]
@@ -86,3 +88,29 @@ def test_journey_3_audit_your_own_model_through_the_printed_and_the_page_command
         assert done.stdout.startswith(PASS)
     assert done.stdout.splitlines()[-1] == "bundle: results/mine-full.tar.gz"
     assert (tmp_path / "results" / "mine-full.tar.gz").is_file()
+
+
+def test_journey_4_adopt_a_plain_lm_eval_run(embedded_cache, tmp_path):
+    """lm-eval-out/ is a real `lm_eval` console run of the embedded model (float32, the lock's numeric mode, the
+    first 16 dev rows): adopted bit for bit, bundled, and the bundle's default audit PASS."""
+    from test_adopt import _task_yaml, plain_lm_eval
+
+    (tmp_path / "cache").symlink_to(embedded_cache)
+    ids = _task_yaml(REPO / "resources.lock.json", embedded_cache, tmp_path / "sst2.yaml")
+    plain_lm_eval(tmp_path, "lm-eval-out", sorted(ids))
+    prepare, adopt, audit = readme_journeys()[3]
+    printed = {}
+    for line in (prepare, adopt, audit):
+        done = run_installed(line, tmp_path)
+        assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-3000:])
+        printed[line.split()[1]] = done.stdout.splitlines()
+    for command in ("adopt", "audit"):  # the verdict first and last, the demo named under it
+        lines = printed[command]
+        assert lines[0].startswith(PASS) and lines[1].startswith("*** EMBEDDED DEMO: "), lines[:3]
+    assert printed["adopt"][-2:] == [
+        "adopted: runs/plain (audit it: sst2-audit audit --out runs/plain)",
+        "bundle: results/plain.tar.gz"]
+    assert printed["audit"][-1].startswith(PASS)
+    assert any(line.startswith("adopted record: PASS (") for line in printed["audit"])
+    record = json.loads((tmp_path / "runs" / "plain" / "adopted.json").read_text())
+    assert record["row_classes"]["bit for bit"] == 16 and record["demo"] is True

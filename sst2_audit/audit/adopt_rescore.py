@@ -2,6 +2,7 @@
 path (or a drawn sample), each row classed against the bound (adopt_scores.py), and the public record built."""
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sst2_audit.audit import adopt
@@ -37,6 +38,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult:
     settings = adoption.settings
     chosen, sealed, open_ids = _chosen(adoption, seed)
     level = LevelResult(f"rescore ({adoption.rescore} rows, seed {seed})")
+    torch.set_num_threads(threads_for(settings))  # the count the record's platform states
     scorer = IndependentScorer(model, settings["max_length"])
     with phase(f"rescore: {len(chosen)} rows on the independent path"), torch.inference_mode():
         for idx in chosen:
@@ -74,6 +76,12 @@ def run_levels(adoption, timings: dict, seed: int):
     with phase("verify the reviewer's data (hash before read)", timings, "verify"):
         adopt.prepare_rows(adoption, roles=tuple(adoption.spec.splits))
     model_dir, loaded = Path(adoption.cache) / "model", []
+    # the model's files are hashed on the other core while the record levels run and transformers imports; the
+    # load waits for the result (hash before load), and nothing is loaded when a level failed
+    hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore else None
+    model_hashed = hashing and hashing.submit(verify_files, adoption.cache, adoption.data.manifest, ("model",))
+    if hashing:
+        hashing.shutdown(wait=False)
 
     def tokenizer():  # loaded once the claims passed
         with phase("load the tokenizer", timings, "tokenizer"):
@@ -88,7 +96,7 @@ def run_levels(adoption, timings: dict, seed: int):
                                              "(--structural)")
         return outcome
     with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
-        verify_files(adoption.cache, adoption.data.manifest, roles=("model",))
+        model_hashed.result()  # raises what the hashing found: a changed file is exit 1
         model, _ = load_model(model_dir, adoption.settings, loaded[0])
     start = time.perf_counter()
     level = check_rescore(adoption, model, seed)

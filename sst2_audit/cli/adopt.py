@@ -11,12 +11,14 @@ from sst2_audit.audit import adopted_level
 from sst2_audit.audit.adopt import Adoption
 from sst2_audit.audit.adopt_rescore import record, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
-from sst2_audit.cli.common import AUDIT_EXIT_CODES, lock_and_profile, numeric_mode, Parser, spec_for_run, with_profile
+from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
+                                   with_profile)
 from sst2_audit.formats import adopted, lm_eval_output, records
 from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
+from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.sanitize import printable, RUN_NAME, terminal
 
@@ -77,8 +79,7 @@ def main(argv) -> int:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
         return outcome.exit_code
     files = _write(out, adoption, record(adoption, name, seed, timings))
-    print(f"adopted: {printable(out)} (audit it: sst2-audit audit --out {printable(out)} --lock {printable(args.lock)} "
-          f"--cache {printable(args.cache)})")
+    print(f"adopted: {printable(out)} (audit it: {printable(command_line('audit', *audit_words(args, out)))})")
     if args.bundle:
         print(f"bundle: {printable(adopted_bundle.pack(out, files, name, lock, args.cache, args.results))}")
     return outcome.exit_code

@@ -52,6 +52,13 @@ def with_profile(parser):
                                            "required for a new cache unless the lock has one profile)")
 
 
+def audit_words(args, out: Path) -> list:
+    """`--out OUT` and the command's own lock and cache as the user gave them, the defaults left out: the audit
+    of what a command wrote, as it must be typed."""
+    words = ["--out", out, *lock_words(args.lock)]
+    return words + (["--cache", args.cache] if Path(args.cache).resolve() != Path("cache").resolve() else [])
+
+
 def lock_and_profile(args) -> tuple:
     """The profile named, else the one the cache's manifest names, else the lock's only profile."""
 

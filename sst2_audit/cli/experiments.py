@@ -9,7 +9,7 @@ from sst2_audit.audit import study_level
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.bundle import confirmation as confirmation_bundle
 from sst2_audit.formats import prereg as formats, strict_json
-from sst2_audit.cli.common import auditable, numeric_mode
+from sst2_audit.cli.common import audit_words, auditable, numeric_mode
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.study import STUDY_FILE, STUDY_PAGE, StudyRecord
 from sst2_audit.protocol.decision import outcome_line
@@ -17,7 +17,7 @@ from sst2_audit.run.confirm import cache_for, card, confirm
 from sst2_audit.run.job import default_run_name
 from sst2_audit.run.study import run_study
 from sst2_audit.util import atomic
-from sst2_audit.util.commands import command_line, lock_words
+from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_file
 from sst2_audit.util.progress import set_quiet
@@ -43,11 +43,6 @@ def _folders(args, default: str) -> tuple:
     return name, out, private
 
 
-def _audit_words(args, out: Path) -> list:
-    words = ["--out", out, *lock_words(args.lock)]
-    return words + (["--cache", args.cache] if Path(args.cache).resolve() != Path("cache").resolve() else [])
-
-
 def preregister_main(args) -> int:
     out = args.preregister
     if out.exists():
@@ -65,7 +60,7 @@ def preregister_main(args) -> int:
                f"{d.run_sha256[:12]})" for d in record.dev_runs),
              f"  on dev        {outcome_line(rule, record.dev_outcome)}",
              f"  confirm       {lock.split.confirm_rows} sealed rows per profile, once: "
-             + command_line("run", "--confirm", out, *_audit_words(args, out)[2:])]
+             + command_line("run", "--confirm", out, *audit_words(args, out)[2:])]
     print(terminal(lines))
     return 0
 
@@ -83,7 +78,7 @@ def confirm_main(args) -> int:
     record = confirm(lock, verified, out, private, name)
     for run in record.runs:  # each confirmation run, as the confirmation's audit will read it
         auditable(out / run.run, lock, verified.caches[run.profile], record.preregistration_sha256)
-    words = _audit_words(args, out)
+    words = audit_words(args, out)
     print(terminal([f"confirmation {name} of pre-registration {record.preregistration_sha256[:12]}",
                     f"  outcome       {record.outcome_line}",
                     f"  record        {out / formats.CONFIRMATION_FILE}",
@@ -176,7 +171,7 @@ def study_main(args) -> int:
               f"{spread['questions_that_flip']} questions right under some variants, wrong under others",
               f"  page          {out / STUDY_PAGE}",
               "  next          audit (every variant's rows rescored): "
-              + command_line("audit", *_audit_words(args, out))]
+              + command_line("audit", *audit_words(args, out))]
     print(terminal(lines))
     return 0
 

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from sst2_audit.cli.common import (
+    audit_words,
     auditable,
     EXIT_CODES,
     Parser,
@@ -19,7 +20,7 @@ from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
 from sst2_audit.run.job import default_run_name
 from sst2_audit.task.support import list_installed
-from sst2_audit.util.commands import command_line, lock_words
+from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import RUN_NAME, terminal
@@ -88,10 +89,7 @@ def main(argv) -> int:
 def audit_command(args, out: Path) -> str:
     """The audit of this run as it must be typed: the run's own lock and cache (the defaults left out), paths as
     the user gave them, and the command of this environment (a bare `python` outside the venv has no lm-eval)."""
-    words = ["--out", out, *lock_words(args.lock)]
-    if Path(args.cache).resolve() != Path("cache").resolve():
-        words += ["--cache", args.cache]
-    return "audit (every row rescored; add --bundle to pack it): " + command_line("audit", *words)
+    return "audit (every row rescored; add --bundle to pack it): " + command_line("audit", *audit_words(args, out))
 
 
 def _parser() -> Parser:
