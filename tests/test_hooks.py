@@ -8,7 +8,7 @@ import pytest
 
 from conftest import DEMOS, REPO, prepare_run_audit, run_script
 from shadows import refused_with_a_changed_hook, shadow_lm_eval
-from sst2_audit.task import hooks
+from sst2_audit.task import hook_check, hooks
 from sst2_audit.util.errors import CheckFailed
 
 GOOD = "import re\nimport datasets\n\n\ndef process_docs(dataset):\n    return dataset.map(lambda d: d)\n"
@@ -25,13 +25,17 @@ def test_a_hook_file_is_read_statically_and_refused_with_the_reason(tmp_path):
     assert _reason(tmp_path, "from lm_eval.api.registry import x\n" + GOOD) == (
         "utils.py imports lm-eval internals (lm_eval.api.registry)")
     assert _reason(tmp_path, "import random\n" + GOOD).startswith("utils.py imports random (hooks may import only ")
-    assert _reason(tmp_path, GOOD + "\ndef more():\n    return open('x').read()\n") == "utils.py calls open (it opens files)"
+    assert _reason(tmp_path, GOOD + "\ndef more():\n    return open('x')\n") == "utils.py uses open (it opens files)"
+    assert _reason(tmp_path, GOOD + "\ndef more(f):\n    return f.read()\n") == (
+        "utils.py reaches the attribute read of a value (not among the attributes lm-eval's own hook files take)")
+    assert _reason(tmp_path, GOOD + "\ndef more():\n    return sorted([1], key=exec)\n") == (
+        "utils.py uses exec (it runs text as code)")
     assert _reason(tmp_path, "import datasets\n" + GOOD + "\ndatasets.load_dataset('x')\n") == (
         "utils.py calls load_dataset (it loads a dataset (the network or the hub))")
     assert _reason(tmp_path, "from datasets import load_dataset\n" + GOOD) == (
         "utils.py imports load_dataset from datasets (not on the hook check's list of module attributes)")
     assert _reason(tmp_path, "import numpy as np\n" + GOOD + "\nX = np.random.rand()\n") == (
-        "utils.py uses .random (not deterministic)")
+        "utils.py reaches numpy.random (not on the hook check's list of module attributes)")
     assert _reason(tmp_path, GOOD, "process_stem") == "utils.py defines no top-level function process_stem"
     assert _reason(tmp_path, "from .other import f\n" + GOOD) == "utils.py imports a sibling module (relative import)"
     # global_mmlu binds its functions through globals().update: found at load time, not statically
@@ -43,18 +47,18 @@ def test_generated_hook_files_are_refused_exactly_when_they_import_outside_the_a
     """Generated cases: random mixes of allowed and refused imports, in both import forms."""
     refused = ["os", "sys", "random", "time", "subprocess", "requests", "urllib.request", "socket", "pickle",
                "lm_eval.utils", "huggingface_hub", "sklearn.metrics", "evaluate", "transformers"]
-    allowed = sorted(hooks.ALLOWED_IMPORTS - {"__future__"})
+    allowed = sorted(hook_check.ALLOWED_IMPORTS - {"__future__"})
     rng = random.Random(5)
     for case in range(200):
         chosen = rng.sample(allowed, rng.randint(0, 3)) + rng.sample(refused, rng.randint(0, 2) if case % 3 else 0)
         rng.shuffle(chosen)
         # a from-import names an attribute on the hook check's list (any other is refused: the bypass test below)
-        lines = [f"from {name} import {sorted(hooks.MODULE_ATTRIBUTES[name])[0]}"
-                 if name in hooks.MODULE_ATTRIBUTES and rng.random() < 0.5 else
+        lines = [f"from {name} import {sorted(hook_check.MODULE_ATTRIBUTES[name])[0]}"
+                 if name in hook_check.MODULE_ATTRIBUTES and rng.random() < 0.5 else
                  f"import {name}" if rng.random() < 0.5 or name not in refused else f"from {name} import something"
                  for name in chosen]
         reason = _reason(tmp_path, "\n".join(lines) + "\n" + GOOD)
-        first_refused = next((name for name in chosen if name.split(".")[0] not in hooks.ALLOWED_IMPORTS), None)
+        first_refused = next((name for name in chosen if name.split(".")[0] not in hook_check.ALLOWED_IMPORTS), None)
         if first_refused is None:
             assert reason is None, (lines, reason)
         elif first_refused.startswith("lm_eval"):
@@ -79,6 +83,42 @@ BYPASS_SHAPES = {
     "an alias of a module": ("import numpy as np", "m = np\n    m.lib.npyio.os.system('{marker}')"),
     "a module handed to a function": ("import numpy as np", "print(np)"),
     "a module attribute off the list": ("import json", "json.codecs.open('{marker}', 'w')"),
+    # issue 48: the red team's shapes that the list of names and module attributes let through (26 of 33)
+    "a generator's frame to the builtins": (
+        "import re", "(x for x in ()).gi_frame.f_builtins['op' + 'en']('{marker}', 'w')"),
+    "a generator's frame to the globals": ("import re", "(x for x in ()).gi_frame.f_globals['re']"),
+    "a frame's caller": ("import re", "(x for x in ()).gi_frame.f_back.f_builtins"),
+    "a generator bound to a name": ("import re", "g = (x for x in ())\n    g.gi_frame.f_builtins"),
+    "a generator's code": ("import re", "(x for x in ()).gi_code.co_consts"),
+    "a generator function": ("import re", "def gen():\n        yield 1\n    gen().gi_frame"),
+    "a coroutine's frame": ("import re", "async def co():\n        pass\n    co().cr_frame.f_builtins"),
+    "a format string's attribute field": ("import re", "'{{0.gi_frame.f_builtins}}'.format((x for x in ()))"),
+    "a format string bound to a name": ("import re", "t = '{{0.gi_frame}}'\n    t.format((x for x in ()))"),
+    "a format string built at run time": ("import re", "('{{0.gi_' + 'frame}}').format((x for x in ()))"),
+    "format_map with an attribute field": ("import re", "'{{g.gi_frame}}'.format_map({{'g': (x for x in ())}})"),
+    "a format string's item field": ("import re", "'{{0[__builtins__]}}'.format(d)"),
+    "a nested format spec": ("import re", "'{{0:{{1.gi_frame}}}}'.format(1, (x for x in ()))"),
+    "str.format called on the class": ("import re", "str.format('{{0.gi_frame}}', (x for x in ()))"),
+    "type with three arguments": ("import re", "C = type('C', (), {{'x': 1}})"),
+    "a metaclass": ("import re", "class M(type):\n        pass\n    class C(metaclass=M):\n        pass"),
+    "a class": ("import re", "class C:\n        pass"),
+    "json's object_hook to exec": ("import json", "json.loads('[]', object_hook=exec)"),
+    "a builtin handed to sorted": ("import re", "sorted(['1'], key=eval)"),
+    "a builtin handed to map": ("import re", "list(map(exec, ['x = 1']))"),
+    "a builtin handed to Dataset.map": ("import datasets", "dataset.map(open)"),
+    "a builtin as a default argument": ("import re", "(lambda f=open: f)('{marker}')"),
+    "Dataset.to_json": ("import datasets", "datasets.Dataset.from_dict({{'a': [1]}}).to_json('{marker}')"),
+    "numpy's tofile": ("import numpy as np", "np.array([1]).tofile('{marker}')"),
+    "numpy's dump (a pickle)": ("import numpy as np", "np.array([1]).dump('{marker}')"),
+    "from_csv on a dataset": ("import datasets", "dataset.from_csv('/etc/passwd')"),
+    "from_csv on the imported class": ("from datasets import Dataset", "Dataset.from_csv('/etc/passwd')"),
+    "to_csv through pandas": ("import datasets", "dataset.to_pandas().to_csv('{marker}')"),
+    "save_to_disk": ("import datasets", "dataset.save_to_disk('{marker}')"),
+    "a subscript by a dunder string": ("import re", "d['__builtins__']['open']('{marker}', 'w')"),
+    "object's subclasses": ("import re", "object.mro()"),
+    "help": ("import re", "help('modules')"),
+    "a walrus to a builtin": ("import re", "(f := print)"),
+    "a with statement": ("import re", "with d as f:\n        pass"),
 }
 
 

@@ -4,9 +4,9 @@ A hook is a function in a Python file of the installed lm-eval (a task's `utils.
 that file by sha256 like the YAML. Both paths run the same function: it is loaded here from the bytes
 whose sha256 was checked (never through lm-eval's loader or registry) and handed to lm-eval's task
 config and to the independent path alike. What such code computes is therefore shared, not
-re-derived: records, card and page say so. A hook file is read statically before it is ever run;
-one that imports lm-eval internals, may reach the network or the file system, or draws random
-numbers or the time is refused with the reason.
+re-derived: records, card and page say so. A hook file is read statically before it is ever run
+(task/hook_check.py, an allowlist measured from lm-eval's own hook files): one that imports lm-eval
+internals or uses anything lm-eval's own hooks do not is refused with the reason.
 
 lm-eval resolves `!function a.b` to the function `b` of `a.py` beside the YAML file that holds the tag
 (lm_eval/utils.py import_function): an included YAML's hooks live beside that YAML.
@@ -21,6 +21,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.task import hook_check
 from sst2_audit.task.yaml_file import confined
 from sst2_audit.util.errors import CheckFailed, InputError
 
@@ -28,44 +29,6 @@ HOOK_KEYS = ("process_docs", "doc_to_text", "doc_to_target", "doc_to_choice")  #
 # lm-eval alone runs a process_results hook; the independent path re-derives its metric with its own code, so
 # only a function whose exact source we have read and re-implemented is accepted (task/support.RESULTS_RULES).
 RESULTS_KEY = "process_results"
-# Modules a hook may import: text and data handling that is deterministic and stays in the process.
-ALLOWED_IMPORTS = {"re", "string", "datasets", "functools", "typing", "collections", "json", "math", "numpy",
-                   "unicodedata", "itertools", "ast", "copy", "hashlib", "html", "dataclasses", "enum", "textwrap",
-                   "__future__",
-                   "sacrebleu", "rouge_score"}  # metric libraries lm-eval itself installs (truthfulqa's utils.py)
-REFUSED_NAMES = {"open": "opens files", "eval": "evaluates text as code", "exec": "runs text as code",
-                 "__import__": "imports by name", "compile": "compiles text as code", "input": "reads the terminal",
-                 "load_dataset": "loads a dataset (the network or the hub)"}
-# The static check is a second line, not a sandbox: the barrier is the pin (a hook runs only from bytes
-# whose sha256 the lock pins, and a lock's paths name files of the installed lm_eval package only).
-# What it refuses closes the known ways from allowed modules to the file system (issue 28's 11 shapes):
-# names that reach objects by computed name, dunder attributes, and any attribute of an imported module
-# or name that is not on this explicit list (measured: the 281 hook files of the 5,941 supported
-# configs of lm-eval 0.4.9.2 use 17 of these pairs; the rest are of the same kind).
-REFUSED_BUILTINS = {"getattr": "reaches attributes by computed name", "setattr": "sets attributes by name",
-                    "delattr": "deletes attributes by name", "vars": "reads a namespace", "locals": "reads a namespace",
-                    "__builtins__": "reaches the builtins", "breakpoint": "starts a debugger",
-                    "memoryview": "reads raw memory"}
-MODULE_ATTRIBUTES = {
-    "ast": {"literal_eval"}, "datasets": {"Dataset"}, "datasets.Dataset": {"from_dict", "from_list"},
-    "hashlib": {"sha256", "md5"}, "html": {"unescape", "escape"},
-    "numpy": {"array", "exp", "int32", "int64", "float32", "float64", "nanmax", "round", "sum", "argmax", "mean",
-              "max", "min", "log", "sqrt", "isnan", "inf", "nan", "ndarray"},
-    "re": {"findall", "sub", "match", "search", "compile", "split", "fullmatch", "escape", "IGNORECASE", "DOTALL",
-           "MULTILINE", "Pattern", "Match", "finditer", "subn", "I", "S", "M"},
-    "math": {"exp", "log", "sqrt", "isnan", "isinf", "inf", "nan", "floor", "ceil", "fsum", "log2", "log10"},
-    "string": {"ascii_uppercase", "ascii_lowercase", "ascii_letters", "punctuation", "digits", "whitespace",
-               "capwords"},
-    "rouge_score.rouge_scorer": {"RougeScorer"}, "rouge_score.scoring": {"BootstrapAggregator"},
-    "sacrebleu": {"corpus_bleu", "sentence_bleu"}, "unicodedata": {"normalize", "category", "combining"},
-    "json": {"loads", "dumps"}, "itertools": {"chain", "product", "permutations", "combinations", "islice"},
-    "itertools.chain": {"from_iterable"}, "collections": {"Counter", "defaultdict", "OrderedDict", "namedtuple"},
-    "functools": {"partial", "reduce", "lru_cache", "cache"}, "copy": {"deepcopy", "copy"},
-    "textwrap": {"dedent", "indent", "wrap", "fill"}, "typing": {"List", "Dict", "Optional", "Any", "Tuple",
-                                                                  "Union", "Callable", "Iterable", "Sequence"},
-    "dataclasses": {"dataclass", "field", "asdict"}, "enum": {"Enum", "IntEnum", "auto"},
-}
-SUBMODULES = {"rouge_score.rouge_scorer", "rouge_score.scoring"}  # `from rouge_score import scoring`
 
 
 @dataclass(frozen=True)
@@ -129,98 +92,7 @@ def code_reason(file: Path, function: str) -> str | None:
     """Why this hook file may not run in an audit, or None (read statically, never run here)."""
     if not file.is_file():
         return f"its file {file.name} is not installed"
-    return _reason(file.name, file.read_bytes(), function)
-
-
-@functools.lru_cache(maxsize=1024)  # keyed by the bytes: --list-tasks reads one utils.py for many configs
-def _reason(file_name: str, data: bytes, function: str) -> str | None:
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError) as error:
-        return f"its file {file_name} does not parse ({error})"
-    dynamic = any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "globals" for node in ast.walk(tree))
-    if not dynamic and not any(isinstance(node, (ast.FunctionDef, ast.Assign)) and function in (
-            [node.name] if isinstance(node, ast.FunctionDef) else [getattr(t, "id", None) for t in node.targets])
-            for node in tree.body):  # a def, a name bound to a partial, or globals().update (global_mmlu)
-        return f"{file_name} defines no top-level function {function}"
-    imported = {}  # a name bound by an import -> the dotted module (or module.name) it stands for
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                return f"{file_name} imports a sibling module (relative import)"
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for name in names:
-                top = name.split(".")[0]
-                if top == "lm_eval":
-                    return f"{file_name} imports lm-eval internals ({name})"
-                if top not in ALLOWED_IMPORTS:
-                    return f"{file_name} imports {name} (hooks may import only {', '.join(sorted(ALLOWED_IMPORTS))})"
-            for alias in node.names:
-                if isinstance(node, ast.ImportFrom) and alias.name not in MODULE_ATTRIBUTES.get(node.module, ()) and \
-                        f"{node.module}.{alias.name}" not in SUBMODULES:
-                    return (f"{file_name} imports {alias.name} from {node.module} (not on the hook check's list of "
-                            "module attributes)")
-                if isinstance(node, ast.Import):
-                    imported[alias.asname
-                             or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-                else:
-                    imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return _reach_reason(file_name, tree, imported)
-
-
-def _reach_reason(file_name: str, tree, imported: dict) -> str | None:
-    """The second line (REFUSED_BUILTINS, dunders, MODULE_ATTRIBUTES): what a hook may reach by name."""
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            called = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
-            if called in REFUSED_NAMES:
-                return f"{file_name} calls {called} (it {REFUSED_NAMES[called]})"
-        elif isinstance(node, ast.Attribute):
-            if node.attr == "random":
-                return f"{file_name} uses .random (not deterministic)"
-            if node.attr.startswith("__"):
-                return (f"{file_name} reaches the attribute {node.attr} (dunder attributes lead out of the allowed "
-                        "modules)")
-        elif isinstance(node, ast.Name):
-            if node.id in REFUSED_BUILTINS:
-                return f"{file_name} uses {node.id} (it {REFUSED_BUILTINS[node.id]})"
-            if node.id == "globals":  # only globals().update({...}), how global_mmlu binds its functions
-                call, attribute = parents.get(node), parents.get(parents.get(node))
-                if not (isinstance(call, ast.Call) and isinstance(attribute, ast.Attribute)
-                        and attribute.attr == "update"):
-                    return f"{file_name} uses globals() other than globals().update(...)"
-            if node.id in imported and not isinstance(node.ctx, ast.Store):
-                reason = _imported_use(file_name, node, imported[node.id], parents)
-                if reason:
-                    return reason
-    return None
-
-
-def _imported_use(file_name: str, node, dotted: str, parents: dict) -> str | None:
-    """An imported name may be called, annotate or be subscripted (typing.List[...]), or give an attribute
-    on MODULE_ATTRIBUTES; never be handed on (an alias would escape the list)."""
-    parent = parents.get(node)
-    if isinstance(parent, ast.Attribute) and parent.value is node:
-        if parent.attr not in MODULE_ATTRIBUTES.get(dotted, ()):
-            return f"{file_name} reaches {dotted}.{parent.attr} (not on the hook check's list of module attributes)"
-        return None
-    if (isinstance(parent, ast.Call) and parent.func is node
-            or isinstance(parent, ast.Subscript) and parent.value is node):
-        return None
-    if isinstance(parent, (ast.arg, ast.FunctionDef)) or _in_annotation(node, parents):
-        return None
-    return f"{file_name} hands on the imported name {node.id} ({dotted}), which the hook check cannot follow"
-
-
-def _in_annotation(node, parents: dict) -> bool:
-    while node in parents:
-        parent = parents[node]
-        if isinstance(parent, (ast.arg, ast.FunctionDef, ast.AnnAssign)) and node in (
-                getattr(parent, "annotation", None), getattr(parent, "returns", None)):
-            return True
-        node = parent
-    return False
+    return hook_check.file_reason(file.name, file.read_bytes(), function)
 
 
 _LOADED: dict = {}
