@@ -68,6 +68,14 @@ def cases(scratch: Path, cache: Path) -> dict:
     record = json.loads(base["run.json"])
     record["notice"] = "x" * (15 << 20)  # a 15 MB value: a finding names it, never builds its repr
     big = dict(base, **{"run.json": json.dumps(record).encode()})
+    # bundles whose SHA256SUMS match (pack writes them) and whose record a level refuses: a forged number
+    # (arithmetic) and a forged setting (claims), each in a default audit
+    number = json.loads(base["run.json"])
+    number["summaries"]["official"]["acc"]["correct"] += 1
+    setting = json.loads(base["run.json"])
+    setting["settings"]["num_fewshot"] = 5
+    forged_number = dict(base, **{"run.json": json.dumps(number).encode()})
+    forged_setting = dict(base, **{"run.json": json.dumps(setting).encode()})
     forged_lock = json.loads(base["resources.lock.json"])
     forged_lock["notice"] = "independently verified"
     forged = dict(base, **{"resources.lock.json": json.dumps(forged_lock).encode()})
@@ -95,6 +103,11 @@ def cases(scratch: Path, cache: Path) -> dict:
                                                "--cache", str(cache)]),
         "bundle: a lock that is not the reviewer's (default audit)": (audit, ["--bundle-file", str(pack(
             scratch / "forged.tar.gz", forged)), "--cache", str(cache)]),
+        "bundle: sums pass, a forged number (arithmetic)": (audit, ["--bundle-file", str(pack(
+            scratch / "number.tar.gz", forged_number)), "--cache", str(cache)]),
+        "bundle: sums pass, a forged setting (claims)": (audit, ["--bundle-file", str(pack(
+            scratch / "setting.tar.gz", forged_setting)), "--cache", str(cache)]),
+        **adopt_cases(scratch, cache),
         "pin: a 2 GiB sparse JSONL": (pin, ["--pin", "x", "--task", "rte", "--model", str(model), "--data", str(data),
                                             "--new-lock", str(scratch / "locks" / "x.lock.json")]),
         "pin: a JSONL line of 100,000 [": (pin, ["--pin", "y", "--task", "rte", "--model", str(model), "--data",
@@ -102,6 +115,31 @@ def cases(scratch: Path, cache: Path) -> dict:
         "pin: profile name ../../x": (pin, ["--pin", "../../x", "--task", "rte", "--model", str(model), "--data",
                                             str(deep), "--new-lock", str(scratch / "locks" / "z.lock.json")]),
     }
+
+
+def adopt_cases(scratch: Path, cache: Path) -> dict:
+    """lm-eval output folders as `sst2-audit adopt` reads them, hostile: a results file of 200,000 nested
+    brackets, a samples file with a 15 MB value, a results file whose config another release logged."""
+    cases, date = {}, "2026-12-04T00-00-00.000000"
+    results = {"results": {"sst2": {"alias": "sst2", "acc,none": 0.5, "acc_stderr,none": 0.1}},
+               "configs": {"sst2": {"task": "sst2"}}, "n-shot": {"sst2": 0}, "n-samples": {"sst2": {}},
+               "config": {"random_seed": 0, "model_args": "pretrained=x", "model_dtype": "torch.float32"}, "lm_eval_version": "0.4.9.2",
+               "transformers_version": "4.0", "task_hashes": {"sst2": "0" * 64}}
+    sample = {"doc_id": 1, "doc": {"sentence": "x" * (15 << 20), "label": 0, "idx": 1}, "target": "0",
+              "arguments": {"gen_args_0": {"arg_0": "a", "arg_1": " b"}}, "resps": [[["-1.0", "False"]]],
+              "filtered_resps": [["-1.0", "False"]], "filter": "none", "metrics": ["acc"], "doc_hash": "0" * 64,
+              "prompt_hash": "0" * 64, "target_hash": "0" * 64, "acc": 1.0}
+    for name, results_text, samples_text in (
+            ("adopt: a results file of 200,000 nested [", "[" * 200_000, ""),
+            ("adopt: a samples file with a 15 MB value", json.dumps(results), json.dumps(sample) + "\n"),
+            ("adopt: a claimed release and config the lock contradicts", json.dumps(
+                dict(results, lm_eval_version="0.4.8")), json.dumps(dict(sample, doc={"x": 1})) + "\n")):
+        folder = scratch / f"adopt-{len(cases)}"
+        folder.mkdir()
+        (folder / f"results_{date}.json").write_text(results_text)
+        (folder / f"samples_sst2_{date}.jsonl").write_text(samples_text)
+        cases[name] = ("adopt_main", [str(folder), "--profile", "embedded", "--cache", str(cache)])
+    return cases
 
 
 def main() -> int:

@@ -1,7 +1,8 @@
 """The floor of a command: the least any tool must do to give its answer, as one process.
 
     python benchmarks/floor.py WHAT CACHE [PROFILE]
-      structural  Python, transformers' tokenizer class (imported directly), the cached data and model files hashed
+      structural  Python, transformers' tokenizer class (imported directly, without torch), the cached data and
+                  the model's files but its weights hashed (what a structural answer reads)
       passes N    Python, the imports the forward passes need (torch, transformers), the model loaded, and
                   one forward pass per candidate of the first N dev rows (the independent path's work)
       smoke       what a 2-row run through lm-eval must do at least: `passes 2` done twice (two paths)
@@ -33,11 +34,13 @@ from sst2_audit.formats.manifest import read_manifest  # noqa: E402
 
 manifest = read_manifest(cache)
 if what == "structural":
-    from sst2_audit.scoring.model import load_tokenizer
+    from sst2_audit.formats.manifest import is_weights
+    from sst2_audit.scoring.model import load_tokenizer, no_model_in_this_process
 
+    no_model_in_this_process()  # a structural answer loads no model: transformers without torch
     load_tokenizer(cache / "model")
     for entry in manifest.files:
-        if entry.role != "download":
+        if entry.role != "download" and not is_weights(entry):  # weights no structural answer reads
             sha256_file(cache / entry.path)
 elif what in ("passes", "smoke"):
     import torch

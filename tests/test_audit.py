@@ -3,8 +3,10 @@
 import io
 import json
 import math
+import os
 import shutil
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -360,3 +362,27 @@ def test_a_run_checks_its_own_records_with_the_audit_s_record_levels(run_copy, e
     assert "arithmetic: summary official: correct: expected 42, got 0" in str(caught.value)
     assert str(caught.value).endswith("The run and the audit disagree on a rule: please report this with the run "
                                       "folder.")
+
+
+def test_a_structural_audit_reads_no_weights_and_the_default_audit_hashes_them(embedded_cache, tmp_path):
+    """The reviewer's cache with its weights file replaced (every other file a hard link): the structural audit
+    of the reference bundle reads no weights, says so and finds no problem (exit 4); the default audit hashes
+    them before any load and fails, naming the file. The structural process imports no torch."""
+    cache = tmp_path / "cache"
+    shutil.copytree(embedded_cache, cache, copy_function=os.link)
+    weights = cache / "model" / "model.safetensors"
+    weights.unlink()
+    weights.write_bytes(b"not the pinned weights")
+    bundle = REPO / "results" / "embedded-full-reference.tar.gz"
+    probe = ("import runpy, sys; sys.argv = ['audit.py', '--bundle-file', {b!r}, '--cache', {c!r}, "
+             "'--structural']\ntry:\n    runpy.run_path({s!r}, run_name='__main__')\nexcept SystemExit as done:\n"
+             "    print('torch imported:', 'torch' in sys.modules); raise").format(
+        b=str(bundle), c=str(cache), s=str(REPO / "audit.py"))
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 4 and lines[0].startswith("VERDICT: SCORES NOT VERIFIED: none of the 64 scored rows "
+                                                        "was rescored (--structural)"), done.stdout + done.stderr
+    assert "  not hashed: the model's weights (model/model.safetensors); no level of this audit loads them" in lines
+    assert lines[-1] == "torch imported: False"
+    done = run_script("audit.py", "--bundle-file", bundle, "--cache", cache)
+    assert done.returncode == 1 and "model/model.safetensors: expected sha256 " in done.stdout, done.stdout

@@ -154,7 +154,8 @@ def check_claims(adoption: Adoption) -> LevelResult:
         level.fail(f"results: task_hashes.{task} is missing: the samples file cannot be bound to the results file.")
     adoption.claims = {key: config.get(key) for key in CLAIMED if key in config}
     adoption.claims.update({key: results.get(key) for key in ("transformers_version", "max_length", "model_name")})
-    adoption.bound = bound_for(adoption.bound_given, claimed_dtype(results, model_args))
+    if not level.problems:  # a run the lock contradicts is a FAIL, whatever dtype it names (or none: exit 2)
+        adoption.bound = bound_for(adoption.bound_given, claimed_dtype(results, model_args))
     level.notes.append(f"claimed, not checkable here: model {shown(str(config.get('model_args')))}, dtype "
                        f"{config.get('model_dtype')!r}, device {config.get('device')!r}, batch size "
                        f"{config.get('batch_size')!r}; the rescore is the check of the model")

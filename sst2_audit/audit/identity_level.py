@@ -25,6 +25,9 @@ def _resources(result: LevelResult, run: RunFolder, spec, profile, context):
             raise context.inputs.error
         else:
             data = context.inputs.data
+            if context.inputs.unhashed:
+                result.notes.append(f"not hashed: the model's weights ({', '.join(context.inputs.unhashed)}); no "
+                                    "level of this audit loads them")
         result.checks += 1
     except CheckFailed as error:
         result.fail(str(error))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.audit.loading import RunFolder
+from sst2_audit.formats.manifest import is_weights
 from sst2_audit.scoring.model import import_model_code, load_tokenizer
 from sst2_audit.task.rows import shot_plan, SplitRows, verified_rows
 from sst2_audit.task.split import rows_of
@@ -24,10 +25,12 @@ class Inputs:
     error: Exception | None = None  # a cache file that differs (CheckFailed) or a refused shot plan (InputError):
     # raised by the level that would have met it, so the verdict is what it was when each level derived its own
     tokenizer_free: threading.Event = field(default_factory=threading.Event)  # the identity level is done with it
+    unhashed: list = field(default_factory=list)  # the model's weights, when no level loads them
 
 
-def build(run: RunFolder, cache) -> Inputs | None:
-    """None for a run whose record or profile the levels will refuse (they name why)."""
+def build(run: RunFolder, cache, weights: bool = True) -> Inputs | None:
+    """None for a run whose record or profile the levels will refuse (they name why). weights=False (no rescore):
+    the model's weights are neither hashed nor loaded, and no model code is imported."""
     try:
         record, spec = run.record, run.task_spec()
     except (CheckFailed, InputError):
@@ -37,7 +40,8 @@ def build(run: RunFolder, cache) -> Inputs | None:
     inputs = Inputs()
     profile = run.lock.profile(record.profile)
     try:
-        inputs.data = verified_rows(run.lock, profile, spec, cache, roles=("model", *spec.splits))
+        inputs.data = verified_rows(run.lock, profile, spec, cache, roles=("model", *spec.splits), weights=weights)
+        inputs.unhashed = [] if weights else [entry.path for entry in inputs.data.manifest.files if is_weights(entry)]
         inputs.scored = rows_of(record.mode, inputs.data.split.dev_ids, inputs.data.split.confirm_ids)
         inputs.shots = shot_plan(run.lock, profile, spec, cache, inputs.data.manifest, inputs.data, inputs.scored)
     except (CheckFailed, InputError) as error:
@@ -45,5 +49,6 @@ def build(run: RunFolder, cache) -> Inputs | None:
         return inputs
     warm.wait("transformers")
     inputs.tokenizer = load_tokenizer(Path(cache) / "model")
-    import_model_code(Path(cache) / "model")  # here, in the main thread: the rescore thread's load imports nothing
+    if weights:  # here, in the main thread: the rescore thread's load imports nothing
+        import_model_code(Path(cache) / "model")
     return inputs

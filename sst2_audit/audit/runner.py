@@ -19,7 +19,7 @@ from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import Outcome
 from sst2_audit.pages import plots
 from sst2_audit.protocol.numeric import mode_words
-from sst2_audit.scoring.model import import_model_code
+from sst2_audit.scoring.model import import_model_code, import_tokenizer_code
 from sst2_audit.util import warm
 from sst2_audit.util.errors import CheckFailed
 
@@ -106,6 +106,18 @@ def _add(outcome: Outcome, level: LevelResult) -> None:
     outcome.limits += level.unchecked  # what a level saw and could not check is a limit of the verdict
 
 
+def _load_inputs(run, context: Context) -> Context:
+    """The record levels that need no model have passed: only now is anything loaded (a hostile bundle that fails
+    them costs no model, tokenizer or transformers import). transformers and the model's code import while the
+    cache is hashed, awaited by inputs.build; a structural audit loads no model: the tokenizer's code only, and
+    the weights are not hashed. The rescore's record-free work (the reviewer's own rows through the model) then
+    runs beside the identity level."""
+    rescoring = bool(context.policy.rescore)
+    warm.start("transformers", functools.partial(import_model_code if rescoring else import_tokenizer_code,
+                                                 Path(context.cache) / "model"))
+    return dataclasses.replace(context, inputs=inputs.build(run, context.cache, rescoring))
+
+
 def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> Outcome:
     """Levels in order. The rescore's record-free work (the reviewer's own rows through the model) starts
     at once beside them; the record's scores meet it only after every earlier level passed."""
@@ -124,12 +136,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
         if level.name == "identity" and outcome.failed:  # nothing is loaded for a record that failed a level
             context = dataclasses.replace(context, records_failed=True)
         elif level.name == "identity" and policy.identity:
-            # The record levels that need no model have passed: only now is anything loaded (a hostile bundle
-            # that fails them costs no model, tokenizer or transformers import). The rescore's record-free
-            # work (the reviewer's own rows through the model) runs beside the identity level.
-            # transformers and the model's code import while the cache is hashed, awaited by inputs.build
-            warm.start("transformers", functools.partial(import_model_code, Path(context.cache) / "model"))
-            context = dataclasses.replace(context, inputs=inputs.build(run, context.cache))
+            context = _load_inputs(run, context)
             if policy.rescore:
                 prefetch = rescore.start(run, context)
         reason = level.skip(policy) if level.skip else None

@@ -5,6 +5,7 @@
 130: interrupted (Ctrl-C). Defined once in util/errors.py.
 """
 
+import functools
 import sys
 
 from sst2_audit.cli import adopt, audit, prepare, run
@@ -57,12 +58,16 @@ def run_main(argv=None) -> int:
     return _guarded(run.main, sys.argv[1:] if argv is None else argv)
 
 
-def audit_main(argv=None) -> int:
-    return _guarded(audit.main, sys.argv[1:] if argv is None else argv)
+# argv None: this process is the command (a console script, an entry script), and may set what its libraries read
+# at import (a structural audit's transformers without torch); a caller's own process (argv given) is left as it is.
+def audit_main(argv=None, owns_process=None) -> int:
+    owns = argv is None if owns_process is None else owns_process
+    return _guarded(functools.partial(audit.main, owns_process=owns), sys.argv[1:] if argv is None else argv)
 
 
-def adopt_main(argv=None) -> int:
-    return _guarded(adopt.main, sys.argv[1:] if argv is None else argv)
+def adopt_main(argv=None, owns_process=None) -> int:
+    owns = argv is None if owns_process is None else owns_process
+    return _guarded(functools.partial(adopt.main, owns_process=owns), sys.argv[1:] if argv is None else argv)
 
 
 COMMANDS = {"prepare": prepare_main, "run": run_main, "audit": audit_main, "adopt": adopt_main}
@@ -71,9 +76,12 @@ COMMANDS = {"prepare": prepare_main, "run": run_main, "audit": audit_main, "adop
 def main(argv=None) -> int:
     """`sst2-audit prepare|run|audit ...`: the installed command (pyproject's [project.scripts]); the same as
     `python prepare.py|run.py|audit.py ...` with the Python that has lm-eval, whichever `python` is first on PATH."""
+    owned = argv is None
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in COMMANDS:
         print(f"usage: sst2-audit {{{','.join(COMMANDS)}}} [options]  (each command's --help lists its options)",
               file=sys.stderr)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    if argv[0] in ("audit", "adopt"):
+        return COMMANDS[argv[0]](argv[1:], owns_process=owned)
     return COMMANDS[argv[0]](argv[1:])

@@ -16,6 +16,7 @@ from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profi
 from sst2_audit.formats import adopted, lm_eval_output, records
 from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
+from sst2_audit.scoring.model import no_model_in_this_process
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.commands import command_line
@@ -51,10 +52,12 @@ def _parser() -> Parser:
     return parser
 
 
-def main(argv) -> int:
+def main(argv, owns_process: bool = False) -> int:
     args = _parser().parse_args(argv)
     if args.bound is not None and not (args.bound >= 0 and args.bound != float("inf")):
         raise InputError(f"--bound: expected a finite number of nats >= 0, got {args.bound!r}.")
+    if owns_process and args.structural:
+        no_model_in_this_process()
     lock, profile = lock_and_profile(args)
     spec = spec_for_run(lock, profile, None)
     name = args.run_name or f"adopted-{profile.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"

@@ -19,6 +19,7 @@ from sst2_audit.formats import records
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.pages.html_report import OLDEST_SCHEMA, render
 from sst2_audit.protocol.rules import notice_for
+from sst2_audit.scoring.model import no_model_in_this_process
 from sst2_audit.task.group import GROUP_FILE, group_spec
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import AuditError, CheckFailed, InputError
@@ -34,7 +35,7 @@ def _rescore_rows(text: str):
     return int(text)
 
 
-def main(argv) -> int:
+def main(argv, owns_process: bool = False) -> int:
     import tempfile
 
     parser = Parser(prog="sst2-audit audit",
@@ -68,6 +69,8 @@ def main(argv) -> int:
                              "from the checked records (never overwriting)")
     args = parser.parse_args(argv)
     _check_usage(parser, args)
+    if owns_process and (args.structural or args.arithmetic_only):
+        no_model_in_this_process()
 
     # the reviewer's lock, read once: every level, subtask and bundle uses these bytes (args.lock stays the path)
     args.reviewer_lock = load_lock(args.lock)

@@ -108,11 +108,19 @@ def require_matching(manifest: Manifest | None, cache: Path, lock: Lock, profile
     return manifest
 
 
-def verify_files(cache: Path, manifest: Manifest, roles=None) -> None:
-    """Re-hash cached files against the manifest and the lock; any changed byte fails."""
+WEIGHTS_SUFFIXES = (".safetensors", ".safetensors.index.json")  # what only a model load reads
+
+
+def is_weights(entry: ManifestFile) -> bool:
+    return entry.role == "model" and entry.path.endswith(WEIGHTS_SUFFIXES)
+
+
+def verify_files(cache: Path, manifest: Manifest, roles=None, weights: bool = True) -> None:
+    """Re-hash cached files against the manifest and the lock; any changed byte fails. weights=False leaves out
+    the model's weights, for a command that never loads them (a structural audit): they are not read at all."""
     problems = []
     for entry in manifest.files:
-        if roles is not None and entry.role not in roles:
+        if roles is not None and entry.role not in roles or not weights and is_weights(entry):
             continue
         path = Path(cache) / entry.path
         if not path.is_file():

@@ -25,10 +25,10 @@ def matching_manifest(lock, profile, cache):
     return require_matching(read_manifest(cache), Path(cache), lock, profile)
 
 
-def verified_rows(lock, profile, spec, cache, roles, manifest=None) -> SplitRows:
-    """Raises CheckFailed when a file of `roles` differs from the manifest."""
+def verified_rows(lock, profile, spec, cache, roles, manifest=None, weights: bool = True) -> SplitRows:
+    """Raises CheckFailed when a file of `roles` differs from the manifest (weights: manifest.verify_files)."""
     manifest = manifest or matching_manifest(lock, profile, cache)
-    verify_files(cache, manifest, roles=roles)
+    verify_files(cache, manifest, roles=roles, weights=weights)
     parquet = Path(cache) / manifest.file(spec.eval_split).path
     rows = spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet)  # lm-eval's docs
     by_idx = {row.idx: row for row in rows}
