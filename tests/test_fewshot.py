@@ -207,6 +207,7 @@ def test_a_question_shown_its_own_question_as_a_shot_is_named():
     train = [row(0, "a plain day .", 1), row(1, "the same words twice .", 0), row(2, "warm and bright .", 1)]
     scored = [row(7, "the same words twice .", 0), row(8, "nothing like it .", 1)]
     first = dataclasses.replace(spec, official=dict(spec.official, fewshot_config={"sampler": "first_n"}))
+    train = [r.as_doc() for r in train]
     plan = fewshot.plan(first, 2, 1, train, scored)  # sst2 draws one more (None == None): rows 0-2, then keeps two
     assert plan.positions == {7: [0, 1], 8: [0, 1]}
     assert plan.own_question(first) == [7]

@@ -325,7 +325,7 @@ def test_the_task_listing_under_0413_applies_its_scope_and_it_refuses_no_install
     from sst2_audit.task.support import list_installed
 
     found = list_installed("*", "0.4.13")
-    assert len(found) == 8384 and sum(reason is None for _, _, reason in found) == 6146
+    assert len(found) == 8384 and sum(reason is None for _, _, reason in found) == 6170
     assert [entry for entry in found if entry[2] and "scope" in entry[2]] == []
 
 

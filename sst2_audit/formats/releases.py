@@ -99,8 +99,8 @@ def scope_reason(version: str, *, fewshot_keys=(), includes: int = 0) -> str | N
     """The task features the release is not supported for, in words, or None (a release without a scope: None)."""
     if not release_of(version).scope:
         return None
-    beyond = ([f"fewshot_config {', '.join(sorted(set(fewshot_keys) - {'sampler'}))}"]
-              if set(fewshot_keys) - {"sampler"} else []) + \
+    other = set(fewshot_keys) - {"sampler", "samples"}  # a literal list of shots (BBH's) is within every scope
+    beyond = ([f"fewshot_config {', '.join(sorted(other))}"] if other else []) + \
         ([f"a YAML including {includes} files at once (merged in another order)"] if includes > 1 else [])
     return "; ".join(beyond) or None
 

@@ -228,9 +228,8 @@ def _longest_input(spec, lock_raw: dict, settings: dict, data_folder: Path, colu
     split = make_split(list(by_idx), rule["salt"], rule["dev_rows"], rule["confirm_rows"], spec.eval_split)
     plan = None
     if settings["num_fewshot"]:
-        shots_from = fewshot.rule_for(spec).split
         plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"],
-                            rows if shots_from == spec.eval_split else rows_of(shots_from),
+                            fewshot.shot_docs(spec, lambda split: rows if split == spec.eval_split else rows_of(split)),
                             [by_idx[idx] for idx in split.dev_ids],
                             release_of(lock_raw["evaluator"]["version"]).fewshot_resamples)
     longest = (0, None)

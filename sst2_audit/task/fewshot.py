@@ -2,8 +2,9 @@
 
 Used by run (the independent path's contexts), the identity level and the rescore when a profile
 pins `num_fewshot` above 0. What lm-eval does:
-- The shots come from `fewshot_split`, else the training split, else the validation split, else the
-  test split, the evaluated one (ConfigurableTask.fewshot_docs, Task.fewshot_docs: inverse_scaling).
+- The shots come from `fewshot_split`, else `fewshot_config.samples` (a literal list in the YAML: BBH), else the
+  training split, else the validation split, else the test split, the evaluated one (ConfigurableTask.fewshot_docs,
+  Task.fewshot_docs: inverse_scaling).
 - ONE `random.Random(fewshot_random_seed)` per task object is shared by every document and consumed
   in the order the requests are built (ContextSampler.sample: `rnd.sample(docs, n)`), so a question's
   shots depend on which questions were built before it.
@@ -28,6 +29,16 @@ from sst2_audit.task.support import fewshot_reason
 from sst2_audit.util.errors import InputError
 
 FEWSHOT_DELIMITER = "\n\n"  # TaskConfig's default
+LITERAL = "fewshot_config.samples"  # the shots are the YAML's own list of documents (BBH), not a split's rows
+
+
+def shot_docs(spec, rows_of) -> list:
+    """The documents the shots are drawn from, in order: the YAML's literal samples, or the rows of the shot split
+    (rows_of(split) -> its rows, processed as lm-eval's docs)."""
+    split = rule_for(spec).split
+    if split == LITERAL:  # pinned with the YAML: no split is read
+        return [dict(doc) for doc in spec.official["fewshot_config"]["samples"]]
+    return [row.as_doc() for row in rows_of(split)]
 
 
 @dataclass(frozen=True)
@@ -46,9 +57,11 @@ def rule_for(spec) -> ShotRule:
     if reason:
         raise InputError(f"task {spec.name}: it {reason}.")
     sampler = (config.get("fewshot_config") or {}).get("sampler", "default")
-    # fewshot_docs: the fewshot split, else training, else validation, else (with a warning) the test split
-    split = (config.get("fewshot_split") or config.get("training_split") or config.get("validation_split")
-             or config.get("test_split"))
+    # fewshot_docs: the fewshot split, else fewshot_config's literal samples, else training, else validation, else
+    # (with a warning) the test split (SOURCE_MAP step 48)
+    literal = config.get("fewshot_split") is None and "samples" in (config.get("fewshot_config") or {})
+    split = LITERAL if literal else (config.get("fewshot_split") or config.get("training_split")
+                                     or config.get("validation_split") or config.get("test_split"))
     if split is None:
         raise InputError(f"task {spec.name}: no split to take shots from.")
     # lm-eval compares the two names as they are: None == None, so a task naming neither (sst2: shots
@@ -149,12 +162,12 @@ class Plan:
         return sorted({p for positions in self.positions.values() for p in positions} & set(confirm_ids))
 
 
-def plan(spec, num_fewshot: int, seed: int, shot_rows: list, scored_rows: list, resamples: bool = False) -> Plan:
+def plan(spec, num_fewshot: int, seed: int, shot_docs: list, scored_rows: list, resamples: bool = False) -> Plan:
     """lm-eval builds the requests of the scored documents in dataset order (Task.doc_iterator over
     `samples`), one shared generator for them all: a smoke run's question can get other shots than the
-    same question in a full run."""
+    same question in a full run. shot_docs: the shot split's documents, or the YAML's literal samples."""
     rule = rule_for(spec)
-    docs = tuple(row.as_doc() for row in shot_rows)
+    docs = tuple(shot_docs)
     evaluated = [(row.idx, row.as_doc()) for row in sorted(scored_rows, key=lambda row: row.idx)]
     return Plan(rule, docs, draws(rule, num_fewshot, seed, list(docs), evaluated, resamples), dict(evaluated))
 

@@ -51,11 +51,13 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
     settings = lock.settings_for(profile.name, spec)
     if settings["num_fewshot"] == 0:
         return None
-    rule = fewshot.rule_for(spec)
-    parquet = Path(cache) / manifest.file(rule.split).path
-    shot_rows = (list(data.by_idx.values()) if rule.split == spec.eval_split else
-                 spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet))
-    plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], shot_rows,
+    def rows_of(split: str) -> list:
+        if split == spec.eval_split:
+            return list(data.by_idx.values())
+        parquet = Path(cache) / manifest.file(split).path
+        return spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet)
+
+    plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], fewshot.shot_docs(spec, rows_of),
                         [data.by_idx[idx] for idx in scored_ids],
                         release_of(lock.evaluator.version).fewshot_resamples)
     sealed = plan.sealed(spec, data.split.confirm_ids)

@@ -138,9 +138,14 @@ def fewshot_reason(config: dict) -> str | None:
     sampler = fewshot.get("sampler", "default")
     if sampler not in SAMPLERS:
         return f"draws shots with the sampler {sampler!r} (re-derived: {', '.join(SAMPLERS)})"
-    overrides = sorted(set(fewshot) & {"doc_to_text", "doc_to_target", "doc_to_choice", "samples", "process_docs"})
+    overrides = sorted(set(fewshot) & {"doc_to_text", "doc_to_target", "doc_to_choice", "process_docs"})
     if overrides:
         return f"overrides {', '.join(overrides)} for its shots (fewshot_config), which is not re-derived"
+    samples = fewshot.get("samples")
+    if "samples" in fewshot and not (isinstance(samples, list) and samples
+                                     and all(isinstance(doc, dict) for doc in samples)):
+        return ("takes its shots from fewshot_config.samples that are not a literal list of documents (a "
+                "function's samples are not re-derived)")
     shots = config.get("num_fewshot")
     if shots is not None and not (type(shots) is int and 0 <= shots <= 1024):
         return f"states num_fewshot {str(shots)[:20]!r}, not an integer within 0..1024"

@@ -1,0 +1,96 @@
+"""The Open LLM Leaderboard v2's multiple-choice tasks (issue 47): BBH's shots are the literal samples of its YAML
+(`fewshot_config.samples`, sampler first_n), re-derived by position; a BBH-shaped demo of our own (Boolean
+expressions generated here) pinned with `prepare --pin`, run, audited and bundled bit for bit. The same module
+runs in lm-eval 0.4.13's environment (.ci/run), against its own lock."""
+
+import json
+import random
+
+import pytest
+
+from conftest import _exclusive, LOCK, REPO, prepare_run_audit, run_script, TEST_CACHE, tiny_model_folder
+from sst2_audit.formats.releases import installed_version
+
+RELEASE_LOCK = {"0.4.9.2": LOCK, "0.4.13": REPO / "lm-eval-0.4.13.lock.json"}[installed_version()]
+BBH_TASK = "leaderboard_bbh_boolean_expressions"
+
+
+@pytest.fixture(scope="module")
+def release_cache():
+    """The embedded cache, prepared (or re-verified) under this environment's release's lock (same pins): its
+    tokenizer files are the tiny model's."""
+    folder = TEST_CACHE / "embedded"
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--profile", "embedded", "--cache", folder)
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+def boolean_expressions(count: int, seed: int) -> list:
+    """BBH-shaped rows (`input`, `target`) of our own: random Boolean expressions, evaluated here. A demo."""
+    rng = random.Random(seed)
+
+    def expression(depth: int) -> str:
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(["True", "False"])
+        kind = rng.choice(["not", "and", "or", "group"])
+        if kind == "not":
+            return f"not {expression(depth - 1)}"
+        if kind == "group":
+            return f"( {expression(depth - 1)} )"
+        return f"{expression(depth - 1)} {kind} {expression(depth - 1)}"
+
+    rows, seen = [], set()
+    while len(rows) < count:
+        text = expression(3)
+        if text in seen:
+            continue
+        seen.add(text)
+        rows.append({"input": f"{text} is", "target": str(eval(text))})  # noqa: S307 - our own expression
+    return rows
+
+
+def test_every_leaderboard_bbh_subtask_is_supported():
+    """BBH's 24 subtasks take their shots from the YAML's literal samples: all within the audit's protocol (the
+    GPQA subtasks' process_docs hook still imports random: refused, named)."""
+    from sst2_audit.task.support import list_installed
+
+    found = {task: reason for task, _, reason in list_installed("leaderboard*", installed_version())}
+    bbh = {task: reason for task, reason in found.items() if task.startswith("leaderboard_bbh_")}
+    assert len(bbh) == 24 and set(bbh.values()) == {None}
+    refused = sorted(task for task, reason in found.items() if reason is not None)
+    assert refused == ["leaderboard_gpqa_diamond", "leaderboard_gpqa_extended", "leaderboard_gpqa_main"]
+    assert len(found) == 31
+    assert all("imports random" in found[task] for task in refused)
+
+
+def test_a_bbh_shaped_demo_runs_audits_and_bundles_bit_for_bit(release_cache, tmp_path):
+    """A tiny model and 230 Boolean expressions of our own pinned as leaderboard_bbh_boolean_expressions (3 shots:
+    the YAML's literal samples): both paths bit for bit on a smoke run, every prompt's shots re-derived, the
+    default audit and the bundle's audit PASS; the shots are the YAML's three, in its order, and no split is read
+    for them."""
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task import fewshot
+    from sst2_audit.task.spec import spec_for
+
+    model = tiny_model_folder(tmp_path / "model", 3, release_cache)
+    data = tmp_path / "bbh"
+    data.mkdir()
+    (data / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in boolean_expressions(230, 47)))
+    lock = tmp_path / "bbh.lock.json"
+    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin", "bbh", "--task", BBH_TASK, "--model", model,
+                      "--data", data, "--new-lock", lock, "--num-fewshot", "3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    spec = spec_for(load_lock(lock), BBH_TASK)
+    rule = fewshot.rule_for(spec)
+    assert (rule.split, rule.sampler, rule.extra_draw) == (fewshot.LITERAL, "first_n", False)
+    docs = fewshot.shot_docs(spec, rows_of=lambda split: pytest.fail(f"no split is read for the shots ({split})"))
+    assert docs == spec.official["fewshot_config"]["samples"] and len(docs) == 3
+    question = {"input": "True and not False is", "target": "True"}
+    # description + the shots + the question, as lm-eval joins them (this YAML's description ends in no space)
+    assert fewshot.context(spec, question, docs, rule.delimiter) == spec.official["description"] + "".join(
+        f"Q: {d['input']}\nA: {d['target']}\n\n" for d in docs) + "Q: True and not False is\nA:"
+    record = prepare_run_audit(lock, "bbh", tmp_path, bundle=True)
+    assert record["task"] == BBH_TASK and record["metrics"] == ["acc_norm"] and record["max_abs_diff"] == 0.0
+    assert record["settings"]["fewshot_split"] == "fewshot_config.samples"
+    assert [q["shots"] for q in record["questions"]] == [[0, 1, 2]] * len(record["questions"])
