@@ -288,8 +288,8 @@ def test_what_a_release_is_not_supported_for_is_refused_by_name(feature, named):
         require_release_scope("0.4.13", "x.lock.json", task="task t", **feature)
     assert str(caught.value) == (f"x.lock.json: task t has {named}; under lm-eval 0.4.13 sst2-audit audits tasks "
                                  "and groups (hooks as pinned shared code; every supported metric) without "
-                                 "fewshot_config keys other than its sampler, or YAMLs that include several files at "
-                                 "once: its few-shot overrides and include order are not re-derived yet "
+                                 "fewshot_config keys other than its sampler and literal samples, or YAMLs that "
+                                 "include several files at once: its few-shot overrides and include order are not re-derived yet "
                                  "(SOURCE_MAP-0.4.13.md). Use a lock of lm-eval 0.4.9.2 for it.")
     require_release_scope("0.4.13", "x.lock.json", task="task t", includes=1,
-                          fewshot_keys=["sampler"])  # within scope
+                          fewshot_keys=["sampler", "samples"])  # within scope (BBH's literal shots)
