@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from conftest import _exclusive, LOCK, REPO, prepare_run_audit, run_script, TEST_CACHE, tiny_model_folder
+from conftest import _exclusive, LOCK, prepare_and_run_group, prepare_run_audit, REPO, run_script, TEST_CACHE, \
+    tiny_model_folder
 from sst2_audit.formats.releases import installed_version
 
 RELEASE_LOCK = {"0.4.9.2": LOCK, "0.4.13": REPO / "lm-eval-0.4.13.lock.json"}[installed_version()]
@@ -94,3 +95,50 @@ def test_a_bbh_shaped_demo_runs_audits_and_bundles_bit_for_bit(release_cache, tm
     assert record["task"] == BBH_TASK and record["metrics"] == ["acc_norm"] and record["max_abs_diff"] == 0.0
     assert record["settings"]["fewshot_split"] == "fewshot_config.samples"
     assert [q["shots"] for q in record["questions"]] == [[0, 1, 2]] * len(record["questions"])
+
+
+MUSR = {"leaderboard_musr_murder_mysteries": "murder_mysteries",
+        "leaderboard_musr_object_placements": "object_placements",
+        "leaderboard_musr_team_allocation": "team_allocation"}
+
+
+def musr_rows(split: str, count: int) -> list:
+    """MuSR-shaped rows of our own (`narrative`, `question`, `choices` as a Python list's text, `answer_index`,
+    `answer_choice`): short made-up puzzles, a demo."""
+    names = ["Ada", "Bram", "Cleo", "Dev", "Esme"]
+    rows = []
+    for n in range(count):
+        choices = [names[(n + k) % 5] for k in range(2 + n % 2)]
+        answer = n % len(choices)
+        rows.append({"narrative": f"Demo story {n} ({split.replace('_', ' ')}): {choices[answer]} kept the blue "
+                                  f"key {n} in a drawer while the others were out.",
+                     "question": f"Who kept blue key {n}?", "choices": repr(choices), "answer_index": answer,
+                     "answer_choice": choices[answer]})
+    return rows
+
+
+def test_the_leaderboard_musr_group_pinned_from_data_of_our_own_runs_audits_and_bundles(release_cache, tmp_path):
+    """A leaderboard group: `prepare --pin-group` of leaderboard_musr (three subtasks, acc_norm weighted by size,
+    doc_to_text a pinned hook) from MuSR-shaped folders of our own and a tiny model; the group run both paths bit
+    for bit, the group's number re-derived, the group's audit and its bundle's audit PASS."""
+    model, data = tmp_path / "locks" / "model", tmp_path / "data"
+    tiny_model_folder(model, 17, release_cache)
+    for task, split in MUSR.items():
+        (data / split).mkdir(parents=True)
+        (data / split / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in musr_rows(split, 200)))
+    lock = tmp_path / "locks" / "lb.lock.json"
+    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin-group", "lb", "--task", "leaderboard_musr",
+                      "--model", model, "--new-lock", lock, "--rows", "2",
+                      *(f for task, split in MUSR.items() for f in ("--subtask", f"{task}={data / split}")),
+                      cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cache, out, record, runs = prepare_and_run_group(lock, "lb", tmp_path, "lb-group")
+    assert [r["task"] for r in runs] == sorted(MUSR) and all(r["max_abs_diff"] == 0.0 for r in runs)
+    assert record["aggregate"] == [{"metric": "acc_norm", "weight_by_size": True}]
+    assert record["official"] == record["independent"]
+    done = run_script("audit.py", "--lock", lock, "--out", out, "--cache", cache, "--bundle", "--results",
+                      tmp_path / "results")
+    assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
+    done = run_script("audit.py", "--lock", lock, "--bundle-file", tmp_path / "results" / "lb-group.tar.gz",
+                      "--cache", cache)
+    assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
