@@ -22,6 +22,7 @@ from sst2_audit.protocol.rules import doc_hash, prompt_hash
 from sst2_audit.scoring.identity import expected_question, tokens_hash
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.config import differences, taskconfig_defaults
+from sst2_audit.task.fewshot import rule_for
 from sst2_audit.task.rows import shot_plan, verified_rows
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_text
@@ -139,7 +140,9 @@ def check_claims(adoption: Adoption) -> LevelResult:
     level.expect("results", f"results.{task}.alias", task, results["results"][task].get("alias", task))
     filters = sorted({sample.filter for sample in adoption.output.samples})
     level.expect("samples", "filter (a multiple_choice task's only filter)", ["none"], filters)
-    if adoption.settings["num_fewshot"]:  # the shots are drawn from the fewshot seed (SOURCE_MAP step 22)
+    if adoption.settings["num_fewshot"] and rule_for(adoption.spec).sampler != "first_n":
+        # the default sampler draws the shots from the fewshot seed (SOURCE_MAP step 22); first_n draws nothing at
+        # random (BBH's literal shots, MMLU's dev rows), so a run with lm-eval's default seed 1234 is the same run
         level.expect("results", "config.fewshot_seed", adoption.settings["seed"], config.get("fewshot_seed"))
     for key, expected in PROTOCOL_RESULTS.items():
         logged = results.get(key, expected)
