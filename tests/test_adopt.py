@@ -277,3 +277,57 @@ def _mutations(plain: Path, base: Path, rng: random.Random, count: int) -> list:
                 break
         cases.append(str(folder))
     return cases
+
+
+def test_two_processes_under_torchrun_adopt_the_run_with_the_one_process_records(plain, tmp_path):
+    """`torchrun --standalone --nproc-per-node 2 sst2-audit adopt ...` (torch.distributed, gloo on this CPU): each
+    process rescores every second row, rank 0 gathers, prints and writes; adopted.json equals the one-process
+    adoption's apart from timings, the process count and the threads each process took."""
+    one = adopt(plain, plain / "sorted", "--run-name", "one", "--seed", "3", cwd=tmp_path)
+    assert one.returncode == 0, one.stdout + one.stderr
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    two = subprocess.run([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", ADOPT,
+                          "adopt", str(plain / "sorted"), "--lock", str(plain / LOCK.name), "--profile", "embedded",
+                          "--cache", str(plain / "cache"), "--run-name", "two", "--seed", "3"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert two.stdout.count("VERDICT: PASS") == 2, two.stdout  # first and last line, once: rank 0 alone reports
+    assert "[rescore: 16 rows on the independent path (8 in each of 2 processes)] done in " in two.stderr
+    records = [json.loads((tmp_path / "runs" / name / "adopted.json").read_text()) for name in ("one", "two")]
+    assert [r["rescore"]["processes"] for r in records] == [1, 2]
+    cores = len(os.sched_getaffinity(0))  # the lock's threads 0: the cores this process may run on, shared
+    assert [r["platform"].pop("threads") for r in records] == [cores, max(1, cores // 2)]
+    for record in records:
+        for key in ("timings", "rescore", "run_name"):
+            record.pop(key)
+    assert records[0] == records[1]
+
+
+def test_a_process_that_dies_fails_the_adoption_and_nothing_is_written(plain, tmp_path):
+    """Rank 1 killed (SIGKILL) as soon as torchrun started it: the launcher ends the group, exit non-zero, and no
+    adopted folder exists (rank 0 writes only after every share was gathered)."""
+    import signal
+    import time
+
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    launcher = subprocess.Popen([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
+                                 ADOPT, "adopt", str(plain / "sorted"), "--lock", str(plain / LOCK.name), "--profile",
+                                 "embedded", "--cache", str(plain / "cache"), "--run-name", "dies"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    killed, deadline = None, time.monotonic() + 120
+    while killed is None and launcher.poll() is None and time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and b"\0RANK=1\0" in b"\0" + (proc / "environ").read_bytes() and \
+                        "TORCHELASTIC_RUN_ID" in (proc / "environ").read_text(errors="replace") and \
+                        int((proc / "stat").read_text().split()[3]) == launcher.pid:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    killed = int(proc.name)
+                    break
+            except (OSError, ValueError):
+                continue
+        time.sleep(0.01)
+    out, err = launcher.communicate(timeout=300)
+    assert killed is not None, out + err
+    assert launcher.returncode != 0 and "VERDICT: PASS" not in out, out + err
+    assert not (tmp_path / "runs").exists()

@@ -177,12 +177,12 @@ def test_list_tasks_says_supported_or_why_not():
     # a fewshot_config alone (MMLU: first_n from dev) does not make a task few-shot: at 0 shots it draws nothing
     assert done.stdout.splitlines()[1].split()[:2] == ["mmlu_abstract_algebra", "supported"], done.stdout
     assert len(done.stdout.splitlines()) == 2
-    # a YAML's own num_fewshot (tinyArc: 25) is a profile's default; a `samples` override of its shots is refused
+    # a YAML's own num_fewshot (tinyArc: 25) is a profile's default; literal `samples` shots (BBH's) are re-derived
     done = run_script("run.py", "--list-tasks", "tinyArc")
     assert done.stdout.splitlines()[1].split()[:2] == ["tinyArc", "supported"], done.stdout
     done = run_script("run.py", "--list-tasks", "leaderboard_bbh_boolean_expressions")
-    assert done.stdout.splitlines()[1].split()[1:] == (
-        "refused overrides samples for its shots (fewshot_config), which is not re-derived").split(), done.stdout
+    assert done.stdout.splitlines()[1].split()[1:] == [
+        "supported", "lm_eval/tasks/leaderboard/bbh_mc/boolean_expressions.yaml"], done.stdout
     done = run_script("run.py", "--list-tasks", "include_base_44_north macedonian_few_shot_en_arts*")  # a name with a space
     assert [line.split("  ")[0] for line in done.stdout.splitlines()[1:]] == [
         "include_base_44_north macedonian_few_shot_en_arts_humanities"], done.stdout

@@ -20,6 +20,7 @@ from sst2_audit.formats.releases import release_of
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.rules import doc_hash, prompt_hash
 from sst2_audit.scoring.identity import expected_question, tokens_hash
+from sst2_audit.scoring.shards import Shards
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.config import differences, taskconfig_defaults
 from sst2_audit.task.fewshot import rule_for
@@ -49,6 +50,7 @@ class Adoption:
     differences: dict = field(default_factory=dict)
     bound: object = None
     rederived: dict = field(default_factory=dict)
+    shards: Shards = field(default_factory=Shards)  # the processes the rescore's rows are shared among
 
     @property
     def settings(self) -> dict:

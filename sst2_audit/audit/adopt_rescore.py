@@ -32,19 +32,31 @@ def _chosen(adoption, seed: int) -> tuple:
     return sorted(chosen), sorted(sealed & set(adoption.questions)), open_ids
 
 
-def check_rescore(adoption, model, seed: int) -> LevelResult:
+def _scored(adoption, model, chosen: list) -> dict | None:
+    """{idx: rescored candidate scores} of every chosen row at rank 0 (None on the other ranks): each process
+    scores its share (scoring/shards.py), at the threads its share of the cores gives."""
     import torch
 
-    settings = adoption.settings
+    shards, settings = adoption.shards, adoption.settings
+    torch.set_num_threads(threads_for(settings, paths=shards.world))  # the count the record's platform states
+    scorer, mine = IndependentScorer(model, settings["max_length"]), shards.mine(chosen)
+    share = f" ({len(mine)} in each of {shards.world} processes)" if shards.world > 1 else ""
+    with phase(f"rescore: {len(chosen)} rows on the independent path{share}"), torch.inference_mode():
+        scored = {idx: list(scorer.score(idx, adoption.questions[idx].pairs).candidate_scores) for idx in mine}
+    return shards.gather(scored)
+
+
+def check_rescore(adoption, model, seed: int) -> LevelResult | None:
+    """The rescore level at rank 0; None on the other ranks (they only score their share)."""
     chosen, sealed, open_ids = _chosen(adoption, seed)
+    scored = _scored(adoption, model, chosen)
+    if scored is None:
+        return None
     level = LevelResult(f"rescore ({adoption.rescore} rows, seed {seed})")
-    torch.set_num_threads(threads_for(settings))  # the count the record's platform states
-    scorer = IndependentScorer(model, settings["max_length"])
-    with phase(f"rescore: {len(chosen)} rows on the independent path"), torch.inference_mode():
-        for idx in chosen:
-            question = adoption.questions[idx]
-            question.rescored = list(scorer.score(idx, question.pairs).candidate_scores)
-            question.row_class, question.max_abs_diff = row_class(question.logged, question.rescored, adoption.bound)
+    for idx in chosen:
+        question = adoption.questions[idx]
+        question.rescored = scored[idx]
+        question.row_class, question.max_abs_diff = row_class(question.logged, question.rescored, adoption.bound)
     for idx in sealed:
         adoption.questions[idx].row_class = SEALED
     counts = {name: sum(q.row_class == name for q in adoption.questions.values()) for name in ROW_CLASSES}
@@ -101,6 +113,8 @@ def run_levels(adoption, timings: dict, seed: int):
     start = time.perf_counter()
     level = check_rescore(adoption, model, seed)
     timings["rescore"] = round(time.perf_counter() - start, 3)
+    if level is None:  # not rank 0: its share was gathered there
+        return outcome
     outcome.levels.append(level)
     outcome.scores_unverified += level.sampled
     if level.drift_only:
@@ -122,7 +136,7 @@ def _rescored_summary(adoption) -> dict:
 
 def record(adoption, run_name: str, seed: int, timings: dict) -> adopted.AdoptedRecord:
     output, task, settings = adoption.output, adoption.spec.name, adoption.settings
-    here = fingerprint(settings["numeric_mode"], threads_for(settings))
+    here = fingerprint(settings["numeric_mode"], threads_for(settings, paths=adoption.shards.world))
     reported = output.results["results"][task]
     questions = [adoption.questions[idx] for idx in sorted(adoption.questions)]
     return adopted.AdoptedRecord(
@@ -133,7 +147,7 @@ def record(adoption, run_name: str, seed: int, timings: dict) -> adopted.Adopted
                 "samples_file": output.samples_path.name, "samples_sha256": output.samples_sha256},
         claims=scrub_absolute_paths(adoption.claims),
         config_differences=scrub_absolute_paths(adoption.differences), bound=adoption.bound,
-        rescore={"rows": adoption.rescore, "seed": seed}, platform=here,
+        rescore={"rows": adoption.rescore, "seed": seed, "processes": adoption.shards.world}, platform=here,
         bits_required=runs_the_mode(settings, here)[0], versions=versions(),
         reported={key: reported[f"{METRICS[m].reported_as}{suffix},none"] for m in adoption.spec.metrics
                   for key, suffix in ((m, ""), (f"{m}_stderr", "_stderr"))},

@@ -17,10 +17,12 @@ from sst2_audit.formats import adopted, lm_eval_output, records
 from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.model import no_model_in_this_process
+from sst2_audit.scoring.shards import from_launcher
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import printable, RUN_NAME, terminal
 
 
@@ -69,15 +71,28 @@ def main(argv, owns_process: bool = False) -> int:
     if args.bundle:
         adopted_bundle.bundle_path(name, args.results)
     output = lm_eval_output.read_plain_output(args.output, spec.name, spec.metrics)
-    adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore,
-                        args.seed, args.bound)
-    seed = secrets.randbelow(2 ** 32) if args.seed is None else args.seed
-    timings, start = {}, time.perf_counter()
-    outcome = run_levels(adoption, timings, seed)
-    timings["total"] = round(time.perf_counter() - start, 3)
+    shards = from_launcher()  # one process, or the N `torchrun`/`accelerate launch` started: rank 0 reports
+    try:
+        set_quiet(not shards.lead)
+        adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore,
+                            args.seed, args.bound, shards=shards)
+        seed = shards.broadcast(secrets.randbelow(2 ** 32) if args.seed is None else args.seed)
+        timings, start = {}, time.perf_counter()
+        outcome = run_levels(adoption, timings, seed)
+        timings["total"] = round(time.perf_counter() - start, 3)
+        code = _report(args, adoption, outcome, (name, out, seed, timings)) if shards.lead else None
+        return shards.broadcast(code)  # every process exits as rank 0 does
+    finally:
+        shards.close()
+
+
+def _report(args, adoption, outcome, kept: tuple) -> int:
+    """Rank 0: the verdict printed, and the adopted folder (and bundle) written when nothing failed."""
+    (name, out, seed, timings), output, spec, lock = kept, adoption.output, adoption.spec, adoption.lock
     head = [f"adoption of {output.results_path} ({output.samples_path.name}): task {spec.name}, "
-            f"{len(output.samples)} logged rows, against the reviewer's lock {lock.given} profile {profile.name}"]
-    _print(outcome, head, profile)
+            f"{len(output.samples)} logged rows, against the reviewer's lock {lock.given} profile "
+            f"{adoption.profile.name}"]
+    _print(outcome, head, adoption.profile)
     if outcome.failed:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
         return outcome.exit_code

@@ -55,9 +55,9 @@ RELEASES = {
     "0.4.13": Release("0.4.13", "lm_eval-0.4.13-py3-none-any.whl",
                       "5daaa1973bf874005f64f28d3834b875f6886f0d6475878e6a6c821994a5286a", True,
                       scope="tasks and groups (hooks as pinned shared code; every supported metric) without "
-                            "fewshot_config keys other than its sampler and literal samples, or YAMLs that include several "
-                            "files at once: "
-                            "its few-shot overrides and include order are not re-derived yet (SOURCE_MAP-0.4.13.md)",
+                            "fewshot_config keys other than its sampler and literal samples, or YAMLs that include "
+                            "several files at once: its few-shot overrides and include order are not re-derived yet "
+                            "(SOURCE_MAP-0.4.13.md)",
                       group_weight_by_size_default=True, group_unweighted_stderr="unweighted-mean",
                       fewshot_resamples=True, source_map="SOURCE_MAP-0.4.13.md", extra="lm-eval-0413",
                       task_config_module="lm_eval/config/task.py", fills_fewshot_config=True,
