@@ -386,3 +386,31 @@ def test_a_structural_audit_reads_no_weights_and_the_default_audit_hashes_them(e
     assert lines[-1] == "torch imported: False"
     done = run_script("audit.py", "--bundle-file", bundle, "--cache", cache)
     assert done.returncode == 1 and "model/model.safetensors: expected sha256 " in done.stdout, done.stdout
+
+
+def test_two_processes_under_torchrun_rescore_the_reference_bundle_bit_for_bit(embedded_cache, tmp_path):
+    """`torchrun --standalone --nproc-per-node 2 sst2-audit audit --bundle-file REFERENCE`: the 64 rows shared by
+    two gloo processes, rank 0 gathers, judges and alone prints: PASS, every row bit for bit. A group or an
+    adopted run under a launcher is refused (exit 2): they run in one process."""
+    from conftest import VENV_BIN
+
+    bundle = REPO / "results" / "embedded-full-reference.tar.gz"
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    launcher = [str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
+                str(VENV_BIN / "sst2-audit"), "audit"]
+    done = subprocess.run([*launcher, "--bundle-file", str(bundle), "--cache", str(embedded_cache), "--seed", "4"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == lines[-1] == ("VERDICT: PASS: every level passed and every scored row was rescored bit for "
+                                     "bit; exit 0")
+    assert done.stdout.count("VERDICT") == 2 and "scores: 0 of 128 differ, max abs diff 0" in done.stdout
+    assert "rows drawn with seed 4 (64 in each of 2 processes)" not in done.stdout  # progress is stderr's
+    assert "[rescore: 64 rows drawn with seed 4 (32 in each of 2 processes)] done in " in done.stderr
+    group = tmp_path / "group"
+    group.mkdir()
+    (group / "group.json").write_text("{}")
+    done = subprocess.run([*launcher, "--out", str(group), "--cache", str(embedded_cache)], capture_output=True,
+                          text=True, cwd=tmp_path, env=env)
+    assert done.returncode != 0 and "a group, a confirmation, a study, an adopted run and --compare run in one " \
+        "process" in done.stderr, done.stderr[-2000:]

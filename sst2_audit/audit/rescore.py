@@ -77,7 +77,8 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     else:
         data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
     settings = run.lock.settings_for(record.profile, spec)
-    torch.set_num_threads(threads_for(settings))  # the rescore is the only scoring path: every core
+    world = context.shards.world  # the rescore is the only scoring path: every core, shared by the processes
+    torch.set_num_threads(threads_for(settings, paths=world))
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
         return
     start = time.perf_counter()
@@ -86,15 +87,17 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
         return
     say(f"[rescore: load model] done in {time.perf_counter() - start:.1f} s")
     scorer = IndependentScorer(model, settings["max_length"])
-    rescoring.here = fingerprint(settings["numeric_mode"], threads_for(settings))
+    rescoring.here = fingerprint(settings["numeric_mode"], threads_for(settings, paths=world))
     # The reviewer's side alone decides the bound: where this machine's probe gives the lock's pinned
     # digest, every score must be equal bit for bit, whatever platform the record claims; the claim is
     # printed, never believed.
     rescoring.bits, rescoring.why = runs_the_mode(settings, rescoring.here)
-    name, start = f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}", time.perf_counter()
+    mine = context.shards.mine(rescoring.chosen)  # every world-th row from this rank's (scoring/shards.py)
+    share = f" ({len(mine)} in each of {world} processes)" if world > 1 else ""
+    name, start = f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}{share}", time.perf_counter()
     say(f"[{name}] ...")
     inputs.tokenizer_free.wait()  # one tokenizer, used by one thread at a time: the identity level's first
-    for idx in rescoring.chosen:
+    for idx in mine:
         if stop.is_set():  # the record's scores will not be compared: stop quietly
             return
         question = expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
@@ -177,6 +180,10 @@ def check(run: RunFolder, context, prefetch: Prefetch | None = None) -> LevelRes
         return result
     if rescoring.error is not None:
         raise rescoring.error
+    rescored = context.shards.gather(rescoring.rescored)  # every process's share, at rank 0
+    if rescored is None:  # another rank: its share was gathered; rank 0 judges and reports
+        return result
+    rescoring.rescored = rescored
     questions = {q.idx: q for q in record.questions}
     pairs = {}
     for idx in rescoring.chosen:

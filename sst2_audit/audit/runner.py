@@ -11,7 +11,7 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.audit import arithmetic, claims, identity_level, inputs, rescore
@@ -20,6 +20,7 @@ from sst2_audit.audit.verdict import Outcome
 from sst2_audit.pages import plots
 from sst2_audit.protocol.numeric import mode_words
 from sst2_audit.scoring.model import import_model_code, import_tokenizer_code
+from sst2_audit.scoring.shards import Shards
 from sst2_audit.util import warm
 from sst2_audit.util.errors import CheckFailed
 
@@ -49,6 +50,7 @@ class Context:
     policy: Policy
     records_failed: bool = False  # an earlier level failed: the identity level loads no tokenizer, hashes no model
     inputs: object = None  # audit.inputs.Inputs: built once when the record levels passed
+    shards: Shards = field(default_factory=Shards)  # the processes the rescore's rows are shared among
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def _load_inputs(run, context: Context) -> Context:
     return dataclasses.replace(context, inputs=inputs.build(run, context.cache, rescoring))
 
 
-def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> Outcome:
+def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None, shards: Shards | None = None) -> Outcome:
     """Levels in order. The rescore's record-free work (the reviewer's own rows through the model) starts
     at once beside them; the record's scores meet it only after every earlier level passed."""
     outcome = Outcome([sums] if sums else [])
@@ -129,7 +131,7 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None) -> O
         theirs, mine = run.numeric_mode_change
         outcome.named.append(f"the run was made in numeric mode {mode_words(theirs)}, the lock you gave pins "
                              f"{mode_words(mine)}")
-    context = Context(cache, policy)
+    context = Context(cache, policy, shards=shards or Shards())
     prefetch = None
     _warm_libraries(policy)
     for level in LEVELS:

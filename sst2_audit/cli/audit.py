@@ -1,6 +1,7 @@
 """audit.py: re-check a run folder or bundle, pack a bundle, or compare two runs."""
 
 import argparse
+import secrets
 from pathlib import Path
 
 from sst2_audit.audit import group_level
@@ -20,9 +21,11 @@ from sst2_audit.formats.lock import load_lock
 from sst2_audit.pages.html_report import OLDEST_SCHEMA, render
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.model import no_model_in_this_process
+from sst2_audit.scoring.shards import from_launcher, launched
 from sst2_audit.task.group import GROUP_FILE, group_spec
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import AuditError, CheckFailed, InputError
+from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import printable, terminal
 
 
@@ -75,6 +78,10 @@ def main(argv, owns_process: bool = False) -> int:
     # the reviewer's lock, read once: every level, subtask and bundle uses these bytes (args.lock stays the path)
     args.reviewer_lock = load_lock(args.lock)
     numeric_mode(args.reviewer_lock)  # rescore runs in the reviewer's lock's numeric mode
+    if launched() > 1 and not _one_run(args):
+        raise InputError(f"{launched()} processes were started (WORLD_SIZE): the rescore of one run folder or bundle "
+                         "is shared among processes; a group, a confirmation, a study, an adopted run and --compare "
+                         "run in one process. Start this audit without the launcher.")
     adopted = _adopted(args)
     if adopted is not None:
         return adopted
@@ -94,6 +101,14 @@ def main(argv, owns_process: bool = False) -> int:
         if args.compare:
             return _compare(args, Path(scratch))
         return _audit_one(args, Path(scratch))
+
+
+def _one_run(args) -> bool:
+    """The target is one run folder or bundle of ours (nothing else is audited in several processes)."""
+    target = args.run or args.bundle_file
+    return not args.compare and not is_adopted(target) and not _is_group(target) and not (
+        args.run and (is_confirmation(args.run) or is_study(args.run))) and not (
+        args.bundle_file and confirmation_bundle.is_confirmation_bundle(args.bundle_file))
 
 
 def _adopted(args) -> int | None:
@@ -175,8 +190,19 @@ def _audit_one(args, scratch: Path) -> int:
     rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     if rescore not in ("all", 0) and rescore > rows:
         raise InputError(f"--rescore {rescore}: the run has {rows} scored rows; give at most {rows} or 'all'.")
-    outcome = run_levels(run, args.cache, Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed),
-                         sums)
+    shards = from_launcher()  # one process, or the N a launcher started: they share the rescore, rank 0 reports
+    try:
+        set_quiet(not shards.lead)
+        seed = args.seed if args.seed is not None or shards.world == 1 else shards.broadcast(secrets.randbelow(2 ** 32))
+        policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, seed)
+        outcome = run_levels(run, args.cache, policy, sums, shards)
+        return shards.broadcast(_reported(args, target, run, outcome) if shards.lead else None)
+    finally:
+        shards.close()
+
+
+def _reported(args, target, run, outcome) -> int:
+    """Rank 0 (or the one process): the levels printed, the page and the bundle written as asked."""
     _print_levels(target, run, outcome)
     if args.report:
         _write_page(args.report, run, outcome)

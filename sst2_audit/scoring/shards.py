@@ -54,9 +54,14 @@ class Shards:
             dist.destroy_process_group()
 
 
+def launched() -> int:
+    """How many processes a launcher started for this command (1 without one)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
 def from_launcher() -> Shards:
     """The processes the launcher started (call after the numeric mode is set: this imports torch), or one."""
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    world = launched()
     if world <= 1:
         return Shards()
     import torch
