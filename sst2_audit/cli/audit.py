@@ -38,9 +38,7 @@ def _rescore_rows(text: str):
     return int(text)
 
 
-def main(argv, owns_process: bool = False) -> int:
-    import tempfile
-
+def _parser() -> Parser:
     parser = Parser(prog="sst2-audit audit",
                     description="Re-check a finished run offline; pack or check a reviewer bundle.",
                     epilog="examples:\n  sst2-audit audit --bundle-file results/embedded-full-reference.tar.gz\n"
@@ -70,6 +68,13 @@ def main(argv, owns_process: bool = False) -> int:
     parser.add_argument("--report", type=Path, metavar="PATH",
                         help="write a page: with --compare the comparison's; with one run, the page rendered here "
                              "from the checked records (never overwriting)")
+    return parser
+
+
+def main(argv, owns_process: bool = False) -> int:
+    import tempfile
+
+    parser = _parser()
     args = parser.parse_args(argv)
     _check_usage(parser, args)
     if owns_process and (args.structural or args.arithmetic_only):
