@@ -105,6 +105,11 @@ def file_reason(file_name: str, data: bytes, function: str) -> str | None:
                 top = name.split(".")[0]
                 if top == "lm_eval":
                     return f"{file_name} imports lm-eval internals ({name})"
+                if top == "random":
+                    return (f"{file_name} imports random: its draws come from the process's global random state, "
+                            "which lm-eval seeds and then shares with every draw before the hook's (and datasets' "
+                            "cache may skip a map's call altogether), so what it draws is not a function of the "
+                            "pinned bytes and the seed (the leaderboard's GPQA shuffles its choices so)")
                 if top not in ALLOWED_IMPORTS:
                     return f"{file_name} imports {name} (hooks may import only {', '.join(sorted(ALLOWED_IMPORTS))})"
             for alias in node.names:
