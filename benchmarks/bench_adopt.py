@@ -20,11 +20,8 @@ reviewer's shell would set it for lm_eval to give bits on this CPU.
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,22 +29,10 @@ sys.path.insert(0, str(REPO))
 
 from sst2_audit.formats.lock import load_lock  # noqa: E402
 from sst2_audit.protocol.numeric import activate  # noqa: E402
+from timing import measure, medians_and_peaks  # noqa: E402
 
 LOCK = REPO / "resources.lock.json"
 BIN = Path(sys.executable).parent
-
-
-def measure(command: list, cwd: Path, env: dict) -> tuple:
-    start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    out = process.stdout.read().decode()
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0 and not (code == 4 and out.startswith("VERDICT:")):
-        sys.exit(f"benchmark command failed ({code}): {' '.join(command)}\n{out[-1500:]}"
-                 f"{process.stderr.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss * 1024, out
 
 
 def task_yaml(lock, cache: Path, target: Path, rows: int) -> list:
@@ -79,7 +64,7 @@ def commands(scratch: Path, cache: Path, out: Path, name: str, dtype: str = "flo
 def bf16(scratch: Path, cache: Path, env: dict) -> None:
     plain, adopt = commands(scratch, cache, scratch / "bf16", "bf16", dtype="bfloat16")
     measure(plain, scratch, {**env, "HF_DATASETS_CACHE": str(scratch / "datasets-bf16")})
-    wall, _, printed = measure(adopt, scratch, env)
+    wall, _, printed = measure(adopt, scratch, env, codes=(0, 4))
     record = json.loads((scratch / "runs" / "bf16" / "adopted.json").read_text())
     pairs = [(a, b) for q in record["questions"] if q["rescored"] for a, b in zip(q["logged"], q["rescored"])]
     largest = max(abs(a - b) for a, b in pairs)
@@ -112,15 +97,14 @@ def main() -> int:
             floor = [sys.executable, str(REPO / "benchmarks" / "floor.py"), "passes", str(args.rows), str(cache)]
             round_env = {**env, "HF_DATASETS_CACHE": str(scratch / f"datasets{number}")}
             for key, command in (("a", plain), ("b", adopt), ("f", floor)):
-                wall, rss, printed = measure(command, scratch, round_env)
+                wall, rss, printed = measure(command, scratch, round_env, codes=(0, 4))
                 results[key].append((wall, rss))
                 verdict = f"  [{printed.splitlines()[0][:90]}]" if key == "b" else ""
                 print(f"round {number + 1}: ({key}) {names[key]:28s} {wall:6.2f} s  peak RSS {rss / 1e9:.3f} GB"
                       f"{verdict}", flush=True)
         if args.bf16:
             bf16(scratch, cache, env)
-    wall = {key: statistics.median(w for w, _ in runs) for key, runs in results.items()}
-    rss = {key: max(r for _, r in runs) for key, runs in results.items()}
+    wall, rss = medians_and_peaks(results)
     print(f"profile embedded; the first {args.rows} dev rows in hash order, given to lm_eval sorted")
     for key in names:
         print(f"median wall ({key}) {names[key]}: {wall[key]:.2f} s; peak RSS {rss[key]:,} bytes")

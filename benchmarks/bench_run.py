@@ -28,7 +28,6 @@ Usage: python benchmarks/bench_run.py [--cache .test-cache/embedded] [--profile 
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from timing import medians_and_peaks  # noqa: E402
 
 
 def measure(command: list) -> tuple:
@@ -89,8 +91,7 @@ def main() -> int:
             if args.audit:
                 split(Path(f"{scratch}/outb{round_number}") / "run.json")
     results = {key: runs for key, runs in results.items() if runs}
-    wall = {key: statistics.median(w for w, _ in runs) for key, runs in results.items()}
-    rss = {key: max(r for _, r in runs) for key, runs in results.items()}
+    wall, rss = medians_and_peaks(results)
     print(f"profile {args.profile}; rows: {'every dev row' if args.rows is None else f'the first {args.rows} dev rows'}")
     for key in results:
         print(f"median wall ({key}) {names[key]}: {wall[key]:.2f} s; peak RSS {rss[key]:,} bytes")
