@@ -215,3 +215,33 @@ def test_after_the_main_thread_s_imports_the_model_load_imports_nothing(embedded
         found[how] = done.stdout.strip().splitlines()[-1]
     assert found["prepared"] == "[]"
     assert "transformers.models.llama.modeling_llama" in found["cold"]
+
+
+def test_the_memory_a_load_takes_is_stated_from_the_headers_and_a_model_too_large_is_refused(embedded_cache, tmp_path):
+    """scoring/model.py::memory_statement: the parameters counted from the safetensors headers (as safetensors
+    itself reads them, nothing loaded), the peak stated in the lock's dtype, and a machine with too little memory
+    refused with the arithmetic (exit 2), before any load."""
+    import math
+
+    from safetensors import safe_open
+
+    from conftest import tiny_model_folder
+    from sst2_audit.scoring.model import BESIDES_WEIGHTS, memory_statement, parameters
+    from sst2_audit.util.errors import InputError
+
+    folder = tiny_model_folder(tmp_path / "model", 21, embedded_cache, max_shard_size="1MB")
+    counted = 0
+    for path in folder.glob("*.safetensors"):
+        with safe_open(str(path), "pt") as handle:
+            counted += sum(math.prod(handle.get_slice(name).get_shape()) for name in handle.keys())
+    assert len(list(folder.glob("*.safetensors"))) > 1 and parameters(folder) == counted
+    need = counted * 4 + BESIDES_WEIGHTS
+    assert memory_statement(folder, {"dtype": "float32"}, None) == (
+        f"about {need / 1e9:.2f} GB at peak: {counted / 1e6:,.1f} M parameters x 4 bytes (float32) + 0.65 GB")
+    assert memory_statement(folder, {"dtype": "float32"}, int(need) + 1).endswith(
+        f"; {(int(need) + 1) / 1e9:.1f} GB available")
+    with pytest.raises(InputError) as refused:
+        memory_statement(folder, {"dtype": "float32"}, int(need) - 1)
+    assert str(refused.value).startswith(f"{folder}: the model needs about {need / 1e9:.2f} GB at peak: ")
+    assert "but this machine has " in str(refused.value)
+    assert parameters(embedded_cache / "model") == 134_515_008  # SmolLM2-135M, tied embeddings stored once

@@ -16,11 +16,11 @@ from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.numeric import fingerprint, runs_the_mode, threads_for
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.independent import IndependentScorer
-from sst2_audit.scoring.model import load as load_model, load_tokenizer
+from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.rows import shown_ids
-from sst2_audit.util.environment import scrub_absolute_paths, versions
-from sst2_audit.util.progress import phase
+from sst2_audit.util.environment import available_memory_bytes, scrub_absolute_paths, versions
+from sst2_audit.util.progress import phase, say
 
 
 def _chosen(adoption, seed: int) -> tuple:
@@ -107,6 +107,7 @@ def run_levels(adoption, timings: dict, seed: int):
             outcome.scores_unverified.append(f"none of the {len(adoption.questions)} logged rows was rescored "
                                              "(--structural)")
         return outcome
+    say(f"[memory] {memory_statement(model_dir, adoption.settings, available_memory_bytes())}")  # before the load
     with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
         model_hashed.result()  # raises what the hashing found: a changed file is exit 1
         model, _ = load_model(model_dir, adoption.settings, loaded[0])

@@ -20,7 +20,7 @@ from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.agreement import compare_scores, describe
 from sst2_audit.scoring.identity import check_logged_samples, expected_question, public_target
 from sst2_audit.scoring.independent import IndependentScorer
-from sst2_audit.scoring.model import load as load_model, load_tokenizer
+from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
 from sst2_audit.scoring.official import data_files_of, official_encode_pair, run_official
 from sst2_audit.scoring.summaries import label_counts, summaries
 from sst2_audit.task import lm_eval_notes
@@ -30,7 +30,7 @@ from sst2_audit.task.rows import shot_plan, shown_ids, verified_rows
 from sst2_audit.task.spec import TaskSpec
 from sst2_audit.task.split import mode_for, row_hash, ROW_HASH_RULE, SMOKE_ROWS
 from sst2_audit.util import atomic, console
-from sst2_audit.util.environment import peak_rss_bytes, scrub_paths, snapshot, versions
+from sst2_audit.util.environment import available_memory_bytes, peak_rss_bytes, scrub_paths, snapshot, versions
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.progress import phase, say
 from sst2_audit.run.worker import IndependentWorker
@@ -212,6 +212,7 @@ def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
         verify_files(cache, manifest)
 
         evaluator_files = verify_installed(lock, spec)
+    say(f"[memory] {memory_statement(cache / 'model', settings, available_memory_bytes())}")  # before any load
     with phase("imports", timings):
         import torch
         import transformers  # noqa: F401

@@ -6,6 +6,7 @@ import re
 import resource
 import sys
 from importlib import metadata
+from pathlib import Path
 
 PACKAGES = ("torch", "transformers", "lm_eval", "datasets", "tokenizers", "pyarrow", "huggingface_hub", "numpy",
             "psutil", "gguf")
@@ -30,6 +31,17 @@ def peak_rss_bytes() -> int:
     """The kernel's high-water mark of this process's resident set (Linux reports KiB)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
+
+
+def available_memory_bytes() -> int | None:
+    """What the kernel says a new allocation may take (MemAvailable), or None where it does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def snapshot() -> dict:
