@@ -43,7 +43,10 @@ def test_a_run_forked_from_the_warm_interpreter_writes_what_a_new_interpreter_wr
         printed = done.stdout.replace(str(tmp_path / how), "FOLDER").splitlines()
         runs[how] = ({k: v for k, v in record.items() if k not in ("timings", "peak_rss_bytes")},
                      [line for line in printed if not line.lstrip().startswith(("time ", "peak RSS"))])
-    assert runs["warm"] == runs["new"]
+    warm, new = runs["warm"][0], runs["new"][0]
+    differing = {key: (warm.get(key), new.get(key)) for key in sorted(set(warm) | set(new))
+                 if warm.get(key) != new.get(key)}  # named, so that a difference says where it is
+    assert differing == {} and runs["warm"][1] == runs["new"][1], (differing, runs["warm"][1], runs["new"][1])
     assert runs["new"][0]["third_party_log"]["lm-eval: `pretrained` is a model object, not a name"] == 1
 
 
