@@ -384,6 +384,7 @@ def test_a_structural_audit_reads_no_weights_and_the_default_audit_hashes_them(e
                                                         "was rescored (--structural)"), done.stdout + done.stderr
     assert "  not hashed: the model's weights (model/model.safetensors); no level of this audit loads them" in lines
     assert lines[-1] == "torch imported: False"
+    assert all(line.startswith("[") for line in done.stderr.splitlines()), done.stderr  # our progress lines only
     done = run_script("audit.py", "--bundle-file", bundle, "--cache", cache)
     assert done.returncode == 1 and "model/model.safetensors: expected sha256 " in done.stdout, done.stdout
 

@@ -37,6 +37,8 @@ def no_model_in_this_process() -> None:
 
     if "transformers" not in sys.modules:
         os.environ.setdefault("USE_TORCH", "0")
+        # its import then advises, on the console, that no framework was found: true, and meant
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
 def tokenizer_class(model_dir: Path):
