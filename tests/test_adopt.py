@@ -17,9 +17,9 @@ ROWS = 16  # the first dev rows in hash order
 ADOPT = str(VENV_BIN / "sst2-audit")  # the installed command, run as a script (forked from the warm interpreter)
 
 
-def _task_yaml(lock: Path, cache: Path, target: Path) -> list:
-    """The official sst2 YAML with only its data fields pointed at the verified cache (what run's official path
-    hands lm-eval; 0.4.9.2's CLI takes a YAML path as --tasks); returns the first ROWS dev ids in hash order."""
+def _task_yaml(lock: Path, cache: Path, target: Path, profile: str = "embedded") -> list:
+    """The profile's official task YAML with only its data fields pointed at the verified cache (what run's official
+    path hands lm-eval; the CLI takes a YAML path as --tasks); returns the first ROWS dev ids in hash order."""
     import yaml
 
     from sst2_audit.formats.lock import load_lock
@@ -28,21 +28,23 @@ def _task_yaml(lock: Path, cache: Path, target: Path) -> list:
     from sst2_audit.task.spec import spec_for
 
     reviewer = load_lock(lock)
-    spec = spec_for(reviewer, "sst2")
+    spec = spec_for(reviewer, reviewer.profile(profile).task)
     files = {split: str(cache / "data" / f"{split}.parquet") for split in spec.splits}
     target.write_text(yaml.safe_dump(data_config(spec, files, callables=False), sort_keys=False))
-    data = verified_rows(reviewer, reviewer.profile("embedded"), spec, cache, roles=())
+    data = verified_rows(reviewer, reviewer.profile(profile), spec, cache, roles=())
     return list(data.split.dev_ids[:ROWS])
 
 
-def plain_lm_eval(folder: Path, name: str, ids: list, dtype: str = "float32") -> Path:
-    """The real lm_eval console entry point, as a user runs it: float32, eager attention, batch 1, the lock's seed,
-    in the lock's numeric mode (this process set it, conftest.py): what gives bits on this CPU."""
+def plain_lm_eval(folder: Path, name: str, ids: list, dtype: str = "float32", task: str = "sst2",
+                  seed: str | None = "94") -> Path:
+    """The real lm_eval console entry point, as a user runs it on folder/<task>.yaml and folder/cache/model: float32,
+    eager attention, batch 1, the lock's seed (None: lm-eval's defaults), in the lock's numeric mode (this process set
+    it, conftest.py): what gives bits on this CPU."""
     out = folder / name
     argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
             f"pretrained={folder / 'cache' / 'model'},dtype={dtype},max_length=512,attn_implementation=eager",
-            "--tasks", str(folder / "sst2.yaml"), "--samples", json.dumps({"sst2": ids}), "--log_samples",
-            "--output_path", str(out), "--device", "cpu", "--batch_size", "1", "--seed", "94"]
+            "--tasks", str(folder / f"{task}.yaml"), "--samples", json.dumps({task: ids}), "--log_samples",
+            "--output_path", str(out), "--device", "cpu", "--batch_size", "1", *(["--seed", seed] if seed else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(folder / f"datasets-{name}")}
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(folder))

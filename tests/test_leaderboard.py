@@ -95,31 +95,15 @@ def test_a_bbh_shaped_demo_runs_audits_and_bundles_bit_for_bit(release_cache, tm
     assert record["task"] == BBH_TASK and record["metrics"] == ["acc_norm"] and record["max_abs_diff"] == 0.0
     assert record["settings"]["fewshot_split"] == "fewshot_config.samples"
     assert [q["shots"] for q in record["questions"]] == [[0, 1, 2]] * len(record["questions"])
-    # what a leaderboard submitter publishes: a plain `lm_eval` run of the task (its YAML's 3 shots), adopted
-    _adopted_plain_run(lock, spec, tmp_path / "cache", tmp_path, record["split"]["dev_ids"][:8])
-
-
-def _adopted_plain_run(lock, spec, cache, folder, ids) -> None:
-    """The real `lm_eval` console command on the task's official YAML (data fields pointed at the cache), the
-    pinned tiny model in float32, then `sst2-audit adopt` of its output: every level, every row bit for bit."""
-    import os
-    import subprocess
-    import yaml
-
+    # what a leaderboard submitter publishes: a plain `lm_eval` run of the task (its YAML's 3 shots, lm-eval's own
+    # default seeds), adopted: every level, every row bit for bit
     from conftest import VENV_BIN
-    from sst2_audit.task.config import data_config
+    from test_adopt import _task_yaml, plain_lm_eval
 
-    files = {split: str(cache / "data" / f"{split}.parquet") for split in spec.splits}
-    (folder / "task.yaml").write_text(yaml.safe_dump(data_config(spec, files, callables=False), sort_keys=False))
-    argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
-            f"pretrained={cache / 'model'},dtype=float32,attn_implementation=eager", "--tasks",
-            str(folder / "task.yaml"), "--samples", json.dumps({spec.name: sorted(ids)}), "--log_samples",
-            "--output_path", str(folder / "plain"), "--device", "cpu", "--batch_size", "1"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_DATASETS_CACHE": str(folder / "hf")}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(folder))
-    assert done.returncode == 0, done.stderr[-3000:]
-    done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", folder / "plain", "--lock", lock, "--profile", "bbh",
-                      "--cache", cache, "--run-name", "bbh-plain", cwd=folder)
+    ids = _task_yaml(lock, tmp_path / "cache", tmp_path / f"{BBH_TASK}.yaml", profile="bbh")
+    plain = plain_lm_eval(tmp_path, "plain", sorted(ids[:8]), task=BBH_TASK, seed=None)
+    done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", plain, "--lock", lock, "--profile", "bbh",
+                      "--cache", tmp_path / "cache", "--run-name", "bbh-plain", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
     assert "  rows: 8 bit for bit" in done.stdout.splitlines()

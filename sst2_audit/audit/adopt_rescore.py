@@ -13,7 +13,7 @@ from sst2_audit.formats import adopted
 from sst2_audit.formats.manifest import verify_files
 from sst2_audit.formats.adopted import BITS, FLIP, NOT_DRAWN, OUT, ROW_CLASSES, SEALED, WITHIN
 from sst2_audit.protocol.metrics import METRICS
-from sst2_audit.protocol.numeric import fingerprint, runs_the_mode, threads_for
+from sst2_audit.protocol.numeric import fingerprint, runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
@@ -38,7 +38,7 @@ def _scored(adoption, model, chosen: list) -> dict | None:
     import torch
 
     shards, settings = adoption.shards, adoption.settings
-    torch.set_num_threads(threads_for(settings, paths=shards.world))  # the count the record's platform states
+    torch.set_num_threads(shards.threads(settings))  # the count the record's platform states
     scorer, mine = IndependentScorer(model, settings["max_length"]), shards.mine(chosen)
     share = f" ({len(mine)} in each of {shards.world} processes)" if shards.world > 1 else ""
     with phase(f"rescore: {len(chosen)} rows on the independent path{share}"), torch.inference_mode():
@@ -137,7 +137,7 @@ def _rescored_summary(adoption) -> dict:
 
 def record(adoption, run_name: str, seed: int, timings: dict) -> adopted.AdoptedRecord:
     output, task, settings = adoption.output, adoption.spec.name, adoption.settings
-    here = fingerprint(settings["numeric_mode"], threads_for(settings, paths=adoption.shards.world))
+    here = fingerprint(settings["numeric_mode"], adoption.shards.threads(settings))
     reported = output.results["results"][task]
     questions = [adoption.questions[idx] for idx in sorted(adoption.questions)]
     return adopted.AdoptedRecord(

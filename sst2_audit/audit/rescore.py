@@ -20,7 +20,7 @@ from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.scoring.identity import expected_question
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model
-from sst2_audit.protocol.numeric import fingerprint, mode_words, threads_for, one_line, runs_the_mode, same_platform
+from sst2_audit.protocol.numeric import fingerprint, mode_words, one_line, runs_the_mode, same_platform
 from sst2_audit.util.progress import say
 from sst2_audit.protocol.rules import predict
 from sst2_audit.audit.findings import LevelResult
@@ -77,8 +77,8 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     else:
         data.split.require_dev(rescoring.chosen)  # never a confirmation row, whatever the record says
     settings = run.lock.settings_for(record.profile, spec)
-    world = context.shards.world  # the rescore is the only scoring path: every core, shared by the processes
-    torch.set_num_threads(threads_for(settings, paths=world))
+    shards = context.shards  # the rescore is the only scoring path: every core, shared by the processes
+    torch.set_num_threads(shards.threads(settings))
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
         return
     start = time.perf_counter()
@@ -87,13 +87,13 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
         return
     say(f"[rescore: load model] done in {time.perf_counter() - start:.1f} s")
     scorer = IndependentScorer(model, settings["max_length"])
-    rescoring.here = fingerprint(settings["numeric_mode"], threads_for(settings, paths=world))
+    rescoring.here = fingerprint(settings["numeric_mode"], shards.threads(settings))
     # The reviewer's side alone decides the bound: where this machine's probe gives the lock's pinned
     # digest, every score must be equal bit for bit, whatever platform the record claims; the claim is
     # printed, never believed.
     rescoring.bits, rescoring.why = runs_the_mode(settings, rescoring.here)
-    mine = context.shards.mine(rescoring.chosen)  # every world-th row from this rank's (scoring/shards.py)
-    share = f" ({len(mine)} in each of {world} processes)" if world > 1 else ""
+    mine = shards.mine(rescoring.chosen)  # every world-th row from this rank's (scoring/shards.py)
+    share = f" ({len(mine)} in each of {shards.world} processes)" if shards.world > 1 else ""
     name, start = f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}{share}", time.perf_counter()
     say(f"[{name}] ...")
     inputs.tokenizer_free.wait()  # one tokenizer, used by one thread at a time: the identity level's first

@@ -2,7 +2,6 @@
 (and bundle) that `audit` re-checks; also the audit of such a folder or bundle (cli/audit.py hands it here)."""
 
 import json
-import secrets
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,7 +16,7 @@ from sst2_audit.formats import adopted, lm_eval_output, records
 from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.model import no_model_in_this_process
-from sst2_audit.scoring.shards import from_launcher
+from sst2_audit.scoring.shards import from_launcher, Shards
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.commands import command_line
@@ -76,7 +75,7 @@ def main(argv, owns_process: bool = False) -> int:
         set_quiet(not shards.lead)
         adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore,
                             args.seed, args.bound, shards=shards)
-        seed = shards.broadcast(secrets.randbelow(2 ** 32) if args.seed is None else args.seed)
+        seed = shards.seed(args.seed)
         timings, start = {}, time.perf_counter()
         outcome = run_levels(adoption, timings, seed)
         timings["total"] = round(time.perf_counter() - start, 3)
@@ -159,7 +158,7 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
     rows = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     bound = claimed.bound.absolute if claimed.bound.basis.startswith("the reviewer's") else None
     adoption = Adoption(lock, profile, spec, args.cache, output, rows, args.seed, bound)
-    seed = secrets.randbelow(2 ** 32) if args.seed is None else args.seed
+    seed = Shards().seed(args.seed)  # one process: the audit of an adopted folder is not shared
     outcome = run_levels(adoption, {}, seed)
     if not outcome.failed:
         here = record(adoption, claimed.run_name, seed, {})

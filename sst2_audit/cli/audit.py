@@ -1,7 +1,6 @@
 """audit.py: re-check a run folder or bundle, pack a bundle, or compare two runs."""
 
 import argparse
-import secrets
 from pathlib import Path
 
 from sst2_audit.audit import group_level
@@ -198,8 +197,7 @@ def _audit_one(args, scratch: Path) -> int:
     shards = from_launcher()  # one process, or the N a launcher started: they share the rescore, rank 0 reports
     try:
         set_quiet(not shards.lead)
-        seed = args.seed if args.seed is not None or shards.world == 1 else shards.broadcast(secrets.randbelow(2 ** 32))
-        policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, seed)
+        policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, shards.seed(args.seed))
         outcome = run_levels(run, args.cache, policy, sums, shards)
         return shards.broadcast(_reported(args, target, run, outcome) if shards.lead else None)
     finally:

@@ -1,6 +1,7 @@
 """Loading the verified model snapshot with the pinned settings (callers hash it first)."""
 
 import json
+import math
 from pathlib import Path
 
 from sst2_audit.util.errors import InputError
@@ -117,12 +118,8 @@ def parameters(model_dir: Path) -> int:
             if not 0 < size <= MAX_HEADER:
                 raise InputError(f"{path}: not a safetensors file (a header of {size} bytes).")
             header = json.loads(handle.read(size))
-        for name, tensor in header.items():
-            if name != "__metadata__":
-                elements = 1
-                for length in tensor["shape"]:
-                    elements *= int(length)
-                count += elements
+        count += sum(math.prod(int(length) for length in tensor["shape"])
+                     for name, tensor in header.items() if name != "__metadata__")
     return count
 
 

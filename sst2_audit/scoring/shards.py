@@ -10,7 +10,10 @@ nccl where a GPU is present (the same calls; only gloo was run here).
 """
 
 import os
+import secrets
 from dataclasses import dataclass
+
+from sst2_audit.protocol.numeric import threads_for
 
 
 @dataclass
@@ -22,6 +25,14 @@ class Shards:
     @property
     def lead(self) -> bool:
         return self.rank == 0
+
+    def threads(self, settings: dict) -> int:
+        """torch's threads in each process: the lock's threads, the cores shared by the processes."""
+        return threads_for(settings, paths=self.world)
+
+    def seed(self, given: int | None) -> int:
+        """The rescore draw's seed: the one given, else one drawn fresh at rank 0, the same on every rank."""
+        return given if given is not None else self.broadcast(secrets.randbelow(2 ** 32))
 
     def mine(self, ids: list) -> list:
         """This process's share of `ids`, by position."""

@@ -150,11 +150,8 @@ def _node_reason(file_name, node, imported, parents, literals) -> str | None:
                     "modules)")
         if isinstance(node.value, ast.Name) and node.value.id in imported:
             return None  # a module's attribute: _imported_use, from the Name
-        inner = _module_chain(node.value, imported)
-        if inner is not None:  # `datasets.Dataset.from_dict`: the prefix's own list, the innermost link first
-            return _chain_reason(file_name, node.value, imported) or (
-                None if node.attr in MODULE_ATTRIBUTES.get(inner, ALLOWED_ATTRIBUTES) else
-                f"{file_name} reaches {inner}.{node.attr} (not on the hook check's list of module attributes)")
+        if _module_chain(node.value, imported) is not None:  # `datasets.Dataset.from_dict`: each link's own list
+            return _chain_reason(file_name, node, imported)
         if node.attr not in ALLOWED_ATTRIBUTES:
             return (f"{file_name} reaches the attribute {node.attr} of a value (not among the attributes lm-eval's "
                     "own hook files take)")
@@ -214,7 +211,8 @@ def _module_chain(node, imported: dict) -> str | None:
 
 
 def _chain_reason(file_name: str, node, imported: dict) -> str | None:
-    """Why an inner link of a module's attribute chain is refused (numpy.random in numpy.random.rand), or None."""
+    """Why a link of a module's attribute chain is refused, the innermost first (numpy.random in numpy.random.rand,
+    though the walk meets the whole chain first), or None."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
         prefix = _module_chain(node.value, imported)
         return _chain_reason(file_name, node.value, imported) or (
