@@ -107,9 +107,10 @@ def run_levels(adoption, timings: dict, seed: int):
             outcome.scores_unverified.append(f"none of the {len(adoption.questions)} logged rows was rescored "
                                              "(--structural)")
         return outcome
-    say(f"[memory] {memory_statement(model_dir, adoption.settings, available_memory_bytes())}")  # before the load
     with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
         model_hashed.result()  # raises what the hashing found: a changed file is exit 1
+        # the headers are read only now that their bytes are the manifest's, and before the load
+        say(f"[memory] {memory_statement(model_dir, adoption.settings, available_memory_bytes())}")
         model, _ = load_model(model_dir, adoption.settings, loaded[0])
     start = time.perf_counter()
     level = check_rescore(adoption, model, seed)
