@@ -19,6 +19,7 @@ from sst2_audit.pages.report import json_summary, quiet_line, run_summary
 from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
 from sst2_audit.run.job import default_run_name
+from sst2_audit.protocol.generation import FILTERS
 from sst2_audit.task.support import list_installed
 from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import InputError
@@ -113,6 +114,8 @@ def _parser() -> Parser:
                         help="list the installed multiple_choice tasks whose name matches PATTERN (a glob, default *): "
                              "pinned, supported or refused and why, then exit")
     parser.add_argument("--supported", action="store_true", help="with --list-tasks: only pinned and supported tasks")
+    parser.add_argument("--output-type", choices=("multiple_choice", "generate_until"), default="multiple_choice",
+                        help="with --list-tasks: the tasks of this output_type (generate_until: adopted runs only)")
     parser.add_argument("--group", metavar="NAME", help="run every subtask of the lock's group NAME (its first rows "
                         "dev rows each; --cache holds one prepared cache per profile: prepare.py --group) and write "
                         "group.json")
@@ -171,12 +174,14 @@ def _list_tasks(args) -> int:
 
     lock = load_lock(args.lock)
     pinned = lock.evaluator.tasks
-    found = list_installed(args.list_tasks, lock.evaluator.version)
+    found = list_installed(args.list_tasks, lock.evaluator.version, args.output_type)
     supported = [entry for entry in found if entry[2] is None]
     shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]
     tasks = "task matches" if len(found) == 1 else "tasks match"
-    print(f"{len(found)} installed multiple_choice {tasks} {args.list_tasks!r}, {len(supported)} within the audit's "
-          "protocol (acc, acc_norm, f1, mcc, a re-derived mc2; hooks as pinned shared code; shots re-derivable); "
+    protocol = ("acc, acc_norm, f1, mcc, a re-derived mc2" if args.output_type == "multiple_choice" else
+                "greedy decoding, the filters " + ", ".join(FILTERS) + ", exact_match")
+    print(f"{len(found)} installed {args.output_type} {tasks} {args.list_tasks!r}, {len(supported)} within the "
+          f"audit's protocol ({protocol}; hooks as pinned shared code; shots re-derivable); "
           f"pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "
           "a supported task is pinned with sst2-audit prepare --pin")
     width = min(max((len(name) for name, _, _ in shown), default=0), 48)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats.releases import require_release_scope
+from sst2_audit.protocol.generation import generation_rule, GenerationRule
 from sst2_audit.task.dataset import read_table, Row
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
 from sst2_audit.task.hooks import find, Hook, HOOK_KEYS, load, RESULTS_KEY, source
@@ -46,6 +47,11 @@ class TaskSpec:
     hooks: tuple = ()  # the task's `!function` hooks (hooks.Hook), pinned: shared code, and a process_results
     results_rule: ResultsRule | None = None  # how we re-derive the task's process_results hook, if it has one
     widest_include: int = 0  # the most files one of its YAMLs' `include:` names (yaml_file.Reading)
+    generation: GenerationRule | None = None  # a generate_until task's decode, filters and exact_match; else None
+
+    @property
+    def generative(self) -> bool:
+        return self.generation is not None
 
     @property
     def shared_hooks(self) -> tuple:
@@ -249,11 +255,12 @@ def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = Non
         name=name, yaml_path=relative, yaml_files=files, official=config,
         eval_split=config.get("test_split") or config["validation_split"], splits=splits,
         doc_to_text=hooked.get("doc_to_text", config.get("doc_to_text")),
-        doc_to_choice=hooked.get("doc_to_choice", config["doc_to_choice"]),
+        doc_to_choice=hooked.get("doc_to_choice", config.get("doc_to_choice")),
         doc_to_target=hooked.get("doc_to_target", config.get("doc_to_target")),
         target_delimiter=config.get("target_delimiter", TASKCONFIG_DEFAULTS["target_delimiter"]),
         description=config.get("description") or TASKCONFIG_DEFAULTS["description"], metrics=metrics,
         num_fewshot=config.get("num_fewshot"), hooks=hooks, results_rule=rule, widest_include=reading.widest_include,
+        generation=generation_rule(config) if config.get("output_type") == "generate_until" else None,
     )
 
 

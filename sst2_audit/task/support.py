@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats.releases import scope_reason
+from sst2_audit.protocol.generation import generation_reason
 from sst2_audit.protocol.metrics import choice_count_needed, yaml_metrics
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.task.hooks import code_reason, find, Hook, HOOK_KEYS, RESULTS_KEY, source_sha256
@@ -92,8 +93,12 @@ def unsupported_reason(config: dict, reading=None) -> str | None:
     hooks, rule = hook_reason(config, reading)
     if hooks:
         return hooks
+    if config.get("output_type") == "generate_until":
+        if config.get("process_results") is not None:
+            return "has its own process_results (a generate_until task: exact_match alone is re-derived)"
+        return generation_reason(config) or _shared_reason(config)
     if config.get("output_type") != "multiple_choice":
-        return f"output_type is {config.get('output_type')!r}, not multiple_choice"
+        return f"output_type is {config.get('output_type')!r}, not multiple_choice or generate_until"
     if config.get("process_results") is not None:
         if rule is None:  # a plain (not `!function`) process_results, or one hook_reason did not accept
             return "has its own process_results"
@@ -110,6 +115,15 @@ def unsupported_reason(config: dict, reading=None) -> str | None:
     if needed and isinstance(fixed, (list, dict)) and len(fixed) != needed[1]:
         return (f"reports {needed[0]}, defined for {needed[1]} choices (lm-eval's aggregation), over {len(fixed)} "
                 "choices")
+    if config.get("doc_to_choice") is None:
+        return "has no doc_to_choice"
+    if config.get("filter_list"):
+        return "applies filters"
+    return _shared_reason(config)
+
+
+def _shared_reason(config: dict) -> str | None:
+    """What both output types need: shots we re-derive, one prompt per document, a split to score."""
     fewshot = fewshot_reason(config)
     if fewshot:
         return fewshot
@@ -117,10 +131,6 @@ def unsupported_reason(config: dict, reading=None) -> str | None:
         return "uses a promptsource prompt"
     if isinstance(config.get("doc_to_text"), int):
         return "has multiple inputs"
-    if config.get("doc_to_choice") is None:
-        return "has no doc_to_choice"
-    if config.get("filter_list"):
-        return "applies filters"
     if not (config.get("test_split") or config.get("validation_split")):
         return "names neither a test nor a validation split"
     return None
@@ -177,12 +187,12 @@ def installed_configs(pattern: str = "*"):
             yield path, reading
 
 
-def list_installed(pattern: str = "*", version: str | None = None) -> list:
-    """(task, YAML path, None or the reason it is unsupported) of every installed multiple_choice task
+def list_installed(pattern: str = "*", version: str | None = None, output_type: str = "multiple_choice") -> list:
+    """(task, YAML path, None or the reason it is unsupported) of every installed task of `output_type`
     whose name matches the glob `pattern`; `version`: the lock's lm-eval release, whose scope applies too."""
     root = installed_tasks_root()
     return [(reading.config["task"], str(path.relative_to(root.parent.parent)), _reason(reading, version))
-            for path, reading in installed_configs(pattern) if reading.config.get("output_type") == "multiple_choice"]
+            for path, reading in installed_configs(pattern) if reading.config.get("output_type") == output_type]
 
 
 def _reason(reading, version: str | None) -> str | None:
