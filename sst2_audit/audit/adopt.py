@@ -51,6 +51,10 @@ class Adoption:
     bound: object = None
     rederived: dict = field(default_factory=dict)
     shards: Shards = field(default_factory=Shards)  # the processes the rescore's rows are shared among
+    # a generate_until task's rows (audit/adopt_generation.py): context tokens, references, logged lines by filter
+    contexts: dict = field(default_factory=dict)
+    references: dict = field(default_factory=dict)
+    lines: dict = field(default_factory=dict)
 
     @property
     def settings(self) -> dict:
@@ -141,7 +145,11 @@ def check_claims(adoption: Adoption) -> LevelResult:
     level.expect("results", f"n-shot.{task}", adoption.settings["num_fewshot"], results["n-shot"][task])
     level.expect("results", f"results.{task}.alias", task, results["results"][task].get("alias", task))
     filters = sorted({sample.filter for sample in adoption.output.samples})
-    level.expect("samples", "filter (a multiple_choice task's only filter)", ["none"], filters)
+    if adoption.spec.generative:
+        level.expect("samples", "filters (the task's filter_list)", sorted(adoption.spec.generation.filter_names),
+                     filters)
+    else:
+        level.expect("samples", "filter (a multiple_choice task's only filter)", ["none"], filters)
     if adoption.settings["num_fewshot"] and rule_for(adoption.spec).sampler != "first_n":
         # the default sampler draws the shots from the fewshot seed (SOURCE_MAP step 22); first_n draws nothing at
         # random (BBH's literal shots, MMLU's dev rows), so a run with lm-eval's default seed 1234 is the same run
@@ -295,8 +303,12 @@ def record_levels(adoption: Adoption, tokenizer) -> Outcome:
     """The levels before the model, in order; a failed level stops the next. Identity comes before arithmetic
     here: the arithmetic re-derives each logged value from the row's label, which means something only for the
     row the doc_id really names (a mislabelled run, lm-eval #4084, is named as such, not as wrong values)."""
+    from sst2_audit.audit import adopt_generation
+
     outcome = Outcome([])
-    for check in (check_claims, lambda a: check_identity(a, tokenizer()), check_arithmetic):
+    identity, arithmetic = ((adopt_generation.check_identity, adopt_generation.check_arithmetic)
+                            if adoption.spec.generative else (check_identity, check_arithmetic))
+    for check in (check_claims, lambda a: identity(a, tokenizer()), arithmetic):
         level = check(adoption)
         outcome.levels.append(level)
         if not level.passed:

@@ -5,16 +5,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sst2_audit.audit import adopt
+from sst2_audit.audit import adopt, adopt_generation
 from sst2_audit.audit.adopt_scores import flip_line, row_class
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.rescore import draw, sample_odds
-from sst2_audit.formats import adopted
+from sst2_audit.formats import adopted, adopted_generation as generation
 from sst2_audit.formats.manifest import verify_files
 from sst2_audit.formats.adopted import BITS, FLIP, NOT_DRAWN, OUT, ROW_CLASSES, SEALED, WITHIN
 from sst2_audit.protocol.metrics import METRICS
+from sst2_audit.protocol.rules import accuracy, notice_for
 from sst2_audit.protocol.numeric import fingerprint, runs_the_mode
-from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
 from sst2_audit.scoring.summaries import bootstrap_iters
@@ -69,17 +69,56 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
                        f"{question.rescored!r}: {question.max_abs_diff:.4g} apart, beyond the bound")
         elif question.row_class == FLIP:
             level.notes.append("flip: " + flip_line(question))
-    level.sampled += ([f"{len(sealed)} logged rows are sealed confirmation rows of the lock, never rescored here "
-                       f"(ids {shown_ids(sealed, 8)})"] if sealed else [])
-    if len(chosen) < len(open_ids):
-        level.sampled.append(f"{len(open_ids) - len(chosen)} of {len(open_ids)} rows not rescored (--rescore "
-                             f"{adoption.rescore}); " + sample_odds(len(open_ids), len(chosen)))
+    _sampled(level, sealed, chosen, open_ids, adoption.rescore)
     within = counts[WITHIN] + counts[FLIP]
     if within and not level.problems:
         level.drift_only = True
         level.drift_reason = (f"{within} rescored row(s) within the bound {adoption.bound.per_score} "
                               f"({adoption.bound.basis}), {counts[FLIP]} of them prediction flips")
     return level
+
+
+def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResult | None:
+    """A generate_until task's rescore at rank 0: each chosen row re-decoded (its share in each process)."""
+    import torch
+
+    chosen, sealed, open_ids = _chosen(adoption, seed)
+    shards = adoption.shards
+    torch.set_num_threads(shards.threads(adoption.settings))
+    share = f" ({len(shards.mine(chosen))} in each of {shards.world} processes)" if shards.world > 1 else ""
+    with phase(f"rescore: {len(chosen)} generations re-decoded greedily on the independent path{share}"):
+        found = shards.gather(adopt_generation.rescore_rows(adoption, model, tokenizer, shards.mine(chosen)))
+    if found is None:
+        return None
+    level = LevelResult(f"rescore ({adoption.rescore} rows, seed {seed})")
+    for idx in chosen:
+        adopt_generation.judge_row(adoption, idx, *found[idx], level)
+    for idx in sealed:
+        adoption.questions[idx].row_class = generation.SEALED
+    counts = {name: sum(q.row_class == name for q in adoption.questions.values())
+              for name in generation.GENERATION_CLASSES}
+    level.checks += len(chosen)
+    level.notes.append(f"a differing step is a near tie when our margin to the runner-up is within "
+                       f"{adoption.bound.absolute:.4g} logits ({adoption.bound.basis})")
+    level.notes.append("rows: " + ", ".join(f"{counts[n]} {n}" for n in generation.GENERATION_CLASSES if counts[n]))
+    closest = min((q for q in adoption.questions.values() if q.closest_margin is not None),
+                  key=lambda q: q.closest_margin, default=None)
+    if closest is not None:
+        level.notes.append(f"closest call: row idx {closest.idx}, step {closest.closest_step}, margin "
+                           f"{closest.closest_margin:.4g} logits")
+    _sampled(level, sealed, chosen, open_ids, adoption.rescore)
+    if counts[generation.DRIFT] and not level.problems:
+        level.drift_only = True
+        level.drift_reason = f"{counts[generation.DRIFT]} generation(s) differ at a near tie"
+    return level
+
+
+def _sampled(level, sealed: list, chosen: list, open_ids: list, rows) -> None:
+    level.sampled += ([f"{len(sealed)} logged rows are sealed confirmation rows of the lock, never rescored here "
+                       f"(ids {shown_ids(sealed, 8)})"] if sealed else [])
+    if len(chosen) < len(open_ids):
+        level.sampled.append(f"{len(open_ids) - len(chosen)} of {len(open_ids)} rows not rescored (--rescore "
+                             f"{rows}); " + sample_odds(len(open_ids), len(chosen)))
 
 
 def run_levels(adoption, timings: dict, seed: int):
@@ -113,7 +152,8 @@ def run_levels(adoption, timings: dict, seed: int):
         say(f"[memory] {memory_statement(model_dir, adoption.settings, available_memory_bytes())}")
         model, _ = load_model(model_dir, adoption.settings, loaded[0])
     start = time.perf_counter()
-    level = check_rescore(adoption, model, seed)
+    level = (check_generation_rescore(adoption, model, loaded[0], seed) if adoption.spec.generative
+             else check_rescore(adoption, model, seed))
     timings["rescore"] = round(time.perf_counter() - start, 3)
     if level is None:  # not rank 0: its share was gathered there
         return outcome
@@ -136,13 +176,28 @@ def _rescored_summary(adoption) -> dict:
     return summary
 
 
-def record(adoption, run_name: str, seed: int, timings: dict) -> adopted.AdoptedRecord:
+def _generation_record(adoption, common: dict) -> generation.AdoptedGenerationRecord:
+    reported = adoption.output.results["results"][adoption.spec.name]
+    rows = [adoption.questions[idx] for idx in sorted(adoption.questions)]
+    rescored = [row for row in rows if row.rescored_exact_match is not None]
+    filters = adoption.spec.generation.filter_names
+    summary = {f"exact_match,{name}": accuracy([row.rescored_exact_match[name] for row in rescored])
+               for name in filters} if rescored else {}
+    return generation.AdoptedGenerationRecord(
+        **common, filters=filters, generation_kwargs=adoption.spec.generation.generation_kwargs,
+        reported={key: reported[key] for name in filters for key in (f"exact_match,{name}",
+                                                                     f"exact_match_stderr,{name}")},
+        rederived=adoption.rederived, rescored_summary={**summary, "rows": len(rescored)},
+        row_classes={name: sum(row.row_class == name for row in rows) for name in generation.GENERATION_CLASSES},
+        rows=rows)
+
+
+def record(adoption, run_name: str, seed: int, timings: dict):
+    """The adoption's public record: adopted.AdoptedRecord, or a generate_until task's AdoptedGenerationRecord."""
     output, task, settings = adoption.output, adoption.spec.name, adoption.settings
     here = fingerprint(settings["numeric_mode"], adoption.shards.threads(settings))
-    reported = output.results["results"][task]
-    questions = [adoption.questions[idx] for idx in sorted(adoption.questions)]
-    return adopted.AdoptedRecord(
-        run_name=run_name, profile=adoption.profile.name, task=task, metrics=list(adoption.spec.metrics),
+    common = dict(
+        run_name=run_name, profile=adoption.profile.name, task=task,
         demo=adoption.profile.demo, notice=notice_for(adoption.profile), lock_sha256=adoption.lock.sha256,
         resources=list(adoption.data.manifest.files),
         source={"results_file": output.results_path.name, "results_sha256": output.results_sha256,
@@ -150,12 +205,18 @@ def record(adoption, run_name: str, seed: int, timings: dict) -> adopted.Adopted
         claims=scrub_absolute_paths(adoption.claims),
         config_differences=scrub_absolute_paths(adoption.differences), bound=adoption.bound,
         rescore={"rows": adoption.rescore, "seed": seed, "processes": adoption.shards.world}, platform=here,
-        bits_required=runs_the_mode(settings, here)[0], versions=versions(),
+        bits_required=runs_the_mode(settings, here)[0], versions=versions(), timings=timings)
+    if adoption.spec.generative:
+        return _generation_record(adoption, common)
+    reported = output.results["results"][task]
+    questions = [adoption.questions[idx] for idx in sorted(adoption.questions)]
+    return adopted.AdoptedRecord(
+        **common, metrics=list(adoption.spec.metrics),
         reported={key: reported[f"{METRICS[m].reported_as}{suffix},none"] for m in adoption.spec.metrics
                   for key, suffix in ((m, ""), (f"{m}_stderr", "_stderr"))},
         rederived=adoption.rederived, rescored_summary=_rescored_summary(adoption),
         row_classes={name: sum(q.row_class == name for q in questions) for name in ROW_CLASSES},
-        questions=questions, timings=timings)
+        questions=questions)
 
 
 BIT_CLASSES = (BITS, SEALED, NOT_DRAWN)  # the classes a PASS may hold (sealed and undrawn rows limit it)

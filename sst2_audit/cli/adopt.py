@@ -12,7 +12,7 @@ from sst2_audit.audit.adopt_rescore import record, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_profile)
-from sst2_audit.formats import adopted, lm_eval_output, records
+from sst2_audit.formats import adopted, adopted_generation as generation, lm_eval_output, records
 from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.model import no_model_in_this_process
@@ -69,7 +69,8 @@ def main(argv, owns_process: bool = False) -> int:
         raise InputError(f"{out} already exists; an adopted folder is never overwritten.")
     if args.bundle:
         adopted_bundle.bundle_path(name, args.results)
-    output = lm_eval_output.read_plain_output(args.output, spec.name, spec.metrics)
+    output = lm_eval_output.read_plain_output(args.output, spec.name, spec.metrics,
+                                              spec.generation.filter_names if spec.generative else None)
     shards = from_launcher()  # one process, or the N `torchrun`/`accelerate launch` started: rank 0 reports
     try:
         set_quiet(not shards.lead)
@@ -119,13 +120,14 @@ def _write(out: Path, adoption, adopted_record) -> dict:
     """The public copy (no data text, someone else's paths as <path>), then adopted.json last: its presence
     means complete. Returns {name: bytes} as written, for the bundle."""
     results = json.dumps(lm_eval_output.public_results(adoption.output.results), indent=2, ensure_ascii=False)
+    public = lm_eval_output.public_generated_sample if adoption.spec.generative else lm_eval_output.public_sample
     files = {records.LM_EVAL_RESULTS_FILE: (results + "\n").encode(),
-             records.LM_EVAL_SAMPLES_FILE: _jsonl(lm_eval_output.public_sample(s) for s in adoption.output.samples)}
+             records.LM_EVAL_SAMPLES_FILE: _jsonl(public(s) for s in adoption.output.samples)}
     atomic.new_directory(out, "--out")
     try:
         for name, body in files.items():
             atomic.write_bytes(out / name, body)
-        adopted.write(out / adopted.ADOPTED_FILE, adopted_record)
+        (generation.write if adoption.spec.generative else adopted.write)(out / adopted.ADOPTED_FILE, adopted_record)
     except BaseException:
         for name in (*files, adopted.ADOPTED_FILE):
             (out / name).unlink(missing_ok=True)

@@ -48,13 +48,13 @@ def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
     return sample
 
 
-def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",)) -> dict:
+def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",), filters=("none",)) -> dict:
     """The results fields the audit compares, typed; the dict is returned unchanged."""
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
     names = [METRICS[m].reported_as if m in METRICS else m for m in metrics]  # mc2 is lm-eval's `acc`
-    reported = tuple(((("results", task, f"{m},none"), float), (("results", task, f"{m}_stderr,none"), float))
-                     for m in names)
+    reported = tuple(((("results", task, f"{m},{f}"), float), (("results", task, f"{m}_stderr,{f}"), float))
+                     for m in names for f in filters)
     for path, hint in (*(entry for pair in reported for entry in pair),
                        (("configs", task), dict), (("n-shot", task), int), (("n-samples", task), dict),
                        (("config", "random_seed"), int),
@@ -227,23 +227,108 @@ def find_plain_output(path, task: str) -> tuple:
     return results, samples
 
 
-def read_plain_output(path, task: str, metrics) -> PlainOutput:
-    """A plain lm-eval run's results and samples of `task`, found as lm-eval names them, read once, strictly."""
-    return read_plain_files(*find_plain_output(path, task), task, metrics, public=False)
+def read_plain_output(path, task: str, metrics, filters=None) -> PlainOutput:
+    """A plain lm-eval run's results and samples of `task`, found as lm-eval names them, read once, strictly.
+    filters: a generate_until task's filter names (its samples are GeneratedSample); None: multiple_choice."""
+    return read_plain_files(*find_plain_output(path, task), task, metrics, public=False, filters=filters)
 
 
-def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics, public: bool) -> PlainOutput:
+def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics, public: bool,
+                     filters=None) -> PlainOutput:
     """The results and samples files (lm-eval's own, or our public copy of them), strictly and within limits."""
     results_bytes = strict_json.read_bytes(results_path, MAX_RESULTS_BYTES)
     results = check_lm_eval_results(strict_json.loads(results_bytes, str(results_path)), task, str(results_path),
-                                    metrics)
+                                    metrics, filters or ("none",))
     samples_bytes = strict_json.read_bytes(samples_path, MAX_SAMPLES_BYTES)
-    reported = tuple(METRICS[m].reported_as for m in metrics)
-    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported, public)
-               for number, raw in enumerate(strict_json.loads_lines(samples_bytes, str(samples_path)), start=1)]
+    reported = tuple(METRICS[m].reported_as for m in metrics) if filters is None else ()
+    lines = enumerate(strict_json.loads_lines(samples_bytes, str(samples_path)), start=1)
+    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported, public) if filters is None
+               else read_generated_sample(raw, f"{samples_path}:{number}", public) for number, raw in lines]
     if not samples:
         raise InputError(f"{samples_path}: no samples.")
     if public and any(s.doc is not None or s.arguments is not None or s.target is not None for s in samples):
         raise InputError(f"{samples_path}: a public copy holds no doc, arguments or target (data text).")
     return PlainOutput(Path(results_path), Path(samples_path), task, results, samples, sha256_bytes(results_bytes),
                        sha256_bytes(samples_bytes), public)
+
+
+# --- a generate_until task's samples: one line per document and filter (SOURCE_MAP step 80) ----------------------
+@dataclass
+class GeneratedSample:
+    """One logged line of a generate_until task. The texts are None in our public copy (a generation can quote the
+    data): it keeps their sha256 instead."""
+    doc_id: int
+    filter: str
+    exact_match: float
+    response_sha256: str  # of resps[0][0], the generation lm-eval logged
+    filtered_sha256: str  # of filtered_resps[0], the filter's answer
+    doc_hash: str
+    prompt_hash: str
+    target_hash: str
+    response: str | None = None
+    filtered: str | None = None
+    doc: dict | None = None
+    arguments: list | None = None  # [(context, generation_kwargs)]
+    target: str | None = None
+
+
+GENERATED_FIELDS = ("doc_id", *TEXT_FIELDS, "resps", "filtered_resps", "filter", "metrics", "exact_match",
+                    *HASH_FIELDS)
+PUBLIC_GENERATED_FIELDS = ("doc_id", "resps_sha256", "filtered_resps_sha256", "filter", "metrics", "exact_match",
+                           *HASH_FIELDS)
+
+
+def read_generated_sample(raw, where: str, public: bool = False) -> GeneratedSample:
+    raw = typed(dict, raw, where)
+    fields = PUBLIC_GENERATED_FIELDS if public else GENERATED_FIELDS
+    missing, unknown = [n for n in fields if n not in raw], sorted(set(raw) - set(fields))
+    if missing or unknown:
+        raise InputError(f"{where}: a generate_until sample {'lacks ' + str(missing) if missing else ''}"
+                         f"{' and ' if missing and unknown else ''}"
+                         f"{'has unexpected ' + str([n[:40] for n in unknown[:5]]) if unknown else ''} (expected "
+                         f"{', '.join(fields)}).")
+    if typed(list[str], raw["metrics"], f"{where}.metrics") != ["exact_match"]:
+        raise InputError(f"{where}.metrics: expected ['exact_match'], got {raw['metrics'][:4]!r}.")
+    if public:
+        response, filtered = None, None
+        response_sha = typed(list[list[str]], raw["resps_sha256"], f"{where}.resps_sha256")
+        filtered_sha = typed(list[str], raw["filtered_resps_sha256"], f"{where}.filtered_resps_sha256")
+        shapes = (response_sha, filtered_sha)
+    else:
+        shapes = (typed(list[list[str]], raw["resps"], f"{where}.resps"),
+                  typed(list[str], raw["filtered_resps"], f"{where}.filtered_resps"))
+    if not (len(shapes[0]) == 1 and len(shapes[0][0]) == 1 and len(shapes[1]) == 1):
+        raise InputError(f"{where}: expected one request with one response and one filtered answer, got "
+                         f"{len(shapes[0])} requests and {len(shapes[1])} answers.")
+    if public:
+        response_sha, filtered_sha = shapes[0][0][0], shapes[1][0]
+    else:
+        response, filtered = shapes[0][0][0], shapes[1][0]
+        response_sha, filtered_sha = sha256_bytes(response.encode()), sha256_bytes(filtered.encode())
+    return GeneratedSample(
+        typed(int, raw["doc_id"], f"{where}.doc_id"), typed(str, raw["filter"], f"{where}.filter"),
+        typed(float, raw["exact_match"], f"{where}.exact_match"), response_sha, filtered_sha,
+        *(typed(str, raw[name], f"{where}.{name}") for name in HASH_FIELDS), response, filtered,
+        doc=typed(dict, raw["doc"], f"{where}.doc") if not public else None,
+        arguments=_generation_arguments(raw["arguments"], f"{where}.arguments") if not public else None,
+        target=typed(str, raw["target"], f"{where}.target") if not public else None)
+
+
+def _generation_arguments(raw, where: str) -> list:
+    """{"gen_args_0": {"arg_0": context, "arg_1": generation_kwargs}}: one (str, dict)."""
+    raw = typed(dict, raw, where)
+    if list(raw) != ["gen_args_0"]:
+        raise InputError(f"{where}: expected the one request gen_args_0, got {list(raw)[:4]!r}.")
+    pair = typed(dict, raw["gen_args_0"], f"{where}.gen_args_0")
+    if list(pair) != ["arg_0", "arg_1"]:
+        raise InputError(f"{where}.gen_args_0: expected arg_0 (the context) and arg_1 (the generation kwargs), got "
+                         f"{list(pair)[:4]!r}.")
+    return [(typed(str, pair["arg_0"], f"{where}.gen_args_0.arg_0"),
+             typed(dict, pair["arg_1"], f"{where}.gen_args_0.arg_1"))]
+
+
+def public_generated_sample(sample: GeneratedSample) -> dict:
+    """Our public copy of a generate_until line: the generation and the answer as sha256, no text."""
+    return {"doc_id": sample.doc_id, "resps_sha256": [[sample.response_sha256]],
+            "filtered_resps_sha256": [sample.filtered_sha256], **{n: getattr(sample, n) for n in HASH_FIELDS},
+            "filter": sample.filter, "metrics": ["exact_match"], "exact_match": sample.exact_match}

@@ -91,6 +91,10 @@ class GenerationRule:
     exact_match: ExactMatch
 
     @property
+    def max_gen_toks(self) -> int:
+        return self.generation_kwargs.get("max_gen_toks", 256)  # HFLM's default
+
+    @property
     def filter_names(self) -> list:
         return [pipeline.name for pipeline in self.pipelines]
 

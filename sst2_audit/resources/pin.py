@@ -19,6 +19,7 @@ from sst2_audit.formats.releases import release_of
 from sst2_audit.formats.run_settings import profile_settings
 from sst2_audit.resources import hub_pin
 from sst2_audit.resources.task_pin import pin_task
+from sst2_audit.scoring.decode import context_tokens
 from sst2_audit.scoring.independent import encode_pair
 from sst2_audit.scoring.model import load_tokenizer
 from sst2_audit.task import fewshot
@@ -237,7 +238,10 @@ def _longest_input(spec, lock_raw: dict, settings: dict, data_folder: Path, colu
         doc = by_idx[idx].doc
         prefix = plan.prefix(spec, idx, doc) if plan is not None else spec.prefix(doc)
         for context, candidate in spec.requests(doc, prefix):
-            tokens = len(encode_pair(tokenizer, context, candidate, settings["add_bos_token"]).input_tokens)
+            if spec.generative:  # the context and every token the decode may add
+                tokens = len(context_tokens(tokenizer, context, settings["add_bos_token"])) + spec.generation.max_gen_toks
+            else:
+                tokens = len(encode_pair(tokenizer, context, candidate, settings["add_bos_token"]).input_tokens)
             longest = max(longest, (tokens, idx))
     return longest
 

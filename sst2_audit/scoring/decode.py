@@ -47,6 +47,13 @@ class Generation:
         return step, self.margins[step]
 
 
+def context_tokens(tokenizer, context: str, bos: bool) -> tuple:
+    """The context as HFLM.tok_batch_encode encodes one string (add_special_tokens = add_bos_token; a context
+    already opening with the BOS text gets none)."""
+    opens_with_bos = isinstance(tokenizer.bos_token, str) and context.startswith(tokenizer.bos_token)
+    return tuple(tokenizer(context, add_special_tokens=bos and not opens_with_bos)["input_ids"])
+
+
 def stop_rule(tokenizer, generation_kwargs: dict, generation_config: dict, default_max: int = 256) -> StopRule:
     """The stop rule of a task's generation_kwargs on this model (lm-eval's default max_gen_toks is 256)."""
     unknown = sorted(set(generation_config) - GREEDY_NEUTRAL)

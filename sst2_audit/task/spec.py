@@ -146,7 +146,10 @@ class TaskSpec:
     def requests(self, doc: dict, prefix: str) -> list:
         """(context, continuation) per choice as construct_requests builds them; `prefix` is the description
         and the shots. A multiple-input task puts each choice in the context and scores the shared
-        continuation, doc_to_target (SOURCE_MAP step 61)."""
+        continuation, doc_to_target (SOURCE_MAP step 61). A generate_until task's one request is its context
+        (lm-eval pairs it with the generation_kwargs; "" stands for them here)."""
+        if self.generative:
+            return [(prefix + self.text(doc), "")]
         choices, text = self.choices(doc), self._doc_to_text(doc)
         if isinstance(text, str):
             return [(prefix + text, self.target_delimiter + choice) for choice in choices]
@@ -199,6 +202,15 @@ class TaskSpec:
         if isinstance(setting, Hook):
             return setting(doc)
         return setting
+
+    def reference(self, doc: dict) -> str:
+        """A generate_until task's gold answer as process_results compares it: doc_to_target, cast to the
+        response's type (text) when it is not text; a list (lm-eval's multiple targets) is not re-derived."""
+        target = self.target(doc)
+        if isinstance(target, (list, tuple, dict)):
+            raise InputError(f"task {self.name}: doc_to_target gave {type(target).__name__} {str(target)[:40]!r}; "
+                             "multiple targets are not re-derived.")
+        return target if isinstance(target, str) else str(target)
 
     def gold(self, doc: dict, choices: list) -> int:
         """The target resolved to a choice index as process_results does (a multiple-input task's gold is

@@ -1,0 +1,173 @@
+"""Adopting a plain lm-eval run of a generate_until task: its lines checked against the reviewer's lock and cache,
+and every generation re-decoded by the independent greedy decoder (scoring/decode.py).
+
+Levels (after the claims level adopt.py shares with multiple_choice): identity (each doc_id's row, its prompt with
+its shots, its target, the request's generation_kwargs, one line per filter agreeing on the rest), arithmetic
+(each filter re-run on the logged generation, exact_match re-derived against the row's reference, lm-eval's mean
+and stderr per filter against the results file), rescore (each row not sealed re-decoded: the same text token for
+token, or where and by what margin it leaves the logged one; the filters and exact_match again on our text).
+An adopted folder's public copy holds no text: there, the filters are re-run on the re-decoded generation only.
+"""
+
+from sst2_audit.audit.findings import LevelResult, shown
+from sst2_audit.formats.adopted_generation import DIFFERS, DRIFT, GeneratedRow, SAME
+from sst2_audit.protocol.rules import accuracy, accuracy_stderr, doc_hash, prompt_hash
+from sst2_audit.scoring.decode import context_tokens, GreedyDecoder, stop_rule
+from sst2_audit.task.rows import shot_plan
+from sst2_audit.util.errors import InputError
+from sst2_audit.util.hashing import sha256_text
+
+
+def _lines_by_row(adoption, level: LevelResult) -> dict:
+    """doc_id -> {filter: sample}: every row logged once per filter of the task, nothing else."""
+    filters, rows = adoption.spec.generation.filter_names, {}
+    for sample in adoption.output.samples:
+        where = f"doc_id {sample.doc_id}"
+        if sample.doc_id not in adoption.data.by_idx:
+            level.fail(f"{where}: not a row of the {adoption.spec.eval_split} split ({len(adoption.data.by_idx)} rows)")
+        elif sample.filter not in filters:
+            level.fail(f"{where}: filter {shown(sample.filter)} is not one of the task's {filters}")
+        elif sample.filter in rows.setdefault(sample.doc_id, {}):
+            level.fail(f"{where}: logged twice for filter {sample.filter}")
+        else:
+            rows[sample.doc_id][sample.filter] = sample
+    for idx, lines in rows.items():
+        if sorted(lines) != sorted(filters):
+            level.fail(f"doc_id {idx}: logged for filters {sorted(lines)}, the task has {sorted(filters)}")
+        for sample in lines.values():  # what lm-eval logs once per request, the same on every filter's line
+            level.expect(f"doc_id {idx}", f"{sample.filter}: the generation (sha256)",
+                         next(iter(lines.values())).response_sha256, sample.response_sha256)
+    return rows
+
+
+def check_identity(adoption, tokenizer) -> LevelResult:
+    level, spec, settings = LevelResult("identity"), adoption.spec, adoption.settings
+    rows = _lines_by_row(adoption, level)
+    if level.problems:
+        return level
+    shots = shot_plan(adoption.lock, adoption.profile, spec, adoption.cache, adoption.data.manifest, adoption.data,
+                      sorted(rows))
+    kwargs = spec.generation.generation_kwargs
+    for idx, lines in sorted(rows.items()):
+        doc = adoption.data.by_idx[idx].doc
+        context = (shots.prefix(spec, idx, doc) if shots is not None else spec.prefix(doc)) + spec.text(doc)
+        want = {"doc_hash": doc_hash(adoption.data.by_idx[idx].as_doc()), "prompt_hash": prompt_hash(context),
+                "target_hash": sha256_text(str(spec.target(doc)))}
+        for sample in lines.values():
+            where = f"doc_id {idx} ({sample.filter})"
+            for name, value in want.items():
+                level.expect(where, name, value, getattr(sample, name))
+            if sample.doc is not None:
+                level.expect(where, "doc_hash (of the logged doc)", want["doc_hash"], doc_hash(sample.doc))
+                level.expect(where, "context (sha256)", sha256_text(context), sha256_text(sample.arguments[0][0]))
+                level.expect(where, "generation_kwargs", kwargs, sample.arguments[0][1])
+                level.expect(where, "target (sha256)", want["target_hash"], sha256_text(sample.target))
+        tokens = context_tokens(tokenizer, context, settings["add_bos_token"])
+        if len(tokens) + spec.generation.max_gen_toks > settings["max_length"]:
+            raise InputError(f"row idx {idx}: the context is {len(tokens)} tokens, and with max_gen_toks "
+                             f"{spec.generation.max_gen_toks} it exceeds max_length {settings['max_length']}: lm-eval "
+                             "would cut the context from the left; the protocol never truncates.")
+        first = next(iter(lines.values()))
+        adoption.questions[idx] = GeneratedRow(
+            idx, want["doc_hash"], want["prompt_hash"], want["target_hash"], len(tokens),
+            list(shots.positions[idx]) if shots is not None else [], first.response_sha256,
+            {f: s.filtered_sha256 for f, s in sorted(lines.items())},
+            {f: s.exact_match for f, s in sorted(lines.items())}, "not drawn")
+        adoption.contexts[idx] = tokens  # the rescore's input; not a record field
+        adoption.references[idx] = spec.reference(doc)
+        adoption.lines[idx] = lines
+    return level
+
+
+def answers(rule, response: str, reference: str) -> dict:
+    """{filter: (its answer, exact_match)} of one generation."""
+    found = {}
+    for pipeline in rule.pipelines:
+        answer = pipeline.apply(response)
+        found[pipeline.name] = (answer, rule.exact_match.score(answer, reference))
+    return found
+
+
+def check_arithmetic(adoption) -> LevelResult:
+    level, rule, spec = LevelResult("arithmetic"), adoption.spec.generation, adoption.spec
+    for idx, lines in sorted(adoption.lines.items()):
+        response = next(iter(lines.values())).response
+        if response is None:  # our public copy: no text; the rescore re-derives the answers from its own decode
+            continue
+        for name, (answer, score) in answers(rule, response, adoption.references[idx]).items():
+            sample = lines[name]
+            level.expect(f"doc_id {idx}", f"{name}: the filtered answer (sha256)", sha256_text(answer),
+                         sample.filtered_sha256)
+            level.expect(f"doc_id {idx}", f"{name}: exact_match", score, sample.exact_match)
+    if level.problems:
+        return level
+    reported = adoption.output.results["results"][spec.name]
+    for name in rule.filter_names:  # lm-eval aggregates in doc_id order: mean, and mean_stderr
+        values = [adoption.lines[idx][name].exact_match for idx in sorted(adoption.lines)]
+        number, stderr = accuracy(values), accuracy_stderr(values)
+        adoption.rederived.update({f"exact_match,{name}": number, f"exact_match_stderr,{name}": stderr})
+        level.expect("results", f"exact_match,{name}", number, reported[f"exact_match,{name}"])
+        level.expect("results", f"exact_match_stderr,{name}", stderr, reported[f"exact_match_stderr,{name}"])
+    return level
+
+
+def _first_difference(decoder, generation, logged: str) -> dict:
+    """Where the logged text leaves ours: the first differing character, and the decode step that wrote it."""
+    ours = generation.text
+    char = next((n for n, (a, b) in enumerate(zip(ours, logged)) if a != b), min(len(ours), len(logged)))
+    step = len(generation.tokens) - 1
+    for number in range(len(generation.tokens)):
+        if len(decoder.tokenizer.decode(generation.tokens[:number + 1], skip_special_tokens=True)) > char:
+            step = number
+            break
+    return {"char": char, "step": step, "margin": generation.margins[step]}
+
+
+def rescore_rows(adoption, model, tokenizer, chosen: list) -> dict:
+    """{idx: (Generation, first difference or None)} of the chosen rows this process decodes."""
+    import json
+    from pathlib import Path
+
+    settings = adoption.settings
+    config = json.loads((Path(adoption.cache) / "model" / "generation_config.json").read_text(encoding="utf-8")) \
+        if (Path(adoption.cache) / "model" / "generation_config.json").is_file() else {}
+    rule = stop_rule(tokenizer, adoption.spec.generation.generation_kwargs, config)
+    decoder = GreedyDecoder(model, tokenizer, settings["max_length"])
+    found = {}
+    for idx in chosen:
+        generation = decoder.decode(adoption.contexts[idx], rule)
+        lines = adoption.lines[idx]
+        logged = next(iter(lines.values())).response
+        same = sha256_text(generation.text) == adoption.questions[idx].response_sha256
+        found[idx] = (generation, None if same or logged is None else _first_difference(decoder, generation, logged))
+    return found
+
+
+def judge_row(adoption, idx: int, generation, difference, level: LevelResult) -> None:
+    """One re-decoded row into its record and the level: same text, a near tie, or a generation that differs."""
+    row, rule = adoption.questions[idx], adoption.spec.generation
+    tokens = ",".join(map(str, generation.tokens))
+    row.rescored_response_sha256 = sha256_text(generation.text)
+    row.generated_tokens_sha256, row.generated_tokens = sha256_text(tokens), len(generation.tokens)
+    row.stopped = generation.stopped
+    row.closest_step, row.closest_margin = generation.closest
+    row.first_difference = difference
+    row.rescored_exact_match = {name: score for name, (_, score) in
+                                answers(rule, generation.text, adoption.references[idx]).items()}
+    if row.rescored_response_sha256 == row.response_sha256:
+        row.row_class = SAME
+        for name, (answer, score) in answers(rule, generation.text, adoption.references[idx]).items():
+            level.expect(f"doc_id {idx}", f"{name}: the filtered answer (sha256)", sha256_text(answer),
+                         row.filtered_sha256[name])
+            level.expect(f"doc_id {idx}", f"{name}: exact_match", score, row.logged_exact_match[name])
+        return
+    margin = None if difference is None else difference["margin"]
+    where = (f"first differing character {difference['char']}, decode step {difference['step']}, our margin "
+             f"{margin:.4g}" if difference else "the public copy holds no text to locate the difference")
+    if margin is not None and margin <= adoption.bound.absolute:
+        row.row_class = DRIFT
+        level.notes.append(f"near tie: row idx {idx}: the logged generation differs from ours ({where}, within "
+                           f"{adoption.bound.absolute:.4g}): a tie broken differently, not tampering")
+    else:
+        row.row_class = DIFFERS
+        level.fail(f"row idx {idx}: the logged generation is not the one the model decodes here ({where})")

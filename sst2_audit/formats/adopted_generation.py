@@ -1,0 +1,92 @@
+"""adopted.json of a generate_until task: a plain lm-eval run's generations re-decoded by the independent greedy
+decoder, its filters and exact_match re-derived (audit/adopt_generation.py), as public records.
+
+No text of a generation, an answer or the data: each is its sha256 (a generation can quote the data). The row
+classes say what the re-decode found: the same text token for token, a near-tie drift (the first differing step's
+margin within the bound: another machine's rounding may pick the other token), or a generation that differs.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+
+from sst2_audit.formats import strict_json
+from sst2_audit.formats.adopted import Bound
+from sst2_audit.formats.manifest import ManifestFile
+from sst2_audit.formats.schema import convert
+from sst2_audit.util import atomic
+from sst2_audit.util.errors import InputError
+
+GENERATION_KIND, GENERATION_VERSION = "sst2-audit/adopted-generation", 1
+SAME, DRIFT, DIFFERS, SEALED, NOT_DRAWN = ("token for token", "near-tie drift", "differs", "sealed", "not drawn")
+GENERATION_CLASSES = (SAME, DRIFT, DIFFERS, SEALED, NOT_DRAWN)
+
+
+@dataclass
+class GeneratedRow:
+    idx: int  # the logged doc_id, identity-checked against the reviewer's row at that position
+    doc_hash: str
+    prompt_hash: str
+    target_hash: str
+    context_length: int  # tokens, by the reviewer's tokenizer
+    shots: list[int]
+    response_sha256: str  # the logged generation's (a claim)
+    filtered_sha256: dict[str, str]  # per filter: the logged answer's
+    logged_exact_match: dict[str, float]  # per filter, as logged
+    row_class: str  # one of GENERATION_CLASSES
+    rescored_response_sha256: str | None = None  # the independent decoder's generation, cut as lm-eval cuts it
+    generated_tokens_sha256: str | None = None  # sha256 of its token ids, comma-joined
+    generated_tokens: int | None = None
+    stopped: str | None = None  # "eos", "stop string <i>", "max_gen_toks"
+    closest_step: int | None = None  # the step with the smallest margin to the runner-up
+    closest_margin: float | None = None  # in logits (float32)
+    first_difference: dict | None = None  # {"step", "margin", "char"}: where the logged text leaves ours
+    rescored_exact_match: dict[str, float] | None = None  # per filter, from the re-decoded generation
+
+
+@dataclass
+class AdoptedGenerationRecord:
+    run_name: str
+    profile: str
+    task: str
+    filters: list[str]
+    demo: bool
+    notice: str
+    lock_sha256: str
+    resources: list[ManifestFile]
+    source: dict[str, str]
+    claims: dict
+    config_differences: dict
+    generation_kwargs: dict  # the task's, as every logged request must carry them
+    bound: Bound  # the margin (logits) under which a differing step is a near tie
+    rescore: dict
+    platform: dict
+    bits_required: bool
+    versions: dict[str, str | None]
+    reported: dict[str, float]  # "exact_match,<filter>" and its stderr, as the results file says
+    rederived: dict[str, float]  # the same from the logged per-document values
+    rescored_summary: dict[str, float | int]  # exact_match per filter over the re-decoded rows, and the rows
+    row_classes: dict[str, int]
+    rows: list[GeneratedRow]
+    timings: dict[str, float]
+    schema_version: int = GENERATION_VERSION
+    kind: str = GENERATION_KIND
+
+
+def write(path, record: AdoptedGenerationRecord) -> None:
+    atomic.write_json(path, dataclasses.asdict(record))
+
+
+def from_dict(raw, where: str) -> AdoptedGenerationRecord:
+    if not isinstance(raw, dict) or raw.get("kind") != GENERATION_KIND or raw.get("schema_version") != 1:
+        got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
+        raise InputError(f"{where}: expected kind {GENERATION_KIND!r} schema_version 1, got {got!r}.")
+    record = convert(AdoptedGenerationRecord, raw, where)
+    for number, row in enumerate(record.rows):
+        if row.row_class not in GENERATION_CLASSES:
+            raise InputError(f"{where}.rows[{number}].row_class: expected one of {list(GENERATION_CLASSES)}, got "
+                             f"{row.row_class[:40]!r}.")
+    return record
+
+
+def read(path) -> AdoptedGenerationRecord:
+    return from_dict(strict_json.read(path), str(path))
