@@ -53,3 +53,31 @@ def check(claimed, rederived, bits: bool) -> LevelResult:
         level.drift_reason = (f"{drifted} recorded rescore(s) equal this machine's within the drift bound "
                               f"{DRIFT_BOUND:g} only: this machine does not run the lock's numeric mode")
     return level
+
+
+GENERATED_FIELDS = ("doc_hash", "prompt_hash", "target_hash", "context_length", "shots", "response_sha256",
+                    "filtered_sha256", "logged_exact_match")
+REDECODED_FIELDS = ("rescored_response_sha256", "generated_tokens_sha256", "generated_tokens", "stopped",
+                    "rescored_exact_match", "row_class")
+
+
+def check_generation(claimed, rederived, bits: bool) -> LevelResult:
+    """A generate_until task's adopted.json against the record re-derived here: the decode's tokens are compared
+    wherever this machine re-decoded the row; the margins only where it runs the lock's numeric mode."""
+    level = LevelResult("adopted record")
+    for name in (*(f for f in RECORD_FIELDS if f != "metrics"), "filters", "generation_kwargs"):
+        level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
+    level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))
+    mine = {row.idx: row for row in rederived.rows}
+    level.expect("adopted.json", "rows (doc_ids)", sorted(mine), [row.idx for row in claimed.rows])
+    for row in claimed.rows:
+        here = mine.get(row.idx)
+        if here is None:
+            continue
+        where = f"row idx {row.idx}"
+        for name in GENERATED_FIELDS:
+            level.expect(where, name, getattr(here, name), getattr(row, name))
+        if here.rescored_response_sha256 is not None:
+            for name in REDECODED_FIELDS + (("closest_step", "closest_margin", "first_difference") if bits else ()):
+                level.expect(where, name, getattr(here, name), getattr(row, name))
+    return level

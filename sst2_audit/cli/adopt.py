@@ -151,12 +151,13 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
         sums = f"bundle SHA256SUMS and members: PASS ({checks} checks)"
     else:
         folder = path
-    claimed = adopted.read(folder / adopted.ADOPTED_FILE)
+    claimed = generation.read_adopted(folder / adopted.ADOPTED_FILE)
     lock = args.reviewer_lock
     profile = lock.profile(claimed.profile)
     spec = spec_for(lock, profile.task)
     files = folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE
-    output = lm_eval_output.read_plain_files(*files, spec.name, spec.metrics, public=True)
+    output = lm_eval_output.read_plain_files(*files, spec.name, spec.metrics, public=True,
+                                             filters=spec.generation.filter_names if spec.generative else None)
     rows = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     bound = claimed.bound.absolute if claimed.bound.basis.startswith("the reviewer's") else None
     adoption = Adoption(lock, profile, spec, args.cache, output, rows, args.seed, bound)
@@ -164,7 +165,8 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
     outcome = run_levels(adoption, {}, seed)
     if not outcome.failed:
         here = record(adoption, claimed.run_name, seed, {})
-        level = adopted_level.check(claimed, here, runs_the_mode(adoption.settings, here.platform)[0])
+        check = adopted_level.check_generation if spec.generative else adopted_level.check
+        level = check(claimed, here, runs_the_mode(adoption.settings, here.platform)[0])
         outcome.levels.append(level)
         if level.drift_only:
             outcome.drift_only = True

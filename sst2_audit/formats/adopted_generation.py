@@ -90,3 +90,12 @@ def from_dict(raw, where: str) -> AdoptedGenerationRecord:
 
 def read(path) -> AdoptedGenerationRecord:
     return from_dict(strict_json.read(path), str(path))
+
+
+def read_adopted(path):
+    """An adopted folder's adopted.json of either kind: a multiple_choice task's or a generate_until task's."""
+    from sst2_audit.formats import adopted
+
+    raw = strict_json.read(path)
+    return (from_dict if isinstance(raw, dict) and raw.get("kind") == GENERATION_KIND else adopted.from_dict)(
+        raw, str(path))
