@@ -1,0 +1,222 @@
+"""Generative tasks (issue 49): the independent greedy decoder against lm-eval's own generate_until, the filters and
+exact_match against lm-eval's own on generated cases, and a plain `lm_eval` run of a GSM8K-shaped demo of our own
+(arithmetic word problems generated here) adopted, audited, bundled and tampered with. Runs in both releases."""
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import LOCK, REPO, run_script, tiny_model_folder, VENV_BIN
+from sst2_audit.formats.releases import installed_version
+
+RELEASE_LOCK = {"0.4.9.2": LOCK, "0.4.13": REPO / "lm-eval-0.4.13.lock.json"}[installed_version()]
+GSM = "gsm8k"
+
+
+def word_problems(count: int, seed: int, split: str) -> list:
+    """GSM8K-shaped rows (`question`, `answer` ending in '#### N') of our own: made-up sums, a demo."""
+    rng, rows = random.Random(seed), []
+    for n in range(count):
+        a, b = rng.randint(2, 40), rng.randint(2, 40)
+        who, what = rng.choice(["Ada", "Bram", "Cleo", "Dev"]), rng.choice(["marbles", "stamps", "shells"])
+        rows.append({"question": f"(demo {split} {n}) {who} has {a} {what} and finds {b} more. How many now?",
+                     "answer": f"{who} had {a}. {a} + {b} = {a + b}.\n#### {a + b}"})
+    return rows
+
+
+# --- the filters and exact_match, against lm-eval's own ----------------------------------------------------------
+
+PIPELINES = [  # gsm8k's two, and each other filter re-derived
+    [{"function": "regex", "regex_pattern": r"#### (\-?[0-9\.\,]+)"}, {"function": "take_first"}],
+    [{"function": "regex", "group_select": -1, "regex_pattern": r"(-?[$0-9.,]{2,})|(-?[0-9]+)"},
+     {"function": "take_first"}],
+    [{"function": "remove_whitespace"}, {"function": "lowercase"}, {"function": "take_first"}],
+    [{"function": "uppercase"}, {"function": "regex", "regex_pattern": r"ANSWER: (\w+)", "fallback": "none"},
+     {"function": "take_first"}],
+]
+PIECES = ["#### ", "42", "-7", "1,024", "$3.50", " ", "\n", "Answer: ", "answer: yes", ".", ",", "!", "\x00", "É",
+          "ß", "The answer is", "(-?", "Question:", "ﬁ", "  "]
+
+
+def _response(rng: random.Random) -> str:
+    return "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 8)))
+
+
+def test_the_filters_and_exact_match_equal_lm_eval_s_on_generated_responses():
+    """600 generated responses through each pipeline and exact_match with each flag set: our pure functions give
+    lm-eval's own FilterEnsemble's answers and exact_match_hf_evaluate's values, exactly."""
+    from lm_eval.api.metrics import exact_match_hf_evaluate
+    from lm_eval.filters import build_filter_ensemble
+
+    from sst2_audit.protocol.generation import ExactMatch, generation_rule
+
+    rng = random.Random(49)
+    for number, steps in enumerate(PIPELINES):
+        config = {"generation_kwargs": {"until": ["Q:"], "do_sample": False}, "metric_list": [
+            {"metric": "exact_match", "ignore_case": number % 2 == 0, "ignore_punctuation": number >= 2,
+             "ignore_numbers": number == 3, "regexes_to_ignore": [",", r"\$", "(?s).*#### "] if number < 2 else None}],
+            "filter_list": [{"name": f"p{number}", "filter": steps}]}
+        rule = generation_rule(config)
+        ensemble = build_filter_ensemble(f"p{number}", [[s["function"], {k: v for k, v in s.items()
+                                                                          if k != "function"} or None] for s in steps])
+        metric = {k: v for k, v in config["metric_list"][0].items() if k != "metric"}
+        for _ in range(150):
+            response, reference = _response(rng), _response(rng)
+
+            class One:  # the one Instance field a FilterEnsemble reads and writes
+                resps, doc, filtered_resps = [response], {}, {}
+            ensemble.apply([One])
+            ours = rule.pipelines[0].apply(response)
+            assert ours == One.filtered_resps[f"p{number}"], (steps, response)
+            theirs = exact_match_hf_evaluate(predictions=[ours], references=[reference], **metric)["exact_match"]
+            assert ExactMatch(**{k: v for k, v in metric.items() if k != "regexes_to_ignore"},
+                              regexes_to_ignore=tuple(metric["regexes_to_ignore"] or ()) or None
+                              ).score(ours, reference) == theirs, (ours, reference, metric)
+
+
+def test_generate_until_configs_are_listed_with_their_reasons():
+    """`run --list-tasks --output-type generate_until`: gsm8k and BBH's chain of thought within the protocol; a
+    sampled, a bleu and a multi_choice_regex task refused with the reason."""
+    from sst2_audit.task.support import list_installed
+
+    found = {task: reason for task, _, reason in list_installed("*", installed_version(), "generate_until")}
+    assert found["gsm8k"] is None and found["gsm8k_cot"] is None and found["bbh_cot_fewshot_navigate"] is None
+    refused = [reason for reason in found.values() if reason]
+    assert any("bleu" in reason for reason in refused) and any("multi_choice_regex" in r for r in refused)
+    assert len(found) > 4000 and 1500 < sum(reason is None for reason in found.values()) < len(found)
+
+
+# --- the decoder, against lm-eval's own generate_until -----------------------------------------------------------
+
+def _lm_eval_generations(model, tokenizer, contexts: list, kwargs: dict) -> list:
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=1, max_length=512, device="cpu")
+    return lm.generate_until([Instance("generate_until", {}, (c, dict(kwargs)), 0) for c in contexts],
+                             disable_tqdm=True)
+
+
+def test_the_greedy_decoder_equals_lm_eval_s_generate_until_with_a_stop_string_split_across_tokens(
+        embedded_cache, tmp_path):
+    """A tiny model's free generation; a stop string is taken across the boundary of its 5th and 6th tokens: lm-eval
+    (its MultiTokenEOSCriteria and postprocess) and our decoder stop at the same token and log the same text, and
+    without the stop both run to max_gen_toks with the same text."""
+    import torch
+
+    from sst2_audit.scoring.decode import context_tokens, GreedyDecoder, stop_rule
+    from sst2_audit.scoring.model import load_tokenizer
+
+    folder = tiny_model_folder(tmp_path / "tiny", 23, embedded_cache)
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    tokenizer = load_tokenizer(folder)
+    config = json.loads((folder / "generation_config.json").read_text())
+    decoder = GreedyDecoder(model, tokenizer, 512)
+    contexts = ["Question: how many shells?\nAnswer:", "Demo prompt of our own: 3 + 4 ="]
+    free = {"until": ["never appears §§"], "do_sample": False, "max_gen_toks": 24}
+    ours = [decoder.decode(context_tokens(tokenizer, c, False), stop_rule(tokenizer, free, config)) for c in contexts]
+    assert [g.text for g in ours] == _lm_eval_generations(model, tokenizer, contexts, free)
+    assert [g.stopped for g in ours] == ["max_gen_toks"] * 2 and all(len(g.tokens) == 24 for g in ours)
+    pieces = [tokenizer.decode([t]) for t in ours[0].tokens]
+    split = next(k for k in range(4, 20) if len(pieces[k].strip()) >= 2 and len(pieces[k + 1].strip()) >= 2)
+    stop = pieces[split][-2:] + pieces[split + 1][:2]  # in neither token alone
+    assert stop not in pieces[split] and stop not in pieces[split + 1]
+    stopped = {"until": [stop], "do_sample": False, "max_gen_toks": 24}
+    again = decoder.decode(context_tokens(tokenizer, contexts[0], False), stop_rule(tokenizer, stopped, config))
+    assert again.stopped == "stop string 0" and len(again.tokens) <= split + 2
+    assert [again.text] == _lm_eval_generations(model, tokenizer, contexts[:1], stopped)
+    assert again.text == ours[0].text.split(stop)[0]
+
+
+# --- a plain lm_eval run of a GSM8K-shaped demo, adopted -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gsm(embedded_cache, tmp_path_factory) -> Path:
+    """A tiny model and 200 word problems of our own pinned as gsm8k (3 shots from its train split), prepared,
+    and real `lm_eval` console runs of its first 6 dev rows with 3 shots and with 0 (a second profile)."""
+    from test_adopt import _task_yaml, plain_lm_eval
+
+    folder = tmp_path_factory.mktemp("gsm")
+    model = tiny_model_folder(folder / "model", 29, embedded_cache)
+    data = folder / "data"
+    data.mkdir()
+    for split, count, seed in (("train", 30, 1), ("test", 200, 2)):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in word_problems(count, seed, split)))
+    lock, both = folder / "gsm.lock.json", folder / "both.lock.json"
+    for profile, shots, given, new in (("gsm", "3", RELEASE_LOCK, lock), ("gsm0", "0", lock, both)):
+        done = run_script("prepare.py", "--lock", given, "--pin", profile, "--task", GSM, "--model", model,
+                          "--data", data, "--new-lock", new, "--num-fewshot", shots)
+        assert done.returncode == 0, done.stdout + done.stderr
+    both.replace(lock)
+    for profile in ("gsm", "gsm0"):
+        done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", folder / f"cache-{profile}")
+        assert done.returncode == 0, done.stderr
+    shutil.copytree(folder / "cache-gsm", folder / "cache")  # where plain_lm_eval finds the model and the data
+    ids = _task_yaml(lock, folder / "cache", folder / f"{GSM}.yaml", profile="gsm")
+    plain_lm_eval(folder, "plain3", sorted(ids[:6]), task=GSM, num_fewshot=3)
+    plain_lm_eval(folder, "plain0", sorted(ids[:6]), task=GSM, num_fewshot=0)
+    return folder
+
+
+def _adopt(gsm: Path, output, profile: str, *args, cwd: Path):
+    return run_script(str(VENV_BIN / "sst2-audit"), "adopt", output, "--lock", gsm / "gsm.lock.json", "--profile",
+                      profile, "--cache", gsm / f"cache-{profile}", *args, cwd=cwd)
+
+
+@pytest.mark.parametrize("profile,plain", [("gsm", "plain3"), ("gsm0", "plain0")])
+def test_a_plain_gsm8k_run_is_re_decoded_token_for_token_and_its_folder_and_bundle_pass(gsm, tmp_path, profile,
+                                                                                          plain):
+    done = _adopt(gsm, gsm / plain, profile, "--run-name", "g", "--bundle", "--results", tmp_path / "results",
+                  cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS") and "  rows: 6 token for token" in done.stdout.splitlines()
+    record = json.loads((tmp_path / "runs" / "g" / "adopted.json").read_text())
+    assert record["kind"] == "sst2-audit/adopted-generation" and record["filters"] == ["strict-match",
+                                                                                       "flexible-extract"]
+    assert [len(row["shots"]) for row in record["rows"]] == [3 if profile == "gsm" else 0] * 6
+    assert record["rederived"] == {k: v for k, v in record["reported"].items()}
+    public = (tmp_path / "runs" / "g" / "lm_eval_samples.public.jsonl").read_text()
+    assert "demo test" not in public and "####" not in public  # no data text, no generation in the public copy
+    for target in (["--out", tmp_path / "runs" / "g"], ["--bundle-file", tmp_path / "results" / "g.tar.gz"]):
+        done = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--lock", gsm / "gsm.lock.json", "--cache",
+                          gsm / f"cache-{profile}", *target, cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
+
+
+def _forged(gsm: Path, target: Path, change) -> tuple:
+    """A copy of the 3-shot run with `change(line)` applied to the lines of its second logged doc; (folder, doc_id)."""
+    shutil.copytree(gsm / "plain3", target)
+    samples = next(target.glob("*/samples_*.jsonl"))
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    doc_id = sorted({line["doc_id"] for line in lines})[1]
+    samples.write_text("".join(json.dumps(change(line) if line["doc_id"] == doc_id else line) + "\n"
+                               for line in lines))
+    return target, doc_id
+
+
+def _text(line: dict, response: str) -> dict:
+    return dict(line, resps=[[response]])
+
+
+@pytest.mark.parametrize("what", ["generation", "filtered answer", "per-sample metric"])
+def test_a_forged_generation_answer_or_metric_is_caught_with_its_row_named(gsm, tmp_path, what):
+    """A generation changed (both filter lines, their answers kept), one line's filtered answer changed, one
+    line's exact_match changed: each is exit 1 with the doc_id named, and nothing is written."""
+    change = {"generation": lambda line: _text(line, line["resps"][0][0] + " (edited)"),
+              "filtered answer": lambda line: dict(line, filtered_resps=["12345"]) if line["filter"] ==
+              "strict-match" else line,
+              "per-sample metric": lambda line: dict(line, exact_match=1.0 - line["exact_match"]) if line["filter"] ==
+              "flexible-extract" else line}[what]
+    folder, doc_id = _forged(gsm, tmp_path / "forged", change)
+    done = _adopt(gsm, folder, "gsm", "--run-name", "f", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: FAIL") and not (tmp_path / "runs" / "f").exists()
+    failed = {"generation": f"row idx {doc_id}: the logged generation is not the one the model decodes here",
+              "filtered answer": f"doc_id {doc_id}: strict-match: the filtered answer (sha256)",
+              "per-sample metric": f"doc_id {doc_id}: flexible-extract: exact_match"}[what]
+    assert failed in done.stdout, done.stdout
