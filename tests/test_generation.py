@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import LOCK, REPO, run_script, tiny_model_folder, VENV_BIN
+from test_leaderboard import release_cache  # noqa: F401 - the fixture: the embedded cache under this release's lock
 from sst2_audit.formats.releases import installed_version
 
 RELEASE_LOCK = {"0.4.9.2": LOCK, "0.4.13": REPO / "lm-eval-0.4.13.lock.json"}[installed_version()]
@@ -101,7 +102,7 @@ def _lm_eval_generations(model, tokenizer, contexts: list, kwargs: dict) -> list
 
 
 def test_the_greedy_decoder_equals_lm_eval_s_generate_until_with_a_stop_string_split_across_tokens(
-        embedded_cache, tmp_path):
+        release_cache, tmp_path):
     """A tiny model's free generation; a stop string is taken across the boundary of its 5th and 6th tokens: lm-eval
     (its MultiTokenEOSCriteria and postprocess) and our decoder stop at the same token and log the same text, and
     without the stop both run to max_gen_toks with the same text."""
@@ -110,7 +111,7 @@ def test_the_greedy_decoder_equals_lm_eval_s_generate_until_with_a_stop_string_s
     from sst2_audit.scoring.decode import context_tokens, GreedyDecoder, stop_rule
     from sst2_audit.scoring.model import load_tokenizer
 
-    folder = tiny_model_folder(tmp_path / "tiny", 23, embedded_cache)
+    folder = tiny_model_folder(tmp_path / "tiny", 23, release_cache)
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
@@ -136,13 +137,13 @@ def test_the_greedy_decoder_equals_lm_eval_s_generate_until_with_a_stop_string_s
 # --- a plain lm_eval run of a GSM8K-shaped demo, adopted -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def gsm(embedded_cache, tmp_path_factory) -> Path:
+def gsm(release_cache, tmp_path_factory) -> Path:
     """A tiny model and 200 word problems of our own pinned as gsm8k (3 shots from its train split), prepared,
     and real `lm_eval` console runs of its first 6 dev rows with 3 shots and with 0 (a second profile)."""
     from test_adopt import _task_yaml, plain_lm_eval
 
     folder = tmp_path_factory.mktemp("gsm")
-    model = tiny_model_folder(folder / "model", 29, embedded_cache)
+    model = tiny_model_folder(folder / "model", 29, release_cache)
     data = folder / "data"
     data.mkdir()
     for split, count, seed in (("train", 30, 1), ("test", 200, 2)):

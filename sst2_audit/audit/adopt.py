@@ -12,6 +12,7 @@ passed. The same levels re-check an adopted folder's public copy (audit --out), 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sst2_audit.audit import adopt_generation
 from sst2_audit.audit.adopt_scores import bound_for, claimed_dtype
 from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.audit.verdict import Outcome
@@ -303,8 +304,6 @@ def record_levels(adoption: Adoption, tokenizer) -> Outcome:
     """The levels before the model, in order; a failed level stops the next. Identity comes before arithmetic
     here: the arithmetic re-derives each logged value from the row's label, which means something only for the
     row the doc_id really names (a mislabelled run, lm-eval #4084, is named as such, not as wrong values)."""
-    from sst2_audit.audit import adopt_generation
-
     outcome = Outcome([])
     identity, arithmetic = ((adopt_generation.check_identity, adopt_generation.check_arithmetic)
                             if adoption.spec.generative else (check_identity, check_arithmetic))

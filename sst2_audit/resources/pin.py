@@ -239,7 +239,8 @@ def _longest_input(spec, lock_raw: dict, settings: dict, data_folder: Path, colu
         prefix = plan.prefix(spec, idx, doc) if plan is not None else spec.prefix(doc)
         for context, candidate in spec.requests(doc, prefix):
             if spec.generative:  # the context and every token the decode may add
-                tokens = len(context_tokens(tokenizer, context, settings["add_bos_token"])) + spec.generation.max_gen_toks
+                tokens = (len(context_tokens(tokenizer, context, settings["add_bos_token"]))
+                          + spec.generation.max_gen_toks)
             else:
                 tokens = len(encode_pair(tokenizer, context, candidate, settings["add_bos_token"]).input_tokens)
             longest = max(longest, (tokens, idx))
