@@ -90,7 +90,7 @@ def _report(args, adoption, outcome, kept: tuple) -> int:
     """Rank 0: the verdict printed, and the adopted folder (and bundle) written when nothing failed."""
     (name, out, seed, timings), output, spec, lock = kept, adoption.output, adoption.spec, adoption.lock
     head = [f"adoption of {output.results_path} ({output.samples_path.name}): task {spec.name}, "
-            f"{len(output.samples)} logged rows, against the reviewer's lock {lock.given} profile "
+            f"{_logged(output)}, against the reviewer's lock {lock.given} profile "
             f"{adoption.profile.name}"]
     _print(outcome, head, adoption.profile)
     if outcome.failed:
@@ -101,6 +101,13 @@ def _report(args, adoption, outcome, kept: tuple) -> int:
     if args.bundle:
         print(f"bundle: {printable(adopted_bundle.pack(out, files, name, lock, args.cache, args.results))}")
     return outcome.exit_code
+
+
+def _logged(output) -> str:
+    """How much was logged: rows, or a generate_until task's lines (one per row and filter)."""
+    rows = len({sample.doc_id for sample in output.samples})
+    return f"{len(output.samples)} logged rows" if rows == len(output.samples) else \
+        f"{rows} logged rows ({len(output.samples)} lines: one per filter)"
 
 
 def _print(outcome, head: list, profile) -> None:
@@ -171,7 +178,7 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
         if level.drift_only:
             outcome.drift_only = True
             outcome.limits.append(level.drift_reason)
-    head = [f"audit of the adopted run {claimed.run_name} in {path}: task {spec.name}, {len(output.samples)} logged "
-            f"rows, against the reviewer's lock {lock.given}"] + ([sums] if sums else [])
+    head = [f"audit of the adopted run {claimed.run_name} in {path}: task {spec.name}, {_logged(output)}, against "
+            f"the reviewer's lock {lock.given}"] + ([sums] if sums else [])
     _print(outcome, head, profile)
     return outcome.exit_code
