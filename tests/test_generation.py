@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOCK, REPO, run_script, tiny_model_folder, VENV_BIN
+from conftest import built_once, LOCK, REPO, run_script, tiny_model_folder, VENV_BIN
 from test_leaderboard import release_cache  # noqa: F401 - the fixture: the embedded cache under this release's lock
 from sst2_audit.formats.releases import installed_version
 
@@ -134,15 +134,42 @@ def test_the_greedy_decoder_equals_lm_eval_s_generate_until_with_a_stop_string_s
     assert again.text == ours[0].text.split(stop)[0]
 
 
+def test_the_greedy_decoder_equals_lm_eval_s_generate_until_on_the_embedded_model(release_cache):
+    """The real model (SmolLM2-135M, float32): lm-eval's generate_until and our decoder give the same texts, with
+    the gsm8k stop strings and a 40-token limit."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from sst2_audit.scoring.decode import context_tokens, GreedyDecoder, stop_rule
+    from sst2_audit.scoring.model import load_tokenizer
+
+    folder = release_cache / "model"
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    tokenizer = load_tokenizer(folder)
+    config = json.loads((folder / "generation_config.json").read_text())
+    contexts = ["Question: (demo) Ada has 5 shells and finds 7 more. How many now?\nAnswer:",
+                "Q: What is 12 times 7?\nA:", "The three demo colours are"]
+    kwargs = {"until": ["Question:", "</s>", "<|im_end|>"], "do_sample": False, "temperature": 0.0,
+              "max_gen_toks": 40}
+    decoder = GreedyDecoder(model, tokenizer, 512)
+    ours = [decoder.decode(context_tokens(tokenizer, c, False), stop_rule(tokenizer, kwargs, config)) for c in contexts]
+    assert [g.text for g in ours] == _lm_eval_generations(model, tokenizer, contexts, kwargs)
+    assert all(g.closest[1] > 0 for g in ours)  # a margin is the chosen logit over the runner-up's
+
+
 # --- a plain lm_eval run of a GSM8K-shaped demo, adopted -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def gsm(release_cache, tmp_path_factory) -> Path:
-    """A tiny model and 200 word problems of our own pinned as gsm8k (3 shots from its train split), prepared,
-    and real `lm_eval` console runs of its first 6 dev rows with 3 shots and with 0 (a second profile)."""
+    """A tiny model and 200 word problems of our own pinned as gsm8k (3 shots from its train split, and 0 shots in a
+    second profile), prepared, and real `lm_eval` console runs of its first 6 dev rows with 3 shots and with 0: built
+    once per test run (both workers read it)."""
+    return built_once(tmp_path_factory, f"gsm-{installed_version()}", lambda folder: _build_gsm(folder, release_cache))
+
+
+def _build_gsm(folder: Path, release_cache: Path) -> None:
     from test_adopt import _task_yaml, plain_lm_eval
 
-    folder = tmp_path_factory.mktemp("gsm")
     model = tiny_model_folder(folder / "model", 29, release_cache)
     data = folder / "data"
     data.mkdir()
@@ -161,7 +188,6 @@ def gsm(release_cache, tmp_path_factory) -> Path:
     ids = _task_yaml(lock, folder / "cache", folder / f"{GSM}.yaml", profile="gsm")
     plain_lm_eval(folder, "plain3", sorted(ids[:6]), task=GSM, num_fewshot=3)
     plain_lm_eval(folder, "plain0", sorted(ids[:6]), task=GSM, num_fewshot=0)
-    return folder
 
 
 def _adopt(gsm: Path, output, profile: str, *args, cwd: Path):
@@ -217,7 +243,37 @@ def test_a_forged_generation_answer_or_metric_is_caught_with_its_row_named(gsm, 
     done = _adopt(gsm, folder, "gsm", "--run-name", "f", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: FAIL") and not (tmp_path / "runs" / "f").exists()
-    failed = {"generation": f"row idx {doc_id}: the logged generation is not the one the model decodes here",
+    failed = {"generation": f"row idx {doc_id}: the logged generation is not one the model decodes here",
               "filtered answer": f"doc_id {doc_id}: strict-match: the filtered answer (sha256)",
               "per-sample metric": f"doc_id {doc_id}: flexible-extract: exact_match"}[what]
     assert failed in done.stdout, done.stdout
+
+
+def test_a_bbh_chain_of_thought_shaped_run_is_adopted_token_for_token(release_cache, tmp_path):
+    """bbh_cot_fewshot_boolean_expressions (the YAML's 3 literal chain-of-thought shots, max_gen_toks 1024, the
+    lookbehind regex filter) pinned from Boolean expressions of our own on a tiny model with max_length 2048; a
+    plain `lm_eval` run of 4 rows adopted: every generation re-decoded token for token, the filter re-derived."""
+    from test_adopt import _task_yaml, plain_lm_eval
+    from test_leaderboard import boolean_expressions
+
+    task = "bbh_cot_fewshot_boolean_expressions"
+    model = tiny_model_folder(tmp_path / "model", 31, release_cache)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in boolean_expressions(220, 53)))
+    lock = tmp_path / "cot.lock.json"
+    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin", "cot", "--task", task, "--model", model,
+                      "--data", data, "--new-lock", lock, "--num-fewshot", "3", "--max-length", "2048")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_script("prepare.py", "--lock", lock, "--profile", "cot", "--cache", tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    ids = _task_yaml(lock, tmp_path / "cache", tmp_path / f"{task}.yaml", profile="cot")
+    plain = plain_lm_eval(tmp_path, "plain", sorted(ids[:4]), task=task, seed=None, max_length=2048)
+    done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", plain, "--lock", lock, "--profile", "cot", "--cache",
+                      tmp_path / "cache", "--run-name", "cot", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was re-decoded token for "
+                                  "token") and "  rows: 4 token for token" in done.stdout.splitlines()
+    record = json.loads((tmp_path / "runs" / "cot" / "adopted.json").read_text())
+    assert record["filters"] == ["get-answer"] and record["generation_kwargs"]["max_gen_toks"] == 1024
+    assert [row["shots"] for row in record["rows"]] == [[0, 1, 2]] * 4

@@ -169,7 +169,7 @@ def check_claims(adoption: Adoption) -> LevelResult:
     adoption.claims = {key: config.get(key) for key in CLAIMED if key in config}
     adoption.claims.update({key: results.get(key) for key in ("transformers_version", "max_length", "model_name")})
     if not level.problems:  # a run the lock contradicts is a FAIL, whatever dtype it names (or none: exit 2)
-        adoption.bound = bound_for(adoption.bound_given, claimed_dtype(results, model_args))
+        adoption.bound = bound_for(adoption.bound_given, claimed_dtype(results, model_args), adoption.spec.generative)
     level.notes.append(f"claimed, not checkable here: model {shown(str(config.get('model_args')))}, dtype "
                        f"{config.get('model_dtype')!r}, device {config.get('device')!r}, batch size "
                        f"{config.get('batch_size')!r}; the rescore is the check of the model")
@@ -304,7 +304,8 @@ def record_levels(adoption: Adoption, tokenizer) -> Outcome:
     """The levels before the model, in order; a failed level stops the next. Identity comes before arithmetic
     here: the arithmetic re-derives each logged value from the row's label, which means something only for the
     row the doc_id really names (a mislabelled run, lm-eval #4084, is named as such, not as wrong values)."""
-    outcome = Outcome([])
+    outcome = Outcome([], rescored_as="re-decoded token for token" if adoption.spec.generative else
+                      "rescored bit for bit")
     identity, arithmetic = ((adopt_generation.check_identity, adopt_generation.check_arithmetic)
                             if adoption.spec.generative else (check_identity, check_arithmetic))
     for check in (check_claims, lambda a: identity(a, tokenizer()), arithmetic):

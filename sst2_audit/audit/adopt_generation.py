@@ -111,63 +111,55 @@ def check_arithmetic(adoption) -> LevelResult:
     return level
 
 
-def _first_difference(decoder, generation, logged: str) -> dict:
-    """Where the logged text leaves ours: the first differing character, and the decode step that wrote it."""
-    ours = generation.text
-    char = next((n for n, (a, b) in enumerate(zip(ours, logged)) if a != b), min(len(ours), len(logged)))
-    step = len(generation.tokens) - 1
-    for number in range(len(generation.tokens)):
-        if len(decoder.tokenizer.decode(generation.tokens[:number + 1], skip_special_tokens=True)) > char:
-            step = number
-            break
-    return {"char": char, "step": step, "margin": generation.margins[step]}
+def near_rule(bound):
+    """near(gap, logit): a logged token whose logit is within the bound of the maximum's is a near tie. The bound
+    is in logits: bound.relative of the maximum's magnitude plus bound.absolute (the generation bound of the
+    claimed dtype, audit/adopt_scores.py::generation_bound_for, or --bound)."""
+    return lambda gap, logit: gap <= bound.relative * abs(logit) + bound.absolute
 
 
 def rescore_rows(adoption, model, tokenizer, chosen: list) -> dict:
-    """{idx: (Generation, first difference or None)} of the chosen rows this process decodes."""
+    """{idx: Generation} of the chosen rows this process decodes: following the logged text where the file has it
+    (lm-eval's own), plainly greedy where it has only its hash (our public copy)."""
     import json
     from pathlib import Path
 
-    settings = adoption.settings
-    config = json.loads((Path(adoption.cache) / "model" / "generation_config.json").read_text(encoding="utf-8")) \
-        if (Path(adoption.cache) / "model" / "generation_config.json").is_file() else {}
+    where = Path(adoption.cache) / "model" / "generation_config.json"
+    config = json.loads(where.read_text(encoding="utf-8")) if where.is_file() else {}
     rule = stop_rule(tokenizer, adoption.spec.generation.generation_kwargs, config)
-    decoder = GreedyDecoder(model, tokenizer, settings["max_length"])
-    found = {}
-    for idx in chosen:
-        generation = decoder.decode(adoption.contexts[idx], rule)
-        lines = adoption.lines[idx]
-        logged = next(iter(lines.values())).response
-        same = sha256_text(generation.text) == adoption.questions[idx].response_sha256
-        found[idx] = (generation, None if same or logged is None else _first_difference(decoder, generation, logged))
-    return found
+    decoder, near = GreedyDecoder(model, tokenizer, adoption.settings["max_length"]), near_rule(adoption.bound)
+    return {idx: decoder.decode(adoption.contexts[idx], rule, next(iter(adoption.lines[idx].values())).response,
+                                near) for idx in chosen}
 
 
-def judge_row(adoption, idx: int, generation, difference, level: LevelResult) -> None:
-    """One re-decoded row into its record and the level: same text, a near tie, or a generation that differs."""
+def judge_row(adoption, idx: int, generation, level: LevelResult) -> None:
+    """One re-decoded row into its record and the level: the same text, near ties taken the logged way, a logged
+    text no decode within the bound gives, or (our public copy) a hash that differs from the greedy decode's."""
     row, rule = adoption.questions[idx], adoption.spec.generation
     tokens = ",".join(map(str, generation.tokens))
     row.rescored_response_sha256 = sha256_text(generation.text)
     row.generated_tokens_sha256, row.generated_tokens = sha256_text(tokens), len(generation.tokens)
     row.stopped = generation.stopped
     row.closest_step, row.closest_margin = generation.closest
-    row.first_difference = difference
-    row.rescored_exact_match = {name: score for name, (_, score) in
-                                answers(rule, generation.text, adoption.references[idx]).items()}
-    if row.rescored_response_sha256 == row.response_sha256:
-        row.row_class = SAME
-        for name, (answer, score) in answers(rule, generation.text, adoption.references[idx]).items():
+    row.ties, row.left_at = [dict(t) for t in generation.ties], generation.left_at
+    found = answers(rule, generation.text, adoption.references[idx])
+    row.rescored_exact_match = {name: score for name, (_, score) in found.items()}
+    public = next(iter(adoption.lines[idx].values())).response is None
+    if generation.left_at is None and row.rescored_response_sha256 == row.response_sha256:
+        row.row_class = DRIFT if generation.ties else SAME
+        for name, (answer, score) in found.items():
             level.expect(f"doc_id {idx}", f"{name}: the filtered answer (sha256)", sha256_text(answer),
                          row.filtered_sha256[name])
             level.expect(f"doc_id {idx}", f"{name}: exact_match", score, row.logged_exact_match[name])
-        return
-    margin = None if difference is None else difference["margin"]
-    where = (f"first differing character {difference['char']}, decode step {difference['step']}, our margin "
-             f"{margin:.4g}" if difference else "the public copy holds no text to locate the difference")
-    if margin is not None and margin <= adoption.bound.absolute:
+        if generation.ties:
+            level.notes.append(f"near tie: row idx {idx}: the logged generation takes the runner-up at "
+                               + ", ".join(f"step {t['step']} (gap {t['gap']:.4g} of logit {t['logit']:.4g})"
+                                           for t in generation.ties) + ": ties broken the other way, not tampering")
+    elif public:  # no text to follow: the record's class stands, said as not re-verified (check_generation_rescore)
         row.row_class = DRIFT
-        level.notes.append(f"near tie: row idx {idx}: the logged generation differs from ours ({where}, within "
-                           f"{adoption.bound.absolute:.4g}): a tie broken differently, not tampering")
     else:
         row.row_class = DIFFERS
-        level.fail(f"row idx {idx}: the logged generation is not the one the model decodes here ({where})")
+        left = generation.left_at or {"step": len(generation.tokens), "logit": float("nan")}
+        level.fail(f"row idx {idx}: the logged generation is not one the model decodes here: at step {left['step']} "
+                   f"no token within the bound {adoption.bound.per_score} of the maximum logit {left['logit']:.4g} "
+                   "keeps to it")

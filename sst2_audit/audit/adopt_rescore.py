@@ -92,14 +92,14 @@ def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResu
         return None
     level = LevelResult(f"rescore ({adoption.rescore} rows, seed {seed})")
     for idx in chosen:
-        adopt_generation.judge_row(adoption, idx, *found[idx], level)
+        adopt_generation.judge_row(adoption, idx, found[idx], level)
     for idx in sealed:
         adoption.questions[idx].row_class = generation.SEALED
     counts = {name: sum(q.row_class == name for q in adoption.questions.values())
               for name in generation.GENERATION_CLASSES}
     level.checks += len(chosen)
-    level.notes.append(f"a differing step is a near tie when our margin to the runner-up is within "
-                       f"{adoption.bound.absolute:.4g} logits ({adoption.bound.basis})")
+    level.notes.append(f"a logged token other than our maximum is a near tie when {adoption.bound.per_score} "
+                       f"({adoption.bound.basis})")
     level.notes.append("rows: " + ", ".join(f"{counts[n]} {n}" for n in generation.GENERATION_CLASSES if counts[n]))
     closest = min((q for q in adoption.questions.values() if q.closest_margin is not None),
                   key=lambda q: q.closest_margin, default=None)
@@ -107,6 +107,12 @@ def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResu
         level.notes.append(f"closest call: row idx {closest.idx}, step {closest.closest_step}, margin "
                            f"{closest.closest_margin:.4g} logits")
     _sampled(level, sealed, chosen, open_ids, adoption.rescore)
+    unfollowed = [idx for idx in chosen if adoption.output.public and adoption.questions[idx].row_class ==
+                  generation.DRIFT]
+    if unfollowed:
+        level.sampled.append(f"{len(unfollowed)} rows (ids {shown_ids(unfollowed, 8)}): the greedy decode here "
+                             "differs from the logged generation, and the public copy holds no text to follow it "
+                             "again (the adoption's near ties are the record's)")
     if counts[generation.DRIFT] and not level.problems:
         level.drift_only = True
         level.drift_reason = f"{counts[generation.DRIFT]} generation(s) differ at a near tie"

@@ -31,7 +31,16 @@ def claimed_dtype(results: dict, model_args: dict) -> str | None:
     return None
 
 
-def bound_for(given: float | None, dtype: str | None) -> Bound:
+# A generation's bound is on logits: where the logged text takes another token than this machine's maximum, that
+# token's logit must lie within R * |maximum| + A of it (audit/adopt_generation.py::near_rule). Measured
+# (docs/measurements.md, "Generative tasks", 2026-12-04, Intel AMX): a bfloat16 lm_eval run of the embedded model on
+# 24 gsm8k-shaped rows against this machine's float32 decode (the measured gaps are in the docs).
+GENERATION_DERIVED = {"bfloat16": (2 ** -5, 2 ** -3), "float16": (2 ** -8, 2 ** -6), "float32": (0.0, DRIFT_BOUND)}
+
+
+def bound_for(given: float | None, dtype: str | None, generative: bool = False) -> Bound:
+    if generative:
+        return _generation_bound(given, dtype)
     if given is not None:
         return Bound(f"|logged - rescored| <= {given:g}", 0.0, given, f"the reviewer's --bound {given:g} nats")
     if dtype is None:
@@ -41,6 +50,18 @@ def bound_for(given: float | None, dtype: str | None) -> Bound:
     relative, absolute = DERIVED[dtype]
     rule = (f"|logged - rescored| <= {relative:g} * |rescored| + {absolute:g}" if relative else
             f"|logged - rescored| <= {absolute:g}")
+    return Bound(rule, relative, absolute, f"derived from the dtype the run claims ({dtype})")
+
+
+def _generation_bound(given: float | None, dtype: str | None) -> Bound:
+    if given is not None:
+        return Bound(f"gap <= {given:g} logits", 0.0, given, f"the reviewer's --bound {given:g} logits")
+    if dtype is None:
+        raise InputError("the adopted run names no dtype this tool knows (results config.model_dtype, model_args "
+                         f"dtype; known: {', '.join(sorted(GENERATION_DERIVED))}), so no bound can be derived for its "
+                         "near ties: give one with --bound LOGITS.")
+    relative, absolute = GENERATION_DERIVED[dtype]
+    rule = (f"gap <= {relative:g} * |maximum logit| + {absolute:g}" if relative else f"gap <= {absolute:g} logits")
     return Bound(rule, relative, absolute, f"derived from the dtype the run claims ({dtype})")
 
 

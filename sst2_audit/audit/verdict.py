@@ -21,6 +21,7 @@ class Outcome:
     drift_only: bool = False  # rescored, equal within the drift bound but not bit for bit
     shared: list = field(default_factory=list)  # steps both paths ran as the task's pinned code, in words
     named: list = field(default_factory=list)  # what a PASS must say it accepted (another numeric mode)
+    rescored_as: str = "rescored bit for bit"  # a generate_until task's rows are re-decoded token for token
 
     @property
     def failed(self) -> list:
@@ -38,7 +39,7 @@ class Outcome:
         # a task's hooks ran on both paths as the same pinned code: verified as pinned, not re-derived
         shared = [f"shared pinned code, not re-derived: {', '.join(self.shared)}"] if self.shared else []
         if self.exit_code == EXIT_PASS:
-            return ("VERDICT: PASS: every level passed and every scored row was rescored bit for bit; "
+            return (f"VERDICT: PASS: every level passed and every scored row was {self.rescored_as}; "
                     + "".join(f"{note}; " for note in self.named + shared) + "exit 0")
         head = ("SCORES NOT VERIFIED" if self.scores_unverified else
                 "SCORES WITHIN DRIFT, NOT BIT FOR BIT" if self.drift_only else "PASS WITH LIMITS")

@@ -2,8 +2,9 @@
 decoder, its filters and exact_match re-derived (audit/adopt_generation.py), as public records.
 
 No text of a generation, an answer or the data: each is its sha256 (a generation can quote the data). The row
-classes say what the re-decode found: the same text token for token, a near-tie drift (the first differing step's
-margin within the bound: another machine's rounding may pick the other token), or a generation that differs.
+classes say what the re-decode found: the same text token for token, a near-tie drift (the decode that follows the
+logged text takes another token than its maximum only where that token's logit is within the bound of it: another
+machine's rounding may pick it), or a generation that differs (no token within the bound keeps to the logged text).
 """
 
 import dataclasses
@@ -39,7 +40,8 @@ class GeneratedRow:
     stopped: str | None = None  # "eos", "stop string <i>", "max_gen_toks"
     closest_step: int | None = None  # the step with the smallest margin to the runner-up
     closest_margin: float | None = None  # in logits (float32)
-    first_difference: dict | None = None  # {"step", "margin", "char"}: where the logged text leaves ours
+    ties: list[dict] | None = None  # {"step", "gap", "logit"}: near ties the logged generation took the other way
+    left_at: dict | None = None  # {"step", "gap": None, "logit"}: where no token within the bound keeps to it
     rescored_exact_match: dict[str, float] | None = None  # per filter, from the re-decoded generation
 
 

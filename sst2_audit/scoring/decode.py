@@ -10,6 +10,7 @@ or when max_gen_toks tokens were generated. The text is the generated tokens dec
 at each stop string in turn (lm-eval's postprocess_generated_text).
 """
 
+import dataclasses
 from dataclasses import dataclass
 
 from sst2_audit.util.errors import InputError
@@ -30,13 +31,27 @@ class StopRule:
     eos_ids: tuple  # generation_config.json's eos_token_id(s): transformers stops on them itself
 
 
+MAX_BACKTRACKS = 64  # a decode following a logged text goes back to an earlier branch point at most this often
+
+
+@dataclass(frozen=True)
+class Step:
+    token: int
+    margin: float  # its logit over the best other token's
+    runner_up: int
+    tie: dict | None  # following a logged text: {"step", "gap", "logit"} when it is not the maximum
+    others: tuple = ()  # the other tokens this step could take (following a logged text), best first
+
+
 @dataclass(frozen=True)
 class Generation:
     tokens: tuple  # the generated token ids, the stopping token included (as generate returns them)
     text: str  # what lm-eval logs as the response
     margins: tuple  # per step: the chosen token's float32 logit minus the runner-up's
     runner_up: tuple  # per step: the runner-up token's id
-    stopped: str  # "eos", "stop string <i>" (index into until), or "max_gen_toks"
+    stopped: str  # "eos", "stop string <i>" (index into until), "max_gen_toks", or "left the logged text"
+    ties: tuple = ()  # following a logged text: {"step", "gap", "logit"} where a near tie was taken its way
+    left_at: dict | None = None  # following a logged text: {"step", "gap": None, "logit"} where no token kept to it
 
     @property
     def closest(self) -> tuple:
@@ -95,7 +110,13 @@ class GreedyDecoder:
                 text = text.split(stop)[0]
         return text
 
-    def decode(self, context_tokens: tuple, rule: StopRule) -> Generation:
+    def decode(self, context_tokens: tuple, rule: StopRule, logged: str | None = None, near=None) -> Generation:
+        """Greedy from the context. Given the logged text and `near(gap, logit)`, the decode follows it: where our
+        first maximum would leave the logged text, the best token that keeps to it is taken instead if its logit is
+        within `near` of the maximum (a tie broken the other way: recorded in `ties`). Text can be split into tokens
+        in more than one way, so a step with other tokens within the bound that keep to the text is a branch point:
+        stuck later, the decode goes back to the latest one and takes its next token (at most MAX_BACKTRACKS
+        times). A logged text no such decode reaches stops at the furthest step (`left_at`)."""
         import torch
         from transformers import DynamicCache
 
@@ -103,23 +124,73 @@ class GreedyDecoder:
             raise InputError(f"the context is {len(context_tokens)} tokens; with max_gen_toks {rule.max_gen_toks} "
                              f"it exceeds max_length {self.max_length}, and lm-eval would cut the context from the "
                              "left: the protocol never truncates.")
-        cache, generated, margins, runner_up = DynamicCache(), [], [], []
+        cache, steps, backtracks, furthest = DynamicCache(), [], 0, (-1, None)
         step_input = torch.tensor([context_tokens], dtype=torch.long)
-        length = len(context_tokens)
         with torch.inference_mode():
             while True:
+                length = len(context_tokens) + len(steps)
                 positions = torch.arange(length - step_input.shape[1], length, dtype=torch.long)
                 logits = self.model(input_ids=step_input, attention_mask=torch.ones(1, length, dtype=torch.long),
                                     position_ids=positions[None], cache_position=positions, past_key_values=cache,
                                     use_cache=True, logits_to_keep=1).logits[0, -1].float()
-                top = torch.topk(logits, 2)
-                token = int(torch.argmax(logits))  # the first maximum, as generate's argmax
-                generated.append(token)
-                other = int(top.indices[1]) if int(top.indices[0]) == token else int(top.indices[0])
-                margins.append(float(logits[token] - logits[other]))
-                runner_up.append(other)
-                reason = self.stop_reason(generated, rule)
+                options = self._options(logits, [s.token for s in steps], rule, logged, near)
+                if not options:  # stuck: back to the latest step with another token to try
+                    if len(steps) > furthest[0]:
+                        furthest = (len(steps), {"step": len(steps), "gap": None, "logit": float(logits.max())})
+                    while steps and not steps[-1].others:
+                        steps.pop()
+                    if not steps or backtracks >= MAX_BACKTRACKS:
+                        return self._generation(steps, rule, "left the logged text", furthest[1])
+                    backtracks += 1
+                    last = steps.pop()
+                    cache.crop(len(context_tokens) + len(steps))
+                    options = list(last.others)
+                steps.append(dataclasses.replace(options[0], others=tuple(options[1:])))
+                reason = self.stop_reason([s.token for s in steps], rule)
                 if reason:
-                    return Generation(tuple(generated), self.text(generated, rule), tuple(margins),
-                                      tuple(runner_up), reason)
-                step_input, length = torch.tensor([[token]], dtype=torch.long), length + 1
+                    return self._generation(steps, rule, reason)
+                step_input = torch.tensor([[steps[-1].token]], dtype=torch.long)
+
+    @staticmethod
+    def _margin(logits, token: int) -> tuple:
+        """(the token's logit over the best other token's, that token's id)."""
+        import torch
+
+        top = torch.topk(logits, 2)
+        other = int(top.indices[1]) if int(top.indices[0]) == token else int(top.indices[0])
+        return float(logits[token] - logits[other]), other
+
+    def _options(self, logits, generated: list, rule: StopRule, logged: str | None, near) -> list:
+        """The tokens this step may take, best first, each a Step: greedily, the first maximum alone; following a
+        logged text, every token within the bound of the maximum that keeps to it (a near tie where not the
+        maximum)."""
+        import torch
+
+        best = int(torch.argmax(logits))  # the first maximum, as generate's argmax
+        if logged is None:
+            return [Step(best, *self._margin(logits, best), None)]
+        step, top, found = len(generated), float(logits[best]), []
+        for candidate in [best] + torch.topk(logits, min(64, logits.shape[0])).indices.tolist():
+            gap = top - float(logits[candidate])
+            if candidate != best and not near(gap, top):
+                break
+            if candidate not in [s.token for s in found] and self._keeps_to(generated + [candidate], rule, logged):
+                tie = None if candidate == best else {"step": step, "gap": gap, "logit": top}
+                found.append(Step(candidate, *self._margin(logits, candidate), tie))
+        return found
+
+    def _keeps_to(self, generated: list, rule: StopRule, logged: str) -> bool:
+        """Whether these tokens can still give the logged text: their text runs along it (a split character's
+        replacement mark aside) or past it into a stop string; a stop reached must leave exactly the logged text."""
+        if self.stop_reason(generated, rule):
+            return self.text(generated, rule) == logged
+        full = self.tokenizer.decode(generated, skip_special_tokens=True).rstrip("\ufffd")
+        if logged.startswith(full):
+            return True
+        extra = full[len(logged):] if full.startswith(logged) else None
+        return extra is not None and any(s and (s.startswith(extra) or extra.startswith(s)) for s in rule.until)
+
+    def _generation(self, steps: list, rule: StopRule, stopped: str, left=None) -> Generation:
+        tokens = [s.token for s in steps]
+        return Generation(tuple(tokens), self.text(tokens, rule), tuple(s.margin for s in steps),
+                          tuple(s.runner_up for s in steps), stopped, tuple(s.tie for s in steps if s.tie), left)
