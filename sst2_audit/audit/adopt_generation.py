@@ -114,7 +114,7 @@ def check_arithmetic(adoption) -> LevelResult:
 def near_rule(bound):
     """near(gap, logit): a logged token whose logit is within the bound of the maximum's is a near tie. The bound
     is in logits: bound.relative of the maximum's magnitude plus bound.absolute (the generation bound of the
-    claimed dtype, audit/adopt_scores.py::generation_bound_for, or --bound)."""
+    claimed dtype, audit/adopt_scores.py::bound_for with generative=True, or --bound)."""
     return lambda gap, logit: gap <= bound.relative * abs(logit) + bound.absolute
 
 
@@ -144,7 +144,6 @@ def judge_row(adoption, idx: int, generation, level: LevelResult) -> None:
     row.ties, row.left_at = [dict(t) for t in generation.ties], generation.left_at
     found = answers(rule, generation.text, adoption.references[idx])
     row.rescored_exact_match = {name: score for name, (_, score) in found.items()}
-    public = next(iter(adoption.lines[idx].values())).response is None
     if generation.left_at is None and row.rescored_response_sha256 == row.response_sha256:
         row.row_class = DRIFT if generation.ties else SAME
         for name, (answer, score) in found.items():
@@ -155,7 +154,8 @@ def judge_row(adoption, idx: int, generation, level: LevelResult) -> None:
             level.notes.append(f"near tie: row idx {idx}: the logged generation takes the runner-up at "
                                + ", ".join(f"step {t['step']} (gap {t['gap']:.4g} of logit {t['logit']:.4g})"
                                            for t in generation.ties) + ": ties broken the other way, not tampering")
-    elif public:  # no text to follow: the record's class stands, said as not re-verified (check_generation_rescore)
+    elif adoption.output.public:  # no text to follow: the record's class stands, said as not re-verified
+        # (adopt_rescore.check_generation_rescore names these rows)
         row.row_class = DRIFT
     else:
         row.row_class = DIFFERS

@@ -38,30 +38,23 @@ def claimed_dtype(results: dict, model_args: dict) -> str | None:
 GENERATION_DERIVED = {"bfloat16": (2 ** -5, 2 ** -3), "float16": (2 ** -8, 2 ** -6), "float32": (0.0, DRIFT_BOUND)}
 
 
+# what a bound holds, per kind of row: (the dtype table, the bounded quantity, what the relative term scales,
+# the unit said after an absolute-only rule, the unit of --bound, what the bound is for)
+SCORES = (DERIVED, "|logged - rescored|", "|rescored|", "", "nats", "scores")
+GENERATIONS = (GENERATION_DERIVED, "gap", "|maximum logit|", " logits", "logits", "near ties")
+
+
 def bound_for(given: float | None, dtype: str | None, generative: bool = False) -> Bound:
-    if generative:
-        return _generation_bound(given, dtype)
+    """The bound of a multiple_choice row's scores (nats) or of a generation's near ties (logits)."""
+    table, bounded, scale, unit, option, what = GENERATIONS if generative else SCORES
     if given is not None:
-        return Bound(f"|logged - rescored| <= {given:g}", 0.0, given, f"the reviewer's --bound {given:g} nats")
+        return Bound(f"{bounded} <= {given:g}{unit}", 0.0, given, f"the reviewer's --bound {given:g} {option}")
     if dtype is None:
         raise InputError("the adopted run names no dtype this tool knows (results config.model_dtype, model_args "
-                         f"dtype; known: {', '.join(sorted(DERIVED))}), so no bound can be derived for its scores: "
-                         "give one with --bound NATS.")
-    relative, absolute = DERIVED[dtype]
-    rule = (f"|logged - rescored| <= {relative:g} * |rescored| + {absolute:g}" if relative else
-            f"|logged - rescored| <= {absolute:g}")
-    return Bound(rule, relative, absolute, f"derived from the dtype the run claims ({dtype})")
-
-
-def _generation_bound(given: float | None, dtype: str | None) -> Bound:
-    if given is not None:
-        return Bound(f"gap <= {given:g} logits", 0.0, given, f"the reviewer's --bound {given:g} logits")
-    if dtype is None:
-        raise InputError("the adopted run names no dtype this tool knows (results config.model_dtype, model_args "
-                         f"dtype; known: {', '.join(sorted(GENERATION_DERIVED))}), so no bound can be derived for its "
-                         "near ties: give one with --bound LOGITS.")
-    relative, absolute = GENERATION_DERIVED[dtype]
-    rule = (f"gap <= {relative:g} * |maximum logit| + {absolute:g}" if relative else f"gap <= {absolute:g} logits")
+                         f"dtype; known: {', '.join(sorted(table))}), so no bound can be derived for its {what}: "
+                         f"give one with --bound {option.upper()}.")
+    relative, absolute = table[dtype]
+    rule = (f"{bounded} <= {relative:g} * {scale} + {absolute:g}" if relative else f"{bounded} <= {absolute:g}{unit}")
     return Bound(rule, relative, absolute, f"derived from the dtype the run claims ({dtype})")
 
 

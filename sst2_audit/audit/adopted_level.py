@@ -5,6 +5,7 @@ they find, row by row."""
 import dataclasses
 
 from sst2_audit.audit.findings import LevelResult
+from sst2_audit.formats.adopted_generation import SAME
 from sst2_audit.protocol.drift import DRIFT_BOUND
 
 # the fields a re-adoption must reproduce exactly, per row; `rescored` is compared apart (a drawn sample)
@@ -81,7 +82,7 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
             continue
         # a near-tie row was followed along the logged text at adoption; the public copy has no text to follow,
         # so here the greedy decode differs from it, as the record says (the verdict says it was not re-followed)
-        same = here.row_class == "token for token"
+        same = here.row_class == SAME
         for name in (REDECODED_FIELDS if same else ("row_class",)) + (
                 ("closest_step", "closest_margin", "ties", "left_at") if bits and same else ()):
             level.expect(where, name, getattr(here, name), getattr(row, name))

@@ -170,11 +170,11 @@ class GreedyDecoder:
         if logged is None:
             return [Step(best, *self._margin(logits, best), None)]
         step, top, found = len(generated), float(logits[best]), []
-        for candidate in [best] + torch.topk(logits, min(64, logits.shape[0])).indices.tolist():
+        for candidate in dict.fromkeys([best] + torch.topk(logits, min(64, logits.shape[0])).indices.tolist()):
             gap = top - float(logits[candidate])
             if candidate != best and not near(gap, top):
                 break
-            if candidate not in [s.token for s in found] and self._keeps_to(generated + [candidate], rule, logged):
+            if self._keeps_to(generated + [candidate], rule, logged):
                 tie = None if candidate == best else {"step": step, "gap": gap, "logit": top}
                 found.append(Step(candidate, *self._margin(logits, candidate), tie))
         return found
