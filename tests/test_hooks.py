@@ -24,8 +24,17 @@ def test_a_hook_file_is_read_statically_and_refused_with_the_reason(tmp_path):
     assert _reason(tmp_path, GOOD) is None
     assert _reason(tmp_path, "from lm_eval.api.registry import x\n" + GOOD) == (
         "utils.py imports lm-eval internals (lm_eval.api.registry)")
-    assert _reason(tmp_path, "import random\n" + GOOD).startswith("utils.py imports random: its draws come from the "
-                                                                   "process's global random state")
+    # random: only `import random` at the top, whose module-level draws hooks.seeded binds to simple_evaluate's seed
+    assert _reason(tmp_path, "import random\n" + GOOD + "\nX = random.shuffle\n") is None
+    for other in ("from random import shuffle\n", "import random as r\n", "import random, re\n"):
+        assert _reason(tmp_path, other + GOOD).startswith("utils.py imports random other than by a plain top-level "
+                                                          "`import random`"), other
+    assert _reason(tmp_path, GOOD + "\ndef more():\n    import random\n    return random.random()\n").startswith(
+        "utils.py imports random other than by a plain top-level `import random`")
+    assert _reason(tmp_path, "import random\n" + GOOD + "\nX = random.seed\n") == (
+        "utils.py reaches random.seed (not on the hook check's list of module attributes)")
+    assert _reason(tmp_path, "import random\n" + GOOD + "\nX = random.Random\n") == (
+        "utils.py reaches random.Random (not on the hook check's list of module attributes)")
     assert _reason(tmp_path, GOOD + "\ndef more():\n    return open('x')\n") == "utils.py uses open (it opens files)"
     assert _reason(tmp_path, GOOD + "\ndef more(f):\n    return f.read()\n") == (
         "utils.py reaches the attribute read of a value (not among the attributes lm-eval's own hook files take)")
@@ -46,7 +55,7 @@ def test_a_hook_file_is_read_statically_and_refused_with_the_reason(tmp_path):
 
 def test_generated_hook_files_are_refused_exactly_when_they_import_outside_the_allowed_set(tmp_path):
     """Generated cases: random mixes of allowed and refused imports, in both import forms."""
-    refused = ["os", "sys", "random", "time", "subprocess", "requests", "urllib.request", "socket", "pickle",
+    refused = ["os", "sys", "time", "subprocess", "requests", "urllib.request", "socket", "pickle",
                "lm_eval.utils", "huggingface_hub", "sklearn.metrics", "evaluate", "transformers"]
     allowed = sorted(hook_check.ALLOWED_IMPORTS - {"__future__"})
     rng = random.Random(5)
@@ -55,7 +64,7 @@ def test_generated_hook_files_are_refused_exactly_when_they_import_outside_the_a
         rng.shuffle(chosen)
         # a from-import names an attribute on the hook check's list (any other is refused: the bypass test below)
         lines = [f"from {name} import {sorted(hook_check.MODULE_ATTRIBUTES[name])[0]}"
-                 if name in hook_check.MODULE_ATTRIBUTES and rng.random() < 0.5 else
+                 if name in hook_check.MODULE_ATTRIBUTES and name != "random" and rng.random() < 0.5 else
                  f"import {name}" if rng.random() < 0.5 or name not in refused else f"from {name} import something"
                  for name in chosen]
         reason = _reason(tmp_path, "\n".join(lines) + "\n" + GOOD)
@@ -65,8 +74,7 @@ def test_generated_hook_files_are_refused_exactly_when_they_import_outside_the_a
         elif first_refused.startswith("lm_eval"):
             assert reason == f"utils.py imports lm-eval internals ({first_refused})", (lines, reason)
         else:
-            assert reason.startswith(f"utils.py imports {first_refused}" + (
-                ": its draws" if first_refused == "random" else " (hooks may import only")), (lines, reason)
+            assert reason.startswith(f"utils.py imports {first_refused} (hooks may import only"), (lines, reason)
 
 
 # Issue 28: ways from allowed modules to the file system, the shell or the builtins that an import-only
@@ -144,11 +152,11 @@ def test_every_bypass_shape_is_refused_in_every_position(tmp_path, shape):
 
 
 def test_the_hook_check_keeps_every_supported_task_of_the_installed_lm_eval():
-    """The second line refuses nothing a supported config's hook file does (measured: 5,963 configs, 300
+    """The second line refuses nothing a supported config's hook file does (measured: 5,979 configs, 300
     hook files): a change to the lists that drops one fails here by name."""
     done = run_script("run.py", "--list-tasks", "*", "--supported")
     summary = done.stdout.splitlines()[0]
-    assert summary.startswith("7225 installed multiple_choice tasks match '*', 5963 within the audit's protocol"), summary
+    assert summary.startswith("7225 installed multiple_choice tasks match '*', 5979 within the audit's protocol"), summary
 
 
 def test_list_tasks_supports_hooks_that_run_as_pinned_code_and_names_the_others():
@@ -274,3 +282,37 @@ def test_the_list_pattern_may_follow_supported(capsys):
     assert capsys.readouterr().out == first
     assert run_main(["--list-tasks", "--supported", "sst*", "rte"]) == 2
     assert "error: sst2-audit run: unrecognized arguments: sst* rte" in capsys.readouterr().err
+
+
+def test_a_drawing_hook_draws_from_the_seed_it_is_given_and_never_from_the_process(tmp_path):
+    """A hook file that imports random (GPQA's shape, and one that binds random.shuffle at import): each call draws
+    from a fresh random.Random(seed), whatever the process drew before, and the process's own state is untouched;
+    outside a call it cannot draw."""
+    import datasets
+    import hashlib
+
+    text = ("import random\n\nSHUFFLE = random.shuffle\n\n\ndef process_docs(dataset):\n"
+            "    def one(doc):\n        order = [0, 1, 2, 3]\n        random.shuffle(order)\n"
+            "        again = [0, 1, 2, 3]\n        SHUFFLE(again)\n        return {'order': order, 'again': again}\n"
+            "    return dataset.map(one, load_from_cache_file=False)\n\n\ndef later():\n    return random.choice([1, 2])\n")
+    assert _reason(tmp_path, text) is None
+    file = tmp_path / "utils.py"
+    hook = hooks.Hook("process_docs", "tasks/x/utils.py", "process_docs", str(file),
+                      hashlib.sha256(file.read_bytes()).hexdigest())
+    rows = datasets.Dataset.from_list([{"n": n} for n in range(6)])
+    expected, draws = [], random.Random(7)
+    for _ in range(6):
+        order, again = [0, 1, 2, 3], [0, 1, 2, 3]
+        draws.shuffle(order)
+        draws.shuffle(again)
+        expected.append((order, again))
+    random.seed(123)
+    state = random.getstate()
+    for _ in range(2):  # a second call draws the same: a fresh state per call, as datasets' cache gives lm-eval
+        got = hook(rows, random_seed=7)
+        assert [(doc["order"], doc["again"]) for doc in got] == expected
+    assert random.getstate() == state
+    with pytest.raises(RuntimeError, match="outside a seeded call"):
+        hooks.load(hook, 7).__wrapped__.__globals__["later"]()
+    with pytest.raises(RuntimeError, match="draws from random and was loaded without a seed"):
+        hooks.load(hook)

@@ -5,8 +5,10 @@ runs in lm-eval 0.4.13's environment (.ci/run), against its own lock."""
 
 import json
 import random
+import shutil
 
 import pytest
+import yaml
 
 from conftest import _exclusive, LOCK, prepare_and_run_group, prepare_run_audit, REPO, run_script, TEST_CACHE, \
     tiny_model_folder
@@ -51,18 +53,16 @@ def boolean_expressions(count: int, seed: int) -> list:
     return rows
 
 
-def test_every_leaderboard_bbh_subtask_is_supported():
-    """BBH's 24 subtasks take their shots from the YAML's literal samples: all within the audit's protocol (the
-    GPQA subtasks' process_docs hook still imports random: refused, named)."""
+def test_every_leaderboard_multiple_choice_subtask_is_supported():
+    """BBH's 24 subtasks take their shots from the YAML's literal samples, GPQA's three draw their choice order
+    from lm-eval's seeded random state: all 31 within the audit's protocol."""
     from sst2_audit.task.support import list_installed
 
     found = {task: reason for task, _, reason in list_installed("leaderboard*", installed_version())}
     bbh = {task: reason for task, reason in found.items() if task.startswith("leaderboard_bbh_")}
     assert len(bbh) == 24 and set(bbh.values()) == {None}
     refused = sorted(task for task, reason in found.items() if reason is not None)
-    assert refused == ["leaderboard_gpqa_diamond", "leaderboard_gpqa_extended", "leaderboard_gpqa_main"]
-    assert len(found) == 31
-    assert all("imports random" in found[task] for task in refused)
+    assert refused == [] and len(found) == 31
 
 
 def test_a_bbh_shaped_demo_runs_audits_and_bundles_bit_for_bit(release_cache, tmp_path):
@@ -154,3 +154,86 @@ def test_the_leaderboard_musr_group_pinned_from_data_of_our_own_runs_audits_and_
     done = run_script("audit.py", "--lock", lock, "--bundle-file", tmp_path / "results" / "lb-group.tar.gz",
                       "--cache", cache)
     assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
+
+
+GPQA_TASK = "leaderboard_gpqa_main"
+
+
+def gpqa_rows(count: int, seed: int) -> list:
+    """GPQA-shaped rows of our own (`Question`, `Correct Answer`, `Incorrect Answer 1..3`): sums of two numbers
+    with the right one and three near misses. A demo."""
+    rng = random.Random(seed)
+    rows = []
+    for n in range(count):
+        a, b = rng.randrange(10, 99), rng.randrange(10, 99)
+        wrong = rng.sample([a + b + d for d in (-11, -10, -2, -1, 1, 2, 10, 11)], 3)
+        rows.append({"Question": f"Demo question {n}: what is {a} + {b}?", "Correct Answer": str(a + b),
+                     **{f"Incorrect Answer {k + 1}": str(w) for k, w in enumerate(wrong)}})
+    return rows
+
+
+def _choice_orders(rows: list, seed: int) -> list:
+    """Each row's four answers in the order lm-eval's GPQA hook shows them after simple_evaluate's
+    random.seed(seed): one random.shuffle per row of the split, in row order, from that state (our own draw)."""
+    draws, orders = random.Random(seed), []
+    for row in rows:
+        choices = [row["Incorrect Answer 1"], row["Incorrect Answer 2"], row["Incorrect Answer 3"],
+                   row["Correct Answer"]]
+        draws.shuffle(choices)
+        orders.append(choices)
+    return orders
+
+
+def test_a_gpqa_shaped_demo_draws_its_choice_order_from_lm_evals_seed(release_cache, tmp_path):
+    """A tiny model and 220 sums of our own pinned as leaderboard_gpqa_main (its process_docs hook shuffles each
+    row's answers with the global random): the docs both paths read are the ones lm-eval's seeded state gives,
+    the run bit for bit, the default audit and the bundle PASS; a plain `lm_eval` run (lm-eval's default seeds)
+    adopted bit for bit; a run whose choice order is not its seed's (a datasets cache warmed by another seed) is
+    caught by the identity level, row by row."""
+    from conftest import VENV_BIN
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task.rows import verified_rows
+    from sst2_audit.task.spec import spec_for
+    from test_adopt import _task_yaml, plain_lm_eval
+
+    model = tiny_model_folder(tmp_path / "model", 5, release_cache)
+    data, rows = tmp_path / "gpqa", gpqa_rows(220, 47)
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    lock = tmp_path / "gpqa.lock.json"
+    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin", "gpqa", "--task", GPQA_TASK, "--model", model,
+                      "--data", data, "--new-lock", lock)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = prepare_run_audit(lock, "gpqa", tmp_path, bundle=True)
+    assert record["task"] == GPQA_TASK and record["metrics"] == ["acc_norm"] and record["max_abs_diff"] == 0.0
+    reviewer = load_lock(lock)
+    spec, profile = spec_for(reviewer, GPQA_TASK), reviewer.profile("gpqa")
+    for seed in (0, reviewer.settings_for("gpqa", spec)["seed"]):
+        docs = verified_rows(reviewer, profile, spec, tmp_path / "cache", roles=(), random_seed=seed).by_idx
+        assert [[docs[i].doc[f"choice{k}"] for k in range(1, 5)] for i in range(220)] == _choice_orders(rows, seed)
+    ids = sorted(_task_yaml(lock, tmp_path / "cache", tmp_path / f"{GPQA_TASK}.yaml", profile="gpqa")[:8])
+    task_yaml = yaml.safe_load((tmp_path / f"{GPQA_TASK}.yaml").read_text())  # the hook as the user's YAML tags it
+    task_yaml.pop("process_docs")
+    (tmp_path / f"{GPQA_TASK}.yaml").write_text(yaml.safe_dump(task_yaml, sort_keys=False)
+                                                + "process_docs: !function utils.process_docs\n")
+    shutil.copyfile(spec.process_docs.file, tmp_path / "utils.py")  # the installed, pinned hook file
+    plain = plain_lm_eval(tmp_path, "plain", ids, task=GPQA_TASK, seed=None)
+    adopt = [str(VENV_BIN / "sst2-audit"), "adopt", "--lock", lock, "--profile", "gpqa", "--cache", tmp_path / "cache"]
+    done = run_script(*adopt[:2], plain, *adopt[2:], "--run-name", "gpqa-plain", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
+    # the same datasets cache, now warmed by seed 0's map: a run claiming seed 5 reads seed 0's choice order
+    warmed = plain_lm_eval(tmp_path, "warmed", ids, task=GPQA_TASK, seed="5", datasets="plain")
+    done = run_script(*adopt[:2], warmed, *adopt[2:], "--run-name", "gpqa-warmed", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    moved = [i for i in ids if _choice_orders(rows, 0)[i] != _choice_orders(rows, 5)[i]]
+    assert moved and f"doc_id {moved[0]}: doc_hash" in done.stdout and "VERDICT: FAIL (identity)" in done.stdout
+    assert "after lm-eval's random.seed(5) (the run's config.random_seed) in a fresh datasets cache" in done.stdout
+    assert not (tmp_path / "results" / "gpqa-warmed").exists()
+    # the leaderboard_gpqa group: its subtasks draw from one state in lm-eval's group run, in its construction order
+    group = tmp_path / "group.lock.json"
+    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin-group", "gq", "--task", "leaderboard_gpqa",
+                      "--model", model, "--new-lock", group, "--rows", "2", "--subtask", f"{GPQA_TASK}={data}",
+                      "--subtask", f"leaderboard_gpqa_diamond={data}", cwd=tmp_path)
+    assert done.returncode == 2 and not group.exists(), done.stdout + done.stderr
+    assert "leaderboard_gpqa_diamond, leaderboard_gpqa_main each draw their docs from random" in done.stderr

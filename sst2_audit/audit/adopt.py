@@ -25,6 +25,7 @@ from sst2_audit.scoring.shards import Shards
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.config import differences, taskconfig_defaults
 from sst2_audit.task.fewshot import rule_for
+from sst2_audit.task.hooks import stable
 from sst2_audit.task.rows import shot_plan, verified_rows
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_text
@@ -129,7 +130,8 @@ def _config_checked(level: LevelResult, adoption: Adoption, logged: dict, model_
                                        + [f"logged metadata.{key} {shown(value)} (a claim)"
                                           for key, value in added.items()]))
     try:
-        adoption.differences = differences(adoption.spec, config, adoption.settings["num_fewshot"],
+        # a hook 0.4.13's fewshot_config inherits is logged as str(): its memory address means nothing (hooks.stable)
+        adoption.differences = differences(adoption.spec, stable(config), adoption.settings["num_fewshot"],
                                            taskconfig_defaults(adoption.lock), release)
         level.checks += 1
     except CheckFailed as error:
@@ -289,12 +291,22 @@ def check_identity(adoption: Adoption, tokenizer) -> LevelResult:
         question.candidate_token_counts = public["candidate_token_counts"]
         question.candidate_tokens_sha256 = tokens_hash(expected.candidate_token_ids)
         question.pairs = expected.pairs()  # the rescore's input; not a record field
+    if adoption.spec.draws_random:
+        level.notes.append(seeded_docs_note(adoption))
     return level
+
+
+def seeded_docs_note(adoption: Adoption) -> str:
+    return (f"the expected docs are drawn as the task's process_docs hook draws them after lm-eval's "
+            f"random.seed({adoption.output.results['config']['random_seed']}) (the run's config.random_seed) in a "
+            "fresh datasets cache; a run made where datasets had cached that map under another seed shows that "
+            "seed's choice order, and an edited order shows none")
 
 
 def prepare_rows(adoption: Adoption, roles) -> None:
     """The reviewer's rows, hashed against the lock before they are read (exit 1 when a cache file differs)."""
-    adoption.data = verified_rows(adoption.lock, adoption.profile, adoption.spec, adoption.cache, roles=roles)
+    adoption.data = verified_rows(adoption.lock, adoption.profile, adoption.spec, adoption.cache, roles=roles,
+                                  random_seed=adoption.output.results["config"]["random_seed"])  # the run's claim
     if len(adoption.output.samples) > 2 * len(adoption.data.by_idx) + 16:
         raise InputError(f"{adoption.output.samples_path}: {len(adoption.output.samples)} samples for a split of "
                          f"{len(adoption.data.by_idx)} rows; refused before any per-row work.")

@@ -221,7 +221,7 @@ def _longest_input(spec, lock_raw: dict, settings: dict, data_folder: Path, colu
 
     def rows_of(split: str) -> list:
         parquet = data_folder / f"{split}.parquet"
-        return spec.processed(read_parquet(parquet, columns=columns), parquet)
+        return spec.processed(read_parquet(parquet, columns=columns), parquet, settings["seed"])
 
     rows = rows_of(spec.eval_split)
     by_idx = {row.idx: row for row in rows}

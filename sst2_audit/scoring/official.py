@@ -79,7 +79,7 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
     ids = sorted(dev_ids) if sort_ids else list(dev_ids)
     # A ConfigurableTask object with the task's own name, not include_path: 0.4.9.2's
     # pretty-printer crashes on task YAMLs outside the package.
-    task = ConfigurableTask(config=task_config(spec, data_files))
+    task = ConfigurableTask(config=task_config(spec, data_files, random_seed=settings["seed"]))
     lm = HFLM(
         pretrained=model, tokenizer=tokenizer, backend="causal", batch_size=settings["batch_size"],
         max_length=settings["max_length"], device=settings["device"],

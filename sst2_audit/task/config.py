@@ -66,10 +66,11 @@ def filled_fewshot(fewshot_config, top: dict, hooks: dict | None = None) -> dict
     return {name: copy.deepcopy(merged.get(name)) for name in FEWSHOT_FIELDS}
 
 
-def data_config(spec, data_files: dict, callables: bool = True) -> dict:
+def data_config(spec, data_files: dict, callables: bool = True, random_seed: int | None = None) -> dict:
     """The official config with only its data-loading fields pointed at the cached parquet files; its hooks
-    as the pinned functions (to run it) or as their logged source (to rebuild what lm-eval logs)."""
-    config = spec.config(callables)
+    as the pinned functions (to run it; random_seed: simple_evaluate's) or as their logged source (to rebuild what
+    lm-eval logs)."""
+    config = spec.config(callables, random_seed)
     config.update(dataset_path="parquet", dataset_kwargs={"data_files": {k: str(v) for k, v in data_files.items()}})
     config.pop("dataset_name", None)
     return config

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sst2_audit.formats.releases import release_of
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
+from sst2_audit.task.spec import spec_for
 from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util.errors import CheckFailed, InputError
 
@@ -142,6 +143,13 @@ def group_spec(lock, name: str) -> GroupSpec:
     outside = [task for task, _ in members if task not in leaves]
     if outside:
         raise InputError(f"{lock.path}: groups.{name}: {', '.join(outside)} is not a subtask of {pin.group}.")
+    drawing = [task for task, _ in members if spec_for(lock, task).draws_random]
+    if len(drawing) > 1:  # read in lm-eval's tasks/__init__.py (0.4.9.2) and tasks/manager.py (0.4.13), not measured
+        raise InputError(f"{lock.path}: groups.{name}: the subtasks {', '.join(drawing)} each draw their docs from "
+                         "random (process_docs); lm-eval's group run builds them in one process from one seeded "
+                         "state, each drawing after those built before it (0.4.9.2 in the reverse of the group's "
+                         "list), while the audit draws each as lm-eval draws the subtask run alone. Pin and run "
+                         "each subtask on its own (prepare.py --pin).")
     return GroupSpec(pin, read, aggregate, leaves, tuple(members), release.group_unweighted_stderr)
 
 

@@ -12,7 +12,8 @@ coroutines, `with`, walrus, `del`), any other attribute of a value (frames and c
 anywhere in the file, called or handed on (`json.loads(s, object_hook=exec)`), `type` with other than one
 argument, a format string that reaches an attribute or an item (`'{0.gi_frame}'.format(g)`) or that is not a
 literal, a subscript by a dunder string (`globals()['__builtins__']`), dunder attributes, imports off the list
-and module attributes off MODULE_ATTRIBUTES.
+and module attributes off MODULE_ATTRIBUTES. `random` only by a plain top-level `import random`, which a drawing
+file's run resolves to a seeded stand-in (hooks._SeededRandom): the process's global state is never reached.
 """
 
 import ast
@@ -20,8 +21,9 @@ import builtins
 import functools
 import string
 
+SEEDED_DRAWS = ("shuffle", "sample", "choice", "choices", "randint")  # random's functions a hook may draw with
 # Modules a hook may import: text and data handling that is deterministic and stays in the process.
-ALLOWED_IMPORTS = {"re", "string", "datasets", "functools", "typing", "collections", "json", "math", "numpy",
+ALLOWED_IMPORTS = {"random", "re", "string", "datasets", "functools", "typing", "collections", "json", "math", "numpy",
                    "unicodedata", "itertools", "ast", "copy", "hashlib", "html", "dataclasses", "enum", "textwrap",
                    "__future__",
                    "sacrebleu", "rouge_score"}  # metric libraries lm-eval itself installs (truthfulqa's utils.py)
@@ -39,12 +41,16 @@ MODULE_ATTRIBUTES = {
     "string": {"ascii_uppercase", "ascii_lowercase", "ascii_letters", "punctuation", "digits", "whitespace",
                "capwords"},
     "rouge_score.rouge_scorer": {"RougeScorer"}, "rouge_score.scoring": {"BootstrapAggregator"},
+    # the global instance's draws (GPQA's, metabench's shuffle): a drawing file runs with the module's `random` bound
+    # to random.Random(seed) (hooks.load), the state lm-eval's simple_evaluate gives process_docs (SOURCE_MAP step 84)
+    "random": set(SEEDED_DRAWS),
     "sacrebleu": {"corpus_bleu", "sentence_bleu"}, "unicodedata": {"normalize", "category", "combining"},
     "json": {"loads", "dumps"}, "itertools": {"chain", "product", "permutations", "combinations", "islice"},
     "itertools.chain": {"from_iterable"}, "collections": {"Counter", "defaultdict", "OrderedDict", "namedtuple"},
     "functools": {"partial", "reduce", "lru_cache", "cache"}, "copy": {"deepcopy", "copy"},
-    "textwrap": {"dedent", "indent", "wrap", "fill"}, "typing": {"List", "Dict", "Optional", "Any", "Tuple",
-                                                                  "Union", "Callable", "Iterable", "Sequence"},
+    "textwrap": {"dedent", "indent", "wrap", "fill"},
+    "typing": {"List", "Dict", "Optional", "Any", "Tuple", "Union", "Callable", "Iterable", "Sequence",
+               "TYPE_CHECKING"},
     "dataclasses": {"dataclass", "field", "asdict"}, "enum": {"Enum", "IntEnum", "auto"},
 }
 SUBMODULES = {"rouge_score.rouge_scorer", "rouge_score.scoring"}  # `from rouge_score import scoring`
@@ -83,6 +89,15 @@ REFUSED_CALLS = {"load_dataset": "loads a dataset (the network or the hub)"}  # 
 FORMAT_METHODS = ("format", "format_map")
 
 
+def draws_random(data: bytes) -> bool:
+    """Whether a hook file (one file_reason accepts) draws from `random`: a plain top-level `import random`."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, ast.Import) and any(a.name == "random" for a in node.names) for node in tree.body)
+
+
 @functools.lru_cache(maxsize=1024)  # keyed by the bytes: --list-tasks reads one utils.py for many configs
 def file_reason(file_name: str, data: bytes, function: str) -> str | None:
     """Why the hook file may not run as `function`'s home (read statically, never run), or None."""
@@ -105,11 +120,12 @@ def file_reason(file_name: str, data: bytes, function: str) -> str | None:
                 top = name.split(".")[0]
                 if top == "lm_eval":
                     return f"{file_name} imports lm-eval internals ({name})"
-                if top == "random":
-                    return (f"{file_name} imports random: its draws come from the process's global random state, "
-                            "which lm-eval seeds and then shares with every draw before the hook's (and datasets' "
-                            "cache may skip a map's call altogether), so what it draws is not a function of the "
-                            "pinned bytes and the seed (the leaderboard's GPQA shuffles its choices so)")
+                if top == "random" and not (isinstance(node, ast.Import) and node in tree.body
+                                            and [(a.name, a.asname) for a in node.names] == [("random", None)]):
+                    return (f"{file_name} imports random other than by a plain top-level `import random` (a name "
+                            "bound from random, an alias or an import inside a function would draw from the "
+                            "process's global state, which the audit cannot seed: it binds the module's own "
+                            "`random`)")
                 if top not in ALLOWED_IMPORTS:
                     return f"{file_name} imports {name} (hooks may import only {', '.join(sorted(ALLOWED_IMPORTS))})"
             for alias in node.names:
@@ -237,6 +253,8 @@ def _imported_use(file_name: str, node, dotted: str, parents: dict) -> str | Non
             or isinstance(parent, ast.Subscript) and parent.value is node):
         return None
     if isinstance(parent, (ast.arg, ast.FunctionDef)) or _in_annotation(node, parents):
+        return None
+    if isinstance(parent, ast.If) and parent.test is node:  # `if TYPE_CHECKING:` (0.4.13's hook files)
         return None
     return f"{file_name} hands on the imported name {node.id} ({dotted}), which the hook check cannot follow"
 

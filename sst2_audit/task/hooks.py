@@ -42,8 +42,8 @@ class Hook:
     def describe(self) -> str:
         return f"{self.key}: {self.path}::{self.function}"
 
-    def __call__(self, *args):
-        function = load(self)  # a changed file is a failed check (CheckFailed), never caught here
+    def __call__(self, *args, random_seed: int | None = None):
+        function = load(self, random_seed)  # a changed file is a failed check (CheckFailed), never caught here
         try:
             return function(*args)
         except Exception as error:  # the task's code on data that is not the task's: bad input, named
@@ -98,8 +98,9 @@ def code_reason(file: Path, function: str) -> str | None:
 _LOADED: dict = {}
 
 
-def load(hook: Hook):
-    """The hook's function, from the bytes whose sha256 is the lock's pin (hashed and compiled from one read)."""
+def load(hook: Hook, random_seed: int | None = None):
+    """The hook's function, from the bytes whose sha256 is the lock's pin (hashed and compiled from one read). A
+    file that draws from `random` (hook_check.draws_random) needs random_seed: see seeded."""
     if hook.sha256 is None:
         raise CheckFailed(f"hook {hook.describe()}: its file is not pinned by the lock.")
     key = (hook.file, hook.sha256)
@@ -107,12 +108,71 @@ def load(hook: Hook):
         data = _pinned_bytes(hook)
         module = types.ModuleType(f"sst2_audit_hook_{hook.sha256[:16]}")
         module.__file__ = hook.file
+        _namespace(module, data)
         exec(compile(data, hook.file, "exec"), module.__dict__)  # noqa: S102 - pinned, statically checked code
         _LOADED[key] = module
     function = getattr(_LOADED[key], hook.function, None)
     if not callable(function):
         raise InputError(f"{hook.path}: defines no function {hook.function}.")
+    if SEEDED in _LOADED[key].__dict__:
+        if random_seed is None:
+            raise RuntimeError(f"hook {hook.describe()} draws from random and was loaded without a seed")
+        return seeded(function, _LOADED[key], random_seed)
     return function
+
+
+def seeded(function, module, random_seed: int):
+    """The hook drawing, for each call, from a fresh random.Random(random_seed): the state lm-eval gives a
+    process_docs hook (simple_evaluate seeds the global instance, then builds the task, whose first process_docs
+    call on the split draws first; later calls read datasets' cache of that map: SOURCE_MAP step 84), and never
+    the process's own global state (the file's `random` is a _SeededRandom from the moment it is run)."""
+    import random
+
+    @functools.wraps(function)  # inspect.getsource follows __wrapped__: lm-eval logs the hook's own source
+    def call(*args, **kwargs):
+        module.__dict__[SEEDED].draws = random.Random(random_seed)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            module.__dict__[SEEDED].draws = None
+    return call
+
+
+SEEDED = "__sst2_audit_seeded_random__"  # where a drawing hook file's module keeps the `random` it imported
+
+
+class _SeededRandom(types.ModuleType):
+    """The `random` a drawing hook file imports (its `import random` resolves here when it is run, so a name bound
+    at import, `X = random.shuffle`, draws from it too): each of hook_check.SEEDED_DRAWS draws from the Random the
+    current call set, and refuses outside a call."""
+
+    def __init__(self):
+        super().__init__("random")
+        self.draws = None
+        for name in hook_check.SEEDED_DRAWS:
+            setattr(self, name, self._draw(name))
+
+    def _draw(self, name: str):
+        def draw(*args, **kwargs):
+            if self.draws is None:
+                raise RuntimeError(f"a hook drew random.{name} outside a seeded call")
+            return getattr(self.draws, name)(*args, **kwargs)
+        return draw
+
+
+def _namespace(module, data: bytes) -> None:
+    """A drawing hook file's own `random` (_SeededRandom), given to its `import random` by the builtins it runs
+    with; any other file runs with the usual builtins."""
+    if not hook_check.draws_random(data):
+        return
+    import builtins
+
+    shim = module.__dict__[SEEDED] = _SeededRandom()
+
+    def imports(name, *args, **kwargs):
+        return shim if name == "random" else builtins.__import__(name, *args, **kwargs)
+
+    module.__dict__["__builtins__"] = {**builtins.__dict__, "__import__": imports}
 
 
 def _pinned_bytes(hook: Hook) -> bytes:
@@ -159,9 +219,9 @@ def source(hook: Hook) -> str:
     if text is not None:
         return text
     try:
-        return inspect.getsource(load(hook))
+        return inspect.getsource(load(hook, 0))  # (a seed shows in neither the source nor str())
     except (TypeError, OSError):
-        return stable(str(load(hook)))
+        return stable(str(load(hook, 0)))
 
 
 def nested(hook: Hook) -> str:
@@ -172,7 +232,7 @@ def nested(hook: Hook) -> str:
         raise CheckFailed(f"hook {hook.describe()}: its file is not pinned by the lock.")
     if function_source(_pinned_bytes(hook), hook.function) is not None:
         return f"<function {hook.function} at 0x...>"
-    return stable(str(load(hook)))
+    return stable(str(load(hook, 0)))
 
 
 def rendered(value):

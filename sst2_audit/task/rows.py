@@ -25,12 +25,16 @@ def matching_manifest(lock, profile, cache):
     return require_matching(read_manifest(cache), Path(cache), lock, profile)
 
 
-def verified_rows(lock, profile, spec, cache, roles, manifest=None, weights: bool = True) -> SplitRows:
-    """Raises CheckFailed when a file of `roles` differs from the manifest (weights: manifest.verify_files)."""
+def verified_rows(lock, profile, spec, cache, roles, manifest=None, weights: bool = True,
+                  random_seed: int | None = None) -> SplitRows:
+    """Raises CheckFailed when a file of `roles` differs from the manifest (weights: manifest.verify_files).
+    random_seed: simple_evaluate's, which a process_docs hook may draw from (default: the profile's seed, what run
+    hands simple_evaluate; an adopted run's is its own claim)."""
     manifest = manifest or matching_manifest(lock, profile, cache)
     verify_files(cache, manifest, roles=roles, weights=weights)
     parquet = Path(cache) / manifest.file(spec.eval_split).path
-    rows = spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet)  # lm-eval's docs
+    seed = lock.settings_for(profile.name, spec)["seed"] if random_seed is None else random_seed
+    rows = spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet, seed)  # lm-eval's docs
     by_idx = {row.idx: row for row in rows}
     split = make_split(list(by_idx), lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows,
                        spec.eval_split)
@@ -55,7 +59,7 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
         if split == spec.eval_split:
             return list(data.by_idx.values())
         parquet = Path(cache) / manifest.file(split).path
-        return spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet)
+        return spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet, settings["seed"])
 
     plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], fewshot.shot_docs(spec, rows_of),
                         [data.by_idx[idx] for idx in scored_ids],

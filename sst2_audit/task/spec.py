@@ -17,6 +17,7 @@ from pathlib import Path
 from sst2_audit.formats.releases import require_release_scope
 from sst2_audit.protocol.generation import generation_rule, GenerationRule
 from sst2_audit.task.dataset import read_table, Row
+from sst2_audit.task import hook_check
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
 from sst2_audit.task.hooks import find, Hook, HOOK_KEYS, load, RESULTS_KEY, source
 from sst2_audit.task.yaml_file import read as read_yaml
@@ -86,19 +87,27 @@ class TaskSpec:
     def process_docs(self) -> Hook | None:
         return next((hook for hook in self.hooks if hook.key == "process_docs"), None)
 
-    def config(self, callables: bool) -> dict:
-        """The official config with each hook as lm-eval holds it: the function (to run the task), or
-        its source as TaskConfig.to_dict logs it (to rebuild the logged config)."""
+    @property
+    def draws_random(self) -> bool:
+        """Whether its process_docs hook draws from random (hooks.seeded): its docs depend on simple_evaluate's seed."""
+        hook = self.process_docs
+        return hook is not None and hook_check.draws_random(Path(hook.file).read_bytes())
+
+    def config(self, callables: bool, random_seed: int | None = None) -> dict:
+        """The official config with each hook as lm-eval holds it: the function (to run the task; a hook that draws
+        from random draws from random_seed, hooks.seeded), or its source as TaskConfig.to_dict logs it (to rebuild
+        the logged config)."""
         import copy
 
         config = copy.deepcopy({key: value for key, value in self.official.items()
                                 if key not in {hook.key for hook in self.hooks}})
-        config.update({hook.key: load(hook) if callables else source(hook) for hook in self.hooks})
+        config.update({hook.key: load(hook, random_seed) if callables else source(hook) for hook in self.hooks})
         return config
 
-    def processed(self, rows: list, parquet) -> list:
+    def processed(self, rows: list, parquet, random_seed: int | None = None) -> list:
         """A split's rows as lm-eval's docs: through the pinned process_docs hook when the task has one
-        (it gets a datasets.Dataset of the verified parquet, as lm-eval's loader builds one)."""
+        (it gets a datasets.Dataset of the verified parquet, as lm-eval's loader builds one; a hook that draws from
+        random draws from random_seed, simple_evaluate's)."""
         hook = self.process_docs
         if hook is None:
             return rows
@@ -106,7 +115,7 @@ class TaskSpec:
         warm.wait("transformers")  # datasets' fingerprint pickler reads transformers if it is in sys.modules
         import datasets
 
-        docs = hook(datasets.Dataset(read_table(parquet)))
+        docs = hook(datasets.Dataset(read_table(parquet)), random_seed=random_seed)
         return [Row(position, dict(doc)) for position, doc in enumerate(docs)]
 
     @property

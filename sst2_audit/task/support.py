@@ -9,6 +9,7 @@ from sst2_audit.formats.releases import scope_reason
 from sst2_audit.protocol.generation import generation_reason
 from sst2_audit.protocol.metrics import choice_count_needed, yaml_metrics
 from sst2_audit.task.evaluator_pin import installed_root
+from sst2_audit.task.hook_check import draws_random
 from sst2_audit.task.hooks import code_reason, find, Hook, HOOK_KEYS, RESULTS_KEY, source_sha256
 from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util.errors import CheckFailed, InputError
@@ -70,10 +71,27 @@ def hook_reason(config: dict, reading) -> tuple:
             if rule is None:
                 return (f"has its own process_results ({hook.path}::{hook.function}), a metric computed by task "
                         f"code that is not re-derived (re-derived: truthfulqa's process_results_mc2)"), None
-        reason = code_reason(Path(hook.file), hook.function)
+        reason = code_reason(Path(hook.file), hook.function) or _draws_reason(config, hook)
         if reason:
             return f"has a `!function` {hook.key} hook that cannot run as pinned shared code: {reason}", None
     return None, rule
+
+
+def _draws_reason(config: dict, hook: Hook) -> str | None:
+    """Why a hook that draws from random cannot be given lm-eval's state (hooks.seeded), or None: only process_docs
+    draws at one point lm-eval's seeding fixes, and only when every split the task processes is one split (the
+    first map of it draws from the seeded state, later calls read datasets' cache of that map; a second split would
+    draw in lm-eval's construction order)."""
+    if not draws_random(Path(hook.file).read_bytes()):
+        return None
+    if hook.key != "process_docs":
+        return (f"{Path(hook.file).name} draws from random in a {hook.key} hook (lm-eval calls it once per request "
+                "and again per log line: only a process_docs hook draws at a point its seeding fixes)")
+    splits = {config.get(f"{name}_split") for name in ("training", "validation", "test", "fewshot")} - {None}
+    if len(splits) > 1:
+        return (f"{Path(hook.file).name} draws from random and the task processes the splits {sorted(splits)} (each "
+                "split's map draws after the one before it, in lm-eval's construction order)")
+    return None
 
 
 def results_rule(hook: Hook) -> ResultsRule | None:
