@@ -87,7 +87,7 @@ def test_a_schema_5_summary_s_accuracy_is_read_as_its_value():
         raw = json.loads(archive.extractfile("embedded-full-reference/run.json").read())
     record = records.from_dict(records.RunRecord, raw, "run.json")  # schema 4, upgraded on read
     today = records.to_dict(record)
-    assert today["schema_version"] == records.RECORD_SCHEMA_VERSION == 6
+    assert today["schema_version"] == records.RECORD_SCHEMA_VERSION == 7 and today["processes"] == 1
     assert today["summaries"]["official"]["acc"]["value"] == 42 / 64 and "accuracy" not in \
         today["summaries"]["official"]["acc"]
     five = json.loads(json.dumps(today))
@@ -105,9 +105,10 @@ def test_a_schema_5_summary_s_accuracy_is_read_as_its_value():
 
 
 def test_each_record_kind_has_its_own_version():
-    """One envelope (kind, schema_version), a version per kind: the run record is at 6 (its summaries' `value`),
-    the failure, private and group records stay at 5; a kind's record at another kind's version is refused."""
-    assert records.KIND_VERSIONS == {"sst2-audit/run": 6, "sst2-audit/failure": 5, "sst2-audit/private": 5,
+    """One envelope (kind, schema_version), a version per kind: the run record is at 7 (`processes`; 6: its
+    summaries' `value`), the failure, private and group records stay at 5; a kind's record at another kind's version
+    is refused."""
+    assert records.KIND_VERSIONS == {"sst2-audit/run": 7, "sst2-audit/failure": 5, "sst2-audit/private": 5,
                                      "sst2-audit/group": 5}
     failure = records.FailureRecord("r", "check", "message", [])
     raw = records.to_dict(failure)

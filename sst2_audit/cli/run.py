@@ -1,5 +1,6 @@
 """run.py: score the dev rows through lm-eval and the independent path; --list-tasks."""
 
+import signal
 from pathlib import Path
 
 from sst2_audit.cli.common import (
@@ -22,7 +23,8 @@ from sst2_audit.run.job import default_run_name
 from sst2_audit.protocol.generation import FILTERS
 from sst2_audit.task.support import list_installed
 from sst2_audit.util.commands import command_line
-from sst2_audit.util.errors import InputError
+from sst2_audit.scoring.shards import from_launcher, launched
+from sst2_audit.util.errors import InputError, InternalError
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import RUN_NAME, terminal
 
@@ -34,6 +36,7 @@ def main(argv) -> int:
         args.list_tasks = extra.pop()  # `--list-tasks --supported 'arc_*'`: the pattern after the flag
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    _one_process_only(args)
     if args.list_tasks is not None:
         return _list_tasks(args)
     if (args.preregister is not None or args.confirm is not None) and args.study is None:
@@ -73,9 +76,10 @@ def main(argv) -> int:
                          "the private records (sentences, prompts) must never sit with the public ones.")
 
     set_quiet(args.quiet or args.json)
-    record = run_job.execute(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec,
-                                                smoke=args.smoke, sort_ids=not args.unsorted_ids,
-                                                rows=args.rows))
+    record = _shared(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec, smoke=args.smoke,
+                                        sort_ids=not args.unsorted_ids, rows=args.rows))
+    if isinstance(record, int):  # a process other than rank 0: its exit code, rank 0's
+        return record
     auditable(out, lock, args.cache)
     if args.json:
         import json
@@ -85,6 +89,38 @@ def main(argv) -> int:
         lines = (quiet_line(record) if args.quiet else run_summary(record, out, private)).split("\n")
         print(terminal(lines if args.quiet else lines + [f"  next          {audit_command(args, out)}"]))
     return 0
+
+
+def _one_process_only(args) -> None:
+    if launched() > 1 and (args.list_tasks is not None or args.group or args.study is not None
+                           or args.preregister is not None or args.confirm is not None):
+        raise InputError(f"{launched()} processes were started (WORLD_SIZE): a launcher shares the rows of one run "
+                         "(--profile, --smoke, --rows); --list-tasks, --group, --study, --preregister and --confirm "
+                         "run in one process.")
+
+
+def _shared(options):
+    """The run in one process, or shared among the N `torchrun`/`accelerate launch` started: rank 0's record, and
+    in every other process rank 0's exit code (its failure or error's), once rank 0 has finished."""
+    options.shards = shards = from_launcher("gloo")  # both paths score on the lock's device, the CPU
+    if shards.world > 1:  # the launcher ends the others with SIGTERM when one dies: as Ctrl-C, nothing kept
+        signal.signal(signal.SIGTERM, _terminated)
+        set_quiet(not shards.lead)
+    try:
+        try:
+            record = run_job.execute(options)
+        except BaseException as error:
+            if shards.world > 1:
+                shards.broadcast(getattr(error, "exit_code", InternalError.exit_code) if shards.lead else None)
+            raise
+        code = shards.broadcast(0 if shards.lead else None)
+        return record if shards.lead else code
+    finally:
+        shards.close()
+
+
+def _terminated(number, frame):
+    raise KeyboardInterrupt
 
 
 def audit_command(args, out: Path) -> str:

@@ -41,11 +41,24 @@ def check_lm_eval_sample(raw, where: str) -> LmEvalSample:
                                    for name in REPORTED if name in raw})
     for number, resp in enumerate(sample.resps):
         here = f"{where}.resps[{number}]"
-        if not (len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):
-            raise InputError(f"{here}: expected [[log-likelihood, is_greedy]], got {str(resp)[:60]!r}.")
-        typed(float, resp[0][0], f"{here}[0][0]")
-        typed(bool, resp[0][1], f"{here}[0][1]")
+        for position, pair in enumerate(_responses(resp, here)):
+            typed(float, pair[0], f"{here}[{position}][0]")
+            typed(bool, pair[1], f"{here}[{position}][1]")
     return sample
+
+
+MAX_PADDING = 4096  # lm-eval's padding responses on one logged request (at most the processes' request difference)
+
+
+def _responses(resp, here: str) -> list:
+    """A candidate's logged responses: [[log-likelihood, is_greedy]], or more than one pair where lm-eval's
+    data-parallel evaluate appended its padding requests' responses to the last request of a process with fewer
+    (SOURCE_MAP step 85); the first is the request's own, as lm-eval's filter takes it."""
+    if not (type(resp) is list and 1 <= len(resp) <= 1 + MAX_PADDING
+            and all(type(pair) is list and len(pair) == 2 for pair in resp)):
+        raise InputError(f"{here}: expected [[log-likelihood, is_greedy]] (and lm-eval's padding responses after "
+                         f"it), got {str(resp)[:60]!r}.")
+    return resp
 
 
 def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",), filters=("none",)) -> dict:
@@ -156,8 +169,8 @@ def read_plain_sample(raw, where: str, reported: tuple, public: bool = False) ->
     scores, greedy, kept = [], [], []
     for number, (resp, one) in enumerate(zip(resps, filtered)):
         here = f"{where}.resps[{number}]"
-        if not (type(resp) is list and len(resp) == 1 and type(resp[0]) is list and len(resp[0]) == 2):
-            raise InputError(f"{here}: expected [[log-likelihood, is_greedy]], got {str(resp)[:60]!r}.")
+        for position, pair in enumerate(_responses(resp, here)[1:], start=1):  # padding: read, typed, not used
+            _number(pair[0], f"{here}[{position}][0]"), _flag(pair[1], f"{here}[{position}][1]")
         if not (type(one) is list and len(one) == 2):
             raise InputError(f"{where}.filtered_resps[{number}]: expected [log-likelihood, is_greedy].")
         scores.append(_number(resp[0][0], f"{here}[0][0]"))

@@ -17,11 +17,11 @@ from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 
-# The run record's version (each kind's: KIND_VERSIONS). 6: a summary's `value` (was `accuracy`); 4: paths and
-# metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]); 3: any
-# task (task, metrics, acc_norm, token counts and hashes instead of public token ids); 2: run.json gained
+# The run record's version (each kind's: KIND_VERSIONS). 7: `processes`; 6: a summary's `value` (was `accuracy`);
+# 4: paths and metrics are keys (scores[path], predictions[path][metric], logged[metric], summaries[path][metric]);
+# 3: any task (task, metrics, acc_norm, token counts and hashes instead of public token ids); 2: run.json gained
 # `platform` (the numeric fingerprint). Older records are read and upgraded.
-RECORD_SCHEMA_VERSION = 6
+RECORD_SCHEMA_VERSION = 7
 # One envelope (kind, schema_version), a version per kind: a kind's version moves only when its own fields do.
 # The kinds shared one number up to 5, so each kind's chain runs through the shared versions from the one it
 # was first written at (FIRST_VERSION); from 5 on each kind counts alone.
@@ -164,6 +164,7 @@ class RunRecord:
     platform: PlatformRecord | None = None  # None only in records upgraded from schema 1
     lm_eval_notes: list[LmEvalNote] | None = None  # None only in records upgraded from schema 2 or older
     third_party_log: dict[str, int] | None = None  # console.count_known: warnings kept off the console, by name
+    processes: int = 1  # the processes a launcher started, which shared both paths' rows (scoring/shards.py)
     schema_version: int = RECORD_SCHEMA_VERSION
     kind: str = "sst2-audit/run"
 
@@ -327,9 +328,9 @@ def _upgrade_from_5(raw: dict) -> dict:
     return upgraded
 
 
-# schema_version -> function returning the next version's dict
+# schema_version -> function returning the next version's dict; 5 on: the run record's own (6: made in one process)
 UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4,
-            5: _upgrade_from_5}  # 5 on: the run record's own
+            5: _upgrade_from_5, 6: lambda raw: dict(raw, schema_version=7, processes=1)}
 # The schema version each record kind was first written at: one version number is shared by the kinds, and
 # an upgrade chain starts only where a kind existed (a group record "of version 1" never was).
 FIRST_VERSION = {"sst2-audit/run": 1, "sst2-audit/failure": 1, "sst2-audit/private": 1, "sst2-audit/group": 4}
@@ -350,10 +351,8 @@ def from_dict(kind, raw: dict, where: str):
         raw = UPGRADES[version](raw)
         version = raw.get("schema_version")
     if raw.get("kind") != expected_kind or raw.get("schema_version") != current:
-        raise InputError(
-            f"{where}: expected kind {expected_kind!r} schema_version {current}, "
-            f"got {raw.get('kind')!r} {raw.get('schema_version')!r}."
-        )
+        raise InputError(f"{where}: expected kind {expected_kind!r} schema_version {current}, "
+                         f"got {raw.get('kind')!r} {raw.get('schema_version')!r}.")
     record = convert(kind, raw, where)
     if isinstance(record, RunRecord):
         _check_keys(record, where)

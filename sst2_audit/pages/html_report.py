@@ -163,7 +163,7 @@ def _confusion(record, names: list) -> list:
 
 # The page design this version renders. Changing the page's look bumps it: pages then state their design
 # (<meta name="sst2-audit-page-design">), and the audit labels a page of any other design the submitter's claim
-# instead of comparing its bytes. Design 1 states none: the pages of record schema 4 to 6; record schema 3's
+# instead of comparing its bytes. Design 1 states none: the pages of record schema 4 to 7; record schema 3's
 # page had a design of its own (0), which this version no longer renders.
 PAGE_DESIGN = 1
 OLDEST_SCHEMA = 4  # the oldest record schema whose page is of design 1

@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from sst2_audit.scoring.identity import check_logged_samples, expected_question,
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
 from sst2_audit.scoring.official import data_files_of, official_encode_pair, run_official
+from sst2_audit.scoring.shards import Shards
 from sst2_audit.scoring.summaries import label_counts, summaries
 from sst2_audit.task import lm_eval_notes
 from sst2_audit.task.evaluator_pin import evaluator_record, verify_installed
@@ -51,6 +52,7 @@ class RunOptions:
     # the sha256 of the pre-registration whose ticket run/confirm.py claimed in the cache: this run scores the
     # confirmation rows (mode "confirm"); only run/confirm.py sets it
     confirmation: str | None = None
+    shards: Shards = field(default_factory=Shards)  # the processes a launcher started: both paths shared among them
 
 
 def default_run_name(profile: str, smoke: bool, rows: int | None = None) -> str:
@@ -145,7 +147,7 @@ def _value_disagreements(spec, questions: list) -> list:
 class RunFailed(CheckFailed):
     """A check failed and its failure record was written: the run folder keeps it."""
 
-def execute(options: RunOptions) -> records.RunRecord:
+def execute(options: RunOptions) -> records.RunRecord | None:
     scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-"))  # lm-eval's datasets cache, private to this run
     fresh = [folder for folder in (options.out, options.private) if not Path(folder).exists()]
     emptied = [Path(folder) for folder in (options.out, options.private)
@@ -202,10 +204,11 @@ def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
     lock, profile, cache, spec = options.lock, options.profile, Path(options.cache).resolve(), options.spec
     settings = settings_record(lock.settings_for(profile.name, spec), spec, options.sort_ids)
     manifest = require_matching(read_manifest(cache), cache, lock, profile)
-    atomic.new_directory(options.out, "--out")
-    atomic.new_directory(options.private, "--private")
+    if options.shards.lead:  # rank 0 alone writes (scoring/shards.py); the others' third-party output stays in scratch
+        atomic.new_directory(options.out, "--out")
+        atomic.new_directory(options.private, "--private")
     _offline_environment(scratch)
-    log_path = options.private / console.LOG_FILE
+    log_path = (options.private if options.shards.lead else scratch) / console.LOG_FILE
     stack.enter_context(console.captured(log_path))  # third-party output goes to the private log
     scrub = {str(cache): "<cache>", str(scratch): "<scratch>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     with phase("verify cache and evaluator (hash before load)", timings, "verify"):
@@ -218,7 +221,7 @@ def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
         import transformers  # noqa: F401
         import lm_eval  # noqa: F401
 
-    threads = threads_for(settings, paths=2)  # the official and independent paths run concurrently
+    threads = options.shards.threads(settings, paths=2)  # the official and independent paths run concurrently
     torch.set_num_threads(threads)
     torch.manual_seed(settings["seed"])
     platform = fingerprint(settings["numeric_mode"], threads)
@@ -262,18 +265,26 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
 def _score(options: RunOptions, setup: Setup, prompts: Prompts) -> Scores:
     """Both paths; the identity check of lm-eval's logged samples before anything else reads them."""
 
-    settings, ids, timings = setup.settings, prompts.scored_ids, setup.timings
+    settings, ids, timings, shards = setup.settings, prompts.scored_ids, setup.timings, options.shards
     # The independent path runs in a worker thread beside the official path: torch releases
     # the GIL, so its forward passes overlap lm-eval's pure-Python setup. Both read the same
     # frozen weights; neither sees the other's numbers until the agreement check.
     worker = IndependentWorker(IndependentScorer(prompts.model, settings["max_length"]),
-                               {idx: prompts.expected[idx].pairs() for idx in ids})
+                               {idx: prompts.expected[idx].pairs() for idx in shards.mine(ids)})
     worker.start()
+    independent = None
     try:
-        with phase(f"official path: lm-eval simple_evaluate on {len(ids)} rows", timings, "official", announce=True):
+        share = f" ({len(shards.mine(ids))} in each of {shards.world} processes)" if shards.world > 1 else ""
+        with phase(f"official path: lm-eval simple_evaluate on {len(ids)} rows{share}", timings, "official",
+                   announce=True):
             official = run_official(prompts.model, prompts.tokenizer, settings, options.spec,
                                     data_files_of(Path(options.cache).resolve(), setup.manifest, options.spec), ids,
-                                    sort_ids=options.sort_ids)
+                                    sort_ids=options.sort_ids, shards=shards)
+        if shards.world > 1:  # every share at rank 0 before a check can stop it: a collective each process reaches
+            worker.finish()
+            independent = shards.gather(worker.scores)
+            if not shards.lead:
+                return None
         public_results = _write_lm_eval_output(options, official, setup.scrub)
         check_start = time.perf_counter()
         mismatches = check_logged_samples(official.samples, ids, prompts.expected,
@@ -293,7 +304,7 @@ def _score(options: RunOptions, setup: Setup, prompts: Prompts) -> Scores:
     finally:
         worker.finish()
     timings["independent"] = worker.elapsed
-    return Scores(official, public_results, worker.scores)
+    return Scores(official, public_results, worker.scores if independent is None else independent)
 
 
 def _agreement(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores) -> tuple:
@@ -353,6 +364,7 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
         lm_eval_notes=lm_eval_notes.notes(scores.public_results, spec.name, resources, len(questions),
                                           evaluator["commit"]),
         third_party_log=console.count_known(setup.log_path),
+        processes=options.shards.world,
     )
 
 
@@ -372,12 +384,15 @@ def _write_records(options: RunOptions, setup: Setup, prompts: Prompts, record: 
     records.write(options.out / records.RUN_FILE, record)
 
 
-def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord:
-    """The run's stages in order; each takes the outputs of those before it."""
+def _execute(options: RunOptions, scratch: Path, stack) -> records.RunRecord | None:
+    """The run's stages in order; each takes the outputs of those before it. None in a process other than rank 0,
+    once its share is gathered."""
     start = time.perf_counter()
     setup = _setup(options, scratch, stack)
     prompts = _prompts(options, setup)
     scores = _score(options, setup, prompts)
+    if scores is None:
+        return None
     agreement = _agreement(options, setup, prompts, scores)
     record = _record(options, setup, prompts, scores, agreement, time.perf_counter() - start)
     _write_records(options, setup, prompts, record)

@@ -65,12 +65,14 @@ def task_index(spec):
 
 
 def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_ids, *,
-                 sort_ids: bool = True) -> OfficialOutput:
+                 sort_ids: bool = True, shards=None) -> OfficialOutput | None:
     """Score dev_ids through simple_evaluate.
 
     lm-eval 0.4.9.2 pairs the k-th document (in dataset order) with the k-th
     entry of `samples`, so unsorted ids log wrong doc_ids (upstream #4084);
     we pass them sorted. sort_ids=False reproduces the bug on purpose.
+    Under a launcher (shards.world > 1) lm-eval's own data-parallel path shares the documents (SOURCE_MAP step
+    85): None in a process other than rank 0, where lm-eval gathers the samples and the metrics.
     """
     import lm_eval
     from lm_eval.api.task import ConfigurableTask
@@ -85,6 +87,8 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
         max_length=settings["max_length"], device=settings["device"],
         add_bos_token=settings["add_bos_token"],
     )
+    if shards is not None and shards.world > 1:
+        data_parallel(lm, shards)
     output = lm_eval.simple_evaluate(
         model=lm, tasks=[task], task_manager=task_index(spec), num_fewshot=settings["num_fewshot"],
         samples={task.config.task: ids}, log_samples=True, cache_requests=False, use_cache=None,
@@ -92,6 +96,8 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
         numpy_random_seed=settings["seed"], torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
         bootstrap_iters=settings.get("bootstrap_iters", BOOTSTRAP_ITERS),  # f1 / mcc stderr; the default otherwise
     )
+    if output is None:  # another process's share: rank 0 holds the gathered output
+        return None
     samples = output.pop("samples")[task.config.task]
     if spec.hooks:  # a partial's logged str() holds a memory address (hooks.stable); a hook inherited by
         # 0.4.13's fewshot_config stays a function in the logged config: rendered as lm-eval's writer does
@@ -99,6 +105,19 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
     effective = output["configs"][task.config.task]
     differences = config_differences(spec, effective, settings["num_fewshot"])
     return OfficialOutput(output, samples, effective, differences, lm)
+
+
+def data_parallel(lm, shards) -> None:
+    """lm-eval's data-parallel evaluation on the processes a launcher started, for an HFLM given a loaded model
+    (HFLM.__init__ then assumes one process, "or custom distributed integration"): the rank, the world and the
+    Accelerator its evaluate() gathers with (evaluator.py: the requests' padding, the samples and the metrics at
+    rank 0). HFLM's own launcher path sets the same three from accelerate, and only with a GPU per process
+    (gpus > 1); the lock's device is the CPU, and accelerate sees the gloo processes with cpu=True. The global
+    rank, not HFLM's local process index (which would repeat documents across machines)."""
+    from accelerate import Accelerator
+
+    lm._rank, lm._world_size = shards.rank, shards.world
+    lm.accelerator = Accelerator(cpu=True)
 
 
 def official_encode_pair(lm, context: str, continuation: str) -> tuple:

@@ -26,9 +26,10 @@ class Shards:
     def lead(self) -> bool:
         return self.rank == 0
 
-    def threads(self, settings: dict) -> int:
-        """torch's threads in each process: the lock's threads, the cores shared by the processes."""
-        return threads_for(settings, paths=self.world)
+    def threads(self, settings: dict, paths: int = 1) -> int:
+        """torch's threads for each of `paths` concurrent paths in each process: the lock's threads, the cores
+        shared by the processes and their paths."""
+        return threads_for(settings, paths=paths * self.world)
 
     def seed(self, given: int | None) -> int:
         """The rescore draw's seed: the one given, else one drawn fresh at rank 0, the same on every rank."""
@@ -70,15 +71,17 @@ def launched() -> int:
     return int(os.environ.get("WORLD_SIZE", "1") or 1)
 
 
-def from_launcher() -> Shards:
-    """The processes the launcher started (call after the numeric mode is set: this imports torch), or one."""
+def from_launcher(backend: str | None = None) -> Shards:
+    """The processes the launcher started (call after the numeric mode is set: this imports torch), or one.
+    backend: gloo for tensors on the CPU (run: lm-eval's own collectives gather tensors on the lock's device, the
+    CPU); else nccl where a GPU is present."""
     world = launched()
     if world <= 1:
         return Shards()
     import torch
     import torch.distributed as dist
 
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend)
