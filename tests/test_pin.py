@@ -10,7 +10,10 @@ import shutil
 
 import pytest
 
-from conftest import LOCK, one_paragraph, prepare_run_audit, run_cli, run_script, tiny_model_folder, tree_state
+from conftest import (
+    LOCK, one_paragraph, prepare_cache, prepare_run_audit, run_cli, run_script, tiny_model_folder, tree_state,
+)
+from sst2_audit.task.split import split_key
 
 
 def _pairs(count: int) -> list:
@@ -580,3 +583,47 @@ def test_replace_swaps_ones_own_earlier_pin_and_nothing_else(own_model, tmp_path
                    "--new-lock", other, "--replace")
     assert done.returncode == 2 and "is not an earlier pin of profile x" in one_paragraph(done.stderr)
     assert other.read_text() == LOCK.read_text()
+
+
+def test_a_full_split_profile_scores_every_row_that_is_not_sealed(own_model, tmp_path, monkeypatch):
+    """--dev-rows all: the lock's 64 dev rows first, then every row past the sealed block in the same hash order;
+    the sealed confirmation rows are the default pin's, and none of them is scored."""
+    from sst2_audit.task.split import make_split
+
+    monkeypatch.setenv("SST2_AUDIT_MINE_MODEL", str(own_model))
+    data = _rte_folder(tmp_path / "d", rows=230)
+    full, counted = tmp_path / "full.lock.json", tmp_path / "counted.lock.json"
+    assert run_script("prepare.py", "--pin", "mine", "--task", "rte", "--model", own_model, "--data", data,
+                      "--new-lock", full, "--dev-rows", "all").returncode == 0
+    assert json.loads(full.read_text())["profiles"]["mine"]["settings"] == {"dev_rows": "all"}
+    rule = json.loads(full.read_text())["split"]
+    default = make_split(range(230), rule["salt"], rule["dev_rows"], rule["confirm_rows"])
+    cache = prepare_cache(full, "mine", tmp_path)
+    done = run_script("run.py", "--lock", full, "--profile", "mine", "--cache", cache, "--out", tmp_path / "out",
+                      "--private", tmp_path / "private", "--run-name", "mine-full", "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    scored = [q["idx"] for q in record["questions"]]
+    ordered = sorted(range(230), key=lambda idx: (split_key(rule["salt"], idx), idx))
+    assert len(scored) == 230 - 128 and scored[:64] == list(default.dev_ids) and scored[64:] == ordered[192:]
+    assert not set(scored) & set(default.confirm_ids)
+    done = run_script("audit.py", "--lock", full, "--out", tmp_path / "out", "--cache", cache)
+    assert done.returncode == 0 and "rescore (all rows" in done.stdout, done.stdout + done.stderr
+    assert "102 rows" in done.stdout
+    # --rows reaches past the lock's 64 up to the profile's own count, and no further
+    done = run_cli("run.py", "--lock", full, "--profile", "mine", "--cache", cache, "--rows", "103")
+    assert done.returncode == 2 and "--rows 103: the profile has 102 dev rows." in one_paragraph(done.stderr)
+    # a count: the first N of the same order; a count the split cannot give is refused at pin time, naming it
+    assert run_script("prepare.py", "--pin", "counted", "--task", "rte", "--model", own_model, "--data", data,
+                      "--new-lock", counted, "--dev-rows", "70").returncode == 0
+    rows = make_split(range(230), rule["salt"], rule["dev_rows"], rule["confirm_rows"], profile_rows=70)
+    assert list(rows.dev_ids) == scored[:70] and rows.confirm_ids == default.confirm_ids
+    done = run_cli("prepare.py", "--pin", "big", "--task", "rte", "--model", own_model, "--data", data,
+                   "--new-lock", tmp_path / "big.lock.json", "--dev-rows", "200")
+    assert done.returncode == 2 and "the profile's dev_rows 200 needs 328 (200 dev + 128 sealed confirmation)" in \
+        one_paragraph(done.stderr)
+    done = run_cli("prepare.py", "--pin", "one", "--task", "rte", "--model", own_model, "--data", data,
+                   "--new-lock", tmp_path / "one.lock.json", "--dev-rows", "1")
+    assert done.returncode == 2
+    assert "dev_rows (2..100000 or \"all\"), got \"{'dev_rows': 1}\"" in one_paragraph(done.stderr)
+    assert not (tmp_path / "big.lock.json").exists() and not (tmp_path / "one.lock.json").exists()

@@ -42,6 +42,31 @@ def test_stderr_is_sample_std_over_sqrt_n():
     assert accuracy_stderr([1.0, 0.0, 1.0, 0.0]) == pytest.approx(0.28867513459481287, abs=0)
 
 
+def test_a_summary_of_questions_in_hash_order_equals_lm_evals_numbers_bit_for_bit(sst2):
+    """lm-eval sums the squared deviations in doc_id order; over 0/1 values the order still rounds (a 172-row run
+    differed in the last bit when summed in hash order): 300 generated runs in shuffled order against lm-eval's
+    own mean and mean_stderr."""
+    import random
+    from types import SimpleNamespace
+
+    from lm_eval.api.metrics import mean, mean_stderr
+
+    from sst2_audit.scoring.summaries import path_summary
+
+    draw, differed = random.Random(50), 0
+    for _ in range(300):
+        count = draw.randint(2, 2000)
+        ids = draw.sample(range(10 * count), count)
+        questions = [SimpleNamespace(idx=idx, label=draw.randint(0, 1), candidates=[0, 1],
+                                     scores={"official": [draw.uniform(-9, 0), draw.uniform(-9, 0)]}) for idx in ids]
+        right = [float(predict(q.scores["official"]) == q.label) for q in sorted(questions, key=lambda q: q.idx)]
+        summary = path_summary(sst2, questions, "official", "acc", {})
+        assert (summary.value, summary.stderr) == (mean(right), mean_stderr(right))
+        in_given_order = [float(predict(q.scores["official"]) == q.label) for q in questions]
+        differed += accuracy_stderr(in_given_order) != mean_stderr(right)
+    assert differed > 0  # the order matters: a summary in the given order would have failed
+
+
 def test_prompt_and_candidates_are_the_protocol(tokenizer, sst2):
     doc = {"sentence": "a fine film .", "label": 1, "idx": 3}
     context = "a fine film .\nQuestion: Is this sentence positive or negative?\nAnswer:"

@@ -94,7 +94,7 @@ MAX_CANDIDATE_TEXT = 4096  # characters of a candidate as recorded
 
 def _bounded(record, lock: Lock, samples, where: str) -> None:
     """Id lists and per-question lists bounded by the reviewer's lock before any per-id work (exit 2)."""
-    dev, confirm = lock.split.dev_rows, lock.split.confirm_rows
+    dev, confirm = lock.most_dev_rows(record.profile), lock.split.confirm_rows
     for name, count, limit in (("split.dev_ids", len(record.split.dev_ids), dev),
                                ("split.scored_ids", len(record.split.scored_ids), dev),
                                ("split.confirm", len(record.split.confirm), confirm),

@@ -89,6 +89,10 @@ def _parser() -> Parser:
     parser.add_argument("--shots-may-show-sealed-rows", action="store_true",
                         help="with --pin: allow shots drawn from the evaluated split to show sealed confirmation rows "
                              "(recorded and shown on the card)")
+    parser.add_argument("--dev-rows", metavar="N|all", type=_dev_rows,
+                        help="with --pin: the profile's dev rows, a count or `all` (every row of the split that is not "
+                             "sealed), taken on past the sealed confirmation rows in the same hash order (default: "
+                             "the lock's dev_rows)")
     parser.add_argument("--evaluator-wheel", type=Path, help="with --pin of a task the lock does not pin: the pinned "
                                                              "lm-eval wheel (default: downloaded with pip)")
     parser.add_argument("--group", metavar="NAME", help="prepare every profile of the lock's group NAME, each into "
@@ -103,11 +107,19 @@ def _parser() -> Parser:
     return parser
 
 
+def _dev_rows(text: str):
+    """--dev-rows: `all` or a count (the lock's reader checks its range)."""
+    if text == "all" or text.isdigit():
+        return text if text == "all" else int(text)
+    raise ValueError(text)
+
+
 def _settings(args) -> dict:
     """The profile settings given on the command line, only those (the lock's reader validates each)."""
     given = {"attention": args.attention, "add_bos_token": args.add_bos_token or None,
              "num_fewshot": args.num_fewshot, "max_length": args.max_length,
-             "shots_may_show_sealed_rows": args.shots_may_show_sealed_rows or None}
+             "shots_may_show_sealed_rows": args.shots_may_show_sealed_rows or None,
+             "dev_rows": args.dev_rows}
     return {key: value for key, value in given.items() if value is not None}
 
 

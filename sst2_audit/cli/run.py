@@ -61,7 +61,7 @@ def main(argv) -> int:
     if args.supported:
         parser.error("--supported filters --list-tasks")
     lock, profile = lock_and_profile(args)
-    _rows(parser, args, lock)
+    _rows(parser, args, lock, profile)
     spec = spec_for_run(lock, profile, args.task)
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke, args.rows)
 
@@ -175,14 +175,16 @@ def _parser() -> Parser:
     return parser
 
 
-def _rows(parser, args, lock) -> None:
-    """--rows N: 2 to the lock's dev_rows; 2 and dev_rows are the rows of --smoke and of a full run, named so."""
+def _rows(parser, args, lock, profile) -> None:
+    """--rows N: 2 to the profile's dev rows; 2 and the lock's dev_rows are the rows of --smoke and of a full run of
+    a profile without dev_rows of its own, named so."""
     if args.smoke and args.rows is not None:
         parser.error("--smoke scores the first 2 dev rows; leave out --rows")
-    if args.rows is not None and not 2 <= args.rows <= lock.split.dev_rows:
-        raise InputError(f"--rows {args.rows}: expected 2 to {lock.split.dev_rows} (the lock's split.dev_rows in "
-                         f"{args.lock}), the first rows in hash order.")
-    if args.rows in (2, lock.split.dev_rows):
+    most = lock.most_dev_rows(profile.name)
+    if args.rows is not None and not 2 <= args.rows <= most:
+        raise InputError(f"--rows {args.rows}: expected 2 to {most} (the profile's dev rows in {args.lock}), the "
+                         "first rows in hash order.")
+    if args.rows in (2, lock.split.dev_rows if most == lock.split.dev_rows else None):
         args.smoke, args.rows = args.rows == 2, None
 
 

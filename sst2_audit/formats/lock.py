@@ -20,7 +20,7 @@ from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 from sst2_audit.util.sanitize import RUN_NAME
 from sst2_audit.formats.run_settings import (
-    NUMERIC_MODE_KEYS, RUN_SETTING_DEFAULTS, check_numbers, sha256_value, profile_settings,
+    MAX_ROWS, NUMERIC_MODE_KEYS, RUN_SETTING_DEFAULTS, check_numbers, sha256_value, profile_settings,
 )
 
 LOCK_SCHEMA = "sst2-audit/resources.lock"
@@ -115,6 +115,12 @@ class Lock:
         (MMLU-style YAMLs state 5, say), then the profile's own (attention, add_bos_token, num_fewshot...)."""
         from_yaml = {} if spec.num_fewshot is None else {"num_fewshot": spec.num_fewshot}
         return {**RUN_SETTING_DEFAULTS, **self.run_settings, **from_yaml, **self.profile(profile).settings}
+
+    def most_dev_rows(self, profile: str) -> int:
+        """The most dev rows a run of this profile can have: its own dev_rows (a full-split profile: MAX_ROWS),
+        else the lock's."""
+        own = self.profiles[profile].settings.get("dev_rows") if profile in self.profiles else None
+        return MAX_ROWS if own == "all" else own or self.split.dev_rows
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:

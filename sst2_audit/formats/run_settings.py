@@ -29,7 +29,9 @@ PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lamb
                     # f1 / mcc: lm-eval's bootstrap resamples for their stderr (simple_evaluate's default 100000)
                     "bootstrap_iters": lambda v: type(v) is int and 1 <= v <= 10_000_000,
                     # the seed of the run (lm-eval's four seeds; the few-shot draw): a study's shot-seed variants
-                    "seed": lambda v: type(v) is int and 0 <= v < 1 << 32}
+                    "seed": lambda v: type(v) is int and 0 <= v < 1 << 32,
+                    # the profile's dev rows: a count, or every row of the split that is not sealed (split.py)
+                    "dev_rows": lambda v: v == "all" or type(v) is int and 2 <= v <= MAX_ROWS}
 
 
 # Settings a lock need not state: lm-eval's HFLM default (no BOS), recorded in every run's settings.
@@ -78,5 +80,6 @@ def profile_settings(raw, where: str) -> dict:
                                             for key, value in raw.items()):
         raise InputError(f"{where}: a profile may set attention ({' or '.join(ATTENTION)}), add_bos_token "
                          f"(true or false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows "
-                         f"(true), bootstrap_iters (1..10000000) and seed (0..4294967295), got {str(raw)[:80]!r}.")
+                         f"(true), bootstrap_iters (1..10000000), seed (0..4294967295) and dev_rows (2..{MAX_ROWS} or "
+                         f"\"all\"), got {str(raw)[:80]!r}.")
     return dict(raw)

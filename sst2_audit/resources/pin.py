@@ -226,7 +226,8 @@ def _longest_input(spec, lock_raw: dict, settings: dict, data_folder: Path, colu
     rows = rows_of(spec.eval_split)
     by_idx = {row.idx: row for row in rows}
     rule = lock_raw["split"]
-    split = make_split(list(by_idx), rule["salt"], rule["dev_rows"], rule["confirm_rows"], spec.eval_split)
+    split = make_split(list(by_idx), rule["salt"], rule["dev_rows"], rule["confirm_rows"], spec.eval_split,
+                       settings.get("dev_rows"))
     plan = None
     if settings["num_fewshot"]:
         plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"],

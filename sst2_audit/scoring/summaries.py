@@ -45,12 +45,13 @@ def bootstrap_iters(settings: dict) -> int:
 
 def path_summary(spec, questions, path: str, metric: str, settings: dict) -> PathSummary:
     """One metric of one path, recomputed from the scores (never from the recorded predictions). A corpus
-    metric's bootstrap depends on the order of its items, a value metric's mean rounds by its order of
-    summation: both go in lm-eval's order, by doc id (0/1 values sum exactly in any order)."""
-    entry, labels, names = METRICS[metric], [q.label for q in questions], choice_names(spec, questions)
-    if entry.kind == "accuracy":
-        return summarize([entry.prediction(q.scores[path], q) for q in questions], labels, names)
+    metric's bootstrap depends on the order of its items, a mean rounds by its order of summation, and so
+    does a stderr's sum of squared deviations even over 0/1 values (172 rows differed in the last bit): all
+    go in lm-eval's order, by doc id."""
+    entry, names = METRICS[metric], choice_names(spec, questions)
     ordered = sorted(questions, key=lambda q: q.idx)
+    if entry.kind == "accuracy":
+        return summarize([entry.prediction(q.scores[path], q) for q in ordered], [q.label for q in ordered], names)
     values = [entry.value(q.scores[path], q) for q in ordered]
     predicted = [entry.prediction(q.scores[path], q) for q in questions] if entry.argmax else None
     return summarize_values(values, *entry.aggregate(values, bootstrap_iters(settings)),

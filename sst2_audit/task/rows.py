@@ -33,11 +33,12 @@ def verified_rows(lock, profile, spec, cache, roles, manifest=None, weights: boo
     manifest = manifest or matching_manifest(lock, profile, cache)
     verify_files(cache, manifest, roles=roles, weights=weights)
     parquet = Path(cache) / manifest.file(spec.eval_split).path
-    seed = lock.settings_for(profile.name, spec)["seed"] if random_seed is None else random_seed
+    settings = lock.settings_for(profile.name, spec)
+    seed = settings["seed"] if random_seed is None else random_seed
     rows = spec.processed(read_parquet(parquet, columns=columns_of(profile.data)), parquet, seed)  # lm-eval's docs
     by_idx = {row.idx: row for row in rows}
     split = make_split(list(by_idx), lock.split.salt, lock.split.dev_rows, lock.split.confirm_rows,
-                       spec.eval_split)
+                       spec.eval_split, settings.get("dev_rows"))
     return SplitRows(manifest, by_idx, split)
 
 

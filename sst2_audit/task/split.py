@@ -9,6 +9,7 @@ require_dev() on the ids before either scoring path sees them.
 
 from dataclasses import dataclass
 
+from sst2_audit.formats.run_settings import MAX_ROWS
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 
@@ -60,6 +61,8 @@ class Split:
 
     def scored(self, rows: int | None) -> list:
         """The ids a run scores: the first `rows` dev rows in hash order (a prefix: no choosing), else all."""
+        if rows is not None and rows > len(self.dev_ids):  # a count past a full-split profile's rows
+            raise InputError(f"--rows {rows}: the profile has {len(self.dev_ids)} dev rows.")
         return list(self.dev_ids if rows is None else self.dev_ids[:rows])
 
 
@@ -82,11 +85,24 @@ def rows_of(mode: str, dev: list, confirm: list = ()) -> list:
     return list(dev[:SMOKE_ROWS] if mode == "smoke" else dev)
 
 
-def make_split(idx_values, salt: str, dev_rows: int, confirm_rows: int, split_name: str = "validation") -> Split:
+def make_split(idx_values, salt: str, dev_rows: int, confirm_rows: int, split_name: str = "validation",
+               profile_rows: int | str | None = None) -> Split:
+    """The lock's rule; profile_rows (a profile's `dev_rows`: a count or "all") takes the dev rows on past the
+    sealed block in the same hash order, so the lock's first dev rows and its confirmation rows stay what they are
+    (a full-split profile: every row that is not sealed)."""
     ordered = sorted(idx_values, key=lambda idx: (split_key(salt, idx), idx))
     if len(ordered) < dev_rows + confirm_rows:
         raise InputError(
             f"{split_name} split has {len(ordered)} rows; the split rule needs at least "
             f"{dev_rows + confirm_rows} ({dev_rows} dev + {confirm_rows} confirmation)."
         )
-    return Split(tuple(ordered[:dev_rows]), tuple(ordered[dev_rows:dev_rows + confirm_rows]))
+    open_rows = ordered[:dev_rows] + ordered[dev_rows + confirm_rows:]
+    dev = ordered[:dev_rows] if profile_rows is None else open_rows if profile_rows == "all" else \
+        open_rows[:profile_rows]
+    if type(profile_rows) is int and len(dev) < profile_rows:
+        raise InputError(f"{split_name} split has {len(ordered)} rows; the profile's dev_rows {profile_rows} needs "
+                         f"{profile_rows + confirm_rows} ({profile_rows} dev + {confirm_rows} sealed confirmation).")
+    if len(dev) > MAX_ROWS:
+        raise InputError(f"{split_name} split has {len(open_rows)} rows that are not sealed; a profile's dev_rows "
+                         f"`all` takes at most {MAX_ROWS}: pin a count instead (--dev-rows {MAX_ROWS}).")
+    return Split(tuple(dev), tuple(ordered[dev_rows:dev_rows + confirm_rows]))
