@@ -269,4 +269,11 @@ def test_the_memory_a_load_takes_is_stated_from_the_headers_and_a_model_too_larg
         memory_statement(folder, {"dtype": "float32"}, int(need) - 1)
     assert str(refused.value).startswith(f"{folder}: the model needs about {need / 1e9:.2f} GB at peak: ")
     assert "but this machine has " in str(refused.value)
+    assert "a bfloat16 checkpoint under a float32 lock takes 4 bytes a parameter, not 2" in str(refused.value)
+    # two processes a launcher started on this machine each load a copy: the arithmetic says so, and refuses twice
+    assert memory_statement(folder, {"dtype": "float32"}, None, processes=2) == (
+        f"about {2 * need / 1e9:.2f} GB at peak: 2 processes on this machine x ({counted / 1e6:,.1f} M parameters x "
+        "4 bytes (float32) + 0.65 GB)")
+    with pytest.raises(InputError, match="fewer processes on each machine"):
+        memory_statement(folder, {"dtype": "float32"}, int(need) + 1, processes=2)
     assert parameters(embedded_cache / "model") == 134_515_008  # SmolLM2-135M, tied embeddings stored once

@@ -155,7 +155,8 @@ def run_levels(adoption, timings: dict, seed: int):
     with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
         model_hashed.result()  # raises what the hashing found: a changed file is exit 1
         # the headers are read only now that their bytes are the manifest's, and before the load
-        say(f"[memory] {memory_statement(model_dir, adoption.settings, available_memory_bytes())}")
+        memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local)
+        say(f"[memory] {memory}")
         model, _ = load_model(model_dir, adoption.settings, loaded[0])
     start = time.perf_counter()
     level = (check_generation_rescore(adoption, model, loaded[0], seed) if adoption.spec.generative

@@ -19,7 +19,8 @@ from sst2_audit.protocol.drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.scoring.identity import expected_question
 from sst2_audit.scoring.independent import IndependentScorer
-from sst2_audit.scoring.model import load as load_model
+from sst2_audit.scoring.model import load as load_model, memory_statement
+from sst2_audit.util.environment import available_memory_bytes
 from sst2_audit.protocol.numeric import fingerprint, mode_words, one_line, runs_the_mode, same_platform
 from sst2_audit.util.progress import say
 from sst2_audit.protocol.rules import predict
@@ -81,6 +82,8 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     torch.set_num_threads(shards.threads(settings))
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
         return
+    memory = memory_statement(Path(cache) / "model", settings, available_memory_bytes(), shards.local)
+    say(f"[rescore: memory] {memory}")  # before the load: a machine it cannot fit is refused with the arithmetic
     start = time.perf_counter()
     model, tokenizer = load_model(Path(cache) / "model", settings, inputs.tokenizer)
     if stop.is_set():  # the levels failed meanwhile: nothing more is said or scored

@@ -215,7 +215,7 @@ def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
         verify_files(cache, manifest)
 
         evaluator_files = verify_installed(lock, spec)
-    say(f"[memory] {memory_statement(cache / 'model', settings, available_memory_bytes())}")  # before any load
+    say(f"[memory] {memory_statement(cache / 'model', settings, available_memory_bytes(), options.shards.local)}")
     with phase("imports", timings):
         import torch
         import transformers  # noqa: F401

@@ -123,17 +123,21 @@ def parameters(model_dir: Path) -> int:
     return count
 
 
-def memory_statement(model_dir: Path, settings: dict, available: int | None) -> str:
-    """The peak memory a load in the lock's dtype will take, stated before it starts; a model that cannot fit the
-    memory this machine has available is refused with the arithmetic (exit 2), before anything is loaded."""
+def memory_statement(model_dir: Path, settings: dict, available: int | None, processes: int = 1) -> str:
+    """The peak memory a load in the lock's dtype will take, stated before it starts (each of `processes` on this
+    machine loads its own copy); a model that cannot fit the memory this machine has available is refused with the
+    arithmetic (exit 2), before anything is loaded."""
     count = parameters(model_dir)
     width = {"float32": 4, "bfloat16": 2, "float16": 2}.get(settings["dtype"], 4)
-    need = count * width + BESIDES_WEIGHTS
-    words = (f"about {need / 1e9:.2f} GB at peak: {count / 1e6:,.1f} M parameters x {width} bytes "
-             f"({settings['dtype']}) + {BESIDES_WEIGHTS / 1e9:.2f} GB")
+    one = count * width + BESIDES_WEIGHTS
+    need = one * processes
+    each = f"{count / 1e6:,.1f} M parameters x {width} bytes ({settings['dtype']}) + {BESIDES_WEIGHTS / 1e9:.2f} GB"
+    words = f"about {need / 1e9:.2f} GB at peak: " + (
+        f"{processes} processes on this machine x ({each})" if processes > 1 else each)
     if available is not None and need > available:
-        raise InputError(f"{model_dir}: the model needs {words} of libraries and activations (one copy of the weights, "
-                         f"which both paths share), but this machine has {available / 1e9:.2f} GB available; the "
-                         "independent path computes in the lock's dtype with the whole model loaded (no layer-by-layer "
-                         "upcast yet). Use a machine with more memory.")
+        raise InputError(f"{model_dir}: the model needs {words} of libraries and activations (one copy of the weights "
+                         f"per process, which both paths share), but this machine has {available / 1e9:.2f} GB "
+                         "available. The independent path computes in the lock's dtype with the whole model loaded: a "
+                         "bfloat16 checkpoint under a float32 lock takes 4 bytes a parameter, not 2 (no layer-by-layer "
+                         "upcast). Use a machine with more memory, or fewer processes on each machine.")
     return words + (f"; {available / 1e9:.1f} GB available" if available is not None else "")

@@ -21,6 +21,7 @@ class Shards:
     rank: int = 0
     world: int = 1
     backend: str | None = None  # None: one process, nothing initialised
+    local: int = 1  # the processes on this machine (LOCAL_WORLD_SIZE): each loads its own copy of the model
 
     @property
     def lead(self) -> bool:
@@ -85,4 +86,4 @@ def from_launcher(backend: str | None = None) -> Shards:
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend)
-    return Shards(dist.get_rank(), dist.get_world_size(), backend)
+    return Shards(dist.get_rank(), dist.get_world_size(), backend, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
