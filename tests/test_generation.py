@@ -277,3 +277,71 @@ def test_a_bbh_chain_of_thought_shaped_run_is_adopted_token_for_token(release_ca
     record = json.loads((tmp_path / "runs" / "cot" / "adopted.json").read_text())
     assert record["filters"] == ["get-answer"] and record["generation_kwargs"]["max_gen_toks"] == 1024
     assert [row["shots"] for row in record["rows"]] == [[0, 1, 2]] * 4
+
+
+def test_a_bfloat16_runs_near_ties_are_taken_again_by_rank_on_the_public_copy(gsm, tmp_path):
+    """A plain lm_eval run in bfloat16 (what a GPU run publishes) of the 0-shot profile, adopted under the float32
+    lock: its generations re-decoded along the logged text, each near tie taken the logged way recorded with its rank.
+    The public copy holds no text: its audit takes the recorded ties again by rank and gets every logged hash (no row
+    left unverified); a rank changed in adopted.json gives another generation, and with both machines in the lock's
+    numeric mode that row fails, named."""
+    from test_adopt import plain_lm_eval
+
+    folder = tmp_path / "bf16"
+    folder.mkdir()
+    (folder / "cache").symlink_to(gsm / "cache")
+    shutil.copy(gsm / f"{GSM}.yaml", folder)
+    logged = next((gsm / "plain0").glob("*/samples_*.jsonl")).read_text().splitlines()
+    plain_lm_eval(folder, "plain", sorted({json.loads(line)["doc_id"] for line in logged}), task=GSM, num_fewshot=0,
+                  dtype="bfloat16")
+    done = _adopt(gsm, folder / "plain", "gsm0", "--run-name", "b", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    record = json.loads((tmp_path / "runs" / "b" / "adopted.json").read_text())
+    tied = [row for row in record["rows"] if row["ties"]]
+    assert record["bits_required"] and len(tied) >= 2 and all(row["row_class"] == "near-tie drift" for row in tied)
+    assert all(type(tie["rank"]) is int and tie["rank"] >= 1 for row in tied for tie in row["ties"])
+    drift = f"VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: {len(tied)} generation(s) differ at a near tie; exit 4"
+    assert done.stdout.startswith(drift)
+
+    def audit(out):
+        return run_script(str(VENV_BIN / "sst2-audit"), "audit", "--lock", gsm / "gsm.lock.json", "--cache",
+                          gsm / "cache-gsm0", "--out", out, cwd=tmp_path)
+
+    done = audit(tmp_path / "runs" / "b")
+    assert done.returncode == 4 and done.stdout.startswith(drift), done.stdout + done.stderr
+    assert "differs from the logged generation" not in done.stdout and "adopted record: PASS" in done.stdout
+    for row in tied:
+        assert f"near tie: row idx {row['idx']}: taken as adopted.json records them at step {row['ties'][0]['step']} " \
+               f"(rank {row['ties'][0]['rank']}," in done.stdout
+    forged = shutil.copytree(tmp_path / "runs" / "b", tmp_path / "forged")
+    first = tied[0]["ties"][0]
+    first["rank"] += 1  # tied[0] is a row of `record`
+    (forged / "adopted.json").write_text(json.dumps(record))
+    done = audit(forged)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (adopted record)"), done.stdout + done.stderr
+    assert f"row idx {tied[0]['idx']}: the near ties adopted.json records (step, rank: {first['step']}, " \
+           f"{first['rank']}; " in done.stdout
+    # adopted.json is input: a recorded tie of any other shape is refused by its reader, naming the row (generated)
+    import copy
+
+    from sst2_audit.formats.adopted_generation import from_dict
+    from sst2_audit.util.errors import InputError
+
+    draw, row = random.Random(49), record["rows"].index(tied[0])
+    values = [None, -1, 0, 1.5, "1", True, [], {}, 1 << 40, float("nan"), 3]
+    for _ in range(200):
+        bad = copy.deepcopy(record)
+        tie = bad["rows"][row]["ties"][0]
+        key = draw.choice(["step", "rank", "gap", "logit", "extra", "drop"])
+        if key == "drop":
+            del tie[draw.choice(["step", "gap", "logit"])]
+        else:
+            tie[key] = draw.choice(values)
+        whole = type(tie.get(key)) is int and 0 <= tie[key] <= 1 << 31
+        fine = key in ("gap", "logit") and type(tie[key]) in (int, float) or key == "step" and whole \
+            or key == "rank" and whole and tie[key] >= 1
+        if fine:
+            assert from_dict(bad, "adopted.json").rows[row].ties[0] == tie
+            continue
+        with pytest.raises(InputError, match=rf"adopted.json.rows\[{row}\].ties: expected"):
+            from_dict(bad, "adopted.json")

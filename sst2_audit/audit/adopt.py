@@ -57,6 +57,7 @@ class Adoption:
     contexts: dict = field(default_factory=dict)
     references: dict = field(default_factory=dict)
     lines: dict = field(default_factory=dict)
+    recorded_ties: dict = field(default_factory=dict)  # re-auditing our public copy: doc_id -> adopted.json's ties
 
     @property
     def settings(self) -> dict:

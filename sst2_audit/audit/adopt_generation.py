@@ -120,7 +120,8 @@ def near_rule(bound):
 
 def rescore_rows(adoption, model, tokenizer, chosen: list) -> dict:
     """{idx: Generation} of the chosen rows this process decodes: following the logged text where the file has it
-    (lm-eval's own), plainly greedy where it has only its hash (our public copy)."""
+    (lm-eval's own); where it has only its hash (our public copy), greedy but for the near ties adopted.json records
+    (each taken at its rank, and only within the bound: a claim, held to the logged hash in judge_row)."""
     import json
     from pathlib import Path
 
@@ -128,8 +129,12 @@ def rescore_rows(adoption, model, tokenizer, chosen: list) -> dict:
     config = json.loads(where.read_text(encoding="utf-8")) if where.is_file() else {}
     rule = stop_rule(tokenizer, adoption.spec.generation.generation_kwargs, config)
     decoder, near = GreedyDecoder(model, tokenizer, adoption.settings["max_length"]), near_rule(adoption.bound)
-    return {idx: decoder.decode(adoption.contexts[idx], rule, next(iter(adoption.lines[idx].values())).response,
-                                near) for idx in chosen}
+    found = {}
+    for idx in chosen:
+        logged = next(iter(adoption.lines[idx].values())).response
+        forced = {tie["step"]: tie["rank"] for tie in adoption.recorded_ties.get(idx, ())} if logged is None else None
+        found[idx] = decoder.decode(adoption.contexts[idx], rule, logged, near, forced)
+    return found
 
 
 def judge_row(adoption, idx: int, generation, level: LevelResult) -> None:
@@ -151,10 +156,12 @@ def judge_row(adoption, idx: int, generation, level: LevelResult) -> None:
                          row.filtered_sha256[name])
             level.expect(f"doc_id {idx}", f"{name}: exact_match", score, row.logged_exact_match[name])
         if generation.ties:
-            level.notes.append(f"near tie: row idx {idx}: the logged generation takes the runner-up at "
-                               + ", ".join(f"step {t['step']} (gap {t['gap']:.4g} of logit {t['logit']:.4g})"
-                                           for t in generation.ties) + ": ties broken the other way, not tampering")
-    elif adoption.output.public:  # no text to follow: the record's class stands, said as not re-verified
+            how = "as adopted.json records them" if adoption.output.public else "the logged generation's way"
+            level.notes.append(f"near tie: row idx {idx}: taken {how} at "
+                               + ", ".join(f"step {t['step']} (rank {t['rank']}, gap {t['gap']:.4g} of logit "
+                                           f"{t['logit']:.4g})" for t in generation.ties)
+                               + ": ties broken the other way, not tampering")
+    elif adoption.output.public:  # the recorded ties do not give the logged hash here: said as not re-verified
         # (adopt_rescore.check_generation_rescore names these rows)
         row.row_class = DRIFT
     else:

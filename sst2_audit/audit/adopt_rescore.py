@@ -108,11 +108,13 @@ def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResu
                            f"{closest.closest_margin:.4g} logits")
     _sampled(level, sealed, chosen, open_ids, adoption.rescore)
     unfollowed = [idx for idx in chosen if adoption.output.public and adoption.questions[idx].row_class ==
-                  generation.DRIFT]
+                  generation.DRIFT and adoption.questions[idx].rescored_response_sha256 !=
+                  adoption.questions[idx].response_sha256]
     if unfollowed:
-        level.sampled.append(f"{len(unfollowed)} rows (ids {shown_ids(unfollowed, 8)}): the greedy decode here "
-                             "differs from the logged generation, and the public copy holds no text to follow it "
-                             "again (the adoption's near ties are the record's)")
+        level.sampled.append(f"{len(unfollowed)} rows (ids {shown_ids(unfollowed, 8)}): the decode here, greedy but "
+                             "for the near ties adopted.json records, differs from the logged generation, and the "
+                             "public copy holds no text to follow it again (the adoption's near ties are the "
+                             "record's)")
     if counts[generation.DRIFT] and not level.problems:
         level.drift_only = True
         level.drift_reason = f"{counts[generation.DRIFT]} generation(s) differ at a near tie"

@@ -5,7 +5,7 @@ they find, row by row."""
 import dataclasses
 
 from sst2_audit.audit.findings import LevelResult
-from sst2_audit.formats.adopted_generation import SAME
+from sst2_audit.formats.adopted_generation import DRIFT, SAME
 from sst2_audit.protocol.drift import DRIFT_BOUND
 
 # the fields a re-adoption must reproduce exactly, per row; `rescored` is compared apart (a drawn sample)
@@ -80,9 +80,15 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
             level.expect(where, name, getattr(here, name), getattr(row, name))
         if here.rescored_response_sha256 is None:
             continue
-        # a near-tie row was followed along the logged text at adoption; the public copy has no text to follow,
-        # so here the greedy decode differs from it, as the record says (the verdict says it was not re-followed)
-        same = here.row_class == SAME
+        # a near-tie row was followed along the logged text at adoption; the public copy has no text to follow: its
+        # recorded ties were taken again, and where that gave the logged hash the row is compared in full, else
+        # only its class (the verdict says it was not re-followed)
+        same = here.rescored_response_sha256 == here.response_sha256 and here.row_class in (SAME, DRIFT)
+        if not same and bits and claimed.bits_required and row.ties and all("rank" in tie for tie in row.ties):
+            pairs = "; ".join(f"{tie['step']}, {tie['rank']}" for tie in row.ties)[:200]
+            level.fail(f"{where}: the near ties adopted.json records (step, rank: {pairs}) do not give the logged "
+                       "generation here; the adopting machine and this one both run the lock's numeric mode, so they "
+                       "must")
         for name in (REDECODED_FIELDS if same else ("row_class",)) + (
                 ("closest_step", "closest_margin", "ties", "left_at") if bits and same else ()):
             level.expect(where, name, getattr(here, name), getattr(row, name))

@@ -168,6 +168,8 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
     rows = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     bound = claimed.bound.absolute if claimed.bound.basis.startswith("the reviewer's") else None
     adoption = Adoption(lock, profile, spec, args.cache, output, rows, args.seed, bound)
+    if spec.generative:  # the near ties the record says were taken: a claim each, re-decoded and held to the hash
+        adoption.recorded_ties = {row.idx: [t for t in row.ties if "rank" in t] for row in claimed.rows if row.ties}
     seed = Shards().seed(args.seed)  # one process: the audit of an adopted folder is not shared
     outcome = run_levels(adoption, {}, seed)
     if not outcome.failed:

@@ -40,7 +40,8 @@ class GeneratedRow:
     stopped: str | None = None  # "eos", "stop string <i>", "max_gen_toks"
     closest_step: int | None = None  # the step with the smallest margin to the runner-up
     closest_margin: float | None = None  # in logits (float32)
-    ties: list[dict] | None = None  # {"step", "gap", "logit"}: near ties the logged generation took the other way
+    ties: list[dict] | None = None  # {"step", "gap", "logit", "rank"}: near ties the logged generation took the
+    # other way, rank the token's among those within the bound, best first (a record before rank: none)
     left_at: dict | None = None  # {"step", "gap": None, "logit"}: where no token within the bound keeps to it
     rescored_exact_match: dict[str, float] | None = None  # per filter, from the re-decoded generation
 
@@ -87,7 +88,20 @@ def from_dict(raw, where: str) -> AdoptedGenerationRecord:
         if row.row_class not in GENERATION_CLASSES:
             raise InputError(f"{where}.rows[{number}].row_class: expected one of {list(GENERATION_CLASSES)}, got "
                              f"{row.row_class[:40]!r}.")
+        for tie in row.ties or ():
+            if not _tie(tie):
+                raise InputError(f"{where}.rows[{number}].ties: expected {{\"step\": a step >= 0, \"gap\" and "
+                                 f"\"logit\": numbers, \"rank\": 1 or more (optional)}} each, got {str(tie)[:80]!r}.")
     return record
+
+
+def _tie(tie: dict) -> bool:
+    """A recorded near tie's shape (the re-audit of our public copy takes its step and rank)."""
+    def whole(value, least):
+        return type(value) is int and least <= value <= 1 << 31
+
+    return (set(tie) in ({"step", "gap", "logit"}, {"step", "gap", "logit", "rank"}) and whole(tie["step"], 0)
+            and all(type(tie[k]) in (int, float) for k in ("gap", "logit")) and whole(tie.get("rank", 1), 1))
 
 
 def read(path) -> AdoptedGenerationRecord:

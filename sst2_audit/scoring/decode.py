@@ -39,7 +39,7 @@ class Step:
     token: int
     margin: float  # its logit over the best other token's
     runner_up: int
-    tie: dict | None  # following a logged text: {"step", "gap", "logit"} when it is not the maximum
+    tie: dict | None  # following a logged text: {"step", "gap", "logit", "rank"} when it is not the maximum
     others: tuple = ()  # the other tokens this step could take (following a logged text), best first
 
 
@@ -50,7 +50,7 @@ class Generation:
     margins: tuple  # per step: the chosen token's float32 logit minus the runner-up's
     runner_up: tuple  # per step: the runner-up token's id
     stopped: str  # "eos", "stop string <i>" (index into until), "max_gen_toks", or "left the logged text"
-    ties: tuple = ()  # following a logged text: {"step", "gap", "logit"} where a near tie was taken its way
+    ties: tuple = ()  # following a logged text: {"step", "gap", "logit", "rank"} where a near tie was taken its way
     left_at: dict | None = None  # following a logged text: {"step", "gap": None, "logit"} where no token kept to it
 
     @property
@@ -110,13 +110,17 @@ class GreedyDecoder:
                 text = text.split(stop)[0]
         return text
 
-    def decode(self, context_tokens: tuple, rule: StopRule, logged: str | None = None, near=None) -> Generation:
+    def decode(self, context_tokens: tuple, rule: StopRule, logged: str | None = None, near=None,
+               forced: dict | None = None) -> Generation:
         """Greedy from the context. Given the logged text and `near(gap, logit)`, the decode follows it: where our
         first maximum would leave the logged text, the best token that keeps to it is taken instead if its logit is
         within `near` of the maximum (a tie broken the other way: recorded in `ties`). Text can be split into tokens
         in more than one way, so a step with other tokens within the bound that keep to the text is a branch point:
         stuck later, the decode goes back to the latest one and takes its next token (at most MAX_BACKTRACKS
-        times). A logged text no such decode reaches stops at the furthest step (`left_at`)."""
+        times). A logged text no such decode reaches stops at the furthest step (`left_at`).
+        Without the text, `forced` ({step: rank}, the ties a decode that followed it recorded) takes at those steps
+        the token of that rank among the tokens within `near` of the maximum, best first, and greedy elsewhere: the
+        same tokens where the logits are the same; a rank with no such token stops there (`left_at`)."""
         import torch
         from transformers import DynamicCache
 
@@ -133,7 +137,7 @@ class GreedyDecoder:
                 logits = self.model(input_ids=step_input, attention_mask=torch.ones(1, length, dtype=torch.long),
                                     position_ids=positions[None], cache_position=positions, past_key_values=cache,
                                     use_cache=True, logits_to_keep=1).logits[0, -1].float()
-                options = self._options(logits, [s.token for s in steps], rule, logged, near)
+                options = self._options(logits, [s.token for s in steps], rule, logged, near, forced or {})
                 if not options:  # stuck: back to the latest step with another token to try
                     if len(steps) > furthest[0]:
                         furthest = (len(steps), {"step": len(steps), "gap": None, "logit": float(logits.max())})
@@ -160,22 +164,26 @@ class GreedyDecoder:
         other = int(top.indices[1]) if int(top.indices[0]) == token else int(top.indices[0])
         return float(logits[token] - logits[other]), other
 
-    def _options(self, logits, generated: list, rule: StopRule, logged: str | None, near) -> list:
-        """The tokens this step may take, best first, each a Step: greedily, the first maximum alone; following a
-        logged text, every token within the bound of the maximum that keeps to it (a near tie where not the
-        maximum)."""
+    def _options(self, logits, generated: list, rule: StopRule, logged: str | None, near, forced: dict) -> list:
+        """The tokens this step may take, best first, each a Step: greedily, the first maximum alone (at a forced
+        step, the token of the forced rank); following a logged text, every token within the bound of the maximum
+        that keeps to it (a near tie where not the maximum, recorded with its rank among the tokens within the
+        bound: 0 is the maximum)."""
         import torch
 
-        best = int(torch.argmax(logits))  # the first maximum, as generate's argmax
-        if logged is None:
+        best, step = int(torch.argmax(logits)), len(generated)  # the first maximum, as generate's argmax
+        if logged is None and step not in forced:
             return [Step(best, *self._margin(logits, best), None)]
-        step, top, found = len(generated), float(logits[best]), []
-        for candidate in dict.fromkeys([best] + torch.topk(logits, min(64, logits.shape[0])).indices.tolist()):
+        top, found = float(logits[best]), []
+        ranked = dict.fromkeys([best] + torch.topk(logits, min(64, logits.shape[0])).indices.tolist())
+        for rank, candidate in enumerate(ranked):
             gap = top - float(logits[candidate])
             if candidate != best and not near(gap, top):
                 break
-            if self._keeps_to(generated + [candidate], rule, logged):
-                tie = None if candidate == best else {"step": step, "gap": gap, "logit": top}
+            tie = None if candidate == best else {"step": step, "gap": gap, "logit": top, "rank": rank}
+            if logged is None and rank == forced[step]:
+                return [Step(candidate, *self._margin(logits, candidate), tie)]
+            if logged is not None and self._keeps_to(generated + [candidate], rule, logged):
                 found.append(Step(candidate, *self._margin(logits, candidate), tie))
         return found
 
