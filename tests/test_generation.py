@@ -345,3 +345,36 @@ def test_a_bfloat16_runs_near_ties_are_taken_again_by_rank_on_the_public_copy(gs
             continue
         with pytest.raises(InputError, match=rf"adopted.json.rows\[{row}\].ties: expected"):
             from_dict(bad, "adopted.json")
+
+
+@pytest.mark.parametrize("shots", [0, 3])
+def test_a_plain_gsm8k_run_of_the_embedded_model_is_adopted_token_for_token(release_cache, tmp_path, shots):
+    """The embedded model (SmolLM2-135M, real weights) pinned on the GSM8K-shaped demo with 0 and 3 shots; a real
+    `lm_eval` run of its first 2 dev rows adopted: every generation re-decoded token for token, exact_match re-derived
+    per filter, and the adopted folder's and bundle's audits PASS."""
+    from test_adopt import _task_yaml, plain_lm_eval
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, count, seed in (("train", 30, 1), ("test", 200, 2)):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in word_problems(count, seed, split)))
+    lock = tmp_path / "gsm.lock.json"
+    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin", "real", "--task", GSM, "--model",
+                      release_cache / "model", "--data", data, "--new-lock", lock, "--num-fewshot", str(shots))
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_script("prepare.py", "--lock", lock, "--profile", "real", "--cache", tmp_path / "cache",
+                      env={"SST2_AUDIT_REAL_MODEL": str(release_cache / "model")})
+    assert done.returncode == 0, done.stderr
+    ids = _task_yaml(lock, tmp_path / "cache", tmp_path / f"{GSM}.yaml", profile="real")
+    plain = plain_lm_eval(tmp_path, "plain", sorted(ids[:2]), task=GSM, num_fewshot=shots)
+    common = ["--lock", lock, "--cache", tmp_path / "cache"]
+    done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", plain, "--profile", "real", *common, "--run-name", "e",
+                      "--bundle", "--results", tmp_path / "results", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS") and "  rows: 2 token for token" in done.stdout.splitlines()
+    record = json.loads((tmp_path / "runs" / "e" / "adopted.json").read_text())
+    assert [len(row["shots"]) for row in record["rows"]] == [shots, shots]
+    assert record["rederived"] == record["reported"] and all(row["generated_tokens"] > 0 for row in record["rows"])
+    for target in (["--out", tmp_path / "runs" / "e"], ["--bundle-file", tmp_path / "results" / "e.tar.gz"]):
+        done = run_script(str(VENV_BIN / "sst2-audit"), "audit", *common, *target, cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
