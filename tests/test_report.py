@@ -381,3 +381,34 @@ def test_a_later_page_design_states_itself_and_the_audit_reads_it(monkeypatch):
     later = html_report.render(record, lock, spec_for(lock, "sst2"), written_schema=4)
     assert '<meta name="sst2-audit-page-design" content="2">' in later.split("</head>")[0]
     assert html_report.page_design(later, 4) == 2 and html_report.page_design(later, 3) == 2
+
+
+def test_a_full_split_page_shows_the_closest_thousand_rows_and_says_how_many_more():
+    """A record of 1,500 rows (the reference record's rows with generated scores under new ids): the page's table
+    holds the 1,000 closest calls, names the 500 more, and is rendered twice to the same bytes (the audit compares
+    them); the margin plot's 1,500 points are one image, so the page stays small."""
+    import dataclasses
+    import random
+    import tarfile
+
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.pages import html_report
+    from sst2_audit.task.spec import spec_for
+
+    with tarfile.open(REPO / "results" / "embedded-full-reference.tar.gz") as archive:
+        raw = json.loads(archive.extractfile("embedded-full-reference/run.json").read())
+    record, lock = records.from_dict(records.RunRecord, raw, "run.json"), load_lock(REPO / "resources.lock.json")
+    draw, questions = random.Random(1500), []
+    for n in range(1500):
+        q = record.questions[n % len(record.questions)]
+        scores = [-draw.uniform(0.01, 6.0) for _ in q.scores["official"]]
+        questions.append(dataclasses.replace(q, idx=n, scores={"official": scores, "independent": list(scores)}))
+    record.questions = questions
+    page = html_report.render(record, lock, spec_for(lock, "sst2"))
+    assert page == html_report.render(record, lock, spec_for(lock, "sst2"))
+    rows = _tables(page).tables[-1][1:]
+    closest = sorted(questions, key=lambda q: (abs(q.scores["official"][q.label] - max(
+        s for i, s in enumerate(q.scores["official"]) if i != q.label)), q.idx))[:1000]
+    assert [int(row[0]) for row in rows] == [q.idx for q in closest]
+    assert "500 more rows, each farther from a close call than every row above, are not shown here" in page
+    assert len(page) < 1_200_000 and "<image" in page

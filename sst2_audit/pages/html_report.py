@@ -178,6 +178,12 @@ def page_design(page: str, written_schema: int) -> int:
     return 1 if written_schema >= OLDEST_SCHEMA else 0
 
 
+# The question table shows at most this many rows, the closest calls first: a full split's page stays readable
+# (10,000 rows would be 5.6 MB of table); run.json holds every row. No page of 1,000 rows or fewer changes, and no
+# earlier version made a run of more, so the design stays 1.
+PAGE_ROWS = 1_000
+
+
 def render(record, lock, spec, docs: dict | None = None, written_schema: int = RECORD_SCHEMA_VERSION) -> str:
     """The run's page (design PAGE_DESIGN); `docs` ({idx: document}) only for the private variant. A record
     read from an older schema gets the fields its schema had (the card's, the claimed platform)."""
@@ -185,12 +191,13 @@ def render(record, lock, spec, docs: dict | None = None, written_schema: int = R
         raise ValueError(f"record schema {written_schema}'s page design is not rendered by this version")
     fields, names = card_fields(record, lock, written_schema), list(choice_names(spec, record.questions))
     claimed, checks = claims(record, written_schema), _checks(record)
+    questions = _questions(record, names, docs, written_schema >= SCHEMA_PAGE_5)
     return render_page(
         "report.html.j2", record=record, card_id=card_id(fields, claimed), private=docs is not None,
         claims=_pins(claimed),
         checks=checks, passed=all(ok for _, _, ok in checks), accuracy=_accuracy_rows(record), plots=_plots(record),
         pins=_pins(fields), settings=_settings(record.settings), names=names, confusion=_confusion(record, names),
-        questions=_questions(record, names, docs, written_schema >= SCHEMA_PAGE_5), headline=record.metrics[0],
+        questions=questions[:PAGE_ROWS], more=max(0, len(questions) - PAGE_ROWS), headline=record.metrics[0],
         schema5=written_schema >= SCHEMA_PAGE_5, design=PAGE_DESIGN,
         shots=record.settings.get("num_fewshot", 0),
     )

@@ -48,7 +48,8 @@ def margin_plot(margins: tuple, correct: tuple, title: str) -> str:
     ys = [margins[i] for i in order]
     colours = [CORRECT if correct[i] else WRONG for i in order]
     axes.axhline(0.0, color="#888888", linewidth=0.8)
-    axes.scatter(xs, ys, c=colours, s=14)
+    # past a thousand points the markers are drawn as one image in the SVG: a full split's page stays small
+    axes.scatter(xs, ys, c=colours, s=14, rasterized=len(xs) > 1_000)
     axes.set_xlabel("questions, ordered by margin")
     axes.set_ylabel("margin (nats)")
     axes.set_title(title)
