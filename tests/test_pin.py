@@ -140,7 +140,8 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path, 
     ("bos", "--add-bos-token: the tokenizer of "),
     ("shots", "--pin x: the profile's settings: a profile may set attention (eager or sdpa), add_bos_token (true or "
               "false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows (true), "
-              "bootstrap_iters (1..10000000) and seed (0..4294967295), got \"{'num_fewshot': -1}\"."),
+              "bootstrap_iters (1..10000000), seed (0..4294967295) and dev_rows (2..100000 or \"all\"), got "
+              "\"{'num_fewshot': -1}\"."),
 ])
 def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case, message):
     data = tmp_path / "d"

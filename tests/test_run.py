@@ -53,7 +53,7 @@ def test_a_run_forked_from_the_warm_interpreter_writes_what_a_new_interpreter_wr
 def test_rows_scores_a_prefix_of_the_dev_rows_and_the_audit_reads_it(embedded_cache, tmp_path):
     """--rows N: the first N dev rows in hash order (run mode first-N), audited like any run; out of range or
     with --smoke: exit 2 before anything is loaded."""
-    for extra, message in ((["--rows", "1"], "--rows 1: expected 2 to 64 (the lock's split.dev_rows in "),
+    for extra, message in ((["--rows", "1"], "--rows 1: expected 2 to 64 (the profile's dev rows in "),
                            (["--rows", "65"], "--rows 65: expected 2 to 64"),
                            (["--rows", "3", "--smoke"], "--smoke scores the first 2 dev rows; leave out --rows")):
         done = run_cli("run.py", "--profile", "embedded", "--cache", embedded_cache, *extra, "--out", tmp_path / "x")
