@@ -5,7 +5,6 @@ they find, row by row."""
 import dataclasses
 
 from sst2_audit.audit.findings import LevelResult
-from sst2_audit.formats.adopted_generation import DRIFT, SAME
 from sst2_audit.protocol.drift import DRIFT_BOUND
 
 # the fields a re-adoption must reproduce exactly, per row; `rescored` is compared apart (a drawn sample)
@@ -83,7 +82,7 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
         # a near-tie row was followed along the logged text at adoption; the public copy has no text to follow: its
         # recorded ties were taken again, and where that gave the logged hash the row is compared in full, else
         # only its class (the verdict says it was not re-followed)
-        same = here.rescored_response_sha256 == here.response_sha256 and here.row_class in (SAME, DRIFT)
+        same = here.rescored_response_sha256 == here.response_sha256
         if not same and bits and claimed.bits_required and row.ties and all("rank" in tie for tie in row.ties):
             pairs = "; ".join(f"{tie['step']}, {tie['rank']}" for tie in row.ties)[:200]
             level.fail(f"{where}: the near ties adopted.json records (step, rank: {pairs}) do not give the logged "

@@ -184,7 +184,7 @@ def _rows(parser, args, lock, profile) -> None:
     if args.rows is not None and not 2 <= args.rows <= most:
         raise InputError(f"--rows {args.rows}: expected 2 to {most} (the profile's dev rows in {args.lock}), the "
                          "first rows in hash order.")
-    if args.rows in (2, lock.split.dev_rows if most == lock.split.dev_rows else None):
+    if args.rows == 2 or args.rows == most == lock.split.dev_rows:
         args.smoke, args.rows = args.rows == 2, None
 
 

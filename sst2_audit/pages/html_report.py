@@ -147,7 +147,7 @@ def _plots(record) -> list:
         margins = tuple(margin(entry.compared(q.scores["official"], q), q.label) for q in record.questions)
         right = tuple(q.predictions["official"][metric] == q.label for q in record.questions)
         title = f"{record.task} {metric}: {sum(right)}/{len(right)} right"
-        plots.append((metric, entry.what, Markup(margin_plot(margins, right, title))))
+        plots.append((metric, entry.what, Markup(margin_plot(margins, right, title, len(margins) > PAGE_ROWS))))
     return plots
 
 

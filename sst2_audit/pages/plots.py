@@ -39,17 +39,17 @@ def _svg(plt, figure) -> str:
 
 
 @functools.lru_cache(maxsize=4)  # the public and the private page show the same plot: drawn once
-def margin_plot(margins: tuple, correct: tuple, title: str) -> str:
+def margin_plot(margins: tuple, correct: tuple, title: str, rasterized: bool = False) -> str:
     """One point per question, ordered by margin (gold score minus the best other score): above 0
-    the gold answer won, green = correct prediction, red = wrong."""
+    the gold answer won, green = correct prediction, red = wrong. rasterized: the markers drawn as one image in
+    the SVG (a full split's page stays small)."""
     plt, (figure, axes) = _figure(7.0, 2.6)
     order = sorted(range(len(margins)), key=lambda i: margins[i])
     xs = list(range(1, len(order) + 1))
     ys = [margins[i] for i in order]
     colours = [CORRECT if correct[i] else WRONG for i in order]
     axes.axhline(0.0, color="#888888", linewidth=0.8)
-    # past a thousand points the markers are drawn as one image in the SVG: a full split's page stays small
-    axes.scatter(xs, ys, c=colours, s=14, rasterized=len(xs) > 1_000)
+    axes.scatter(xs, ys, c=colours, s=14, rasterized=rasterized)
     axes.set_xlabel("questions, ordered by margin")
     axes.set_ylabel("margin (nats)")
     axes.set_title(title)

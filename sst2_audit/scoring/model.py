@@ -129,8 +129,7 @@ def memory_statement(model_dir: Path, settings: dict, available: int | None, pro
     arithmetic (exit 2), before anything is loaded."""
     count = parameters(model_dir)
     width = {"float32": 4, "bfloat16": 2, "float16": 2}.get(settings["dtype"], 4)
-    one = count * width + BESIDES_WEIGHTS
-    need = one * processes
+    need = (count * width + BESIDES_WEIGHTS) * processes
     each = f"{count / 1e6:,.1f} M parameters x {width} bytes ({settings['dtype']}) + {BESIDES_WEIGHTS / 1e9:.2f} GB"
     words = f"about {need / 1e9:.2f} GB at peak: " + (
         f"{processes} processes on this machine x ({each})" if processes > 1 else each)
