@@ -15,6 +15,7 @@ from pathlib import Path
 from sst2_audit.audit import adopt_generation
 from sst2_audit.audit.adopt_scores import bound_for, claimed_dtype
 from sst2_audit.audit.findings import LevelResult, shown
+from sst2_audit.audit.row_set import check_row_set, RowSet
 from sst2_audit.audit.verdict import Outcome
 from sst2_audit.formats.adopted import AdoptedQuestion
 from sst2_audit.formats.releases import release_of
@@ -51,6 +52,9 @@ class Adoption:
     claims: dict = field(default_factory=dict)
     differences: dict = field(default_factory=dict)
     bound: object = None
+    flips: object = None  # adopt_scores.FlipTest of the rescore's prediction flips
+    answer_changes: dict = field(default_factory=dict)  # generate_until: greedy answers against the logged ones
+    dtype: str | None = None  # the dtype the run claims (adopt_scores.claimed_dtype): what widened the bound
     rederived: dict = field(default_factory=dict)
     shards: Shards = field(default_factory=Shards)  # the processes the rescore's rows are shared among
     # a generate_until task's rows (audit/adopt_generation.py): context tokens, references, logged lines by filter
@@ -58,6 +62,7 @@ class Adoption:
     references: dict = field(default_factory=dict)
     lines: dict = field(default_factory=dict)
     recorded_ties: dict = field(default_factory=dict)  # re-auditing our public copy: doc_id -> adopted.json's ties
+    row_set: RowSet | None = None  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
 
     @property
     def settings(self) -> dict:
@@ -169,10 +174,13 @@ def check_claims(adoption: Adoption) -> LevelResult:
                      task_hash(adoption.output.samples), hashes[task])
     else:
         level.fail(f"results: task_hashes.{task} is missing: the samples file cannot be bound to the results file.")
+    adoption.row_set = check_row_set(adoption, level)
+    level.notes.append(adoption.row_set.words())
     adoption.claims = {key: config.get(key) for key in CLAIMED if key in config}
     adoption.claims.update({key: results.get(key) for key in ("transformers_version", "max_length", "model_name")})
     if not level.problems:  # a run the lock contradicts is a FAIL, whatever dtype it names (or none: exit 2)
-        adoption.bound = bound_for(adoption.bound_given, claimed_dtype(results, model_args), adoption.spec.generative)
+        adoption.dtype, words = claimed_dtype(results, model_args)
+        adoption.bound = bound_for(adoption.bound_given, adoption.dtype, adoption.spec.generative, words)
     level.notes.append(f"claimed, not checkable here: model {shown(str(config.get('model_args')))}, dtype "
                        f"{config.get('model_dtype')!r}, device {config.get('device')!r}, batch size "
                        f"{config.get('batch_size')!r}; the rescore is the check of the model")
@@ -326,4 +334,6 @@ def record_levels(adoption: Adoption, tokenizer) -> Outcome:
         outcome.levels.append(level)
         if not level.passed:
             break
+    if adoption.row_set is not None and adoption.row_set.rule is None and not outcome.failed:
+        outcome.limits.append(adoption.row_set.words())
     return outcome

@@ -9,6 +9,7 @@ token, or where and by what margin it leaves the logged one; the filters and exa
 An adopted folder's public copy holds no text: there, the filters are re-run on the re-decoded generation only.
 """
 
+from sst2_audit.audit.adopt_scores import FLIP_ALPHA, sign_test, TIE_BUDGET
 from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.formats.adopted_generation import DIFFERS, DRIFT, GeneratedRow, SAME
 from sst2_audit.protocol.rules import accuracy, accuracy_stderr, doc_hash, prompt_hash
@@ -133,14 +134,18 @@ def rescore_rows(adoption, model, tokenizer, chosen: list) -> dict:
     for idx in chosen:
         logged = next(iter(adoption.lines[idx].values())).response
         forced = {tie["step"]: tie["rank"] for tie in adoption.recorded_ties.get(idx, ())} if logged is None else None
-        found[idx] = decoder.decode(adoption.contexts[idx], rule, logged, near, forced)
+        followed = decoder.decode(adoption.contexts[idx], rule, logged, near, forced)
+        # a row that took a tie is decoded greedily too: the reviewer's own answer, beside the one the tie gave
+        off = followed.ties or followed.left_at is not None or (logged is not None and followed.text != logged)
+        found[idx] = (followed, decoder.decode(adoption.contexts[idx], rule) if off else None)
     return found
 
 
-def judge_row(adoption, idx: int, generation, level: LevelResult) -> None:
-    """One re-decoded row into its record and the level: the same text, near ties taken the logged way, a logged
-    text no decode within the bound gives, or (our public copy) a hash that differs from the greedy decode's."""
-    row, rule = adoption.questions[idx], adoption.spec.generation
+def judge_row(adoption, idx: int, decoded: tuple, level: LevelResult) -> None:
+    """One re-decoded row into its record and the level: the same text, near ties taken the logged way (within the
+    tie budget), a logged text no decode within the bound gives, or (our public copy) a hash that differs from the
+    greedy decode's. A row that took a tie gets the reviewer's own greedy answer beside it."""
+    (generation, greedy), row, rule = decoded, adoption.questions[idx], adoption.spec.generation
     tokens = ",".join(map(str, generation.tokens))
     row.rescored_response_sha256 = sha256_text(generation.text)
     row.generated_tokens_sha256, row.generated_tokens = sha256_text(tokens), len(generation.tokens)
@@ -149,6 +154,9 @@ def judge_row(adoption, idx: int, generation, level: LevelResult) -> None:
     row.ties, row.left_at = [dict(t) for t in generation.ties], generation.left_at
     found = answers(rule, generation.text, adoption.references[idx])
     row.rescored_exact_match = {name: score for name, (_, score) in found.items()}
+    mine = answers(rule, greedy.text, adoption.references[idx]) if greedy is not None else found
+    row.greedy_response_sha256 = sha256_text(greedy.text if greedy is not None else generation.text)
+    row.greedy_exact_match = {name: score for name, (_, score) in mine.items()}
     if generation.left_at is None and row.rescored_response_sha256 == row.response_sha256:
         row.row_class = DRIFT if generation.ties else SAME
         for name, (answer, score) in found.items():
@@ -157,10 +165,17 @@ def judge_row(adoption, idx: int, generation, level: LevelResult) -> None:
             level.expect(f"doc_id {idx}", f"{name}: exact_match", score, row.logged_exact_match[name])
         if generation.ties:
             how = "as adopted.json records them" if adoption.output.public else "the logged generation's way"
+            gaps = sum(t["gap"] for t in generation.ties)
             level.notes.append(f"near tie: row idx {idx}: taken {how} at "
                                + ", ".join(f"step {t['step']} (rank {t['rank']}, gap {t['gap']:.4g} of logit "
                                            f"{t['logit']:.4g})" for t in generation.ties)
-                               + ": ties broken the other way, not tampering")
+                               + f" (summed gap {gaps:.4g}); your greedy answer: "
+                               + ", ".join(f"{name} exact_match {score:g}" for name, score in
+                                           row.greedy_exact_match.items()) + ": consistent with rounding")
+            if len(generation.ties) > TIE_BUDGET:
+                level.fail(f"row idx {idx}: the logged generation takes {len(generation.ties)} near ties (summed gap "
+                           f"{gaps:.4g} logits), over the budget of {TIE_BUDGET} a row (honest bfloat16 rows took at "
+                           "most one): a generation steered through ties, not one rounding gives")
     elif adoption.output.public:  # the recorded ties do not give the logged hash here: said as not re-verified
         # (adopt_rescore.check_generation_rescore names these rows)
         row.row_class = DRIFT
@@ -170,3 +185,15 @@ def judge_row(adoption, idx: int, generation, level: LevelResult) -> None:
         level.fail(f"row idx {idx}: the logged generation is not one the model decodes here: at step {left['step']} "
                    f"no token within the bound {adoption.bound.per_score} of the maximum logit {left['logit']:.4g} "
                    "keeps to it")
+
+
+def answer_changes(rows, filters) -> dict:
+    """Per filter: rows whose logged exact_match the reviewer's greedy decode does not give, by direction, and the
+    exact sign test on them (adopt_scores.sign_test): a forger's steering runs toward the reference."""
+    found, rows = {}, [row for row in rows if row.greedy_exact_match is not None]
+    for name in filters:
+        toward = sorted(r.idx for r in rows if r.logged_exact_match[name] > r.greedy_exact_match[name])
+        away = sorted(r.idx for r in rows if r.logged_exact_match[name] < r.greedy_exact_match[name])
+        p = sign_test(len(toward), len(toward) + len(away))
+        found[name] = {"toward the reference": toward, "away from it": away, "p": p, "one_way": p < FLIP_ALPHA}
+    return found

@@ -1,12 +1,13 @@
 """An adoption's last level and its record: every logged row the lock does not seal rescored by the independent
 path (or a drawn sample), each row classed against the bound (adopt_scores.py), and the public record built."""
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sst2_audit.audit import adopt, adopt_generation
-from sst2_audit.audit.adopt_scores import flip_line, row_class
+from sst2_audit.audit.adopt_scores import bound_for, candidate_bounds, FLIP_ALPHA, flip_test, row_class, TIE_BUDGET
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.rescore import draw, sample_odds
 from sst2_audit.formats import adopted, adopted_generation as generation
@@ -46,6 +47,16 @@ def _scored(adoption, model, chosen: list) -> dict | None:
     return shards.gather(scored)
 
 
+def _classed(adoption, chosen: list) -> list:
+    """Each chosen row's class under the adoption's bound; the flips of the rows within it."""
+    flips = []
+    for idx in chosen:
+        question = adoption.questions[idx]
+        question.row_class, question.max_abs_diff, found = row_class(question, adoption.bound, adoption.spec.metrics)
+        flips += found if question.row_class == FLIP else []
+    return flips
+
+
 def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     """The rescore level at rank 0; None on the other ranks (they only score their share)."""
     chosen, sealed, open_ids = _chosen(adoption, seed)
@@ -54,9 +65,15 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
         return None
     level = LevelResult(f"rescore ({adoption.rescore} rows, seed {seed})")
     for idx in chosen:
-        question = adoption.questions[idx]
-        question.rescored = scored[idx]
-        question.row_class, question.max_abs_diff = row_class(question.logged, question.rescored, adoption.bound)
+        adoption.questions[idx].rescored = scored[idx]
+    flips = _classed(adoption, chosen)
+    bits = [idx for idx in chosen if adoption.questions[idx].row_class == BITS]
+    if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
+        # a reduced-precision sum is never the float32 rescore's bits: such rows say the run was float32
+        adoption.bound = bound_for(None, "float32", False, f"float32: {len(bits)} of {len(chosen)} rescored rows of "
+                                   f"this run, which claims {adoption.dtype}, equal the float32 rescore bit for bit "
+                                   f"(row idx {shown_ids(bits, 4)}), so the claim is not taken")
+        flips = _classed(adoption, chosen)
     for idx in sealed:
         adoption.questions[idx].row_class = SEALED
     counts = {name: sum(q.row_class == name for q in adoption.questions.values()) for name in ROW_CLASSES}
@@ -66,16 +83,33 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     for question in (adoption.questions[idx] for idx in chosen):
         if question.row_class == OUT:
             level.fail(f"row idx {question.idx}: logged scores {question.logged!r}, rescored here "
-                       f"{question.rescored!r}: {question.max_abs_diff:.4g} apart, beyond the bound")
-        elif question.row_class == FLIP:
-            level.notes.append("flip: " + flip_line(question))
+                       f"{question.rescored!r}: {question.max_abs_diff:.4g} apart"
+                       + _beyond(question, adoption))
+    adoption.flips = flip_test(flips, max((len(q.logged) for q in adoption.questions.values()), default=0))
+    level.notes += [f"flip: {flip.line()}" for flip in flips] + adoption.flips.words()
+    for words in adoption.flips.one_way:
+        level.fail(f"prediction flips {words}")
     _sampled(level, sealed, chosen, open_ids, adoption.rescore)
     within = counts[WITHIN] + counts[FLIP]
     if within and not level.problems:
         level.drift_only = True
         level.drift_reason = (f"{within} rescored row(s) within the bound {adoption.bound.per_score} "
-                              f"({adoption.bound.basis}), {counts[FLIP]} of them prediction flips")
+                              f"({adoption.bound.basis}), {counts[FLIP]} of them prediction flips at near ties "
+                              f"({'; '.join(adoption.flips.words()) or 'none'}): consistent with rounding")
     return level
+
+
+def _beyond(question, adoption) -> str:
+    """Why a row is out of the bound: a score beyond its candidate's bound, or a flip beyond the near-tie band."""
+    _, _, flips = row_class(question, adoption.bound, adoption.spec.metrics)
+    wide = [flip for flip in flips if flip.margin > flip.band]
+    if wide:
+        flip = wide[0]
+        return (f", within each score's bound but its {flip.metric} prediction flips ({flip.logged} logged, "
+                f"{flip.rescored} yours) where your margin {flip.margin:.4g} is beyond the near-tie band "
+                f"{flip.band:.4g}: not a tie rounding can break")
+    bounds = ", ".join(f"{b:.4g}" for b in candidate_bounds(question, adoption.bound))
+    return f", beyond the bound (per candidate: {bounds})"
 
 
 def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResult | None:
@@ -115,9 +149,22 @@ def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResu
                              "for the near ties adopted.json records, differs from the logged generation, and the "
                              "public copy holds no text to follow it again (the adoption's near ties are the "
                              "record's)")
+    adoption.answer_changes = adopt_generation.answer_changes([adoption.questions[idx] for idx in chosen],
+                                                               adoption.spec.generation.filter_names)
+    for name, change in adoption.answer_changes.items():
+        toward, away = change["toward the reference"], change["away from it"]
+        if toward or away:
+            level.notes.append(f"{name}: your greedy decode changes {len(toward) + len(away)} answer(s): {len(toward)} "
+                               f"the logged generation gets right and yours not (row idx {shown_ids(toward, 8)}), "
+                               f"{len(away)} the other way (row idx {shown_ids(away, 8)})")
+        if change["one_way"]:
+            level.fail(f"{name}: the near ties the logged generations take change {len(toward)} answers toward the "
+                       f"reference and {len(away)} away: exact two-sided sign test p = {change['p']:.3g} < "
+                       f"{FLIP_ALPHA:g}: rounding changes answers both ways, these run one way")
     if counts[generation.DRIFT] and not level.problems:
         level.drift_only = True
-        level.drift_reason = f"{counts[generation.DRIFT]} generation(s) differ at a near tie"
+        level.drift_reason = (f"{counts[generation.DRIFT]} generation(s) differ at a near tie, at most {TIE_BUDGET} a "
+                              "row: consistent with rounding")
     return level
 
 
@@ -174,13 +221,48 @@ def run_levels(adoption, timings: dict, seed: int):
     return outcome
 
 
+def reviewer_numbers(adoption) -> list:
+    """The lines right under the verdict: per metric (per filter), the submitter's reported number beside the
+    reviewer's own from the rescore (a generate_until task: the reviewer's pure greedy decode)."""
+    task = adoption.spec.name
+    reported = adoption.output.results["results"].get(task, {})
+    rows = adoption.row_set
+    over = (f", over the {rows.logged} of {rows.split_rows} rows the run chose" if rows is not None and rows.rule is None
+            else "")
+    if adoption.spec.generative:
+        chosen = [q for q in adoption.questions.values() if q.greedy_exact_match is not None]
+        mine = {name: accuracy([q.greedy_exact_match[name] for q in chosen]) for name in
+                adoption.spec.generation.filter_names} if chosen else {}
+        pairs = [(f"exact_match,{name}", reported.get(f"exact_match,{name}"), mine.get(name), len(chosen))
+                 for name in adoption.spec.generation.filter_names]
+        whose = "your greedy decode"
+    else:
+        summary = _rescored_summary(adoption)
+        pairs = [(metric, reported.get(f"{METRICS[metric].reported_as},none"), summary.get(metric),
+                  summary.get("rows", 0)) for metric in adoption.spec.metrics]
+        whose = "yours"
+    return [f"{task} {metric}: reported {_number(theirs)} (their scores) / rescored {_number(ours)} ({whose}, "
+            f"{count} rows{over})" if ours is not None else
+            f"{task} {metric}: reported {_number(theirs)} (their scores) / not rescored here"
+            for metric, theirs, ours, count in pairs]
+
+
+def _number(value) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else repr(value)
+
+
 def _rescored_summary(adoption) -> dict:
     """The metric from the rescored scores, over the rows rescored (a sample's number is its own)."""
-    rescored = [q for _, q in sorted(adoption.questions.items()) if q.rescored is not None]
+    return rescored_summary(adoption.questions.values(), adoption.spec.metrics, bootstrap_iters(adoption.settings))
+
+
+def rescored_summary(questions, metrics, iters: int) -> dict:
+    """{metric, metric_stderr, rows} over the questions that hold a rescore, in doc_id order (lm-eval's)."""
+    rescored = sorted((q for q in questions if q.rescored is not None), key=lambda q: q.idx)
     summary = {}
-    for metric in adoption.spec.metrics if rescored else ():
+    for metric in metrics if rescored else ():
         values = [METRICS[metric].value(q.rescored, q) for q in rescored]
-        number, stderr = METRICS[metric].aggregate(values, bootstrap_iters(adoption.settings))
+        number, stderr = METRICS[metric].aggregate(values, iters)
         summary.update({metric: number, f"{metric}_stderr": stderr, "rows": len(rescored)})
     return summary
 
@@ -192,12 +274,17 @@ def _generation_record(adoption, common: dict) -> generation.AdoptedGenerationRe
     filters = adoption.spec.generation.filter_names
     summary = {f"exact_match,{name}": accuracy([row.rescored_exact_match[name] for row in rescored])
                for name in filters} if rescored else {}
+    greedy = [row for row in rows if row.greedy_exact_match is not None]
+    greedy_summary = {f"exact_match,{name}": accuracy([row.greedy_exact_match[name] for row in greedy])
+                      for name in filters} if greedy else {}
     return generation.AdoptedGenerationRecord(
         **common, filters=filters, generation_kwargs=adoption.spec.generation.generation_kwargs,
         reported={key: reported[key] for name in filters for key in (f"exact_match,{name}",
                                                                      f"exact_match_stderr,{name}")},
         rederived=adoption.rederived, rescored_summary={**summary, "rows": len(rescored)},
+        greedy_summary={**greedy_summary, "rows": len(greedy)},
         row_classes={name: sum(row.row_class == name for row in rows) for name in generation.GENERATION_CLASSES},
+        row_set=dataclasses.asdict(adoption.row_set), answer_changes=adopt_generation.answer_changes(rows, filters),
         rows=rows)
 
 
@@ -225,6 +312,8 @@ def record(adoption, run_name: str, seed: int, timings: dict):
                   for key, suffix in ((m, ""), (f"{m}_stderr", "_stderr"))},
         rederived=adoption.rederived, rescored_summary=_rescored_summary(adoption),
         row_classes={name: sum(q.row_class == name for q in questions) for name in ROW_CLASSES},
+        row_set=dataclasses.asdict(adoption.row_set),
+        flips={"counts": adoption.flips.counts, "one_way": adoption.flips.one_way} if adoption.flips else {},
         questions=questions)
 
 

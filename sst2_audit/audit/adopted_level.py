@@ -11,7 +11,7 @@ from sst2_audit.protocol.drift import DRIFT_BOUND
 ROW_FIELDS = ("label", "doc_hash", "prompt_hash", "target_hash", "context_length", "candidate_token_counts",
               "candidate_tokens_sha256", "choice_lengths", "shots", "logged", "logged_metrics", "true_choices")
 RECORD_FIELDS = ("profile", "task", "metrics", "demo", "notice", "lock_sha256", "reported", "rederived",
-                 "config_differences", "claims")
+                 "config_differences", "claims", "row_set")
 
 
 def _rescored(level: LevelResult, where: str, claimed, here, bits: bool) -> bool:
@@ -29,9 +29,37 @@ def _rescored(level: LevelResult, where: str, claimed, here, bits: bool) -> bool
     return claimed != here
 
 
-def check(claimed, rederived, bits: bool) -> LevelResult:
+def _own_arithmetic(level: LevelResult, claimed, iters: int) -> None:
+    """adopted.json's summaries against its own rows: the reviewer's number, the row counts, each rescored row's class
+    under the recorded bound and the flips' test, re-derived from the recorded scores (each row's rescore is held to
+    this machine's below), so an edited summary or class cannot stand beside the rows."""
+    from sst2_audit.audit.adopt_rescore import rescored_summary
+    from sst2_audit.audit.adopt_scores import flip_test, row_class
+    from sst2_audit.formats.adopted import FLIP, ROW_CLASSES
+
+    level.expect("adopted.json", "rescored_summary (re-derived from its rows' rescored scores)",
+                 rescored_summary(claimed.questions, claimed.metrics, iters), claimed.rescored_summary)
+    level.expect("adopted.json", "row_classes (counted from its rows)",
+                 {name: sum(q.row_class == name for q in claimed.questions) for name in ROW_CLASSES},
+                 claimed.row_classes)
+    flips = []
+    for question in claimed.questions:
+        if question.rescored is None:
+            continue
+        found, _, row_flips = row_class(question, claimed.bound, claimed.metrics)
+        level.expect(f"row idx {question.idx}", "row_class (its scores under the recorded bound)", found,
+                     question.row_class)
+        flips += row_flips if found == FLIP else []
+    test = flip_test(flips, max((len(q.logged) for q in claimed.questions), default=0))
+    level.expect("adopted.json", "flips (re-derived from its rows)",
+                 {"counts": test.counts, "one_way": test.one_way} if claimed.rescore.get("rows") != 0 else {},
+                 claimed.flips)
+
+
+def check(claimed, rederived, bits: bool, iters: int = 0) -> LevelResult:
     """adopted.json against the record the levels re-derived here."""
     level = LevelResult("adopted record")
+    _own_arithmetic(level, claimed, iters)
     for name in RECORD_FIELDS:
         level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
     level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))
@@ -55,16 +83,37 @@ def check(claimed, rederived, bits: bool) -> LevelResult:
     return level
 
 
+def _own_generation_arithmetic(level: LevelResult, claimed) -> None:
+    """A generate_until adopted.json's summaries against its own rows (as _own_arithmetic)."""
+    from sst2_audit.formats.adopted_generation import GENERATION_CLASSES
+    from sst2_audit.protocol.rules import accuracy
+
+    for field_name, per_row in (("rescored_summary", "rescored_exact_match"), ("greedy_summary", "greedy_exact_match")):
+        rows = [row for row in claimed.rows if getattr(row, per_row) is not None]
+        summary = {f"exact_match,{name}": accuracy([getattr(row, per_row).get(name, 0.0) for row in rows])
+                   for name in claimed.filters} if rows else {}
+        level.expect("adopted.json", f"{field_name} (re-derived from its rows)", {**summary, "rows": len(rows)},
+                     getattr(claimed, field_name))
+    level.expect("adopted.json", "row_classes (counted from its rows)",
+                 {name: sum(row.row_class == name for row in claimed.rows) for name in GENERATION_CLASSES},
+                 claimed.row_classes)
+    from sst2_audit.audit.adopt_generation import answer_changes
+
+    level.expect("adopted.json", "answer_changes (re-derived from its rows)",
+                 answer_changes(claimed.rows, claimed.filters), claimed.answer_changes)
+
+
 GENERATED_FIELDS = ("doc_hash", "prompt_hash", "target_hash", "context_length", "shots", "response_sha256",
                     "filtered_sha256", "logged_exact_match")
 REDECODED_FIELDS = ("rescored_response_sha256", "generated_tokens_sha256", "generated_tokens", "stopped",
-                    "rescored_exact_match", "row_class")
+                    "rescored_exact_match", "greedy_response_sha256", "greedy_exact_match", "row_class")
 
 
 def check_generation(claimed, rederived, bits: bool) -> LevelResult:
     """A generate_until task's adopted.json against the record re-derived here: the decode's tokens are compared
     wherever this machine re-decoded the row; the margins only where it runs the lock's numeric mode."""
     level = LevelResult("adopted record")
+    _own_generation_arithmetic(level, claimed)
     for name in (*(f for f in RECORD_FIELDS if f != "metrics"), "filters", "generation_kwargs"):
         level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
     level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sst2_audit.audit import adopted_level
 from sst2_audit.audit.adopt import Adoption
-from sst2_audit.audit.adopt_rescore import record, run_levels
+from sst2_audit.audit.adopt_rescore import record, reviewer_numbers, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_profile)
@@ -17,6 +17,7 @@ from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.model import no_model_in_this_process
 from sst2_audit.scoring.shards import from_launcher, Shards
+from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.commands import command_line
@@ -92,7 +93,7 @@ def _report(args, adoption, outcome, kept: tuple) -> int:
     head = [f"adoption of {output.results_path} ({output.samples_path.name}): task {spec.name}, "
             f"{_logged(output)}, against the reviewer's lock {lock.given} profile "
             f"{adoption.profile.name}"]
-    _print(outcome, head, adoption.profile)
+    _print(outcome, head, adoption.profile, reviewer_numbers(adoption))
     if outcome.failed:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
         return outcome.exit_code
@@ -110,10 +111,11 @@ def _logged(output) -> str:
         f"{rows} logged rows ({len(output.samples)} lines: one per filter)"
 
 
-def _print(outcome, head: list, profile) -> None:
-    lines = [outcome.verdict(), *head]
+def _print(outcome, head: list, profile, numbers: list) -> None:
+    """The verdict, the reviewer's own numbers right under it (beside the submitter's), then the levels."""
+    lines = [outcome.verdict(), *numbers, *head]
     if profile.demo:
-        lines.insert(1, f"*** {notice_for(profile)} ***")
+        lines.insert(1 + len(numbers), f"*** {notice_for(profile)} ***")
     for level in outcome.levels:
         lines += level.lines()
     print(terminal(lines + [outcome.verdict()], verdicts=(outcome.verdict(),)))
@@ -175,12 +177,14 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
     if not outcome.failed:
         here = record(adoption, claimed.run_name, seed, {})
         check = adopted_level.check_generation if spec.generative else adopted_level.check
-        level = check(claimed, here, runs_the_mode(adoption.settings, here.platform)[0])
+        bits = runs_the_mode(adoption.settings, here.platform)[0]
+        level = (check(claimed, here, bits) if spec.generative else
+                 check(claimed, here, bits, bootstrap_iters(adoption.settings)))
         outcome.levels.append(level)
         if level.drift_only:
             outcome.drift_only = True
             outcome.limits.append(level.drift_reason)
     head = [f"audit of the adopted run {claimed.run_name} in {path}: task {spec.name}, {_logged(output)}, against "
             f"the reviewer's lock {lock.given}"] + ([sums] if sums else [])
-    _print(outcome, head, profile)
+    _print(outcome, head, profile, reviewer_numbers(adoption))
     return outcome.exit_code

@@ -15,7 +15,7 @@ from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 
 ADOPTED_FILE = "adopted.json"
-ADOPTED_KIND, ADOPTED_VERSION = "sst2-audit/adopted", 1
+ADOPTED_KIND, ADOPTED_VERSION = "sst2-audit/adopted", 2
 # each row's class, in the order a verdict names them
 BITS, WITHIN, FLIP, OUT, SEALED, NOT_DRAWN = ("bit for bit", "within the bound", "prediction flip", "out of the bound",
                                               "sealed", "not drawn")
@@ -44,10 +44,11 @@ class AdoptedQuestion:
 
 @dataclass
 class Bound:
-    per_score: str  # the rule in words: "|logged - rescored| <= R * |rescored| + A"
+    per_score: str  # the rule in words: "|logged - rescored| <= R * |rescored| + T * sqrt(tokens)"
     relative: float
     absolute: float
     basis: str  # why this bound: the reviewer's --bound, or derived from the claimed dtype
+    per_token: float = 0.0  # nats per sqrt(continuation tokens): honest rounding of a sum of per-token terms
 
 
 @dataclass
@@ -72,6 +73,8 @@ class AdoptedRecord:
     rederived: dict[str, float]  # the same from the logged per-document values, by lm-eval's aggregation
     rescored_summary: dict[str, float | int]  # the metric from the rescored scores, and the rows rescored
     row_classes: dict[str, int]
+    row_set: dict  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
+    flips: dict  # per metric, the prediction flips' directions; the sign test's failures (audit/adopt_scores.py)
     questions: list[AdoptedQuestion]
     timings: dict[str, float]
     schema_version: int = ADOPTED_VERSION
@@ -82,7 +85,15 @@ def write(path, record: AdoptedRecord) -> None:
     atomic.write_json(path, dataclasses.asdict(record))
 
 
+def refuse_old(raw, kind: str, version: int, where: str) -> None:
+    """Schema 1 (before the row set, the flips' test and the fitted bound were recorded): adopt the run again."""
+    if isinstance(raw, dict) and raw.get("kind") == kind and raw.get("schema_version") == 1 and version > 1:
+        raise InputError(f"{where}: schema_version 1 of {kind!r}, written before sst2-audit recorded the row set and "
+                         f"the flips' directions (schema {version}); adopt the lm-eval run again to audit it.")
+
+
 def from_dict(raw, where: str) -> AdoptedRecord:
+    refuse_old(raw, ADOPTED_KIND, ADOPTED_VERSION, where)
     if not isinstance(raw, dict) or raw.get("kind") != ADOPTED_KIND or raw.get("schema_version") != ADOPTED_VERSION:
         got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
         raise InputError(f"{where}: expected kind {ADOPTED_KIND!r} schema_version {ADOPTED_VERSION}, got {got!r}.")

@@ -11,13 +11,13 @@ import dataclasses
 from dataclasses import dataclass
 
 from sst2_audit.formats import strict_json
-from sst2_audit.formats.adopted import Bound
+from sst2_audit.formats.adopted import Bound, refuse_old
 from sst2_audit.formats.manifest import ManifestFile
 from sst2_audit.formats.schema import convert
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 
-GENERATION_KIND, GENERATION_VERSION = "sst2-audit/adopted-generation", 1
+GENERATION_KIND, GENERATION_VERSION = "sst2-audit/adopted-generation", 2
 SAME, DRIFT, DIFFERS, SEALED, NOT_DRAWN = ("token for token", "near-tie drift", "differs", "sealed", "not drawn")
 GENERATION_CLASSES = (SAME, DRIFT, DIFFERS, SEALED, NOT_DRAWN)
 
@@ -44,6 +44,9 @@ class GeneratedRow:
     # other way, rank the token's among those within the bound, best first (a record before rank: none)
     left_at: dict | None = None  # {"step", "gap": None, "logit"}: where no token within the bound keeps to it
     rescored_exact_match: dict[str, float] | None = None  # per filter, from the re-decoded generation
+    # a row that took a near tie is decoded greedily too (no tie taken): the reviewer's own answer
+    greedy_response_sha256: str | None = None
+    greedy_exact_match: dict[str, float] | None = None  # per filter
 
 
 @dataclass
@@ -68,7 +71,10 @@ class AdoptedGenerationRecord:
     reported: dict[str, float]  # "exact_match,<filter>" and its stderr, as the results file says
     rederived: dict[str, float]  # the same from the logged per-document values
     rescored_summary: dict[str, float | int]  # exact_match per filter over the re-decoded rows, and the rows
+    greedy_summary: dict[str, float | int]  # exact_match per filter of the reviewer's pure greedy decode
     row_classes: dict[str, int]
+    row_set: dict  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
+    answer_changes: dict  # per filter, greedy answers against the logged ones: directions and the sign test
     rows: list[GeneratedRow]
     timings: dict[str, float]
     schema_version: int = GENERATION_VERSION
@@ -80,9 +86,11 @@ def write(path, record: AdoptedGenerationRecord) -> None:
 
 
 def from_dict(raw, where: str) -> AdoptedGenerationRecord:
-    if not isinstance(raw, dict) or raw.get("kind") != GENERATION_KIND or raw.get("schema_version") != 1:
+    refuse_old(raw, GENERATION_KIND, GENERATION_VERSION, where)
+    if not isinstance(raw, dict) or raw.get("kind") != GENERATION_KIND or raw.get("schema_version") != GENERATION_VERSION:
         got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
-        raise InputError(f"{where}: expected kind {GENERATION_KIND!r} schema_version 1, got {got!r}.")
+        raise InputError(f"{where}: expected kind {GENERATION_KIND!r} schema_version {GENERATION_VERSION}, got "
+                         f"{got!r}.")
     record = convert(AdoptedGenerationRecord, raw, where)
     for number, row in enumerate(record.rows):
         if row.row_class not in GENERATION_CLASSES:

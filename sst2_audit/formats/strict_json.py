@@ -8,6 +8,7 @@ nesting is refused by the parser's own limits and reported here.
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -66,6 +67,31 @@ def _depth(value, where: str, level: int = 0) -> None:
             _depth(item, where, level + 1)
 
 
+# A surrogate escape reaches Python's str only through a JSON escape (UTF-8 bytes cannot hold one): valid JSON whose
+# string no encoder writes back (hashing a doc, writing a record). Looked for only where the text has such an escape.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _lone_surrogate(value, path: str):
+    """The field path of the first string (key or value) holding a lone surrogate, or None."""
+    if isinstance(value, str):
+        return None if not any("\ud800" <= c <= "\udfff" for c in value) else path or "(the value)"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key[:40]!r}" if any("\ud800" <= c <= "\udfff" for c in key) else f"{path}.{key}"
+            if here != f"{path}.{key}":
+                return here.lstrip(".")
+            found = _lone_surrogate(item, here)
+            if found:
+                return found.lstrip(".")
+    elif isinstance(value, list):
+        for number, item in enumerate(value):
+            found = _lone_surrogate(item, f"{path}[{number}]")
+            if found:
+                return found.lstrip(".")
+    return None
+
+
 def loads(data: bytes, where: str):
     try:
         text = data.decode("utf-8")
@@ -79,6 +105,11 @@ def loads(data: bytes, where: str):
         reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
         raise InputError(f"{where}: not acceptable JSON ({reason}).") from None
     _depth(value, where)
+    if SURROGATE_ESCAPE.search(text):
+        field = _lone_surrogate(value, "")
+        if field:
+            raise InputError(f"{where}: field {field}: expected text that UTF-8 can encode, got a lone surrogate "
+                             "escape (\\ud800-\\udfff without its pair): refused.")
     return value
 
 
