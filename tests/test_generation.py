@@ -300,7 +300,8 @@ def test_a_bfloat16_runs_near_ties_are_taken_again_by_rank_on_the_public_copy(gs
     tied = [row for row in record["rows"] if row["ties"]]
     assert record["bits_required"] and len(tied) >= 2 and all(row["row_class"] == "near-tie drift" for row in tied)
     assert all(type(tie["rank"]) is int and tie["rank"] >= 1 for row in tied for tie in row["ties"])
-    drift = f"VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: {len(tied)} generation(s) differ at a near tie; exit 4"
+    drift = (f"VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: {len(tied)} generation(s) differ at near ties within the "
+             "tie budget 1 a row: consistent with rounding; exit 4")
     assert done.stdout.startswith(drift)
 
     def audit(out):
@@ -378,3 +379,68 @@ def test_a_plain_gsm8k_run_of_the_embedded_model_is_adopted_token_for_token(rele
     for target in (["--out", tmp_path / "runs" / "e"], ["--bundle-file", tmp_path / "results" / "e.tar.gz"]):
         done = run_script(str(VENV_BIN / "sst2-audit"), "audit", *common, *target, cwd=tmp_path)
         assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
+
+
+def test_a_generation_steered_through_near_ties_fails_and_the_reviewer_s_greedy_number_is_printed(gsm, tmp_path):
+    """Issue 58: the float32 3-shot run relabelled bfloat16, one row's generation replaced by a decode that takes the
+    runner-up token at up to 8 steps whose margin is 0.02-0.06 logits (every one within the bfloat16 bound of this flat tiny model), its
+    answers and exact_match made consistent: the row's ties overspend the tie budget (exit 1, named), and the
+    reviewer's greedy exact_match is printed under the verdict."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from sst2_audit.audit.adopt_generation import answers, near_rule
+    from sst2_audit.audit.adopt_scores import bound_for
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.scoring.decode import context_tokens, GreedyDecoder, stop_rule
+    from sst2_audit.task.spec import spec_for
+
+    lock = load_lock(gsm / "gsm.lock.json")
+    spec = spec_for(lock, lock.profile("gsm").task)
+    settings = lock.settings_for("gsm", spec)
+    model_dir = gsm / "cache-gsm" / "model"
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32,
+                                                 attn_implementation="eager").eval()
+    config = json.loads((model_dir / "generation_config.json").read_text())
+    rule = stop_rule(tokenizer, spec.generation.generation_kwargs, config)
+    decoder = GreedyDecoder(model, tokenizer, settings["max_length"])
+    near = near_rule(bound_for(None, "bfloat16", True))
+    steered = {}
+
+    def change(line):
+        if "text" not in steered:
+            tokens = context_tokens(tokenizer, line["arguments"]["gen_args_0"]["arg_0"], settings["add_bos_token"])
+            forced = {}  # the runner-up taken at each next step whose margin is within the bound (0.02-0.06 logits)
+            for _ in range(8):
+                greedy = decoder.decode(tokens, rule, None, near, forced)
+                later = [s for s, m in enumerate(greedy.margins) if s > max(forced, default=-1) and 0.02 <= m <= 0.06]
+                if not later:
+                    break
+                forced[later[0]] = 1
+            steered["text"], steered["ties"] = decoder.decode(tokens, rule, None, near, forced).text, len(forced)
+        answer = answers(spec.generation, steered["text"], spec.reference(line["doc"]))[line["filter"]]
+        return dict(line, resps=[[steered["text"]]], filtered_resps=[answer[0]], exact_match=answer[1])
+
+    folder, doc_id = _forged(gsm, tmp_path / "steered", change)
+    results = next(folder.glob("*/results_*.json"))
+    samples = [json.loads(line) for line in next(folder.glob("*/samples_*.jsonl")).read_text().splitlines()]
+    raw = json.loads(results.read_text())
+    from sst2_audit.protocol.rules import accuracy, accuracy_stderr
+
+    for name in spec.generation.filter_names:
+        values = [s["exact_match"] for s in sorted(samples, key=lambda s: s["doc_id"]) if s["filter"] == name]
+        raw["results"][GSM][f"exact_match,{name}"] = accuracy(values)
+        raw["results"][GSM][f"exact_match_stderr,{name}"] = accuracy_stderr(values)
+    raw["config"]["model_dtype"] = "torch.bfloat16"
+    raw["config"]["model_args"] = raw["config"]["model_args"].replace("dtype=float32", "dtype=bfloat16")
+    raw["configs"][GSM]["metadata"]["dtype"] = "bfloat16"
+    results.write_text(json.dumps(raw))
+    done = _adopt(gsm, folder, "gsm", "--run-name", "s", cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1 and lines[0].startswith("VERDICT: FAIL (rescore"), done.stdout + done.stderr
+    assert f"  - row idx {doc_id}: the logged generation takes " in done.stdout, done.stdout
+    assert "of the tie budget 1 " in done.stdout and steered["ties"] >= 4
+    assert lines[1].startswith(f"{GSM} exact_match,strict-match: reported ") and \
+        lines[1].endswith("(your greedy decode, 6 rows)"), lines[1]
+    assert "not tampering" not in done.stdout

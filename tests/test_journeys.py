@@ -104,9 +104,11 @@ def test_journey_4_adopt_a_plain_lm_eval_run(embedded_cache, tmp_path):
         done = run_installed(line, tmp_path)
         assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-3000:])
         printed[line.split()[1]] = done.stdout.splitlines()
-    for command in ("adopt", "audit"):  # the verdict first and last, the demo named under it
+    for command in ("adopt", "audit"):  # the verdict first and last, the reviewer's number and the demo under it
         lines = printed[command]
-        assert lines[0].startswith(PASS) and lines[1].startswith("*** EMBEDDED DEMO: "), lines[:3]
+        assert lines[0].startswith(PASS) and lines[2].startswith("*** EMBEDDED DEMO: "), lines[:3]
+        assert lines[1].startswith("sst2 acc: reported ") and lines[1].endswith(" rows)"), lines[1]
+        assert lines[1].split()[3] == lines[1].split()[8]  # a float32 run: their number is yours
     assert printed["adopt"][-2:] == [
         "adopted: runs/plain (audit it: sst2-audit audit --out runs/plain)",
         "bundle: results/plain.tar.gz"]

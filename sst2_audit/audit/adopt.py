@@ -335,5 +335,5 @@ def record_levels(adoption: Adoption, tokenizer) -> Outcome:
         if not level.passed:
             break
     if adoption.row_set is not None and adoption.row_set.rule is None and not outcome.failed:
-        outcome.limits.append(adoption.row_set.words())
+        outcome.rows.append(adoption.row_set.words())
     return outcome

@@ -9,7 +9,7 @@ token, or where and by what margin it leaves the logged one; the filters and exa
 An adopted folder's public copy holds no text: there, the filters are re-run on the re-decoded generation only.
 """
 
-from sst2_audit.audit.adopt_scores import FLIP_ALPHA, sign_test, TIE_BUDGET
+from sst2_audit.audit.adopt_scores import FLIP_ALPHA, sign_test, TIE_BUDGET, tie_spend
 from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.formats.adopted_generation import DIFFERS, DRIFT, GeneratedRow, SAME
 from sst2_audit.protocol.rules import accuracy, accuracy_stderr, doc_hash, prompt_hash
@@ -172,10 +172,12 @@ def judge_row(adoption, idx: int, decoded: tuple, level: LevelResult) -> None:
                                + f" (summed gap {gaps:.4g}); your greedy answer: "
                                + ", ".join(f"{name} exact_match {score:g}" for name, score in
                                            row.greedy_exact_match.items()) + ": consistent with rounding")
-            if len(generation.ties) > TIE_BUDGET:
+            spent = tie_spend(generation.ties, adoption.bound)
+            if spent > TIE_BUDGET:
                 level.fail(f"row idx {idx}: the logged generation takes {len(generation.ties)} near ties (summed gap "
-                           f"{gaps:.4g} logits), over the budget of {TIE_BUDGET} a row (honest bfloat16 rows took at "
-                           "most one): a generation steered through ties, not one rounding gives")
+                           f"{gaps:.4g} logits) that spend {spent:.3g} of the tie budget {TIE_BUDGET:g} (each tie's "
+                           "gap over its bound, summed; honest bfloat16 rows measured at most 0.49): a generation "
+                           "steered through ties, not one rounding gives")
     elif adoption.output.public:  # the recorded ties do not give the logged hash here: said as not re-verified
         # (adopt_rescore.check_generation_rescore names these rows)
         row.row_class = DRIFT

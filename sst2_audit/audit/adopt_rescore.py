@@ -163,8 +163,8 @@ def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResu
                        f"{FLIP_ALPHA:g}: rounding changes answers both ways, these run one way")
     if counts[generation.DRIFT] and not level.problems:
         level.drift_only = True
-        level.drift_reason = (f"{counts[generation.DRIFT]} generation(s) differ at a near tie, at most {TIE_BUDGET} a "
-                              "row: consistent with rounding")
+        level.drift_reason = (f"{counts[generation.DRIFT]} generation(s) differ at near ties within the tie budget "
+                              f"{TIE_BUDGET:g} a row: consistent with rounding")
     return level
 
 

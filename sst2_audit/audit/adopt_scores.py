@@ -62,11 +62,17 @@ def claimed_dtype(results: dict, model_args: dict) -> tuple:
 # token's logit must lie within R * |maximum| + A of it (audit/adopt_generation.py::near_rule). Measured
 # (docs/measurements.md, "Generative tasks", 2026-12-04, Intel AMX): a bfloat16 lm_eval run of the embedded model on
 # 24 gsm8k-shaped rows against this machine's float32 decode, 11 near ties, the largest gap 0.1846 logits at a
-# maximum of 20.26 (0.91 %): the bound is 2x that, 2^-6 of the maximum plus 2^-4. A row may take at most
-# TIE_BUDGET such steps (the measurement's rows took one each), and each row that took one is decoded greedily too.
+# maximum of 20.26 (0.91 %): the bound is 2x that, 2^-6 of the maximum plus 2^-4. A row's ties spend a budget: the
+# sum of each tie's gap over its own bound, at most TIE_BUDGET (one tie at the full bound; the embedded model's
+# honest rows spent at most 0.49, a tiny random model's flat logits 0.1 over 9 ties: docs/measurements.md).
 GENERATION_DERIVED = {"bfloat16": (2 ** -6, 2 ** -4), "float16": (2 ** -9, 2 ** -7), "float32": (0.0, DRIFT_BOUND),
                       "float32-gpu": (2 ** -9, 2 ** -7)}
-TIE_BUDGET = 2
+TIE_BUDGET = 1.0
+
+
+def tie_spend(ties, bound: Bound) -> float:
+    """The part of a row's tie budget its near ties spend: each tie's gap over the bound at its maximum logit."""
+    return sum(t["gap"] / (bound.relative * abs(t["logit"]) + bound.absolute) for t in ties)
 
 
 def bound_for(given: float | None, dtype: str | None, generative: bool = False, words: str = "") -> Bound:

@@ -22,6 +22,7 @@ class Outcome:
     shared: list = field(default_factory=list)  # steps both paths ran as the task's pinned code, in words
     named: list = field(default_factory=list)  # what a PASS must say it accepted (another numeric mode)
     rescored_as: str = "rescored bit for bit"  # a generate_until task's rows are re-decoded token for token
+    rows: list = field(default_factory=list)  # an adopted run's row set that matches no rule, in words (row_set.py)
 
     @property
     def failed(self) -> list:
@@ -31,7 +32,7 @@ class Outcome:
     def exit_code(self) -> int:
         if self.failed:
             return EXIT_FAIL
-        return EXIT_LIMITED if (self.limits or self.scores_unverified or self.drift_only) else EXIT_PASS
+        return EXIT_LIMITED if (self.limits or self.scores_unverified or self.drift_only or self.rows) else EXIT_PASS
 
     def verdict(self) -> str:
         if self.failed:
@@ -41,9 +42,11 @@ class Outcome:
         if self.exit_code == EXIT_PASS:
             return (f"VERDICT: PASS: every level passed and every scored row was {self.rescored_as}; "
                     + "".join(f"{note}; " for note in self.named + shared) + "exit 0")
-        head = ("SCORES NOT VERIFIED" if self.scores_unverified else
+        head = ("ROWS CHOSEN BY THE RUN, NOT RECOGNISED" if self.rows else
+                "SCORES NOT VERIFIED" if self.scores_unverified else
                 "SCORES WITHIN DRIFT, NOT BIT FOR BIT" if self.drift_only else "PASS WITH LIMITS")
-        return f"VERDICT: {head}: {'; '.join(self.scores_unverified + self.limits + self.named + shared)}; exit 4"
+        said = self.rows + self.scores_unverified + self.limits + self.named + shared
+        return f"VERDICT: {head}: {'; '.join(said)}; exit 4"
 
 
 @dataclass
