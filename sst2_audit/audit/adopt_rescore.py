@@ -227,8 +227,8 @@ def reviewer_numbers(adoption) -> list:
     task = adoption.spec.name
     reported = adoption.output.results["results"].get(task, {})
     rows = adoption.row_set
-    over = (f", over the {rows.logged} of {rows.split_rows} rows the run chose" if rows is not None and rows.rule is None
-            else "")
+    chosen = rows is not None and rows.rule is None
+    over = f", over the {rows.logged} of {rows.split_rows} rows the run chose" if chosen else ""
     if adoption.spec.generative:
         chosen = [q for q in adoption.questions.values() if q.greedy_exact_match is not None]
         mine = {name: accuracy([q.greedy_exact_match[name] for q in chosen]) for name in

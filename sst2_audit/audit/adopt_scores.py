@@ -193,7 +193,8 @@ def flip_test(flips: list, choices: int) -> FlipTest:
         for what, a, b in pairs:
             p = sign_test(a, a + b)
             if p < FLIP_ALPHA:
-                test.one_way.append(f"{metric}: {a} of {a + b} flips {what if what != 'to one choice' else 'to choice 0'}"
-                                    f" against {b}: exact two-sided sign test p = {p:.3g} < {FLIP_ALPHA:g}: rounding "
-                                    "flips near ties both ways, these run one way")
+                said = "to choice 0" if what == "to one choice" else what
+                test.one_way.append(f"{metric}: {a} of {a + b} flips {said} against {b}: exact two-sided sign test "
+                                    f"p = {p:.3g} < {FLIP_ALPHA:g}: rounding flips near ties both ways, these run "
+                                    "one way")
     return test

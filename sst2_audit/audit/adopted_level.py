@@ -4,8 +4,14 @@ they find, row by row."""
 
 import dataclasses
 
+from sst2_audit.audit.adopt_generation import answer_changes
+from sst2_audit.audit.adopt_rescore import rescored_summary
+from sst2_audit.audit.adopt_scores import flip_test, row_class
 from sst2_audit.audit.findings import LevelResult
+from sst2_audit.formats.adopted import FLIP, ROW_CLASSES
+from sst2_audit.formats.adopted_generation import GENERATION_CLASSES
 from sst2_audit.protocol.drift import DRIFT_BOUND
+from sst2_audit.protocol.rules import accuracy
 
 # the fields a re-adoption must reproduce exactly, per row; `rescored` is compared apart (a drawn sample)
 ROW_FIELDS = ("label", "doc_hash", "prompt_hash", "target_hash", "context_length", "candidate_token_counts",
@@ -33,9 +39,6 @@ def _own_arithmetic(level: LevelResult, claimed, iters: int) -> None:
     """adopted.json's summaries against its own rows: the reviewer's number, the row counts, each rescored row's class
     under the recorded bound and the flips' test, re-derived from the recorded scores (each row's rescore is held to
     this machine's below), so an edited summary or class cannot stand beside the rows."""
-    from sst2_audit.audit.adopt_rescore import rescored_summary
-    from sst2_audit.audit.adopt_scores import flip_test, row_class
-    from sst2_audit.formats.adopted import FLIP, ROW_CLASSES
 
     level.expect("adopted.json", "rescored_summary (re-derived from its rows' rescored scores)",
                  rescored_summary(claimed.questions, claimed.metrics, iters), claimed.rescored_summary)
@@ -85,8 +88,6 @@ def check(claimed, rederived, bits: bool, iters: int = 0) -> LevelResult:
 
 def _own_generation_arithmetic(level: LevelResult, claimed) -> None:
     """A generate_until adopted.json's summaries against its own rows (as _own_arithmetic)."""
-    from sst2_audit.formats.adopted_generation import GENERATION_CLASSES
-    from sst2_audit.protocol.rules import accuracy
 
     for field_name, per_row in (("rescored_summary", "rescored_exact_match"), ("greedy_summary", "greedy_exact_match")):
         rows = [row for row in claimed.rows if getattr(row, per_row) is not None]
@@ -97,8 +98,6 @@ def _own_generation_arithmetic(level: LevelResult, claimed) -> None:
     level.expect("adopted.json", "row_classes (counted from its rows)",
                  {name: sum(row.row_class == name for row in claimed.rows) for name in GENERATION_CLASSES},
                  claimed.row_classes)
-    from sst2_audit.audit.adopt_generation import answer_changes
-
     level.expect("adopted.json", "answer_changes (re-derived from its rows)",
                  answer_changes(claimed.rows, claimed.filters), claimed.answer_changes)
 

@@ -87,7 +87,8 @@ def write(path, record: AdoptedGenerationRecord) -> None:
 
 def from_dict(raw, where: str) -> AdoptedGenerationRecord:
     refuse_old(raw, GENERATION_KIND, GENERATION_VERSION, where)
-    if not isinstance(raw, dict) or raw.get("kind") != GENERATION_KIND or raw.get("schema_version") != GENERATION_VERSION:
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or raw.get("kind") != GENERATION_KIND or version != GENERATION_VERSION:
         got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
         raise InputError(f"{where}: expected kind {GENERATION_KIND!r} schema_version {GENERATION_VERSION}, got "
                          f"{got!r}.")
