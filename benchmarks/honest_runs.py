@@ -48,18 +48,24 @@ def scored(model: Path, dtype: str, data: list) -> tuple:
     return [values[i:i + 2] for i in range(0, len(values), 2)], [counts[i:i + 2] for i in range(0, len(counts), 2)]
 
 
-def judged(questions: list, dtype: str) -> tuple:
+def judged(questions: list, dtype: str, quiet: bool = False) -> tuple:
     """(FAIL, accuracy of the logged scores, flips) under the adoption's rules."""
     from sst2_audit.audit.adopt_scores import bound_for, flip_test, row_class
     from sst2_audit.formats.adopted import FLIP, OUT
 
     bound, flips, out = bound_for(None, dtype, False, ""), [], False
     for q in questions:
-        found, _, row_flips = row_class(q, bound, ["acc"])
+        found, diff, row_flips = row_class(q, bound, ["acc"])
         out |= found == OUT
+        if found == OUT and not quiet and os.environ.get("HONEST_RUNS_VERBOSE"):
+            from sst2_audit.audit.adopt_scores import candidate_bounds
+            print(f"    row {q.idx}: logged {q.logged} rescored {q.rescored} tokens {q.candidate_token_counts} "
+                  f"bounds {candidate_bounds(q, bound)} flips {row_flips}", file=sys.stderr)
         flips += row_flips if found == FLIP else []
-    test = flip_test(flips, 2)
+    test = flip_test(flips)
     right = sum(max(range(2), key=lambda k: (q.logged[k], -k)) == q.label for q in questions) / len(questions)
+    if (out or test.one_way) and not quiet:
+        print(f"  FAIL: {'a row out of the bound; ' if out else ''}{'; '.join(test.one_way)}", file=sys.stderr)
     return out or bool(test.one_way), right, len(flips)
 
 
@@ -88,8 +94,9 @@ def main() -> None:
                 part = range(window * WINDOW, (window + 1) * WINDOW)
                 questions = [AdoptedQuestion(i, data[i][1], "", "", "", 0, counts[i], "", [8, 9], [], logged[i],
                                              reference[i], {}, "", None) for i in part]
-                honest_fail, _, flips = judged(questions, dtype)
-                caught = gained = 0
+                print(f"[{name} {dtype} window {window}: honest]", file=sys.stderr)
+                honest_fail, honest_accuracy, flips = judged(questions, dtype)
+                caught, gains = 0, []
                 for _ in range(args.forgeries):
                     forged = copy.deepcopy(questions)
                     wrong = [q for q in forged if max(range(2), key=lambda k: (q.rescored[k], -k)) != q.label]
@@ -97,17 +104,18 @@ def main() -> None:
                         f = rng.uniform(0.05, 1.0)
                         q.logged = [s + (1 if k == q.label else -1) * f * (OLD[0] * abs(s) + OLD[1])
                                     for k, s in enumerate(q.logged)]
-                    failed, accuracy, _ = judged(forged, dtype)
+                    failed, accuracy, _ = judged(forged, dtype, quiet=True)
                     caught += failed
-                    gained += 0 if failed else 1
-                table.append((name, dtype, window, honest_fail, flips, caught, args.forgeries))
+                    gains += [] if failed else [round(accuracy - honest_accuracy, 4)]
+                table.append((name, dtype, window, honest_fail, flips, caught, args.forgeries, gains))
         print(f"[{name}: {time.perf_counter() - start:.1f} s]", file=sys.stderr)
     runs = len(table)
     print(f"honest runs: {runs}, FAIL: {sum(t[3] for t in table)} (false-FAIL rate "
           f"{sum(t[3] for t in table) / runs:.3f}); flips at near ties in all: {sum(t[4] for t in table)}, "
           f"most in one run: {max(t[4] for t in table)}")
     forged = sum(t[6] for t in table)
-    print(f"forgeries: {forged}, FAIL: {sum(t[5] for t in table)} ({sum(t[5] for t in table) / forged:.3f})")
+    print(f"forgeries: {forged}, FAIL: {sum(t[5] for t in table)} ({sum(t[5] for t in table) / forged:.3f}); the "
+          f"accepted ones' accuracy gain over the honest run's: {sorted(g for t in table for g in t[7])}")
     for dtype in ("bfloat16", "float16"):
         mine = [t for t in table if t[1] == dtype]
         print(f"  {dtype}: honest {len(mine)} runs, {sum(t[3] for t in mine)} FAIL; forgeries "

@@ -27,6 +27,7 @@ from pathlib import Path
 
 LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128)
 PER_LENGTH = 12  # requests per continuation length
+FIT_ROWS = 64  # SST-2-shaped contexts (the first 64 demo rows; benchmarks/honest_runs.py judges 256)
 REL = {"bfloat16": 2 ** -8, "float16": 2 ** -11}  # half an ulp of the dtype, relative: the rounding of the sum
 
 
@@ -35,10 +36,13 @@ def sentences() -> list:
         return [row["sentence"] for row in csv.DictReader(f, delimiter="\t")]
 
 
+SST2 = "{sentence}\nQuestion: Is this sentence positive or negative?\nAnswer:"  # lm-eval's glue/sst2 doc_to_text
+
+
 def requests(tokenizer, texts: list) -> list:
-    """(context, continuation, continuation tokens) per length: a sentence as context, the next ones' tokens cut
-    to the length as continuation."""
-    found = []
+    """(context, continuation) pairs, two candidates per context: the first FIT_ROWS demo rows in SST-2's prompt with
+    its two 1-token choices, then per length a sentence as context and the next ones' tokens cut to the length."""
+    found = [(SST2.format(sentence=text), choice) for text in texts[:FIT_ROWS] for choice in (" negative", " positive")]
     stream = tokenizer(" " + " ".join(texts), add_special_tokens=False)["input_ids"]
     for length in LENGTHS:
         for number in range(PER_LENGTH):
@@ -101,33 +105,28 @@ def main() -> None:
             points += [{"model": name, "dtype": dtype, "tokens": n, "rescored": r, "logged": x, "diff": abs(x - r)}
                        for n, r, x in zip(counts, reference, reduced)]
         print(f"[{name}: {len(pairs)} requests x 3 dtypes in {time.perf_counter() - start:.1f} s]", file=sys.stderr)
-    print("largest |logged - rescored| by continuation tokens (all models):")
+    print("largest |logged - rescored| of a candidate, and of a margin (two candidates of one context), by tokens:")
     for dtype, rel in REL.items():
         mine = [p for p in points if p["dtype"] == dtype]
-        by_length = {}
-        for p in mine:
-            bucket = min(LENGTHS, key=lambda n: abs(math.log2(max(p["tokens"], 1)) - math.log2(n)))
-            by_length.setdefault(bucket, []).append(p)
-        print(f"  {dtype}: " + ", ".join(f"{n}: {max(q['diff'] for q in by_length[n]):.4g}" for n in sorted(by_length)))
+        pairs = [(a, b) for a, b in zip(mine[0::2], mine[1::2])]
+        buckets = {}
+        for a, b in pairs:
+            n = max(a["tokens"], b["tokens"])
+            bucket = min(LENGTHS, key=lambda m: abs(math.log2(max(n, 1)) - math.log2(m)))
+            margin = abs((a["logged"] - b["logged"]) - (a["rescored"] - b["rescored"]))
+            buckets.setdefault(bucket, []).append((max(a["diff"], b["diff"]), margin))
+        print(f"  {dtype} candidate: " + ", ".join(f"{n}: {max(c for c, _ in v):.4g}" for n, v in sorted(buckets.items())))
+        print(f"  {dtype} margin:    " + ", ".join(f"{n}: {max(m for _, m in v):.4g}" for n, v in sorted(buckets.items())))
         per_token = max(max(p["diff"] - rel * abs(p["rescored"]), 0.0) / math.sqrt(p["tokens"]) for p in mine)
-        linear = max(max(p["diff"] - rel * abs(p["rescored"]), 0.0) / p["tokens"] for p in mine)
-        print(f"  {dtype}: fit: |diff| <= {rel:g} * |rescored| + {per_token:.4g} * sqrt(tokens) (largest point; "
-              f"a linear fit would need {linear:.4g} * tokens); {len(mine)} points")
+        margin_fit = max(max(abs((a["logged"] - b["logged"]) - (a["rescored"] - b["rescored"]))
+                             - rel * (abs(a["rescored"]) + abs(b["rescored"])), 0.0)
+                         / math.sqrt(max(a["tokens"], b["tokens"])) for a, b in pairs)
+        print(f"  {dtype} fit: candidate |diff| <= {rel:g} * |rescored| + {per_token:.4g} * sqrt(tokens); margin "
+              f"drift <= {rel:g} * (|a| + |b|) + {margin_fit:.4g} * sqrt(tokens); {len(mine)} points")
         for model in sorted({p["model"] for p in mine}):
             ratio = max(max(p["diff"] - rel * abs(p["rescored"]), 0.0) / math.sqrt(p["tokens"])
                         for p in mine if p["model"] == model)
-            print(f"    {model}: largest (|diff| - rel * |rescored|) / sqrt(tokens) = {ratio:.4g}")
-    print("largest drift of a margin (the difference of two candidates of one context, as a flip needs):")
-    for dtype in REL:
-        mine = [p for p in points if p["dtype"] == dtype]
-        pairs = [(a, b) for a, b in zip(mine[0::2], mine[1::2]) if a["model"] == b["model"]]
-        drift = [(abs((a["logged"] - b["logged"]) - (a["rescored"] - b["rescored"])), max(a["tokens"], b["tokens"]),
-                  a["model"]) for a, b in pairs]
-        print(f"  {dtype}: " + ", ".join(
-            f"{n}: {max(d for d, t, _ in drift if min(LENGTHS, key=lambda m: abs(math.log2(max(t, 1)) - math.log2(m))) == n):.4g}"
-            for n in LENGTHS if any(min(LENGTHS, key=lambda m: abs(math.log2(max(t, 1)) - math.log2(m))) == n
-                                    for _, t, _ in drift)))
-        print(f"  {dtype}: largest margin drift / sqrt(tokens) = {max(d / math.sqrt(t) for d, t, _ in drift):.4g}")
+            print(f"    {model}: candidate {ratio:.4g}")
     if args.json:
         args.json.write_text(json.dumps(points, indent=1))
 

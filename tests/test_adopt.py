@@ -125,8 +125,9 @@ def test_a_bfloat16_run_is_held_to_the_derived_bound_with_its_flips_listed(plain
     done = adopt(plain, plain / "bf16", "--run-name", "bf16", cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: 16 rescored row(s) within the "
-                                  "bound |logged - rescored| <= 0.0078125 * |rescored| + 0.396 * sqrt(tokens) (derived "
-                                  "from the dtype the run claims (bfloat16), fitted to measured honest drift x2)"), \
+                                  "bound |logged - rescored| <= 0.0078125 * |rescored| + 1.038 * sqrt(tokens), a margin's "
+                                  "drift <= 0.0078125 * (|a| + |b|) + 0.302 * sqrt(tokens) (derived from the dtype the "
+                                  "run claims (bfloat16), fitted to measured honest drift x2)"), \
         done.stdout
     record = json.loads((tmp_path / "runs" / "bf16" / "adopted.json").read_text())
     flips = [q for q in record["questions"] if q["row_class"] == "prediction flip"]

@@ -115,14 +115,15 @@ def test_honest_bfloat16_run_adopts_within_drift_with_the_reviewer_s_number(plai
     lines = done.stdout.splitlines()
     assert done.returncode == 4, done.stdout + done.stderr
     assert lines[0].startswith("VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: 16 rescored row(s) within the bound "
-                               "|logged - rescored| <= 0.0078125 * |rescored| + 0.396 * sqrt(tokens) (derived from the "
-                               "dtype the run claims (bfloat16), fitted to measured honest drift x2)")
+                               "|logged - rescored| <= 0.0078125 * |rescored| + 1.038 * sqrt(tokens), a margin's drift <= "
+                               "0.0078125 * (|a| + |b|) + 0.302 * sqrt(tokens) (derived from the dtype the run claims "
+                               "(bfloat16), fitted to measured honest drift x2)")
     assert "consistent with rounding" in lines[0] and "not tampering" not in done.stdout
     record = json.loads((tmp_path / "runs" / "bf16" / "adopted.json").read_text())
     mine = record["rescored_summary"]["acc"]
     assert lines[1] == (f"sst2 acc: reported {record['reported']['acc']:.3f} (their scores) / rescored {mine:.3f} "
                         "(yours, 16 rows)")
-    assert record["bound"]["per_token"] == 0.396 and record["row_set"]["rule"].startswith("the profile's dev rows")
+    assert record["bound"]["per_token"] == 1.038 and record["row_set"]["rule"].startswith("the profile's dev rows")
     done = audit(plain, "--out", "runs/bf16", cwd=tmp_path)
     assert done.returncode == 4 and "adopted record: PASS" in done.stdout, done.stdout
 
@@ -284,7 +285,8 @@ def test_generated_forgeries_that_flip_one_way_never_pass_and_honest_noise_never
     within the near-tie band. 60 honest-noise runs (no move) are never a FAIL."""
     import copy
 
-    from sst2_audit.audit.adopt_scores import bound_for, candidate_bounds, flip_test, row_class, sign_test
+    from sst2_audit.audit.adopt_scores import (bound_for, candidate_bounds, flip_test, margin_bound, row_class,
+                                              sign_test)
     from sst2_audit.formats.adopted import FLIP, OUT
 
     base = _questions(plain, tmp_path)
@@ -298,8 +300,11 @@ def test_generated_forgeries_that_flip_one_way_never_pass_and_honest_noise_never
         moved = set(q.idx for q in rng.sample(wrong, rng.randint(1, len(wrong)))) if forged else set()
         for q in questions:
             q.rescored = list(q.logged)  # the reviewer's float32 rescore; the logged copy is the forger's
-            noise = [0.3 * rng.uniform(-1, 1) * b for b in candidate_bounds(q, bound)]
-            logged = [s + e for s, e in zip(q.rescored, noise)]
+            # honest-shaped noise: a common shift within 0.9 of the candidate bound, each candidate's own within 0.4
+            # of half the margin's bound (rounding moves a context's candidates largely together)
+            common = 0.9 * rng.uniform(-1, 1) * min(candidate_bounds(q, bound)) / 2
+            own = [0.4 * rng.uniform(-1, 1) * margin_bound(q, bound, 0, 1) / 2 for _ in q.rescored]
+            logged = [s + common + e for s, e in zip(q.rescored, own)]
             if q.idx in moved:
                 fraction = rng.uniform(0.05, 1.0)
                 logged = [s + (1 if k == q.label else -1) * fraction * (OLD_BOUND[0] * abs(s) + OLD_BOUND[1])
@@ -308,7 +313,7 @@ def test_generated_forgeries_that_flip_one_way_never_pass_and_honest_noise_never
             found, _, row_flips = row_class(q, bound, ["acc"])
             out |= found == OUT
             flips += row_flips if found == FLIP else []
-        test = flip_test(flips, 2)
+        test = flip_test(flips)
         verdict_fails = out or bool(test.one_way)
         toward = sum(f.direction == "toward gold" for f in flips)
         away = sum(f.direction == "away from gold" for f in flips)
@@ -325,12 +330,12 @@ def test_generated_forgeries_that_flip_one_way_never_pass_and_honest_noise_never
 
 
 def test_the_fitted_bound_grows_with_the_square_root_of_the_tokens():
-    from sst2_audit.audit.adopt_scores import bound_for, candidate_bounds
+    from sst2_audit.audit.adopt_scores import bound_for, candidate_bounds, margin_bound
     from sst2_audit.formats.adopted import AdoptedQuestion
 
     bound = bound_for(None, "bfloat16", False, "")
     question = AdoptedQuestion(0, 0, "", "", "", 0, [1, 100], "", [1, 1], [], [0.0, 0.0], [-10.0, -200.0], {}, "", None)
     small, large = candidate_bounds(question, bound)
-    assert small == pytest.approx(2 ** -7 * 10 + 0.396 * 1)
-    assert large == pytest.approx(2 ** -7 * 200 + 0.396 * 10)
+    assert small == 2 ** -7 * 10 + 1.038 * 1 and large == 2 ** -7 * 200 + 1.038 * 10
+    assert margin_bound(question, bound, 0, 1) == 2 ** -7 * 210 + 0.302 * 10
     assert math.isclose(bound_for(None, "float32", False, "").absolute, 1e-4)

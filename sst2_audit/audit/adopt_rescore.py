@@ -85,7 +85,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
             level.fail(f"row idx {question.idx}: logged scores {question.logged!r}, rescored here "
                        f"{question.rescored!r}: {question.max_abs_diff:.4g} apart"
                        + _beyond(question, adoption))
-    adoption.flips = flip_test(flips, max((len(q.logged) for q in adoption.questions.values()), default=0))
+    adoption.flips = flip_test(flips)
     level.notes += [f"flip: {flip.line()}" for flip in flips] + adoption.flips.words()
     for words in adoption.flips.one_way:
         level.fail(f"prediction flips {words}")

@@ -7,9 +7,11 @@ Otherwise each score is held to a bound, the reviewer's (--bound) or fitted to h
 the run claims; a tolerance widened on the submitter's word is a budget a forger can spend, so:
 - the fitted bound grows with the square root of the continuation's tokens (honest rounding), not with the score;
 - a prediction flip (acc, acc_norm, each metric's own prediction) is accepted only where the reviewer's own margin
-  lies within the two candidates' bounds (a near tie); a flip beyond it is out of the bound;
-- flips that run one way (toward the gold answer, or all raising one choice of a two-choice task) FAIL by an exact
-  two-sided sign test at FLIP_ALPHA, however each row looks alone;
+  lies within the margin's band (a near tie); a flip beyond it is out of the bound;
+- a margin (the difference of two candidates) is held to its own, tighter fit: rounding moves a context's
+  candidates largely together;
+- flips that run toward the gold answer FAIL by an exact two-sided sign test at FLIP_ALPHA, however each row looks
+  alone;
 - a run claiming bfloat16 or float16 whose rows equal the float32 rescore bit for bit is held to float32.
 """
 
@@ -22,14 +24,16 @@ from sst2_audit.protocol.metrics import argmax_metrics, METRICS
 from sst2_audit.util.errors import InputError
 
 # Measured (docs/measurements.md, "Honest drift of reduced precision", 2026-12-06, Intel Xeon with AMX): lm-eval's
-# own HFLM.loglikelihood in bfloat16 and float16 against float32 on this CPU, the embedded SmolLM2-135M and tiny
-# random Llamas of widths 64 and 256, continuations of 1 to 128 tokens (benchmarks/measure_drift.py). Largest point
-# of |logged - rescored| - REL * |rescored| over sqrt(tokens): bfloat16 0.198, float16 0.0226, where REL is half an
-# ulp of the dtype (the rounding of lm-eval's sum, which it takes in the model's dtype). The derived bound is
-# SAFETY times the fit: REL * |rescored| + PER_TOKEN * sqrt(tokens) per candidate.
+# own HFLM.loglikelihood in bfloat16 and float16 against float32 on this CPU, the embedded SmolLM2-135M and tiny random
+# Llamas of widths 64 and 256, SST-2-shaped 1-token choices and continuations of 1 to 128 tokens
+# (benchmarks/measure_drift.py). Rounding moves the candidates of one context largely together (the normaliser), so
+# two fits: a candidate's |logged - rescored| - REL * |rescored| over sqrt(tokens) (bfloat16 0.519, float16 0.0665),
+# and a margin's (the difference of two candidates) drift - REL * (|a| + |b|) over sqrt(tokens) (bfloat16 0.151,
+# float16 0.0229); REL is half an ulp of the dtype (lm-eval sums in the model's dtype). The bound is SAFETY times each.
 SAFETY = 2.0
-FIT = {"bfloat16": (2 ** -8, 0.198), "float16": (2 ** -11, 0.0226)}
-DERIVED = {dtype: (SAFETY * rel, round(SAFETY * per_token, 4)) for dtype, (rel, per_token) in FIT.items()}
+FIT = {"bfloat16": (2 ** -8, 0.519, 0.151), "float16": (2 ** -11, 0.0665, 0.0229)}
+DERIVED = {dtype: (SAFETY * rel, round(SAFETY * per_token, 4), round(SAFETY * margin, 4))
+           for dtype, (rel, per_token, margin) in FIT.items()}
 # float32 on a CUDA device: TF32 matmuls keep float16's 10-bit mantissa, so the float16 fit stands in for it there
 # (not measured here: no GPU); float32 on a CPU is held to the drift bound between CPUs (protocol/drift.py).
 GPU_FLOAT32 = "float32 (on a CUDA device: TF32 matmuls have float16's mantissa; the float16 fit, not measured here)"
@@ -78,25 +82,27 @@ def tie_spend(ties, bound: Bound) -> float:
 def bound_for(given: float | None, dtype: str | None, generative: bool = False, words: str = "") -> Bound:
     """The bound of a multiple_choice row's scores (nats) or of a generation's near ties (logits)."""
     if given is not None:
-        unit, rule = ("logits", f"gap <= {given:g} logits") if generative else \
-            ("nats", f"|logged - rescored| <= {given:g}")
-        return Bound(rule, 0.0, given, f"the reviewer's --bound {given:g} {unit}")
-    table = GENERATION_DERIVED if generative else {**DERIVED, "float32": (0.0, DRIFT_BOUND),
-                                                   "float32-gpu": DERIVED["float16"]}
+        if generative:
+            return Bound(f"gap <= {given:g} logits", 0.0, given, f"the reviewer's --bound {given:g} logits")
+        return Bound(f"|logged - rescored| <= {given:g}", 0.0, given, f"the reviewer's --bound {given:g} nats",
+                     margin_absolute=2 * given)
     if dtype is None:
         option = "LOGITS" if generative else "NATS"
         raise InputError("the adopted run names no dtype this tool knows (results config.model_dtype, model_args "
                          f"dtype; known: {', '.join(sorted(set(DTYPE_WORDS.values())))}), so no bound can be derived "
                          f"for its {'near ties' if generative else 'scores'}: give one with --bound {option}.")
-    relative, absolute = table[dtype]
     basis = f"derived from {words or f'the dtype the run claims ({dtype})'}"
     if generative:
+        relative, absolute = GENERATION_DERIVED[dtype]
         rule = (f"gap <= {relative:g} * |maximum logit| + {absolute:g}" if relative else f"gap <= {absolute:g} logits")
         return Bound(rule, relative, absolute, basis)
     if dtype == "float32":
-        return Bound(f"|logged - rescored| <= {absolute:g}", 0.0, absolute, basis)
-    return Bound(f"|logged - rescored| <= {relative:g} * |rescored| + {absolute:g} * sqrt(tokens)", relative, 0.0,
-                 basis + f", fitted to measured honest drift x{SAFETY:g}", absolute)
+        return Bound(f"|logged - rescored| <= {DRIFT_BOUND:g}", 0.0, DRIFT_BOUND, basis,
+                     margin_absolute=2 * DRIFT_BOUND)
+    relative, per_token, margin_per_token = DERIVED["float16" if dtype == "float32-gpu" else dtype]
+    return Bound(f"|logged - rescored| <= {relative:g} * |rescored| + {per_token:g} * sqrt(tokens), a margin's drift "
+                 f"<= {relative:g} * (|a| + |b|) + {margin_per_token:g} * sqrt(tokens)", relative, 0.0,
+                 basis + f", fitted to measured honest drift x{SAFETY:g}", per_token, relative, 0.0, margin_per_token)
 
 
 def candidate_bounds(question, bound: Bound) -> list:
@@ -104,6 +110,20 @@ def candidate_bounds(question, bound: Bound) -> list:
     counts = question.candidate_token_counts or [1] * len(question.rescored)
     return [bound.relative * abs(score) + bound.absolute + bound.per_token * math.sqrt(max(tokens, 1))
             for score, tokens in zip(question.rescored, counts)]
+
+
+def margin_bound(question, bound: Bound, i: int, j: int) -> float:
+    """The bound of the drift of rescored[i] - rescored[j] (nats)."""
+    counts = question.candidate_token_counts or [1] * len(question.rescored)
+    return (bound.margin_relative * (abs(question.rescored[i]) + abs(question.rescored[j])) + bound.margin_absolute
+            + bound.margin_per_token * math.sqrt(max(counts[i], counts[j], 1)))
+
+
+def _band(metric, question, bound: Bound, bounds: list, i: int, j: int) -> float:
+    """The near-tie band of a metric's compared values c_k = w_k * score_k (w = 1 for acc, 1/characters for
+    acc_norm) between choices i and j: w_i * (the margin's bound) + |w_i - w_j| * (j's candidate bound)."""
+    weights = metric.compared([1.0] * len(bounds), question)
+    return weights[i] * margin_bound(question, bound, i, j) + abs(weights[i] - weights[j]) * bounds[j]
 
 
 def margin(scores) -> float:
@@ -143,14 +163,18 @@ def row_class(question, bound: Bound, metrics) -> tuple:
     bounds = candidate_bounds(question, bound)
     if any(not d <= b for d, b in zip(diffs, bounds)):
         return OUT, max(diffs), []
+    pairs = [(i, j) for i in range(len(logged)) for j in range(i + 1, len(logged))]
+    if any(not abs((logged[i] - logged[j]) - (rescored[i] - rescored[j])) <= margin_bound(question, bound, i, j)
+           for i, j in pairs):
+        return OUT, max(diffs), []
     flips = []
     for name in argmax_metrics(metrics):
         metric = METRICS[name]
         theirs, ours = metric.prediction(logged, question), metric.prediction(rescored, question)
         if theirs != ours:
-            values, spread = metric.compared(rescored, question), metric.compared(bounds, question)
+            values = metric.compared(rescored, question)
             flips.append(Flip(question.idx, name, theirs, ours, values[ours] - values[theirs],
-                              spread[ours] + spread[theirs], question.label))
+                              _band(metric, question, bound, bounds, ours, theirs), question.label))
     if any(flip.margin > flip.band for flip in flips):
         return OUT, max(diffs), flips
     return (FLIP if flips else WITHIN), max(diffs), flips
@@ -175,26 +199,21 @@ class FlipTest:
                 for metric, counts in self.counts.items()]
 
 
-def flip_test(flips: list, choices: int) -> FlipTest:
-    """The exact sign test on the flips' directions: toward or away from the gold answer; in a two-choice task also
-    which choice the logged scores raised. Honest rounding flips near ties both ways; a forger's flips run one way."""
+def flip_test(flips: list) -> FlipTest:
+    """The exact sign test on the flips' directions: toward or away from the gold answer. Honest rounding flips near
+    ties both ways, whatever the gold answer (not whatever the choice: rounding may favour one choice's token
+    throughout, measured on tiny models, so no test on which choice a flip raised); a forger's flips run toward it."""
     test = FlipTest()
     for metric in dict.fromkeys(flip.metric for flip in flips):
         mine = [flip for flip in flips if flip.metric == metric]
         toward = sum(flip.direction == "toward gold" for flip in mine)
         away = sum(flip.direction == "away from gold" for flip in mine)
         counts = {"toward gold": toward, "away from gold": away}
-        pairs = [("toward gold", toward, away)]
-        if choices == 2:
-            zero = sum(flip.logged == 0 for flip in mine)
-            counts.update({"to choice 0": zero, "to choice 1": len(mine) - zero})
-            pairs.append(("to one choice", zero, len(mine) - zero))
+        counts["between wrong choices"] = len(mine) - toward - away
         test.counts[metric] = counts
-        for what, a, b in pairs:
-            p = sign_test(a, a + b)
-            if p < FLIP_ALPHA:
-                said = "to choice 0" if what == "to one choice" else what
-                test.one_way.append(f"{metric}: {a} of {a + b} flips {said} against {b}: exact two-sided sign test "
-                                    f"p = {p:.3g} < {FLIP_ALPHA:g}: rounding flips near ties both ways, these run "
-                                    "one way")
+        p = sign_test(toward, toward + away)
+        if p < FLIP_ALPHA:
+            test.one_way.append(f"{metric}: {toward} of {toward + away} flips toward gold against {away}: exact "
+                                f"two-sided sign test p = {p:.3g} < {FLIP_ALPHA:g}: rounding flips near ties both ways, "
+                                "these run one way")
     return test

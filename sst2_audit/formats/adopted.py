@@ -49,6 +49,11 @@ class Bound:
     absolute: float
     basis: str  # why this bound: the reviewer's --bound, or derived from the claimed dtype
     per_token: float = 0.0  # nats per sqrt(continuation tokens): honest rounding of a sum of per-token terms
+    # the drift of a difference of two candidates' scores (what a prediction needs): R * (|a| + |b|) + A + T *
+    # sqrt(tokens); rounding moves a context's candidates largely together, so this is tighter than two bounds
+    margin_relative: float = 0.0
+    margin_absolute: float = 0.0
+    margin_per_token: float = 0.0
 
 
 @dataclass
