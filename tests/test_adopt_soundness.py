@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_script, VENV_BIN
 from test_adopt import _copy, _rehash, adopt, audit, plain, ROWS  # noqa: F401 (plain: the shared fixture)
 
 OLD_BOUND = (2 ** -3, 2 ** -3)  # the bfloat16 bound before issue 58: R * |score| + A nats per candidate
@@ -339,3 +340,112 @@ def test_the_fitted_bound_grows_with_the_square_root_of_the_tokens():
     assert small == 2 ** -7 * 10 + 1.038 * 1 and large == 2 ** -7 * 200 + 1.038 * 10
     assert margin_bound(question, bound, 0, 1) == 2 ** -7 * 210 + 0.302 * 10
     assert math.isclose(bound_for(None, "float32", False, "").absolute, 1e-4)
+
+
+ARC = "embedded-arc-challenge-25shot"
+
+
+@pytest.fixture(scope="module")
+def arc(tiny_demos, tmp_path_factory) -> Path:
+    """The ARC-shaped demo profile (25 shots, acc and acc_norm) on the tiny model: its cache, and a real float32
+    `lm_eval` run of its first 8 dev rows."""
+    from conftest import prepare_cache
+    from test_adopt import _task_yaml, plain_lm_eval
+
+    folder = tmp_path_factory.mktemp("arc")
+    cache = prepare_cache(tiny_demos, ARC, folder)
+    ids = _task_yaml(tiny_demos, cache, folder / "arc_challenge.yaml", profile=ARC)
+    plain_lm_eval(folder, "plain", sorted(ids[:8]), task="arc_challenge", num_fewshot=25, max_length=4096)
+    return folder
+
+
+def test_an_acc_norm_only_flip_is_listed(arc, tiny_demos, tmp_path):
+    """The float32 ARC run relabelled bfloat16, every row's scores moved a little, and in one row the candidate
+    acc_norm predicts lowered until acc_norm predicts another choice while acc keeps its own; under the reviewer's
+    --bound 5 the row is within the bound: the acc_norm flip is listed with its band (exit 4), acc has none, and both
+    metrics' numbers stand under the verdict (before issue 58 such a flip was counted as no flip at all)."""
+    from sst2_audit.protocol.rules import accuracy, accuracy_stderr, predict, predict_norm
+
+    shutil.copytree(arc / "plain", tmp_path / "out")
+    results, samples = next((tmp_path / "out").glob("*/results_*.json")), next((tmp_path / "out").glob("*/samples_*"))
+    rows, target = _rows(samples), None
+    for row in rows:
+        scores = [float(resp[0][0]) - 1e-3 for resp in row["resps"]]
+        lengths = [len(args["arg_1"]) - 1 for args in row["arguments"].values()]  # " " + choice
+        if target is None:
+            chosen = predict_norm(scores, lengths)
+            for step in range(1, 91):
+                moved = [x - step * 0.05 if k == chosen else x for k, x in enumerate(scores)]
+                if predict_norm(moved, lengths) != chosen and predict(moved) == predict(scores):
+                    scores, target = moved, row["doc_id"]
+                    break
+        row["resps"] = [[[repr(x), resp[0][1]]] for x, resp in zip(scores, row["resps"])]
+        row["filtered_resps"] = [[repr(x), resp[0][1]] for x, resp in zip(scores, row["resps"])]
+        row["acc_norm"] = float(predict_norm(scores, lengths) == int(row["target"]))
+    assert target is not None
+    samples.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    raw = json.loads(results.read_text())
+    values = [row["acc_norm"] for row in sorted(rows, key=lambda r: r["doc_id"])]
+    task = raw["results"]["arc_challenge"]
+    task["acc_norm,none"], task["acc_norm_stderr,none"] = accuracy(values), accuracy_stderr(values)
+    raw["config"]["model_dtype"] = "torch.bfloat16"
+    raw["config"]["model_args"] = raw["config"]["model_args"].replace("dtype=float32", "dtype=bfloat16")
+    raw["configs"]["arc_challenge"]["metadata"]["dtype"] = "bfloat16"
+    results.write_text(json.dumps(raw))
+    done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", tmp_path / "out", "--lock", tiny_demos, "--profile", ARC,
+                      "--cache", arc / "cache", "--seed", "1", "--bound", "5", cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert lines[0].startswith("VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: 8 rescored row(s) within the bound "
+                               "|logged - rescored| <= 5 (the reviewer's --bound 5 nats)"), lines[0]
+    assert "1 of them prediction flips at near ties (acc_norm flips: " in lines[0]
+    assert lines[1].startswith("arc_challenge acc: reported ") and lines[2].startswith("arc_challenge acc_norm: reported ")
+    assert any(line.startswith(f"  flip: row idx {target} (acc_norm): logged predicts ") for line in lines), done.stdout
+    assert not any(line.startswith(f"  flip: row idx {target} (acc):") for line in lines)
+
+
+@pytest.mark.parametrize("model,dtype", [("tiny", "float16"), ("embedded", "bfloat16")])
+def test_honest_reduced_precision_runs_adopt_with_the_reviewer_s_number(plain, embedded_cache, tmp_path, model, dtype):
+    """Real `lm_eval` runs in float16 (the tiny model) and bfloat16 (the embedded SmolLM2-135M) of the first 16 dev
+    rows: exit 4 within drift (or 0 where bit for bit), consistent with rounding, the reviewer's number printed."""
+    from conftest import LOCK
+    from test_adopt import _task_yaml, plain_lm_eval
+
+    folder = tmp_path / "work"
+    folder.mkdir()
+    if model == "tiny":
+        lock, cache = plain / "resources.lock.json", plain / "cache"
+        (folder / "sst2.yaml").symlink_to(plain / "sst2.yaml")
+        ids = json.loads((plain / "ids.json").read_text())
+    else:
+        lock, cache = LOCK, embedded_cache
+        ids = _task_yaml(LOCK, embedded_cache, folder / "sst2.yaml")
+    (folder / "cache").symlink_to(cache)
+    out = plain_lm_eval(folder, "run", sorted(ids), dtype=dtype)
+    done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", out, "--lock", lock, "--profile", "embedded", "--cache",
+                      cache, "--seed", "1", cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert done.returncode in (0, 4), done.stdout + done.stderr
+    assert lines[0].startswith("VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: 16 rescored row(s) within the bound") \
+        and lines[0].endswith(": consistent with rounding; exit 4") if done.returncode == 4 else \
+        lines[0].startswith("VERDICT: PASS"), lines[0]
+    assert f"(derived from the dtype the run claims ({dtype}), fitted to measured honest drift x2)" in lines[0]
+    assert lines[1].startswith("sst2 acc: reported ") and lines[1].endswith(" (yours, 16 rows)"), lines[1]
+
+
+def test_a_dtype_is_the_narrowest_the_run_states_and_float32_on_a_gpu_is_its_own_claim():
+    from sst2_audit.audit.adopt_scores import bound_for, claimed_dtype, DERIVED
+
+    def claim(model_dtype, args: dict, device="cpu"):
+        return claimed_dtype({"config": {"model_dtype": model_dtype, "device": device}}, args)
+
+    assert claim("torch.bfloat16", {"dtype": "float32"}) == (
+        "float32", "the narrowest of the dtypes the run claims (bfloat16, float32: float32)")
+    assert claim("torch.bfloat16", {}) == ("bfloat16", "the dtype the run claims (bfloat16)")
+    assert claim(None, {"torch_dtype": "fp16"})[0] == "float16"
+    assert claim("torch.float32", {}, "cuda:0") == (
+        "float32-gpu", "the dtype the run claims (float32) on device cuda:0: float32 (on a CUDA device: TF32 matmuls "
+        "have float16's mantissa; the float16 fit, not measured here)")
+    gpu = bound_for(None, "float32-gpu", False, "")
+    assert (gpu.relative, gpu.per_token, gpu.margin_per_token) == DERIVED["float16"]
+    assert claim(None, {}) == (None, "")
