@@ -11,8 +11,40 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_script, VENV_BIN
-from test_adopt import _copy, _rehash, adopt, audit, plain, ROWS  # noqa: F401 (plain: the shared fixture)
+from conftest import _exclusive, built_once, LOCK, REPO, run_script, TEST_CACHE, VENV_BIN
+from sst2_audit.formats.releases import installed_version
+from test_adopt import _copy, _rehash, build_plain_runs, ROWS
+
+# this environment's release's lock (.ci/run runs this file under 0.4.9.2 and 0.4.13)
+RELEASE_LOCK = {"0.4.9.2": LOCK, "0.4.13": REPO / "lm-eval-0.4.13.lock.json"}[installed_version()]
+
+
+@pytest.fixture(scope="session")
+def release_cache() -> Path:
+    """The embedded cache, prepared (or re-verified) under this environment's release's lock (as test_leaderboard)."""
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--profile", "embedded", "--cache",
+                          TEST_CACHE / "embedded")
+    assert done.returncode == 0, done.stderr
+    return TEST_CACHE / "embedded"
+
+
+@pytest.fixture(scope="session")
+def plain(release_cache, tmp_path_factory) -> Path:
+    """tests/test_adopt.py's real lm_eval runs (sorted, unsorted, bfloat16) under this environment's release: the
+    same folder as that file's fixture under 0.4.9.2."""
+    name = "plain-lm-eval" if RELEASE_LOCK == LOCK else f"plain-lm-eval-{installed_version()}"
+    return built_once(tmp_path_factory, name, lambda folder: build_plain_runs(folder, release_cache, RELEASE_LOCK))
+
+
+def adopt(plain: Path, output, *args, cwd: Path):
+    return run_script(str(VENV_BIN / "sst2-audit"), "adopt", output, "--lock", plain / RELEASE_LOCK.name, "--profile",
+                      "embedded", "--cache", plain / "cache", *args, cwd=cwd)
+
+
+def audit(plain: Path, *args, cwd: Path):
+    return run_script(str(VENV_BIN / "sst2-audit"), "audit", "--lock", plain / RELEASE_LOCK.name, "--cache",
+                      plain / "cache", *args, cwd=cwd)
 
 OLD_BOUND = (2 ** -3, 2 ** -3)  # the bfloat16 bound before issue 58: R * |score| + A nats per candidate
 
@@ -158,7 +190,7 @@ def test_an_edited_rescored_number_or_row_class_fails_the_folder_and_the_bundle(
                                                              "adopted.json")}
     from sst2_audit.formats.lock import load_lock
 
-    bundle = adopted_bundle.pack(folder, files, "kept", load_lock(plain / "resources.lock.json"), plain / "cache",
+    bundle = adopted_bundle.pack(folder, files, "kept", load_lock(plain / RELEASE_LOCK.name), plain / "cache",
                                  tmp_path / "results")
     done = audit(plain, "--bundle-file", str(bundle), cwd=tmp_path)
     assert done.returncode == 1 and "adopted.json: rescored_summary (re-derived from its rows' rescored scores)" in \
@@ -177,7 +209,7 @@ def test_a_dropped_wrong_row_with_numbers_and_hash_recomputed_is_not_a_pass(plai
     dropped = next(row["doc_id"] for row in rows if row["acc"] == 0.0)
     kept = [row for row in rows if row["doc_id"] != dropped]
     raw = _restate(results, samples, kept)
-    scored = release_of(load_lock(plain / "resources.lock.json").evaluator.version).n_samples_effective_is_scored
+    scored = release_of(load_lock(plain / RELEASE_LOCK.name).evaluator.version).n_samples_effective_is_scored
     raw["n-samples"]["sst2"]["effective"] = len(kept) if not scored else 264
     results.write_text(json.dumps(raw))
     done = adopt(plain, tmp_path / "out", "--seed", "1", cwd=tmp_path)
@@ -348,7 +380,9 @@ ARC = "embedded-arc-challenge-25shot"
 @pytest.fixture(scope="module")
 def arc(tiny_demos, tmp_path_factory) -> Path:
     """The ARC-shaped demo profile (25 shots, acc and acc_norm) on the tiny model: its cache, and a real float32
-    `lm_eval` run of its first 8 dev rows."""
+    `lm_eval` run of its first 8 dev rows (demos.lock.json pins 0.4.9.2; the flip rule is the same code in both)."""
+    if RELEASE_LOCK != LOCK:
+        pytest.skip("demos.lock.json pins lm-eval 0.4.9.2")
     from conftest import prepare_cache
     from test_adopt import _task_yaml, plain_lm_eval
 
@@ -405,21 +439,20 @@ def test_an_acc_norm_only_flip_is_listed(arc, tiny_demos, tmp_path):
 
 
 @pytest.mark.parametrize("model,dtype", [("tiny", "float16"), ("embedded", "bfloat16")])
-def test_honest_reduced_precision_runs_adopt_with_the_reviewer_s_number(plain, embedded_cache, tmp_path, model, dtype):
+def test_honest_reduced_precision_runs_adopt_with_the_reviewer_s_number(plain, release_cache, tmp_path, model, dtype):
     """Real `lm_eval` runs in float16 (the tiny model) and bfloat16 (the embedded SmolLM2-135M) of the first 16 dev
     rows: exit 4 within drift (or 0 where bit for bit), consistent with rounding, the reviewer's number printed."""
-    from conftest import LOCK
     from test_adopt import _task_yaml, plain_lm_eval
 
     folder = tmp_path / "work"
     folder.mkdir()
     if model == "tiny":
-        lock, cache = plain / "resources.lock.json", plain / "cache"
+        lock, cache = plain / RELEASE_LOCK.name, plain / "cache"
         (folder / "sst2.yaml").symlink_to(plain / "sst2.yaml")
         ids = json.loads((plain / "ids.json").read_text())
     else:
-        lock, cache = LOCK, embedded_cache
-        ids = _task_yaml(LOCK, embedded_cache, folder / "sst2.yaml")
+        lock, cache = RELEASE_LOCK, release_cache
+        ids = _task_yaml(RELEASE_LOCK, release_cache, folder / "sst2.yaml")
     (folder / "cache").symlink_to(cache)
     out = plain_lm_eval(folder, "run", sorted(ids), dtype=dtype)
     done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", out, "--lock", lock, "--profile", "embedded", "--cache",

@@ -294,7 +294,8 @@ def test_compare_names_the_one_setting_that_differs(embedded_cache, tmp_path):
     assert settings == ["setting seed: 94 -> 95"]
     assert not [line for line in lines if line.startswith(("resource ", "evaluator "))]
     assert lines[-3:] == [
-        "accuracy: 0.5000 -> 0.5000; 0 prediction(s) changed, 0 question(s) with different scores",
+        "acc: over the 2 paired questions 0.5000 -> 0.5000 (full runs, as recorded: 0.5000 over 2 -> 0.5000 over 2); "
+        "0 prediction(s) changed, 0 question(s) with different scores",
         "scores: 0 of 4 differ, max abs diff 0; 0 prediction flip(s); verdict: identical "
         "(same numeric platform: bit for bit required)",
         "comparison verdict: identical (same numeric platform: bit for bit required)"]

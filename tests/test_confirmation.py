@@ -163,7 +163,7 @@ def test_a_tampered_dev_record_is_refused_before_any_row_is_scored(experiment):
     base = experiment
     shutil.copytree(base / "runs/a", base / "runs/a2")
     _ok(_run(base, "--preregister", "prereg-t.json", "--dev-run", "runs/b", "--dev-run", "runs/a2",
-             "--rule", "paired-excludes-zero", "--metric", "acc"))
+             "--rule", "paired-exact", "--metric", "acc"))
     path = base / "runs/a2/run.json"
     record = json.loads(path.read_text())
     record["summaries"]["official"]["acc"]["value"] = 1.0  # a better dev number, after pre-registering
@@ -209,7 +209,7 @@ def test_generated_edits_of_a_preregistration_never_confirm(experiment, tmp_path
     original = base / "prereg-g.json"
     if not original.exists():
         _ok(_run(base, "--preregister", "prereg-g.json", "--dev-run", "runs/a", "--dev-run", "runs/b",
-                 "--rule", "paired-excludes-zero", "--metric", "acc"))
+                 "--rule", "paired-exact", "--metric", "acc"))
     raw = json.loads(original.read_text())
     tickets = _tickets(base)
     for number, (path, replacement) in enumerate(_mutations(raw, random.Random(33))):
@@ -233,12 +233,16 @@ def test_generated_edits_of_a_preregistration_never_confirm(experiment, tmp_path
 
 
 @pytest.mark.parametrize("kind, metric, profiles, threshold, message", [
-    ("better", "acc", ["a", "b"], None, "--rule 'better': expected one of exceeds, at-least, paired-excludes-zero."),
+    ("better", "acc", ["a", "b"], None, "--rule 'better': expected one of exceeds, at-least, paired-exact."),
+    ("paired-excludes-zero", "acc", ["a", "b"], None, "--rule paired-excludes-zero: retired, it decided on a Wald "
+                                                      "interval, which held where the exact McNemar p on the same line "
+                                                      "was 0.125 (discordant counts 0 and 4 at 64 rows): use "
+                                                      "paired-exact (a pre-registration that names it is "
+                                                      "pre-registered again)."),
     ("exceeds", "acc", ["a"], None, "--rule exceeds: expected dev runs of 2 different profile(s) (--dev-run), got "
                                     "['a']."),
-    ("paired-excludes-zero", "mc2", ["a", "b"], None, "--rule paired-excludes-zero: a paired interval needs a "
-                                                      "per-question right or wrong (acc, acc_norm); mc2 has none: "
-                                                      "use exceeds."),
+    ("paired-exact", "mc2", ["a", "b"], None, "--rule paired-exact: a paired test needs a per-question right or "
+                                              "wrong (acc, acc_norm); mc2 has none: use exceeds."),
     ("at-least", "acc", ["a"], None, "--threshold: required with --rule at-least."),
     ("exceeds", "acc", ["a", "b"], 0.5, "--threshold: only with --rule at-least."),
     ("at-least", "acc", ["a"], 1.5, "--threshold 1.5: expected a number from 0 to 1."),
@@ -271,7 +275,7 @@ def test_a_study_of_three_shot_seeds_equals_compare_of_each_pair(experiment):
         assert _paired_line(compared.stdout) == (
             f"paired over {paired['rows']} questions: right in both {paired['both_right']}, only A "
             f"{paired['base_only']}, only B {paired['variant_only']}, wrong in both {paired['both_wrong']}; accuracy "
-            f"B - A = {paired['difference']:+.4f} (95% paired interval {low:+.4f} to {high:+.4f}); exact McNemar p = "
+            f"B - A = {paired['difference']:+.4f} (95% Bonett-Price interval {low:+.4f} to {high:+.4f}); exact McNemar p = "
             f"{paired['mcnemar_p']:.4g}")
         assert paired["mcnemar_p"] == mcnemar_exact(paired["base_only"], paired["variant_only"])
         assert f"  {name:<28} {numbers['values'][name]:.4f}; variant - base {paired['difference']:+.4f}" in out

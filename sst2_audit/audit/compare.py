@@ -1,6 +1,6 @@
 """Explain the difference between two runs on the same rows: what differs in how they were made
 (settings, pins, platform), which questions flipped each way, whether one is significantly better
-(exact McNemar, paired interval of the accuracy difference), and how far the scores moved."""
+(exact McNemar, Bonett-Price interval of the paired accuracy difference), and how far the scores moved."""
 
 from dataclasses import dataclass, field
 
@@ -87,7 +87,12 @@ def compare(a, b) -> Comparison:
     if same and cpus[0] != cpus[1]:  # the same numeric key on another CPU: worth knowing, not a numeric difference
         result.differences.append(("CPU (same numeric platform key)", str(cpus[0]), str(cpus[1])))
     qa, qb = {q.idx: q for q in ra.questions}, {q.idx: q for q in rb.questions}
-    common = [idx for idx in qa if idx in qb]
+    # paired by (idx, doc hash): the same position holding another doc is not the same question
+    common = [idx for idx in qa if idx in qb and qa[idx].doc_hash == qb[idx].doc_hash]
+    other_doc = [idx for idx in qa if idx in qb and qa[idx].doc_hash != qb[idx].doc_hash]
+    if other_doc:
+        result.summary.append(f"{len(other_doc)} question(s) hold another doc under the same idx {other_doc[:10]}: "
+                              "not paired")
     if ra.metrics != rb.metrics:
         raise InputError(f"--compare: A reports metrics {ra.metrics}, B {rb.metrics}; the same task reports the same.")
     metric = ra.metrics[0]  # the headline metric
@@ -112,8 +117,10 @@ def compare(a, b) -> Comparison:
     if only_a or only_b:
         result.summary.append(f"questions only in A: {only_a}; only in B: {only_b}")
     moved = sum(1 for idx in common if qa[idx].scores["official"] != qb[idx].scores["official"])
-    result.summary.append(f"accuracy: {ra.summaries['official'][metric].value:.4f} -> "
-                          f"{rb.summaries['official'][metric].value:.4f}; "
+    paired_words = (f"over the {len(common)} paired questions {sum(right_a) / len(common):.4f} -> "
+                    f"{sum(right_b) / len(common):.4f}" if common else "no paired questions")
+    result.summary.append(f"{metric}: {paired_words} (full runs, as recorded: {ra.summaries['official'][metric].value:.4f}"
+                          f" over {len(qa)} -> {rb.summaries['official'][metric].value:.4f} over {len(qb)}); "
                           f"{len(result.changed)} prediction(s) changed, {moved} question(s) with different scores")
     verdict = judge({idx: (qa[idx].scores["official"], qb[idx].scores["official"]) for idx in common}, same, predict)
     result.summary.append(verdict.line())

@@ -11,7 +11,7 @@ from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats import prereg as formats
 from sst2_audit.formats import records, strict_json
-from sst2_audit.protocol.decision import make_rule, outcome, outcome_line, Rule
+from sst2_audit.protocol.decision import make_rule, outcome, outcome_line, prereg_power, Rule
 from sst2_audit.run.confirm import cache_for, card, require_unclaimed
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_bytes, sha256_file
@@ -54,7 +54,8 @@ def _dev_claims(result: LevelResult, lock, prereg: formats.Preregistration, rule
                            record.summaries["official"][rule.metric].value],
                           [entry.run_name, entry.mode, entry.rows, entry.value])
     if sorted(dev) == sorted(rule.profiles):
-        result.expect("pre-registration", "dev_outcome (re-evaluated from the dev runs)", outcome(rule, dev),
+        result.expect("pre-registration", "dev_outcome (re-evaluated from the dev runs)",
+                      outcome(rule, dev, prereg.confirm_rows),
                       prereg.dev_outcome)
 
 
@@ -81,7 +82,7 @@ def preregister(lock, out: Path, dev_folders: list, kind: str, metric: str, thre
     return formats.Preregistration(
         lock.sha256, f"lm-eval {lock.evaluator.version}", lock.split.confirm_rows,
         formats.DecisionRuleRecord(rule.kind, rule.metric, list(rule.profiles), rule.threshold, rule.statement()),
-        entries, outcome(rule, runs)), rule
+        entries, outcome(rule, runs, lock.split.confirm_rows)), rule
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class Verified:
     rule: Rule
     caches: dict
     dev_folders: dict
+    power: dict | None = None  # the power the pre-registration states for its sealed rows (decision.prereg_power)
 
 
 def verify_for_confirm(lock, prereg_file: Path, cache: Path) -> Verified:
@@ -135,7 +137,7 @@ def verify_for_confirm(lock, prereg_file: Path, cache: Path) -> Verified:
     if not claims.passed:
         raise CheckFailed(f"{prereg_file}: what it says of its dev runs is not what their records say: "
                           f"{'; '.join(claims.problems)[:600]}.")
-    return Verified(data, sha256, rule, caches, folders)
+    return Verified(data, sha256, rule, caches, folders, prereg_power(prereg))
 
 
 def check_chain(folder: Path, record: formats.ConfirmationRecord, lock) -> tuple:
@@ -191,7 +193,8 @@ def check_chain(folder: Path, record: formats.ConfirmationRecord, lock) -> tuple
     if sorted(runs) == sorted(rule.profiles):
         rederived = outcome(rule, runs)
         result.expect("decision", "outcome (re-evaluated from the confirmation runs)", rederived, record.outcome)
-        result.expect("decision", "outcome_line", outcome_line(rule, rederived), record.outcome_line)
+        result.expect("decision", "outcome_line", outcome_line(rule, rederived, prereg_power(prereg)),
+                      record.outcome_line)
     result.expect("confirmation", "cannot_know", formats.CANNOT_KNOW, record.cannot_know)
     card_file = Path(folder) / formats.CONFIRMATION_CARD
     result.expect("confirmation", f"{formats.CONFIRMATION_CARD} (regenerated from confirmation.json)", card(record),

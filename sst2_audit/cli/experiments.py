@@ -162,9 +162,11 @@ def study_main(args) -> int:
               f"{len(numbers['questions'])} dev rows, {numbers['metric']}, base {numbers['base']}"]
     for variant in record.variants:
         paired = numbers["paired"].get(variant.profile)
-        shown = (f"; variant - base {paired['difference']:+.4f} (95% paired interval {paired['interval'][0]:+.4f} to "
-                 f"{paired['interval'][1]:+.4f}), only base right {paired['base_only']}, only variant right "
-                 f"{paired['variant_only']}, exact McNemar p = {paired['mcnemar_p']:.4g}" if paired else " (base)")
+        shown = (f"; variant - base {paired['difference']:+.4f} (95% Bonett-Price interval {paired['interval'][0]:+.4f} "
+                 f"to {paired['interval'][1]:+.4f}), only base right {paired['base_only']}, only variant right "
+                 f"{paired['variant_only']}, exact McNemar p = {paired['mcnemar_p']:.4g} (unadjusted, "
+                 f"{len(numbers['paired'])} comparisons; Holm {paired['mcnemar_p_holm']:.4g}: "
+                 f"{'differs' if paired['differs'] else 'no difference shown'})" if paired else " (base)")
         lines.append(f"  {variant.profile:<28} {numbers['values'][variant.profile]:.4f}{shown}")
     spread = numbers["spread"]
     lines += [f"  spread        {spread['min']:.4f} to {spread['max']:.4f} (sd {spread['sd']:.4f}); "

@@ -58,10 +58,11 @@ def margin_plot(margins: tuple, correct: tuple, title: str, rasterized: bool = F
 
 
 @functools.lru_cache(maxsize=4)
-def study_plot(variants: tuple, values: tuple, differences: tuple, intervals: tuple, margins: tuple,
+def study_plot(variants: tuple, values: tuple, differences: tuple, intervals: tuple, differs: tuple, margins: tuple,
                metric: str) -> str:
     """A study at a glance. Left: each variant's metric, and its paired difference from the base with the 95%
-    interval (the base's own row is its value alone). Right: every question (rows, ordered by the base's margin)
+    Bonett-Price interval, coloured by the decision (Holm-adjusted exact McNemar p below 0.05; the base's own row is its
+    value alone). Right: every question (rows, ordered by the base's margin)
     under every variant (columns), green where the variant answered it right, red where wrong, paler the
     closer the call on that variant's own scale: the questions that flip between variants stand out as mixed
     rows."""
@@ -70,17 +71,17 @@ def study_plot(variants: tuple, values: tuple, differences: tuple, intervals: tu
     plt, (figure, (left, right)) = _figure(8.0, max(2.6, 1.0 + 0.34 * len(variants)), ncols=2,
                                            gridspec_kw={"width_ratios": [1.3, 1.0]})
     rows = list(range(len(variants)))[::-1]
-    for row, value, difference, interval in zip(rows, values, differences, intervals):
+    for row, value, difference, interval, shown in zip(rows, values, differences, intervals, differs):
         if interval is None:
             left.plot([0.0], [row], marker="D", color="#333333")
         else:
             left.plot(list(interval), [row, row], color="#555555", linewidth=1.6)
-            left.plot([difference], [row], marker="o", color=CORRECT if interval[0] > 0 else
-                      WRONG if interval[1] < 0 else "#555555")
+            left.plot([difference], [row], marker="o", color=(CORRECT if difference > 0 else WRONG) if shown else
+                      "#555555")
     left.axvline(0.0, color="#888888", linewidth=0.8)
     left.set_yticks(rows, [f"{number}: {name}{' (base)' if number == 0 else ''}\n{metric} {value:.4f}"
                            for number, (name, value) in enumerate(zip(variants, values))])
-    left.set_xlabel(f"{metric}: variant - base (95% paired interval)")
+    left.set_xlabel(f"{metric}: variant - base (95% Bonett-Price interval)")
     left.grid(axis="x", color="#dddddd", linewidth=0.5)
     colours = LinearSegmentedColormap.from_list("margin", [WRONG, "#f4f4f4", CORRECT])
     order = sorted(range(len(margins[0])), key=lambda i: margins[0][i])

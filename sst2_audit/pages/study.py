@@ -14,6 +14,7 @@ def render_study(record) -> str:
         variants, tuple(numbers["values"][name] for name in variants),
         tuple(p["difference"] if p else 0.0 for p in paired),
         tuple(tuple(p["interval"]) if p else None for p in paired),
+        tuple(p["differs"] if p else False for p in paired),
         tuple(tuple(q["variants"][name]["margin"] for q in numbers["questions"]) for name in variants),
         numbers["metric"])
     return render("study.html.j2", record=record, numbers=numbers, plot=Markup(plot))

@@ -3,14 +3,15 @@ shot count, shot seed, ...) scored on the same dev rows, and what varying them d
 
 From the variants' run records alone: per question, each variant's prediction, correctness and margin (the
 gold choice's compared value minus the best other's: above 0 the gold answer won); per variant, the metric;
-against the base variant (the first), the paired difference with its 95% interval and the exact McNemar
-test (protocol/stats.py, as `audit --compare` computes them); and the spread of the metric across variants.
+against the base variant (the first), the paired difference with its 95% Bonett-Price interval and the exact McNemar
+test (protocol/stats.py, as `audit --compare` computes them), unadjusted and Holm-adjusted over the k comparisons;
+and the spread of the metric across variants.
 """
 
 import math
 
 from sst2_audit.protocol.metrics import METRICS
-from sst2_audit.protocol.stats import paired_difference
+from sst2_audit.protocol.stats import holm, paired_difference
 from sst2_audit.util.errors import InputError
 
 
@@ -57,6 +58,10 @@ def study_numbers(runs: dict, metric: str) -> dict:
                            "base_only": comparison.a_only, "variant_only": comparison.b_only,
                            "both_wrong": comparison.both_wrong, "difference": comparison.difference,
                            "interval": list(comparison.interval), "mcnemar_p": comparison.p_value}
+    # k comparisons against one base: each p is shown unadjusted and with Holm's adjustment over the k; a variant
+    # differs from the base when the adjusted p is below 0.05 (the page's colours say the same)
+    for profile, adjusted in zip(paired, holm([paired[p]["mcnemar_p"] for p in paired])):
+        paired[profile].update({"mcnemar_p_holm": adjusted, "differs": adjusted < 0.05})
     numbers = list(values.values())
     mean = sum(numbers) / len(numbers)
     spread = {"min": min(numbers), "max": max(numbers), "range": max(numbers) - min(numbers),

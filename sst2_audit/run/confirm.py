@@ -85,7 +85,8 @@ def _copy_public(source: Path, target: Path) -> None:
             shutil.copyfile(item, target / item.name)
 
 
-def confirmation_record(lock, prereg_sha256: str, rule, out: Path, run_name: str) -> formats.ConfirmationRecord:
+def confirmation_record(lock, prereg_sha256: str, rule, out: Path, run_name: str,
+                        power: dict | None = None) -> formats.ConfirmationRecord:
     """confirmation.json from the confirmation runs in `out`: each cited by sha256, the rule evaluated on them."""
     runs, members = {}, []
     for profile in rule.profiles:
@@ -96,7 +97,7 @@ def confirmation_record(lock, prereg_sha256: str, rule, out: Path, run_name: str
             record.summaries["official"][rule.metric].value, record.summaries["independent"][rule.metric].value))
     result = outcome(rule, runs)
     return formats.ConfirmationRecord(run_name, prereg_sha256, lock.sha256, rule.statement(), members, result,
-                                      outcome_line(rule, result), formats.CANNOT_KNOW)
+                                      outcome_line(rule, result, power), formats.CANNOT_KNOW)
 
 
 def card(record: formats.ConfirmationRecord) -> str:
@@ -131,7 +132,7 @@ def confirm(lock, verified, out: Path, private: Path, run_name: str) -> formats.
                                      f"{run_name}-{profile}", spec_for(lock, lock.profile(profile).task),
                                      confirmation=prereg_sha256)
         run_job.execute(options)
-    record = confirmation_record(lock, prereg_sha256, rule, out, run_name)
+    record = confirmation_record(lock, prereg_sha256, rule, out, run_name, verified.power)
     atomic.write_text(Path(out) / formats.CONFIRMATION_CARD, card(record))
     formats.write(Path(out) / formats.CONFIRMATION_FILE, record)  # last: its presence means complete
     return record
