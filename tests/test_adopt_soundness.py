@@ -68,12 +68,23 @@ def _restate(results: Path, samples: Path, rows: list, dtype: str | None = None)
     raw["results"]["sst2"]["acc,none"], raw["results"]["sst2"]["acc_stderr,none"] = (accuracy(values),
                                                                                      accuracy_stderr(values))
     if dtype:
-        raw["config"]["model_dtype"] = f"torch.{dtype}"
-        raw["config"]["model_args"] = raw["config"]["model_args"].replace("dtype=float32", f"dtype={dtype}")
-        raw["configs"]["sst2"]["metadata"]["dtype"] = dtype  # lm-eval merges model_args into the task's metadata
+        claim_dtype(raw, "sst2", dtype)
     results.write_text(json.dumps(raw))
     _rehash(results, samples)
     return json.loads(results.read_text())
+
+
+def claim_dtype(raw: dict, task: str, dtype: str) -> None:
+    """Every place a results file states its dtype, as a forger edits it: model_dtype, model_args (0.4.9.2's string,
+    0.4.13's dict) and the task metadata lm-eval merges model_args into."""
+    raw["config"]["model_dtype"] = f"torch.{dtype}"
+    if isinstance(raw["config"]["model_args"], dict):
+        raw["config"]["model_args"]["dtype"] = dtype
+    else:
+        raw["config"]["model_args"] = raw["config"]["model_args"].replace("dtype=float32", f"dtype={dtype}")
+    metadata = raw["configs"][task].get("metadata")
+    if isinstance(metadata, dict) and "dtype" in metadata:
+        metadata["dtype"] = dtype
 
 
 def _move_toward_gold(row: dict, fraction: float) -> None:
@@ -422,9 +433,7 @@ def test_an_acc_norm_only_flip_is_listed(arc, tiny_demos, tmp_path):
     values = [row["acc_norm"] for row in sorted(rows, key=lambda r: r["doc_id"])]
     task = raw["results"]["arc_challenge"]
     task["acc_norm,none"], task["acc_norm_stderr,none"] = accuracy(values), accuracy_stderr(values)
-    raw["config"]["model_dtype"] = "torch.bfloat16"
-    raw["config"]["model_args"] = raw["config"]["model_args"].replace("dtype=float32", "dtype=bfloat16")
-    raw["configs"]["arc_challenge"]["metadata"]["dtype"] = "bfloat16"
+    claim_dtype(raw, "arc_challenge", "bfloat16")
     results.write_text(json.dumps(raw))
     done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", tmp_path / "out", "--lock", tiny_demos, "--profile", ARC,
                       "--cache", arc / "cache", "--seed", "1", "--bound", "5", cwd=tmp_path)
@@ -482,3 +491,22 @@ def test_a_dtype_is_the_narrowest_the_run_states_and_float32_on_a_gpu_is_its_own
     gpu = bound_for(None, "float32-gpu", False, "")
     assert (gpu.relative, gpu.per_token, gpu.margin_per_token) == DERIVED["float16"]
     assert claim(None, {}) == (None, "")
+
+
+def test_a_run_of_another_task_is_named_with_the_profile_or_pin_that_takes_it(plain, tmp_path):
+    """Issue 65: the run's samples are of task sst2 renamed to rte (a profile of the lock pins rte) and of a task no
+    profile pins: adopt names the tasks the run holds and what takes each, never the --log_samples hint."""
+    results, samples = _copy(plain, tmp_path / "out")
+    samples.rename(samples.with_name(samples.name.replace("samples_sst2_", "samples_rte_")))
+    done = adopt(plain, tmp_path / "out", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the run logged samples of task(s) rte, not of task sst2" in done.stderr
+    assert "Task rte: adopt it with --profile embedded-rte." in done.stderr and "--log_samples" not in done.stderr
+    rte = next(results.parent.glob("samples_rte_*"))
+    rte.rename(rte.with_name(rte.name.replace("samples_rte_", "samples_my_task_")))
+    done = adopt(plain, tmp_path / "out", cwd=tmp_path)
+    assert done.returncode == 2 and "Task my_task: no profile of this lock pins it; pin it with `" in done.stderr
+    assert "--pin NAME --task my_task --model MODEL --data DATA --new-lock NEW.lock.json`" in done.stderr
+    next(results.parent.glob("samples_*")).unlink()
+    done = adopt(plain, tmp_path / "out", cwd=tmp_path)
+    assert done.returncode == 2 and "re-run lm_eval with --log_samples" in done.stderr

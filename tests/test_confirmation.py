@@ -60,7 +60,8 @@ def _accuracy(run_json) -> float:
 
 
 def _tickets(base) -> list:
-    return sorted(path.name for path in base.glob("cache/*/confirmations/*.json"))
+    """The per-pre-registration tickets (the sealed rows' own tickets, sealed-*.json, apart)."""
+    return sorted(path.name for path in base.glob("cache/*/confirmations/*.json") if not path.name.startswith("sealed-"))
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +145,31 @@ def test_preregister_confirm_once_and_audit(experiment, confirmed, capsys):
                       "runs/conf/confirm/embedded", "--structural", cwd=base)
     assert done.returncode == 1 and "claims: FAIL" in done.stdout, done.stdout
     assert "a confirmation run (mode confirm) is audited with its confirmation folder" in done.stdout
+
+
+def test_the_sealed_rows_are_confirmed_once_whatever_the_pre_registration(experiment, confirmed):
+    """A new pre-registration over the same sealed rows (another rule) is refused (exit 2) naming the first
+    confirmation; with --reconfirm it runs and its outcome, record and audit verdict say how often they were spent."""
+    base = experiment
+    _ok(_run(base, "--preregister", "prereg-again.json", "--dev-run", "runs/b", "--rule", "at-least", "--metric", "acc",
+             "--threshold", "0.1"))
+    done = _run(base, "--confirm", "prereg-again.json", "--cache", "cache", "--run-name", "again")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "error: the sealed rows of profile embedded-2shot under this lock were confirmed 1 time(s) before from " \
+           "this cache (first: run 'conf', pre-registration " in done.stderr
+    assert not (base / "runs/again").exists()
+    done = _run(base, "--confirm", "prereg-again.json", "--cache", "cache", "--run-name", "again", "--reconfirm",
+                "--quiet")
+    _ok(done)
+    record = json.loads((base / "runs/again/confirmation.json").read_text())
+    assert record["prior_confirmations"] == {"embedded-2shot": 1}
+    assert record["outcome_line"].endswith("; the sealed rows of embedded-2shot were confirmed 1 time(s) before "
+                                           "from this cache")
+    sealed = json.loads(next(base.glob("cache/embedded-2shot/confirmations/sealed-*.json")).read_text())
+    assert [entry["run_name"] for entry in sealed] == ["conf", "again"]
+    done = _audit(base, "--out", "runs/again", "--structural")
+    assert done.returncode == 4 and "the record says the sealed rows of embedded-2shot were confirmed 1 time(s) " \
+        "before from the submitter's cache (--reconfirm)" in done.stdout.splitlines()[0], done.stdout
 
 
 def test_a_forged_decision_outcome_is_caught(experiment, confirmed):

@@ -432,9 +432,9 @@ def test_a_generation_steered_through_near_ties_fails_and_the_reviewer_s_greedy_
         values = [s["exact_match"] for s in sorted(samples, key=lambda s: s["doc_id"]) if s["filter"] == name]
         raw["results"][GSM][f"exact_match,{name}"] = accuracy(values)
         raw["results"][GSM][f"exact_match_stderr,{name}"] = accuracy_stderr(values)
-    raw["config"]["model_dtype"] = "torch.bfloat16"
-    raw["config"]["model_args"] = raw["config"]["model_args"].replace("dtype=float32", "dtype=bfloat16")
-    raw["configs"][GSM]["metadata"]["dtype"] = "bfloat16"
+    from test_adopt_soundness import claim_dtype
+
+    claim_dtype(raw, GSM, "bfloat16")
     results.write_text(json.dumps(raw))
     done = _adopt(gsm, folder, "gsm", "--run-name", "s", cwd=tmp_path)
     lines = done.stdout.splitlines()

@@ -258,7 +258,7 @@ def test_the_default_console_of_a_full_run_fits_in_26_lines_without_third_party_
     assert len(lines) <= 26, console  # 9 progress lines (the peak memory stated before the load among them), a summary
     assert lines[1].startswith("[memory] about 1.19 GB at peak: 134.5 M parameters x 4 bytes (float32) + 0.65 GB; ")
     assert not [line for line in lines if any(noise in line for noise in KNOWN_NOISE)], console
-    assert "  accuracy              42/64 = 0.6562" in console and "peak RSS" in console and " GB" in console
+    assert "  accuracy (acc)        42/64 = 0.6562" in console and "peak RSS" in console and " GB" in console
     # long values wrap between words, never cut (a records folder or a command is printed whole, however long)
     assert max(len(line) for line in lines if " records " not in line and not line.startswith("  next ")) <= 130, console
     # the next step is the audit of this run as it must be typed: the installed command, the run's folder as

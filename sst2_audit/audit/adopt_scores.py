@@ -214,6 +214,6 @@ def flip_test(flips: list) -> FlipTest:
         p = sign_test(toward, toward + away)
         if p < FLIP_ALPHA:
             test.one_way.append(f"{metric}: {toward} of {toward + away} flips toward gold against {away}: exact "
-                                f"two-sided sign test p = {p:.3g} < {FLIP_ALPHA:g}: rounding flips near ties both ways, "
-                                "these run one way")
+                                f"two-sided sign test p = {p:.3g} < {FLIP_ALPHA:g}: rounding flips near ties both "
+                                "ways, these run one way")
     return test

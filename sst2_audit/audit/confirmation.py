@@ -12,7 +12,7 @@ from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats import prereg as formats
 from sst2_audit.formats import records, strict_json
 from sst2_audit.protocol.decision import make_rule, outcome, outcome_line, prereg_power, Rule
-from sst2_audit.run.confirm import cache_for, card, require_unclaimed
+from sst2_audit.run.confirm import cache_for, card, reconfirmed_words, require_unclaimed
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_bytes, sha256_file
 
@@ -193,8 +193,8 @@ def check_chain(folder: Path, record: formats.ConfirmationRecord, lock) -> tuple
     if sorted(runs) == sorted(rule.profiles):
         rederived = outcome(rule, runs)
         result.expect("decision", "outcome (re-evaluated from the confirmation runs)", rederived, record.outcome)
-        result.expect("decision", "outcome_line", outcome_line(rule, rederived, prereg_power(prereg)),
-                      record.outcome_line)
+        result.expect("decision", "outcome_line", outcome_line(rule, rederived, prereg_power(prereg))
+                      + reconfirmed_words(record.prior_confirmations), record.outcome_line)
     result.expect("confirmation", "cannot_know", formats.CANNOT_KNOW, record.cannot_know)
     card_file = Path(folder) / formats.CONFIRMATION_CARD
     result.expect("confirmation", f"{formats.CONFIRMATION_CARD} (regenerated from confirmation.json)", card(record),

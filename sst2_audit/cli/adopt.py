@@ -20,7 +20,7 @@ from sst2_audit.scoring.shards import from_launcher, Shards
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
-from sst2_audit.util.commands import command_line
+from sst2_audit.util.commands import command_line, lock_words
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import printable, RUN_NAME, terminal
@@ -70,8 +70,12 @@ def main(argv, owns_process: bool = False) -> int:
         raise InputError(f"{out} already exists; an adopted folder is never overwritten.")
     if args.bundle:
         adopted_bundle.bundle_path(name, args.results)
-    output = lm_eval_output.read_plain_output(args.output, spec.name, spec.metrics,
-                                              spec.generation.filter_names if spec.generative else None)
+    try:
+        output = lm_eval_output.read_plain_output(args.output, spec.name, spec.metrics,
+                                                  spec.generation.filter_names if spec.generative else None)
+    except lm_eval_output.TaskNotInRun as missing:
+        raise InputError(f"{missing}; the profile {profile.name} of {lock.given} pins task {spec.name}. "
+                         + " ".join(_taken_by(lock, task) for task in missing.tasks)) from None
     shards = from_launcher()  # one process, or the N `torchrun`/`accelerate launch` started: rank 0 reports
     try:
         set_quiet(not shards.lead)
@@ -85,6 +89,16 @@ def main(argv, owns_process: bool = False) -> int:
         return shards.broadcast(code)  # every process exits as rank 0 does
     finally:
         shards.close()
+
+
+def _taken_by(lock, task: str) -> str:
+    """Which of the lock's profiles adopt a task of the run, or the command that pins it."""
+    profiles = sorted(name for name in lock.profiles if lock.profile(name).task == task)
+    if profiles:
+        return f"Task {task}: adopt it with --profile {' or --profile '.join(profiles)}."
+    pin = command_line("prepare", *lock_words(lock.given), "--pin", "NAME", "--task", task, "--model", "MODEL",
+                       "--data", "DATA", "--new-lock", "NEW.lock.json")
+    return f"Task {task}: no profile of this lock pins it; pin it with `{pin}`."
 
 
 def _report(args, adoption, outcome, kept: tuple) -> int:

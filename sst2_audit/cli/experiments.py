@@ -75,7 +75,7 @@ def confirm_main(args) -> int:
     name, out, private = _folders(args, "confirm")
     set_quiet(args.quiet or args.json)
     verified = verify_for_confirm(lock, prereg_file, args.cache)
-    record = confirm(lock, verified, out, private, name)
+    record = confirm(lock, verified, out, private, name, args.reconfirm)
     for run in record.runs:  # each confirmation run, as the confirmation's audit will read it
         auditable(out / run.run, lock, verified.caches[run.profile], record.preregistration_sha256)
     words = audit_words(args, out)
@@ -127,7 +127,9 @@ def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -
             f"{shown} ({confirmation_bundle.run_member(formats.CONFIRM_FOLDER, member.profile)})"
         sections += [f"--- confirmation run {member.profile}: {outcome.verdict()}"]
         sections += level_lines(where, run, outcome)[1:-1]
-    result = GroupOutcome(members, chain, len(record.runs), True, "confirmation", formats.CANNOT_KNOW)
+    spent = "".join(f"; the record says the sealed rows of {profile} were confirmed {count} time(s) before from the "
+                    "submitter's cache (--reconfirm)" for profile, count in record.prior_confirmations.items() if count)
+    result = GroupOutcome(members, chain, len(record.runs), True, "confirmation", formats.CANNOT_KNOW + spent)
     verdict = result.verdict()
     lines = [verdict, f"audit of confirmation {record.run_name} in {shown}: pre-registration "
              f"{record.preregistration_sha256[:12]}, {len(record.runs)} profile(s)",

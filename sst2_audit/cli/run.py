@@ -15,7 +15,7 @@ from sst2_audit.cli.common import (
 )
 from sst2_audit.cli.experiments import confirm_main, preregister_main, study_main
 from sst2_audit.formats.lock import load_lock
-from sst2_audit.protocol.decision import RULES
+from sst2_audit.protocol.decision import RETIRED, RULES
 from sst2_audit.pages.report import json_summary, quiet_line, run_summary
 from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
@@ -160,13 +160,17 @@ def _parser() -> Parser:
                               help="write a pre-registration: the decision rule over full dev runs (--dev-run)")
     confirmation.add_argument("--dev-run", type=Path, action="append", metavar="DIR",
                               help="a full dev run the pre-registration rests on (A first, then B)")
-    confirmation.add_argument("--rule", choices=sorted(RULES), help="the decision rule: exceeds (A above B), "
-                              "at-least (A at least --threshold), paired-excludes-zero (A - B, same questions)")
+    confirmation.add_argument("--rule", choices=sorted({*RULES, *RETIRED}), help="the decision rule: exceeds (A's "
+                              "point estimate above B's), at-least (A's point estimate at least --threshold), "
+                              "paired-exact (the exact McNemar test of A against B on the same questions, p < 0.05)")
     confirmation.add_argument("--metric", help="the metric the rule compares (acc, acc_norm, mc2, f1, mcc)")
     confirmation.add_argument("--threshold", type=float, help="with --rule at-least: the value to reach")
     confirmation.add_argument("--confirm", type=Path, metavar="FILE",
                               help="score the sealed confirmation rows of each profile a pre-registration names, "
                                    "once (its profiles' caches: --cache, or --cache/<profile>)")
+    confirmation.add_argument("--reconfirm", action="store_true",
+                              help="with --confirm: spend sealed rows this cache confirmed before under another "
+                                   "pre-registration, labelled with the count (refused without it)")
     study = parser.add_argument_group("paired protocol-sensitivity study (docs/confirmation.md)")
     study.add_argument("--study", metavar="NAME", help="score the dev rows under every --variant (each a full run) "
                        "and write study.json and study.html with the paired numbers against the first")

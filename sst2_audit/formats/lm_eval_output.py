@@ -235,9 +235,30 @@ def find_plain_output(path, task: str) -> tuple:
     date_id = results.name[len("results_"):-len(".json")]
     samples = results.with_name(f"samples_{task}_{date_id}.jsonl")
     if not samples.is_file():
-        raise InputError(f"{results}: no samples of task {task} beside it (expected {samples.name}); adopt needs "
-                         "the per-sample log: re-run lm_eval with --log_samples.")
+        logged = logged_tasks(results)
+        if not logged:
+            raise InputError(f"{results}: no samples file beside it (samples_<task>_{date_id}.jsonl); adopt needs "
+                             "the per-sample log: re-run lm_eval with --log_samples.")
+        raise TaskNotInRun(f"{results}: the run logged samples of task(s) {', '.join(logged)}, not of task {task} "
+                           f"(expected {samples.name})", logged)
     return results, samples
+
+
+class TaskNotInRun(InputError):
+    """The run holds other tasks than the one asked for: the message names them (the command adds which profile or
+    pin takes each)."""
+
+    def __init__(self, message: str, tasks: list):
+        super().__init__(message)
+        self.tasks = tasks
+
+
+def logged_tasks(results: Path) -> list:
+    """The tasks whose samples lm-eval wrote beside a results file (samples_<task>_<date id>.jsonl), by file name."""
+    date_id = results.name[len("results_"):-len(".json")]
+    suffix = f"_{date_id}.jsonl"
+    return sorted(item.name[len("samples_"):-len(suffix)] for item in results.parent.glob(f"samples_*{suffix}")
+                  if item.is_file() and len(item.name) > len("samples_") + len(suffix))
 
 
 def read_plain_output(path, task: str, metrics, filters=None) -> PlainOutput:

@@ -77,6 +77,9 @@ class ConfirmationRecord:
     outcome: dict  # protocol.decision.outcome on the confirmation runs
     outcome_line: str
     cannot_know: str
+    # --reconfirm: profile -> the confirmations of its sealed rows this cache recorded before (the submitter's cache
+    # says so: a claim no audit can check; absent or empty when the sealed rows were spent here for the first time)
+    prior_confirmations: dict[str, int] = dataclasses.field(default_factory=dict)
     schema_version: int = 1
     kind: str = "sst2-audit/confirmation"
 

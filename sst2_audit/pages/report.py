@@ -31,11 +31,11 @@ def _wrapped(label: str, text: str, width: int = 96) -> list:
 
 
 def _metric_rows(record: RunRecord) -> list:
-    """Per metric, in the task's order: the headline (first) metric is "accuracy"."""
+    """Per metric, in the task's order, each named (acc_norm is not called accuracy where it is the headline)."""
     lines = []
-    for number, metric in enumerate(record.metrics):
+    for metric in record.metrics:
         official, independent = (record.summaries[path][metric] for path in PATHS)
-        name = "accuracy" if number == 0 and official.correct is not None else metric
+        name = f"accuracy ({metric})" if official.correct is not None else metric
         lines += [_row(name, _accuracy(official), _accuracy(independent)),
                   _row("95% interval (Wilson)" if official.correct is not None else "95% interval (normal)",
                        _interval(official, metric), _interval(independent, metric))]

@@ -25,7 +25,7 @@ from sst2_audit.run import job as run_job
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.util.hashing import sha256_file
+from sst2_audit.util.hashing import sha256_file, sha256_text
 from sst2_audit.util.progress import say
 from sst2_audit.util.sanitize import markdown_cell
 
@@ -59,10 +59,55 @@ def require_unclaimed(caches: dict, prereg_sha256: str) -> None:
             "may have reached the model. Write a new pre-registration for a new decision.")
 
 
-def claim_tickets(caches: dict, prereg_sha256: str, run_name: str, out: Path) -> None:
-    """Every profile's ticket, or none: a ticket already there is refused before anything is written."""
+def sealed_ticket_path(cache: Path, lock_sha256: str, profile: str) -> Path:
+    """The ticket of a profile's sealed rows under one lock (the lock fixes the data, the split and so the sealed
+    ids): every confirmation of them from this cache, under any pre-registration, is listed in it."""
+    return Path(cache) / TICKETS / f"sealed-{sha256_text(lock_sha256 + '|' + profile)}.json"
+
+
+def prior_confirmations(caches: dict, lock_sha256: str) -> dict:
+    """profile -> the confirmations of its sealed rows this cache recorded before (a list, oldest first)."""
+    found = {}
+    for profile, cache in caches.items():
+        path = sealed_ticket_path(cache, lock_sha256, profile)
+        if path.exists():
+            try:
+                listed = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                listed = [{"note": f"unreadable ticket {path}"}]
+            found[profile] = listed if isinstance(listed, list) else [listed]
+    return found
+
+
+def require_sealed_unspent(caches: dict, lock_sha256: str, reconfirm: bool) -> dict:
+    """The sealed rows of each profile are confirmed once per lock: a second confirmation under any pre-registration
+    is refused (exit 2) unless the reviewer asks for it (--reconfirm), and then counted. {profile: times before}."""
+    prior = prior_confirmations(caches, lock_sha256)
+    if prior and not reconfirm:
+        profile, listed = next(iter(prior.items()))
+        first = listed[0]
+        raise InputError(
+            f"the sealed rows of profile {profile} under this lock were confirmed {len(listed)} time(s) before from "
+            f"this cache (first: run {first.get('run_name')!r}, pre-registration "
+            f"{str(first.get('preregistration_sha256'))[:12]}, started {first.get('started')}). Each confirmation "
+            "of the same sealed rows is another try at the same test (ten tries at alpha 0.05 hold by chance with "
+            "probability 0.40): refused. --reconfirm runs it anyway and labels it with the count.")
+    return {profile: len(listed) for profile, listed in prior.items()}
+
+
+def claim_tickets(caches: dict, prereg_sha256: str, run_name: str, out: Path, lock_sha256: str = "") -> None:
+    """Every profile's ticket, or none: a ticket already there is refused before anything is written. The sealed
+    rows' ticket of each profile gets this confirmation appended."""
     require_unclaimed(caches, prereg_sha256)
     started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for profile, cache in caches.items():
+        if lock_sha256:
+            sealed = sealed_ticket_path(cache, lock_sha256, profile)
+            sealed.parent.mkdir(exist_ok=True)
+            listed = prior_confirmations({profile: cache}, lock_sha256).get(profile, [])
+            atomic.write_text(sealed, json.dumps(listed + [{"preregistration_sha256": prereg_sha256,
+                                                            "run_name": run_name, "out": str(out),
+                                                            "started": started}], indent=2))
     for profile, cache in caches.items():
         path = ticket_path(cache, prereg_sha256)
         path.parent.mkdir(exist_ok=True)
@@ -85,8 +130,8 @@ def _copy_public(source: Path, target: Path) -> None:
             shutil.copyfile(item, target / item.name)
 
 
-def confirmation_record(lock, prereg_sha256: str, rule, out: Path, run_name: str,
-                        power: dict | None = None) -> formats.ConfirmationRecord:
+def confirmation_record(lock, prereg_sha256: str, rule, out: Path, run_name: str, power: dict | None = None,
+                        before: dict | None = None) -> formats.ConfirmationRecord:
     """confirmation.json from the confirmation runs in `out`: each cited by sha256, the rule evaluated on them."""
     runs, members = {}, []
     for profile in rule.profiles:
@@ -97,7 +142,14 @@ def confirmation_record(lock, prereg_sha256: str, rule, out: Path, run_name: str
             record.summaries["official"][rule.metric].value, record.summaries["independent"][rule.metric].value))
     result = outcome(rule, runs)
     return formats.ConfirmationRecord(run_name, prereg_sha256, lock.sha256, rule.statement(), members, result,
-                                      outcome_line(rule, result, power), formats.CANNOT_KNOW)
+                                      outcome_line(rule, result, power) + reconfirmed_words(before or {}),
+                                      formats.CANNOT_KNOW, prior_confirmations=dict(before or {}))
+
+
+def reconfirmed_words(before: dict) -> str:
+    """What a confirmation of sealed rows confirmed before says of itself (--reconfirm), after its outcome."""
+    return "".join(f"; the sealed rows of {profile} were confirmed {count} time(s) before from this cache"
+                   for profile, count in before.items() if count)
 
 
 def card(record: formats.ConfirmationRecord) -> str:
@@ -112,14 +164,16 @@ def card(record: formats.ConfirmationRecord) -> str:
     return "\n".join(lines + ["", f"_{record.cannot_know}._"]) + "\n"
 
 
-def confirm(lock, verified, out: Path, private: Path, run_name: str) -> formats.ConfirmationRecord:
+def confirm(lock, verified, out: Path, private: Path, run_name: str,
+            reconfirm: bool = False) -> formats.ConfirmationRecord:
     """verified: audit.confirmation.Verified (the pre-registration's bytes, sha256, rule, caches, dev folders)."""
     prereg_sha256, rule, caches = verified.sha256, verified.rule, verified.caches
     if Path(out).exists():
         raise InputError(f"--out {out} already exists; a confirmation's folder is never overwritten.")
     for profile in rule.profiles:
         atomic.require_writable_folder(Path(caches[profile]) / TICKETS, f"the ticket folder of profile {profile}")
-    claim_tickets(caches, prereg_sha256, run_name, out)  # before any row is scored
+    before = require_sealed_unspent(caches, lock.sha256, reconfirm)
+    claim_tickets(caches, prereg_sha256, run_name, out, lock.sha256)  # before any row is scored
     Path(out).mkdir(parents=True)
     atomic.write_bytes(Path(out) / formats.PREREG_FILE, verified.data)  # the bytes whose sha256 was claimed
     for profile, folder in verified.dev_folders.items():
@@ -132,7 +186,7 @@ def confirm(lock, verified, out: Path, private: Path, run_name: str) -> formats.
                                      f"{run_name}-{profile}", spec_for(lock, lock.profile(profile).task),
                                      confirmation=prereg_sha256)
         run_job.execute(options)
-    record = confirmation_record(lock, prereg_sha256, rule, out, run_name, verified.power)
+    record = confirmation_record(lock, prereg_sha256, rule, out, run_name, verified.power, before)
     atomic.write_text(Path(out) / formats.CONFIRMATION_CARD, card(record))
     formats.write(Path(out) / formats.CONFIRMATION_FILE, record)  # last: its presence means complete
     return record
