@@ -73,26 +73,9 @@ def compare(a, b) -> Comparison:
     if ra.task != rb.task:  # a paired comparison needs the same questions
         raise InputError(f"--compare: A is a run of task {ra.task}, B of task {rb.task}; a paired comparison needs "
                          "the same questions (runs of one task, over the same rows).")
-    result.differences += _differences("setting", ra.settings, rb.settings)
-    result.differences += _differences("evaluator", ra.evaluator, rb.evaluator)
-    result.differences += _differences("resource", {r.path: r.sha256 for r in ra.resources},
-                                       {r.path: r.sha256 for r in rb.resources})
-    result.differences += _differences("version", ra.versions, rb.versions)
-    if ra.lock_sha256 != rb.lock_sha256:
-        result.differences.append(("lock sha256", ra.lock_sha256, rb.lock_sha256))
-    same = same_platform(ra.platform, rb.platform)
-    if not same:
-        result.differences.append(("numeric platform", one_line(ra.platform), one_line(rb.platform)))
-    cpus = [(r.platform or {}).get("cpu_model_name") for r in (ra, rb)]
-    if same and cpus[0] != cpus[1]:  # the same numeric key on another CPU: worth knowing, not a numeric difference
-        result.differences.append(("CPU (same numeric platform key)", str(cpus[0]), str(cpus[1])))
+    same = _setting_differences(ra, rb, result)
     qa, qb = {q.idx: q for q in ra.questions}, {q.idx: q for q in rb.questions}
-    # paired by (idx, doc hash): the same position holding another doc is not the same question
-    common = [idx for idx in qa if idx in qb and qa[idx].doc_hash == qb[idx].doc_hash]
-    other_doc = [idx for idx in qa if idx in qb and qa[idx].doc_hash != qb[idx].doc_hash]
-    if other_doc:
-        result.summary.append(f"{len(other_doc)} question(s) hold another doc under the same idx {other_doc[:10]}: "
-                              "not paired")
+    common = _paired(qa, qb, result)
     if ra.metrics != rb.metrics:
         raise InputError(f"--compare: A reports metrics {ra.metrics}, B {rb.metrics}; the same task reports the same.")
     metric = ra.metrics[0]  # the headline metric
@@ -119,9 +102,10 @@ def compare(a, b) -> Comparison:
     moved = sum(1 for idx in common if qa[idx].scores["official"] != qb[idx].scores["official"])
     paired_words = (f"over the {len(common)} paired questions {sum(right_a) / len(common):.4f} -> "
                     f"{sum(right_b) / len(common):.4f}" if common else "no paired questions")
-    result.summary.append(f"{metric}: {paired_words} (full runs, as recorded: {ra.summaries['official'][metric].value:.4f}"
-                          f" over {len(qa)} -> {rb.summaries['official'][metric].value:.4f} over {len(qb)}); "
-                          f"{len(result.changed)} prediction(s) changed, {moved} question(s) with different scores")
+    full = [side.summaries["official"][metric].value for side in (ra, rb)]
+    result.summary.append(f"{metric}: {paired_words} (full runs, as recorded: {full[0]:.4f} over {len(qa)} -> "
+                          f"{full[1]:.4f} over {len(qb)}); {len(result.changed)} prediction(s) changed, {moved} "
+                          "question(s) with different scores")
     verdict = judge({idx: (qa[idx].scores["official"], qb[idx].scores["official"]) for idx in common}, same, predict)
     result.summary.append(verdict.line())
     result.verdict, result.verdict_line = verdict.verdict, verdict.words()
@@ -134,3 +118,32 @@ def render_html(result: Comparison) -> str:
     """The comparison as a page (templates/compare.html.j2)."""
 
     return render("compare.html.j2", result=result)
+
+
+def _setting_differences(ra, rb, result) -> bool:
+    """Every setting, pin, version, lock and platform field that differs into result; whether the numeric platform
+    is the same (bits required)."""
+    result.differences += _differences("setting", ra.settings, rb.settings)
+    result.differences += _differences("evaluator", ra.evaluator, rb.evaluator)
+    result.differences += _differences("resource", {r.path: r.sha256 for r in ra.resources},
+                                       {r.path: r.sha256 for r in rb.resources})
+    result.differences += _differences("version", ra.versions, rb.versions)
+    if ra.lock_sha256 != rb.lock_sha256:
+        result.differences.append(("lock sha256", ra.lock_sha256, rb.lock_sha256))
+    same = same_platform(ra.platform, rb.platform)
+    if not same:
+        result.differences.append(("numeric platform", one_line(ra.platform), one_line(rb.platform)))
+    cpus = [(r.platform or {}).get("cpu_model_name") for r in (ra, rb)]
+    if same and cpus[0] != cpus[1]:  # the same numeric key on another CPU: worth knowing, not a numeric difference
+        result.differences.append(("CPU (same numeric platform key)", str(cpus[0]), str(cpus[1])))
+    return same
+
+
+def _paired(qa: dict, qb: dict, result) -> list:
+    """The ids both runs scored with the same doc: paired by (idx, doc hash), since the same position holding another
+    doc is not the same question (said in the summary)."""
+    other_doc = [idx for idx in qa if idx in qb and qa[idx].doc_hash != qb[idx].doc_hash]
+    if other_doc:
+        result.summary.append(f"{len(other_doc)} question(s) hold another doc under the same idx {other_doc[:10]}: "
+                              "not paired")
+    return [idx for idx in qa if idx in qb and qa[idx].doc_hash == qb[idx].doc_hash]

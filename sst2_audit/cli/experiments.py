@@ -164,8 +164,9 @@ def study_main(args) -> int:
               f"{len(numbers['questions'])} dev rows, {numbers['metric']}, base {numbers['base']}"]
     for variant in record.variants:
         paired = numbers["paired"].get(variant.profile)
-        shown = (f"; variant - base {paired['difference']:+.4f} (95% Bonett-Price interval {paired['interval'][0]:+.4f} "
-                 f"to {paired['interval'][1]:+.4f}), only base right {paired['base_only']}, only variant right "
+        low, high = paired["interval"] if paired else (0.0, 0.0)
+        shown = (f"; variant - base {paired['difference']:+.4f} (95% Bonett-Price interval {low:+.4f} to "
+                 f"{high:+.4f}), only base right {paired['base_only']}, only variant right "
                  f"{paired['variant_only']}, exact McNemar p = {paired['mcnemar_p']:.4g} (unadjusted, "
                  f"{len(numbers['paired'])} comparisons; Holm {paired['mcnemar_p_holm']:.4g}: "
                  f"{'differs' if paired['differs'] else 'no difference shown'})" if paired else " (base)")

@@ -18,8 +18,10 @@ from sst2_audit.util.errors import InputError
 # decides on the exact McNemar test, never a Wald interval (which held at discordant counts (0, 4) where p = 0.125).
 ALPHA = 0.05
 RULES = {
-    "exceeds": (2, "the point estimate of {metric} of profile {A} exceeds that of profile {B} (a point estimate, no test)"),
-    "at-least": (1, "the point estimate of {metric} of profile {A} is at least {threshold!r} (a point estimate, no test)"),
+    "exceeds": (2, "the point estimate of {metric} of profile {A} exceeds that of profile {B} (a point estimate, no "
+                   "test)"),
+    "at-least": (1, "the point estimate of {metric} of profile {A} is at least {threshold!r} (a point estimate, no "
+                    "test)"),
     "paired-exact": (2, "the exact two-sided McNemar test of {metric} of profile {A} against profile {B} over the same "
                         "questions gives p < 0.05"),
 }

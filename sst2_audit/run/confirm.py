@@ -105,9 +105,9 @@ def claim_tickets(caches: dict, prereg_sha256: str, run_name: str, out: Path, lo
             sealed = sealed_ticket_path(cache, lock_sha256, profile)
             sealed.parent.mkdir(exist_ok=True)
             listed = prior_confirmations({profile: cache}, lock_sha256).get(profile, [])
-            atomic.write_text(sealed, json.dumps(listed + [{"preregistration_sha256": prereg_sha256,
-                                                            "run_name": run_name, "out": str(out),
-                                                            "started": started}], indent=2))
+            entry = {"preregistration_sha256": prereg_sha256, "run_name": run_name, "out": str(out),
+                     "started": started}
+            atomic.write_text(sealed, json.dumps(listed + [entry], indent=2), overwrite=True)  # appended, whole
     for profile, cache in caches.items():
         path = ticket_path(cache, prereg_sha256)
         path.parent.mkdir(exist_ok=True)
