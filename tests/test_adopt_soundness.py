@@ -391,9 +391,7 @@ ARC = "embedded-arc-challenge-25shot"
 @pytest.fixture(scope="module")
 def arc(tiny_demos, tmp_path_factory) -> Path:
     """The ARC-shaped demo profile (25 shots, acc and acc_norm) on the tiny model: its cache, and a real float32
-    `lm_eval` run of its first 8 dev rows (demos.lock.json pins 0.4.9.2; the flip rule is the same code in both)."""
-    if RELEASE_LOCK != LOCK:
-        pytest.skip("demos.lock.json pins lm-eval 0.4.9.2")
+    `lm_eval` run of its first 8 dev rows."""
     from conftest import prepare_cache
     from test_adopt import _task_yaml, plain_lm_eval
 
@@ -404,6 +402,7 @@ def arc(tiny_demos, tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.skipif(RELEASE_LOCK != LOCK, reason="demos.lock.json pins lm-eval 0.4.9.2; the flip rule is the same code")
 def test_an_acc_norm_only_flip_is_listed(arc, tiny_demos, tmp_path):
     """The float32 ARC run relabelled bfloat16, every row's scores moved a little, and in one row the candidate
     acc_norm predicts lowered until acc_norm predicts another choice while acc keeps its own; under the reviewer's
