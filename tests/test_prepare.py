@@ -119,13 +119,14 @@ def test_missing_file_leaves_no_cache_state(tmp_path, embedded_cache):
     assert tree_state(tmp_path / "c") == {}
 
 
-def test_cache_prepared_for_another_profile_or_lock_is_refused(tmp_path, cache_copy):
+def test_another_profile_is_prepared_beside_and_another_lock_s_pins_are_refused(tmp_path, cache_copy):
     before = tree_state(cache_copy)
     lock = local_lock(tmp_path, cache_copy)
+    # another profile goes beside it, in <cache>/mine (issue 65: one cache, many profiles); the top is untouched
     done = run_cli("prepare.py", "--lock", lock, "--profile", "mine", "--cache", cache_copy)
-    assert done.returncode == 2
-    assert "this cache was prepared for profile 'embedded'" in one_paragraph(done.stderr)
-    assert "expected profile 'mine'" in done.stderr
+    assert done.returncode == 0 and done.stdout.startswith(f"built: {cache_copy / 'mine'} holds "), done.stderr
+    shutil.rmtree(cache_copy / "mine")
+    assert tree_state(cache_copy) == before
     other = load_lock_json()
     other["profiles"]["embedded"]["data"]["files"][0]["rows"] = 65
     other_lock = tmp_path / "other.lock.json"
@@ -267,3 +268,40 @@ def test_a_damaged_store_is_caught_by_the_lock(embedded_cache, tmp_path):
     assert done.returncode == 1, done.stderr
     assert "from the shared store" in done.stderr and "model/model.safetensors" in one_paragraph(done.stderr)
     assert not (tmp_path / "cache" / "manifest.json").exists()
+
+
+def test_one_cache_holds_many_profiles_and_their_model_once(embedded_cache, tmp_path):
+    """Issue 65: prepare embedded, then embedded-rte, into one folder (the second in <cache>/embedded-rte), both
+    verified, the model file one inode; `prepare --all` of a two-profile lock does the same in one command; run and
+    audit find each profile where it is."""
+    import json
+    import shutil
+
+    from conftest import LOCK, REPO
+
+    shutil.copytree(REPO / "data" / "demo", tmp_path / "data" / "demo")
+    raw = json.loads(LOCK.read_text())
+    raw["profiles"] = {name: raw["profiles"][name] for name in ("embedded", "embedded-rte")}
+    (tmp_path / "two.lock.json").write_text(json.dumps(raw, indent=1))
+    shutil.copy(LOCK, tmp_path / LOCK.name)
+    for profile in ("embedded", "embedded-rte"):
+        done = run_script("prepare.py", "--lock", LOCK.name, "--profile", profile, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0].startswith("built: cache/embedded-rte holds 8 verified files for the profile "
+                                                  "embedded-rte")
+    assert done.stdout.splitlines()[1].startswith("cache cache: 2 profiles (embedded-rte, embedded), ")
+    top, nested = tmp_path / "cache" / "model", tmp_path / "cache" / "embedded-rte" / "model"
+    for name in ("model.safetensors", "tokenizer.json"):
+        assert (top / name).stat().st_ino == (nested / name).stat().st_ino
+    for profile in ("embedded", "embedded-rte"):
+        done = run_script("prepare.py", "--lock", LOCK.name, "--profile", profile, "--verify", cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout.startswith("verified: 8 files in "), done.stdout + done.stderr
+    done = run_script("run.py", "--lock", LOCK.name, "--profile", "embedded-rte", "--smoke", "--run-name", "rte",
+                      "--quiet", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("rte: rte 2/2"), done.stdout + done.stderr
+    done = run_script("audit.py", "--lock", LOCK.name, "--out", "runs/rte", "--structural", cwd=tmp_path)
+    assert done.returncode == 4 and "lock: PASS" in done.stdout, done.stdout + done.stderr
+    done = run_script("prepare.py", "--lock", "two.lock.json", "--all", "--cache", "both", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "both" / "manifest.json").is_file() and (tmp_path / "both" / "embedded-rte" / "manifest.json")\
+        .is_file()

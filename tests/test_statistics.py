@@ -2,6 +2,7 @@
 computed exactly, Holm's adjustment, exact power, the Bonett-Price interval, pairing by (idx, doc hash); each against
 a from-scratch computation (scipy's binomtest, direct enumeration)."""
 
+import functools
 import math
 from types import SimpleNamespace
 
@@ -60,13 +61,18 @@ def test_holm_equals_a_from_scratch_step_down():
     assert holm([0.01, 0.04, 0.03]) == [0.03, 0.06, 0.06]
 
 
+@functools.lru_cache(maxsize=None)
+def _binomial_p(k: int, n: int) -> float:
+    return binomtest(k, n, 0.5).pvalue
+
+
 def _power_by_enumeration(rows: int, discordance: float, difference: float, alpha: float = 0.05) -> float:
     """Every (A-only, B-only) count pair of the trinomial, rejected by scipy's exact binomial test."""
     p_a, p_b = (discordance + difference) / 2, (discordance - difference) / 2
     total = 0.0
     for a in range(rows + 1):
         for b in range(rows + 1 - a):
-            if a + b and binomtest(a, a + b, 0.5).pvalue < alpha:
+            if a + b and _binomial_p(a, a + b) < alpha:
                 total += (math.factorial(rows) / (math.factorial(a) * math.factorial(b) * math.factorial(rows - a - b))
                           * p_a ** a * p_b ** b * (1 - discordance) ** (rows - a - b))
     return total

@@ -12,7 +12,8 @@ from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats import prereg as formats
 from sst2_audit.formats import records, strict_json
 from sst2_audit.protocol.decision import make_rule, outcome, outcome_line, prereg_power, Rule
-from sst2_audit.run.confirm import cache_for, card, reconfirmed_words, require_unclaimed
+from sst2_audit.formats.manifest import cache_for
+from sst2_audit.run.confirm import card, reconfirmed_words, require_unclaimed
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import sha256_bytes, sha256_file
 

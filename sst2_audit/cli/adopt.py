@@ -13,6 +13,7 @@ from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_profile)
 from sst2_audit.formats import adopted, adopted_generation as generation, lm_eval_output, records
+from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.model import no_model_in_this_process
@@ -61,6 +62,7 @@ def main(argv, owns_process: bool = False) -> int:
     if owns_process and args.structural:
         no_model_in_this_process()
     lock, profile = lock_and_profile(args)
+    args.cache = cache_for(args.cache, profile.name)  # a cache of many profiles holds this one in <cache>/<profile>
     spec = spec_for_run(lock, profile, None)
     name = args.run_name or f"adopted-{profile.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     if not RUN_NAME.match(name):
@@ -177,6 +179,7 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
     claimed = generation.read_adopted(folder / adopted.ADOPTED_FILE)
     lock = args.reviewer_lock
     profile = lock.profile(claimed.profile)
+    args.cache = cache_for(args.cache, profile.name)
     spec = spec_for(lock, profile.task)
     files = folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE
     output = lm_eval_output.read_plain_files(*files, spec.name, spec.metrics, public=True,

@@ -17,6 +17,7 @@ from sst2_audit.cli.common import AUDIT_EXIT_CODES, common, numeric_mode, Parser
 from sst2_audit.cli.experiments import audit_confirmation, audit_study, is_confirmation, is_study
 from sst2_audit.formats import records
 from sst2_audit.formats.lock import load_lock
+from sst2_audit.formats.manifest import cache_for
 from sst2_audit.pages.html_report import OLDEST_SCHEMA, render
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.model import no_model_in_this_process
@@ -198,6 +199,8 @@ def _audit_one(args, scratch: Path) -> int:
     try:
         set_quiet(not shards.lead)
         policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, shards.seed(args.seed))
+        if run.record is not None:  # a cache of many profiles holds the run's in <cache>/<profile>
+            args.cache = cache_for(args.cache, run.record.profile)
         outcome = run_levels(run, args.cache, policy, sums, shards)
         return shards.broadcast(_reported(args, target, run, outcome) if shards.lead else None)
     finally:

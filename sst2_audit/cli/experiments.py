@@ -13,7 +13,8 @@ from sst2_audit.cli.common import audit_words, auditable, numeric_mode
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.study import STUDY_FILE, STUDY_PAGE, StudyRecord
 from sst2_audit.protocol.decision import outcome_line
-from sst2_audit.run.confirm import cache_for, card, confirm
+from sst2_audit.formats.manifest import cache_for
+from sst2_audit.run.confirm import card, confirm
 from sst2_audit.run.job import default_run_name
 from sst2_audit.run.study import run_study
 from sst2_audit.util import atomic

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from sst2_audit.cli.common import EXIT_CODES, lock_and_profile, numeric_mode, Parser, spec_for_run, with_profile
 from sst2_audit.formats.lock import load_lock
-from sst2_audit.formats.manifest import read_manifest, require_folder
+from sst2_audit.formats.manifest import cache_for, disk_use, prepare_target, read_manifest, require_folder
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.resources import prepare
 from sst2_audit.resources.pin import pin
@@ -34,22 +34,36 @@ def main(argv) -> int:
         return _pin_group(args, parser)
     if args.group is not None:
         return _group(args)
+    if args.all:
+        lock = load_lock(args.lock)
+        numeric_mode(lock)
+        return max(_prepare_one(args, lock, lock.profile(name)) for name in sorted(lock.profiles))
     lock, profile = lock_and_profile(args)
+    return _prepare_one(args, lock, profile)
+
+
+def _prepare_one(args, lock, profile) -> int:
+    """One profile into the cache: at its top when that holds no other profile, else in <cache>/<profile>."""
     spec = spec_for_run(lock, profile, None)  # the lock's data must fit the task before anything is fetched
+    cache = prepare_target(args.cache, profile.name)
     if args.verify:
-        manifest = prepare.verify(lock, profile, args.cache)
-        print(f"verified: {len(manifest.files)} files in {args.cache} match the manifest and {args.lock.name}")
+        manifest = prepare.verify(lock, profile, cache_for(args.cache, profile.name))
+        print(f"verified: {len(manifest.files)} files in {cache} match the manifest and {args.lock.name}")
         return 0
     require_folder(args.cache)  # a file: the words every command uses for it
     atomic.require_writable_folder(args.cache, "--cache")  # before the download and the conversion
-    manifest, action = prepare.prepare(lock, profile, args.cache, args.import_dir, spec.eval_split)
+    manifest, action = prepare.prepare(lock, profile, cache, args.import_dir, spec.eval_split)
     if args.update_lock:
-        prepare.update_lock(lock, profile, args.cache, manifest)
-        manifest = read_manifest(args.cache)  # rewritten by update_lock; its files were just verified
+        prepare.update_lock(lock, profile, cache, manifest)
+        manifest = read_manifest(cache)  # rewritten by update_lock; its files were just verified
 
     label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
-    print(f"{action}: {args.cache} holds {len(manifest.files)} verified files for the {label}; "
+    print(f"{action}: {cache} holds {len(manifest.files)} verified files for the {label}; "
           f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
+    profiles, on_disk, as_copies = disk_use(args.cache)
+    if len(profiles) > 1:
+        print(f"cache {args.cache}: {len(profiles)} profiles ({', '.join(profiles)}), {on_disk / 1e6:.1f} MB on disk "
+              f"(model files shared by hard link; {as_copies / 1e6:.1f} MB as copies)")
     return 0
 
 
@@ -62,6 +76,8 @@ def _parser() -> Parser:
     with_profile(parser)
     parser.add_argument("--from", dest="import_dir", type=Path, help="import files copied from a connected machine")
     parser.add_argument("--verify", action="store_true", help="only re-hash the cache against manifest and lock")
+    parser.add_argument("--all", action="store_true", help="prepare every profile of the lock into the one cache (the "
+                        "first at its top, the others in <cache>/<profile>; shared model files linked once)")
     parser.add_argument("--update-lock", action="store_true",
                         help="fill the lock's unknown sha256s after a verified download")
     parser.add_argument("--pin", metavar="PROFILE",

@@ -15,6 +15,7 @@ from sst2_audit.cli.common import (
 )
 from sst2_audit.cli.experiments import confirm_main, preregister_main, study_main
 from sst2_audit.formats.lock import load_lock
+from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.decision import RETIRED, RULES
 from sst2_audit.pages.report import json_summary, quiet_line, run_summary
 from sst2_audit.run import job as run_job
@@ -64,7 +65,6 @@ def main(argv) -> int:
     _rows(parser, args, lock, profile)
     spec = spec_for_run(lock, profile, args.task)
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke, args.rows)
-
     if not RUN_NAME.match(name):  # it names folders and the bundle file
         raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 100), "
                          "starting with a letter or digit.")
@@ -76,6 +76,7 @@ def main(argv) -> int:
                          "the private records (sentences, prompts) must never sit with the public ones.")
 
     set_quiet(args.quiet or args.json)
+    args.cache = cache_for(args.cache, profile.name)  # a cache of many profiles holds this one in <cache>/<profile>
     record = _shared(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec, smoke=args.smoke,
                                         sort_ids=not args.unsorted_ids, rows=args.rows))
     if isinstance(record, int):  # a process other than rank 0: its exit code, rank 0's

@@ -136,3 +136,48 @@ def verify_files(cache: Path, manifest: Manifest, roles=None, weights: bool = Tr
             f"{cache}: the cache no longer matches {MANIFEST_NAME}: " + "; ".join(problems)
             + ". Remove the cache folder and prepare again."
         )
+
+
+# --- one cache, many profiles: the first profile prepared at the top, each other in <cache>/<profile>/ ----------------
+# (a group's subtasks and a study's variants were already prepared that way); the model files of profiles that pin the
+# same model are hard links to one stored copy (resources/store.py), so a second profile costs its data only.
+
+def cache_for(cache, profile: str) -> Path:
+    """Where a profile's prepared cache is: <cache>/<profile> when prepared there, else <cache>."""
+    nested = Path(cache) / profile
+    return nested if (nested / MANIFEST_NAME).is_file() else Path(cache)
+
+
+def prepare_target(cache, profile: str) -> Path:
+    """Where `prepare` puts a profile: where it already is, else <cache> when that holds no other profile's manifest,
+    else <cache>/<profile>."""
+    found = cache_for(cache, profile)
+    if found != Path(cache):
+        return found
+    top = Path(cache) / MANIFEST_NAME
+    if not top.is_file():
+        return Path(cache)
+    try:
+        other = read_manifest(cache)
+    except InputError:
+        return Path(cache)  # an unreadable manifest: prepare says so as it did
+    return Path(cache) if other is None or other.profile == profile else Path(cache) / profile
+
+
+def disk_use(cache) -> tuple:
+    """(profiles prepared in the cache, bytes on disk with each hard-linked file counted once, bytes the files would
+    take as copies)."""
+    profiles, seen, linked, copies = [], set(), 0, 0
+    for manifest in sorted(Path(cache).glob(f"**/{MANIFEST_NAME}")):
+        try:
+            profiles.append(read_manifest(manifest.parent).profile)
+        except InputError:
+            continue
+    for item in Path(cache).rglob("*"):
+        if item.is_file() and not item.is_symlink():
+            info = item.stat()
+            copies += info.st_size
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                linked += info.st_size
+    return profiles, linked, copies

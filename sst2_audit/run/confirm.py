@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sst2_audit.formats import prereg as formats
 from sst2_audit.formats import records
-from sst2_audit.formats.manifest import MANIFEST_NAME
+from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.decision import outcome, outcome_line
 from sst2_audit.run import job as run_job
 from sst2_audit.task.spec import spec_for
@@ -30,12 +30,6 @@ from sst2_audit.util.progress import say
 from sst2_audit.util.sanitize import markdown_cell
 
 TICKETS = "confirmations"  # inside a profile's cache: <sha256 of the pre-registration>.json, one per confirmation
-
-
-def cache_for(cache: Path, profile: str) -> Path:
-    """A profile's prepared cache: --cache/<profile> when prepared there (as for a group), else --cache."""
-    nested = Path(cache) / profile
-    return nested if (nested / MANIFEST_NAME).is_file() else Path(cache)
 
 
 def ticket_path(cache: Path, prereg_sha256: str) -> Path:

@@ -10,7 +10,7 @@ from sst2_audit.pages.study import render_study
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.protocol.study import study_numbers
 from sst2_audit.run import job as run_job
-from sst2_audit.run.confirm import cache_for
+from sst2_audit.formats.manifest import cache_for
 from sst2_audit.task.spec import require_data_for, spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
