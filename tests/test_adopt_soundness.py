@@ -509,3 +509,24 @@ def test_a_run_of_another_task_is_named_with_the_profile_or_pin_that_takes_it(pl
     next(results.parent.glob("samples_*")).unlink()
     done = adopt(plain, tmp_path / "out", cwd=tmp_path)
     assert done.returncode == 2 and "re-run lm_eval with --log_samples" in done.stderr
+
+
+def test_a_minimised_results_file_is_read_and_says_what_it_cannot_compare(plain, tmp_path):
+    """Issue 65: a results file its author minimised (no `configs`): the claims level says the config cannot be
+    compared and what is still checked (exit 4, never PASS); a minimised run of another release is named as such."""
+    results, _ = _copy(plain, tmp_path / "out")
+    raw = json.loads(results.read_text())
+    del raw["configs"]
+    results.write_text(json.dumps(raw))
+    done = adopt(plain, tmp_path / "out", "--seed", "1", "--run-name", "minimised", cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert lines[0].startswith("VERDICT: PASS WITH LIMITS: results: configs.sst2 is missing (a minimised results "
+                               "file): the logged task config cannot be compared with the pinned YAML; still checked:")
+    done = audit(plain, "--out", "runs/minimised", cwd=tmp_path)
+    assert done.returncode == 4 and "configs.sst2 is missing" in done.stdout.splitlines()[0], done.stdout
+    raw["lm_eval_version"] = "0.4.13" if RELEASE_LOCK == LOCK else "0.4.9.2"
+    results.write_text(json.dumps(raw))
+    done = adopt(plain, tmp_path / "out", "--seed", "1", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (claims); exit 1"), done.stdout + done.stderr
+    assert f"results: lm_eval_version: expected '{installed_version()}', got '{raw['lm_eval_version']}'" in done.stdout

@@ -68,10 +68,14 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",), filters=
     names = [METRICS[m].reported_as if m in METRICS else m for m in metrics]  # mc2 is lm-eval's `acc`
     reported = tuple(((("results", task, f"{m},{f}"), float), (("results", task, f"{m}_stderr,{f}"), float))
                      for m in names for f in filters)
-    for path, hint in (*(entry for pair in reported for entry in pair),
-                       (("configs", task), dict), (("n-shot", task), int), (("n-samples", task), dict),
-                       (("config", "random_seed"), int),
-                       (("lm_eval_version",), str), (("transformers_version",), str)):
+    # the release first: a run of another release is named as such before a field it lacks stops the parse; a
+    # minimised results file without `configs` is read, and the claims level says what it cannot compare
+    configs = raw.get("configs")
+    if configs is not None and (not isinstance(configs, dict) or not isinstance(configs.get(task, {}), dict)):
+        raise InputError(f"{where}: configs.{task}: expected an object (the task's logged config).")
+    for path, hint in ((("lm_eval_version",), str), *(entry for pair in reported for entry in pair),
+                       (("n-shot", task), int), (("n-samples", task), dict),
+                       (("config", "random_seed"), int), (("transformers_version",), str)):
         value = raw
         for key in path:
             if not isinstance(value, dict) or key not in value:
