@@ -152,10 +152,10 @@ def check_claims(adoption: Adoption) -> LevelResult:
     model_args = parse_model_args(config.get("model_args"), release)
     logged = (results.get("configs") or {}).get(task)
     if logged is None:  # a minimised results file: say what is missing and what is still checked
-        level.unchecked.append(f"results: configs.{task} is missing (a minimised results file): the logged task config "
-                               "cannot be compared with the pinned YAML; still checked: the release, n-shot, the seeds, "
-                               "the task hash binding the samples, every logged row against your rows and prompts, "
-                               "the numbers and the rescore")
+        level.unchecked.append(f"results: configs.{task} is missing (a minimised results file): the logged task "
+                               "config cannot be compared with the pinned YAML; still checked: the release, n-shot, "
+                               "the seeds, the task hash binding the samples, every logged row against your rows and "
+                               "prompts, the numbers and the rescore")
     else:
         _config_checked(level, adoption, logged, model_args, release)
     level.expect("results", f"n-shot.{task}", adoption.settings["num_fewshot"], results["n-shot"][task])
