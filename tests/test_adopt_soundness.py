@@ -14,6 +14,7 @@ import pytest
 from conftest import _exclusive, built_once, LOCK, REPO, run_script, TEST_CACHE, VENV_BIN
 from sst2_audit.formats.releases import installed_version
 from test_adopt import _copy, _rehash, build_plain_runs, ROWS
+from test_verdict_attacks import _set, _strings
 
 # this environment's release's lock (.ci/run runs this file under 0.4.9.2 and 0.4.13)
 RELEASE_LOCK = {"0.4.9.2": LOCK, "0.4.13": REPO / "lm-eval-0.4.13.lock.json"}[installed_version()]
@@ -279,10 +280,10 @@ def test_a_lone_surrogate_in_any_string_field_is_bad_input(plain, tmp_path, seed
     lines = target.read_text().splitlines() if target == samples else [target.read_text()]  # results: one value
     number = rng.randrange(len(lines))
     value = json.loads(lines[number])
-    paths = list(_string_paths(value, ()))
-    path = rng.choice(paths)
+    path = rng.choice(list(_strings(value)))
     lone = rng.choice(("\\ud800", "\\udfff", "\\udc00x", "a\\ud83d"))
-    text = json.dumps(_set(value, path, "\u0000SURROGATE\u0000"), ensure_ascii=False)
+    _set(value, path, "\u0000SURROGATE\u0000")
+    text = json.dumps(value, ensure_ascii=False)
     lines[number] = text.replace("\\u0000SURROGATE\\u0000", lone)
     target.write_text("\n".join(lines) + "\n")
     done = adopt(plain, tmp_path / "out", "--seed", "1", cwd=tmp_path)
@@ -290,24 +291,6 @@ def test_a_lone_surrogate_in_any_string_field_is_bad_input(plain, tmp_path, seed
     where = f"{target}:{number + 1}" if target == samples else f"{target}"
     assert where in done.stderr and "a lone surrogate escape" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
-
-
-def _string_paths(value, path):
-    if isinstance(value, str):
-        yield path
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _string_paths(item, path + (key,))
-    elif isinstance(value, list):
-        for number, item in enumerate(value):
-            yield from _string_paths(item, path + (number,))
-
-
-def _set(value, path, new):
-    if not path:
-        return new
-    value[path[0]] = _set(value[path[0]], path[1:], new)
-    return value
 
 
 # --- generated forgeries, judged by the functions the rescore level calls ---------------------------------------
@@ -329,8 +312,8 @@ def test_generated_forgeries_that_flip_one_way_never_pass_and_honest_noise_never
     within the near-tie band. 60 honest-noise runs (no move) are never a FAIL."""
     import copy
 
-    from sst2_audit.audit.adopt_scores import (bound_for, candidate_bounds, flip_test, margin_bound, row_class,
-                                              sign_test)
+    from sst2_audit.audit.adopt_scores import bound_for, candidate_bounds, flip_test, margin_bound, row_class
+    from sst2_audit.protocol.stats import mcnemar_exact
     from sst2_audit.formats.adopted import FLIP, OUT
 
     base = _questions(plain, tmp_path)
@@ -365,7 +348,7 @@ def test_generated_forgeries_that_flip_one_way_never_pass_and_honest_noise_never
             failed += verdict_fails
             if not verdict_fails:
                 accepted += 1
-                assert sign_test(toward, toward + away) >= 0.01
+                assert mcnemar_exact(toward, away) >= 0.01
                 assert all(f.margin <= f.band for f in flips)
         else:
             honest_fails += verdict_fails

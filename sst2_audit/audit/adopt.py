@@ -53,7 +53,6 @@ class Adoption:
     differences: dict = field(default_factory=dict)
     bound: object = None
     flips: object = None  # adopt_scores.FlipTest of the rescore's prediction flips
-    answer_changes: dict = field(default_factory=dict)  # generate_until: greedy answers against the logged ones
     dtype: str | None = None  # the dtype the run claims (adopt_scores.claimed_dtype): what widened the bound
     rederived: dict = field(default_factory=dict)
     shards: Shards = field(default_factory=Shards)  # the processes the rescore's rows are shared among

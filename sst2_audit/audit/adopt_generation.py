@@ -9,10 +9,11 @@ token, or where and by what margin it leaves the logged one; the filters and exa
 An adopted folder's public copy holds no text: there, the filters are re-run on the re-decoded generation only.
 """
 
-from sst2_audit.audit.adopt_scores import FLIP_ALPHA, sign_test, TIE_BUDGET, tie_spend
+from sst2_audit.audit.adopt_scores import FLIP_ALPHA, TIE_BUDGET, tie_spend
 from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.formats.adopted_generation import DIFFERS, DRIFT, GeneratedRow, SAME
 from sst2_audit.protocol.rules import accuracy, accuracy_stderr, doc_hash, prompt_hash
+from sst2_audit.protocol.stats import mcnemar_exact
 from sst2_audit.scoring.decode import context_tokens, GreedyDecoder, stop_rule
 from sst2_audit.task.rows import shot_plan
 from sst2_audit.util.errors import InputError
@@ -191,11 +192,23 @@ def judge_row(adoption, idx: int, decoded: tuple, level: LevelResult) -> None:
 
 def answer_changes(rows, filters) -> dict:
     """Per filter: rows whose logged exact_match the reviewer's greedy decode does not give, by direction, and the
-    exact sign test on them (adopt_scores.sign_test): a forger's steering runs toward the reference."""
+    exact sign test on them (stats.mcnemar_exact): a forger's steering runs toward the reference."""
     found, rows = {}, [row for row in rows if row.greedy_exact_match is not None]
     for name in filters:
-        toward = sorted(r.idx for r in rows if r.logged_exact_match[name] > r.greedy_exact_match[name])
-        away = sorted(r.idx for r in rows if r.logged_exact_match[name] < r.greedy_exact_match[name])
-        p = sign_test(len(toward), len(toward) + len(away))
+        logged, greedy = ({r.idx: getattr(r, side).get(name, 0.0) for r in rows}
+                          for side in ("logged_exact_match", "greedy_exact_match"))
+        toward = sorted(idx for idx in logged if logged[idx] > greedy[idx])
+        away = sorted(idx for idx in logged if logged[idx] < greedy[idx])
+        p = mcnemar_exact(len(toward), len(away))  # the sign test: exact two-sided binomial at 1/2
         found[name] = {"toward the reference": toward, "away from it": away, "p": p, "one_way": p < FLIP_ALPHA}
     return found
+
+
+def exact_match_summary(rows, filters, per_row: str) -> dict:
+    """{"exact_match,<filter>": mean, ..., "rows": n} of the rows holding `per_row` (rescored_exact_match: the decode
+    that followed the logged text; greedy_exact_match: the reviewer's own greedy decode)."""
+    rows = [row for row in rows if getattr(row, per_row) is not None]
+    # .get: a hostile adopted.json may leave a filter out of a row; its row-by-row comparison names that (exit 1)
+    summary = {f"exact_match,{name}": accuracy([getattr(row, per_row).get(name, 0.0) for row in rows])
+               for name in filters} if rows else {}
+    return {**summary, "rows": len(rows)}

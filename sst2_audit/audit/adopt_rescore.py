@@ -14,7 +14,7 @@ from sst2_audit.formats import adopted, adopted_generation as generation
 from sst2_audit.formats.manifest import verify_files
 from sst2_audit.formats.adopted import BITS, FLIP, NOT_DRAWN, OUT, ROW_CLASSES, SEALED, WITHIN
 from sst2_audit.protocol.metrics import METRICS
-from sst2_audit.protocol.rules import accuracy, notice_for
+from sst2_audit.protocol.rules import notice_for
 from sst2_audit.protocol.numeric import fingerprint, runs_the_mode
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
@@ -47,13 +47,13 @@ def _scored(adoption, model, chosen: list) -> dict | None:
     return shards.gather(scored)
 
 
-def _classed(adoption, chosen: list) -> list:
-    """Each chosen row's class under the adoption's bound; the flips of the rows within it."""
-    flips = []
+def _classed(adoption, chosen: list) -> dict:
+    """Each chosen row's class under the adoption's bound; {idx: the prediction flips row_class found in it}."""
+    flips = {}
     for idx in chosen:
         question = adoption.questions[idx]
-        question.row_class, question.max_abs_diff, found = row_class(question, adoption.bound, adoption.spec.metrics)
-        flips += found if question.row_class == FLIP else []
+        question.row_class, question.max_abs_diff, flips[idx] = row_class(question, adoption.bound,
+                                                                          adoption.spec.metrics)
     return flips
 
 
@@ -84,9 +84,10 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
         if question.row_class == OUT:
             level.fail(f"row idx {question.idx}: logged scores {question.logged!r}, rescored here "
                        f"{question.rescored!r}: {question.max_abs_diff:.4g} apart"
-                       + _beyond(question, adoption))
-    adoption.flips = flip_test(flips)
-    level.notes += [f"flip: {flip.line()}" for flip in flips] + adoption.flips.words()
+                       + _beyond(question, flips[question.idx], adoption.bound))
+    within = [flip for idx in chosen if adoption.questions[idx].row_class == FLIP for flip in flips[idx]]
+    adoption.flips = flip_test(within)
+    level.notes += [f"flip: {flip.line()}" for flip in within] + adoption.flips.words()
     for words in adoption.flips.one_way:
         level.fail(f"prediction flips {words}")
     _sampled(level, sealed, chosen, open_ids, adoption.rescore)
@@ -99,16 +100,15 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     return level
 
 
-def _beyond(question, adoption) -> str:
+def _beyond(question, flips: list, bound) -> str:
     """Why a row is out of the bound: a score beyond its candidate's bound, or a flip beyond the near-tie band."""
-    _, _, flips = row_class(question, adoption.bound, adoption.spec.metrics)
     wide = [flip for flip in flips if flip.margin > flip.band]
     if wide:
         flip = wide[0]
         return (f", within each score's bound but its {flip.metric} prediction flips ({flip.logged} logged, "
                 f"{flip.rescored} yours) where your margin {flip.margin:.4g} is beyond the near-tie band "
                 f"{flip.band:.4g}: not a tie rounding can break")
-    bounds = ", ".join(f"{b:.4g}" for b in candidate_bounds(question, adoption.bound))
+    bounds = ", ".join(f"{b:.4g}" for b in candidate_bounds(question, bound))
     return f", beyond the bound (per candidate: {bounds})"
 
 
@@ -149,9 +149,9 @@ def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResu
                              "for the near ties adopted.json records, differs from the logged generation, and the "
                              "public copy holds no text to follow it again (the adoption's near ties are the "
                              "record's)")
-    adoption.answer_changes = adopt_generation.answer_changes([adoption.questions[idx] for idx in chosen],
-                                                               adoption.spec.generation.filter_names)
-    for name, change in adoption.answer_changes.items():
+    changes = adopt_generation.answer_changes([adoption.questions[idx] for idx in chosen],
+                                              adoption.spec.generation.filter_names)
+    for name, change in changes.items():
         toward, away = change["toward the reference"], change["away from it"]
         if toward or away:
             level.notes.append(f"{name}: your greedy decode changes {len(toward) + len(away)} answer(s): {len(toward)} "
@@ -227,14 +227,13 @@ def reviewer_numbers(adoption) -> list:
     task = adoption.spec.name
     reported = adoption.output.results["results"].get(task, {})
     rows = adoption.row_set
-    chosen = rows is not None and rows.rule is None
-    over = f", over the {rows.logged} of {rows.split_rows} rows the run chose" if chosen else ""
+    chose = rows is not None and rows.rule is None  # a row set no rule gives: the numbers are over the run's choice
+    over = f", over the {rows.logged} of {rows.split_rows} rows the run chose" if chose else ""
     if adoption.spec.generative:
-        chosen = [q for q in adoption.questions.values() if q.greedy_exact_match is not None]
-        mine = {name: accuracy([q.greedy_exact_match[name] for q in chosen]) for name in
-                adoption.spec.generation.filter_names} if chosen else {}
-        pairs = [(f"exact_match,{name}", reported.get(f"exact_match,{name}"), mine.get(name), len(chosen))
-                 for name in adoption.spec.generation.filter_names]
+        filters = adoption.spec.generation.filter_names
+        mine = adopt_generation.exact_match_summary(adoption.questions.values(), filters, "greedy_exact_match")
+        pairs = [(f"exact_match,{name}", reported.get(f"exact_match,{name}"), mine.get(f"exact_match,{name}"),
+                  mine["rows"]) for name in filters]
         whose = "your greedy decode"
     else:
         summary = _rescored_summary(adoption)
@@ -270,19 +269,14 @@ def rescored_summary(questions, metrics, iters: int) -> dict:
 def _generation_record(adoption, common: dict) -> generation.AdoptedGenerationRecord:
     reported = adoption.output.results["results"][adoption.spec.name]
     rows = [adoption.questions[idx] for idx in sorted(adoption.questions)]
-    rescored = [row for row in rows if row.rescored_exact_match is not None]
     filters = adoption.spec.generation.filter_names
-    summary = {f"exact_match,{name}": accuracy([row.rescored_exact_match[name] for row in rescored])
-               for name in filters} if rescored else {}
-    greedy = [row for row in rows if row.greedy_exact_match is not None]
-    greedy_summary = {f"exact_match,{name}": accuracy([row.greedy_exact_match[name] for row in greedy])
-                      for name in filters} if greedy else {}
     return generation.AdoptedGenerationRecord(
         **common, filters=filters, generation_kwargs=adoption.spec.generation.generation_kwargs,
         reported={key: reported[key] for name in filters for key in (f"exact_match,{name}",
                                                                      f"exact_match_stderr,{name}")},
-        rederived=adoption.rederived, rescored_summary={**summary, "rows": len(rescored)},
-        greedy_summary={**greedy_summary, "rows": len(greedy)},
+        rederived=adoption.rederived,
+        rescored_summary=adopt_generation.exact_match_summary(rows, filters, "rescored_exact_match"),
+        greedy_summary=adopt_generation.exact_match_summary(rows, filters, "greedy_exact_match"),
         row_classes={name: sum(row.row_class == name for row in rows) for name in generation.GENERATION_CLASSES},
         row_set=dataclasses.asdict(adoption.row_set), answer_changes=adopt_generation.answer_changes(rows, filters),
         rows=rows)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from sst2_audit.formats.adopted import BITS, Bound, FLIP, OUT, WITHIN
 from sst2_audit.protocol.drift import DRIFT_BOUND
 from sst2_audit.protocol.metrics import argmax_metrics, METRICS
+from sst2_audit.protocol.stats import mcnemar_exact
 from sst2_audit.util.errors import InputError
 
 # Measured (docs/measurements.md, "Honest drift of reduced precision", 2026-12-06, Intel Xeon with AMX): lm-eval's
@@ -41,7 +42,7 @@ DTYPE_WORDS = {"torch.bfloat16": "bfloat16", "bfloat16": "bfloat16", "bf16": "bf
                "float16": "float16", "fp16": "float16", "half": "float16", "torch.float32": "float32",
                "float32": "float32", "fp32": "float32", "float": "float32"}
 NARROWEST = ("float32", "float16", "bfloat16")  # by bound, narrowest first
-FLIP_ALPHA = 0.01  # the sign test on the flips' directions, two-sided, per direction and metric
+FLIP_ALPHA = 0.01  # the sign test on the flips' directions (toward gold or away), two-sided, per metric
 
 
 def claimed_dtype(results: dict, model_args: dict) -> tuple:
@@ -54,11 +55,13 @@ def claimed_dtype(results: dict, model_args: dict) -> tuple:
     if not said:
         return None, ""
     dtype = min(said, key=NARROWEST.index)
-    device = config.get("device") if isinstance(config.get("device"), str) else ""
     words = f"the dtype the run claims ({dtype})" if len(said) == 1 else (
         f"the narrowest of the dtypes the run claims ({', '.join(sorted(said))}: {dtype})")
-    if dtype == "float32" and (device.startswith("cuda") or model_args.get("device", "").startswith("cuda")):
-        return "float32-gpu", f"{words} on device {device or model_args.get('device')}: {GPU_FLOAT32}"
+    # a device is said in the results config or in model_args (someone else's values: text, or anything JSON holds)
+    device = next((d for d in (config.get("device"), model_args.get("device"))
+                   if isinstance(d, str) and d.startswith("cuda")), None)
+    if dtype == "float32" and device:
+        return "float32-gpu", f"{words} on device {device}: {GPU_FLOAT32}"
     return dtype, words
 
 
@@ -126,11 +129,6 @@ def _band(metric, question, bound: Bound, bounds: list, i: int, j: int) -> float
     return weights[i] * margin_bound(question, bound, i, j) + abs(weights[i] - weights[j]) * bounds[j]
 
 
-def margin(scores) -> float:
-    ordered = sorted(scores, reverse=True)
-    return ordered[0] - ordered[1] if len(ordered) > 1 else float("inf")
-
-
 @dataclass
 class Flip:
     idx: int
@@ -138,7 +136,7 @@ class Flip:
     logged: int  # the logged scores' prediction
     rescored: int  # the reviewer's
     margin: float  # the reviewer's margin of its prediction over the logged one, in the metric's compared units
-    band: float  # the two candidates' bounds in the same units: a flip beyond it is not a near tie
+    band: float  # the margin's bound in the same units (_band): a flip beyond it is not a near tie
     gold: int
 
     @property
@@ -180,18 +178,10 @@ def row_class(question, bound: Bound, metrics) -> tuple:
     return (FLIP if flips else WITHIN), max(diffs), flips
 
 
-def sign_test(k: int, n: int) -> float:
-    """Exact two-sided binomial p of k of n at 1/2 (the sign test): twice the smaller tail, at most 1."""
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(0, min(k, n - k) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
-
-
 @dataclass
 class FlipTest:
     """The flips' directions per metric, and which of them run one way beyond FLIP_ALPHA."""
-    counts: dict = field(default_factory=dict)  # metric -> {"toward gold", "away from gold", "to choice 0", ...}
+    counts: dict = field(default_factory=dict)  # metric -> {"toward gold", "away from gold", "between wrong choices"}
     one_way: list = field(default_factory=list)  # words of each direction test that fails
 
     def words(self) -> list:
@@ -211,7 +201,7 @@ def flip_test(flips: list) -> FlipTest:
         counts = {"toward gold": toward, "away from gold": away}
         counts["between wrong choices"] = len(mine) - toward - away
         test.counts[metric] = counts
-        p = sign_test(toward, toward + away)
+        p = mcnemar_exact(toward, away)  # the sign test: exact two-sided binomial at 1/2
         if p < FLIP_ALPHA:
             test.one_way.append(f"{metric}: {toward} of {toward + away} flips toward gold against {away}: exact "
                                 f"two-sided sign test p = {p:.3g} < {FLIP_ALPHA:g}: rounding flips near ties both "

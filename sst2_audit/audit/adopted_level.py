@@ -4,14 +4,13 @@ they find, row by row."""
 
 import dataclasses
 
-from sst2_audit.audit.adopt_generation import answer_changes
+from sst2_audit.audit.adopt_generation import answer_changes, exact_match_summary
 from sst2_audit.audit.adopt_rescore import rescored_summary
 from sst2_audit.audit.adopt_scores import flip_test, row_class
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats.adopted import FLIP, ROW_CLASSES
 from sst2_audit.formats.adopted_generation import GENERATION_CLASSES
 from sst2_audit.protocol.drift import DRIFT_BOUND
-from sst2_audit.protocol.rules import accuracy
 
 # the fields a re-adoption must reproduce exactly, per row; `rescored` is compared apart (a drawn sample)
 ROW_FIELDS = ("label", "doc_hash", "prompt_hash", "target_hash", "context_length", "candidate_token_counts",
@@ -39,7 +38,6 @@ def _own_arithmetic(level: LevelResult, claimed, iters: int) -> None:
     """adopted.json's summaries against its own rows: the reviewer's number, the row counts, each rescored row's class
     under the recorded bound and the flips' test, re-derived from the recorded scores (each row's rescore is held to
     this machine's below), so an edited summary or class cannot stand beside the rows."""
-
     level.expect("adopted.json", "rescored_summary (re-derived from its rows' rescored scores)",
                  rescored_summary(claimed.questions, claimed.metrics, iters), claimed.rescored_summary)
     level.expect("adopted.json", "row_classes (counted from its rows)",
@@ -88,13 +86,9 @@ def check(claimed, rederived, bits: bool, iters: int = 0) -> LevelResult:
 
 def _own_generation_arithmetic(level: LevelResult, claimed) -> None:
     """A generate_until adopted.json's summaries against its own rows (as _own_arithmetic)."""
-
     for field_name, per_row in (("rescored_summary", "rescored_exact_match"), ("greedy_summary", "greedy_exact_match")):
-        rows = [row for row in claimed.rows if getattr(row, per_row) is not None]
-        summary = {f"exact_match,{name}": accuracy([getattr(row, per_row).get(name, 0.0) for row in rows])
-                   for name in claimed.filters} if rows else {}
-        level.expect("adopted.json", f"{field_name} (re-derived from its rows)", {**summary, "rows": len(rows)},
-                     getattr(claimed, field_name))
+        level.expect("adopted.json", f"{field_name} (re-derived from its rows)",
+                     exact_match_summary(claimed.rows, claimed.filters, per_row), getattr(claimed, field_name))
     level.expect("adopted.json", "row_classes (counted from its rows)",
                  {name: sum(row.row_class == name for row in claimed.rows) for name in GENERATION_CLASSES},
                  claimed.row_classes)

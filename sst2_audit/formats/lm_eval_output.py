@@ -239,7 +239,7 @@ def find_plain_output(path, task: str) -> tuple:
     date_id = results.name[len("results_"):-len(".json")]
     samples = results.with_name(f"samples_{task}_{date_id}.jsonl")
     if not samples.is_file():
-        logged = logged_tasks(results)
+        logged = logged_tasks(results.parent, date_id)
         if not logged:
             raise InputError(f"{results}: no samples file beside it (samples_<task>_{date_id}.jsonl); adopt needs "
                              "the per-sample log: re-run lm_eval with --log_samples.")
@@ -257,11 +257,10 @@ class TaskNotInRun(InputError):
         self.tasks = tasks
 
 
-def logged_tasks(results: Path) -> list:
+def logged_tasks(folder: Path, date_id: str) -> list:
     """The tasks whose samples lm-eval wrote beside a results file (samples_<task>_<date id>.jsonl), by file name."""
-    date_id = results.name[len("results_"):-len(".json")]
     suffix = f"_{date_id}.jsonl"
-    return sorted(item.name[len("samples_"):-len(suffix)] for item in results.parent.glob(f"samples_*{suffix}")
+    return sorted(item.name[len("samples_"):-len(suffix)] for item in folder.glob(f"samples_*{suffix}")
                   if item.is_file() and len(item.name) > len("samples_") + len(suffix))
 
 

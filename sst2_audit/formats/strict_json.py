@@ -72,23 +72,21 @@ def _depth(value, where: str, level: int = 0) -> None:
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
-def _lone_surrogate(value, path: str):
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= c <= "\udfff" for c in text)
+
+
+def _lone_surrogate(value, path: str = ""):
     """The field path of the first string (key or value) holding a lone surrogate, or None."""
     if isinstance(value, str):
-        return None if not any("\ud800" <= c <= "\udfff" for c in value) else path or "(the value)"
-    if isinstance(value, dict):
-        for key, item in value.items():
-            here = f"{path}.{key[:40]!r}" if any("\ud800" <= c <= "\udfff" for c in key) else f"{path}.{key}"
-            if here != f"{path}.{key}":
-                return here.lstrip(".")
-            found = _lone_surrogate(item, here)
-            if found:
-                return found.lstrip(".")
-    elif isinstance(value, list):
-        for number, item in enumerate(value):
-            found = _lone_surrogate(item, f"{path}[{number}]")
-            if found:
-                return found.lstrip(".")
+        return (path or "(the value)") if _has_surrogate(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and _has_surrogate(key):
+            return f"{path}.{key[:40]!r}".lstrip(".")
+        found = _lone_surrogate(item, f"{path}.{key}".lstrip(".") if isinstance(key, str) else f"{path}[{key}]")
+        if found:
+            return found
     return None
 
 
@@ -106,7 +104,7 @@ def loads(data: bytes, where: str):
         raise InputError(f"{where}: not acceptable JSON ({reason}).") from None
     _depth(value, where)
     if SURROGATE_ESCAPE.search(text):
-        field = _lone_surrogate(value, "")
+        field = _lone_surrogate(value)
         if field:
             raise InputError(f"{where}: field {field}: expected text that UTF-8 can encode, got a lone surrogate "
                              "escape (\\ud800-\\udfff without its pair): refused.")
