@@ -62,6 +62,7 @@ class Adoption:
     lines: dict = field(default_factory=dict)
     recorded_ties: dict = field(default_factory=dict)  # re-auditing our public copy: doc_id -> adopted.json's ties
     row_set: RowSet | None = None  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
+    models: dict = field(default_factory=dict)  # adopt_rescore.model_key -> (model, tokenizer): one load per run
 
     @property
     def settings(self) -> dict:
@@ -158,7 +159,7 @@ def check_claims(adoption: Adoption) -> LevelResult:
     else:
         _config_checked(level, adoption, logged, model_args, release)
     level.expect("results", f"n-shot.{task}", adoption.settings["num_fewshot"], results["n-shot"][task])
-    level.expect("results", f"results.{task}.alias", task, results["results"][task].get("alias", task))
+    level.expect("results", f"results.{task}.alias", *_alias(adoption, results["results"][task].get("alias", task)))
     filters = sorted({sample.filter for sample in adoption.output.samples})
     if adoption.spec.generative:
         level.expect("samples", "filters (the task's filter_list)", sorted(adoption.spec.generation.filter_names),
@@ -191,6 +192,15 @@ def check_claims(adoption: Adoption) -> LevelResult:
                        f"{config.get('model_dtype')!r}, device {config.get('device')!r}, batch size "
                        f"{config.get('batch_size')!r}; the rescore is the check of the model")
     return level
+
+
+def _alias(adoption: Adoption, logged) -> tuple:
+    """(expected, logged) alias: the pinned YAML's task_alias (else the task's name); lm-eval's printer prefixes a
+    group's subtask with " - " (one more space each level down), in the results file too (SOURCE_MAP step 87)."""
+    expected = adoption.spec.config(callables=False).get("task_alias") or adoption.spec.name
+    if isinstance(logged, str) and logged.lstrip(" ").startswith("- ") and logged.lstrip(" ")[2:] == expected:
+        return expected, logged.lstrip(" ")[2:]
+    return expected, logged
 
 
 def _row_facts(adoption: Adoption, sample, level: LevelResult) -> AdoptedQuestion | None:

@@ -176,20 +176,32 @@ def _sampled(level, sealed: list, chosen: list, open_ids: list, rows) -> None:
                              f"{rows}); " + sample_odds(len(open_ids), len(chosen)))
 
 
+def model_key(adoption) -> tuple:
+    """What a loaded model is, for reuse across the tasks of one run: its files' hashes (as this profile's manifest
+    pins them, just verified) and the lock's dtype and attention. Two profiles with the same key load the same bytes
+    the same way, so the model one verified and loaded serves the other (hash before load holds: same hashes)."""
+    files = tuple(sorted((f.path.split("/", 1)[-1], f.sha256) for f in adoption.data.manifest.model_files()))
+    return files, adoption.settings["dtype"], adoption.settings["attention"]
+
+
 def run_levels(adoption, timings: dict, seed: int):
     """Every level in order: (outcome, the tokenizer-and-model work done). The model loads only when the
-    record levels and the identity level passed."""
+    record levels and the identity level passed, and once per run: adoption.models keeps what was loaded."""
     with phase("verify the reviewer's data (hash before read)", timings, "verify"):
         adopt.prepare_rows(adoption, roles=tuple(adoption.spec.splits))
-    model_dir, loaded = Path(adoption.cache) / "model", []
+    model_dir, loaded, key = Path(adoption.cache) / "model", [], model_key(adoption)
+    reused = adoption.models.get(key)
     # the model's files are hashed on the other core while the record levels run and transformers imports; the
     # load waits for the result (hash before load), and nothing is loaded when a level failed
-    hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore else None
+    hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore and not reused else None
     model_hashed = hashing and hashing.submit(verify_files, adoption.cache, adoption.data.manifest, ("model",))
     if hashing:
         hashing.shutdown(wait=False)
 
     def tokenizer():  # loaded once the claims passed
+        if reused:
+            loaded.append(reused[1])
+            return reused[1]
         with phase("load the tokenizer", timings, "tokenizer"):
             loaded.append(load_tokenizer(model_dir))
         return loaded[0]
@@ -201,12 +213,17 @@ def run_levels(adoption, timings: dict, seed: int):
             outcome.scores_unverified.append(f"none of the {len(adoption.questions)} logged rows was rescored "
                                              "(--structural)")
         return outcome
-    with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
-        model_hashed.result()  # raises what the hashing found: a changed file is exit 1
-        # the headers are read only now that their bytes are the manifest's, and before the load
-        memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local)
-        say(f"[memory] {memory}")
-        model, _ = load_model(model_dir, adoption.settings, loaded[0])
+    if reused:
+        say("[model] the model this run's earlier task verified and loaded (the same files, dtype and attention)")
+        model = reused[0]
+    else:
+        with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
+            model_hashed.result()  # raises what the hashing found: a changed file is exit 1
+            # the headers are read only now that their bytes are the manifest's, and before the load
+            memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local)
+            say(f"[memory] {memory}")
+            model, _ = load_model(model_dir, adoption.settings, loaded[0])
+        adoption.models[key] = (model, loaded[0])
     start = time.perf_counter()
     level = (check_generation_rescore(adoption, model, loaded[0], seed) if adoption.spec.generative
              else check_rescore(adoption, model, seed))

@@ -59,6 +59,7 @@ class GroupOutcome:
     rederived: bool  # the group's numbers were re-derived (a group with an official aggregate)
     kind: str = "group"  # or "confirmation", "study" (MEMBER_WORDS)
     cannot_know: str = ""  # a confirmation: what no audit can know, said in its verdict
+    limits: list = field(default_factory=list)  # an adopted run: tasks no profile pins, groups not re-derived
 
     @property
     def failed(self) -> list:
@@ -71,7 +72,8 @@ class GroupOutcome:
     def exit_code(self) -> int:
         if self.failed:
             return EXIT_FAIL
-        return EXIT_LIMITED if any(o.exit_code == EXIT_LIMITED for o in self.members.values()) else EXIT_PASS
+        limited = self.limits or any(o.exit_code == EXIT_LIMITED for o in self.members.values())
+        return EXIT_LIMITED if limited else EXIT_PASS
 
     def verdict(self) -> str:
         code = self.exit_code
@@ -82,8 +84,11 @@ class GroupOutcome:
                 f"found no problem but not everything was verified (see each {member})")
         if self.kind == "group":
             checked += ", its numbers re-derived" if self.rederived else ""
+        if self.kind == "run":
+            checked = " and the run's groups were re-aggregated from them" if self.rederived else ""
         return (f"VERDICT: {'PASS' if code == EXIT_PASS else 'SCORES NOT VERIFIED'}: every {member}'s audit {done}"
-                f"{checked}" + (f"; {self.cannot_know}" if self.cannot_know else "") + f"; exit {code}")
+                f"{checked}" + "".join(f"; {limit}" for limit in self.limits)
+                + (f"; {self.cannot_know}" if self.cannot_know else "") + f"; exit {code}")
 
 
 # kind -> (what a member is, what was checked of the record itself), in the verdict's words
@@ -91,5 +96,6 @@ MEMBER_WORDS = {
     "group": ("subtask", " and the group record was checked"),
     "confirmation": ("confirmation run", ", the chain (confirmation, pre-registration, dev records, your lock) was "
                                          "checked and the decision rule re-evaluated"),
+    "run": ("task", ""),
     "study": ("variant", ", the study record was checked and its numbers re-derived from the variants' records"),
 }

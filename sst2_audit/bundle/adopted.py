@@ -5,9 +5,11 @@ import json
 from pathlib import Path
 
 from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
-from sst2_audit.bundle.run import archive, bundle_path, check_sums, read_members, require_exactly, SUMS, sums_file
+from sst2_audit.bundle.run import (archive, bundle_path, check_sums, Limits, MAX_BUNDLE_BYTES, read_members,
+                                   require_exactly, SUMS, sums_file)
 from sst2_audit.formats import records
 from sst2_audit.formats.adopted import ADOPTED_FILE
+from sst2_audit.formats.adopted_run import ADOPTED_RUN_FILE, MAX_TASKS
 from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.util import atomic
 from sst2_audit.util.environment import scrub_paths
@@ -16,6 +18,9 @@ from sst2_audit.util.sanitize import RUN_NAME
 
 PUBLIC_FILES = (ADOPTED_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE)
 MEMBERS = frozenset({*PUBLIC_FILES, BUNDLE_LOCK, BUNDLE_MANIFEST, SUMS})
+# a run of many tasks: adopted-run.json, SHA256SUMS and one adopted bundle per task (<task>.tar.gz)
+RUN_LIMITS = Limits(bundle_bytes=64 << 20, unpacked_bytes=72 << 20, member_bytes=MAX_BUNDLE_BYTES,
+                    members=MAX_TASKS + 3)
 
 
 def is_adopted(path: Path) -> bool:
@@ -28,11 +33,71 @@ def is_adopted(path: Path) -> bool:
         return False
 
 
+def is_adopted_run(path: Path) -> bool:
+    """An adopted run of many tasks: a folder holding adopted-run.json, or a bundle whose members include it."""
+    if Path(path).is_dir():
+        return (Path(path) / ADOPTED_RUN_FILE).is_file()
+    try:
+        return ADOPTED_RUN_FILE in read_members(Path(path), RUN_LIMITS)[1]
+    except (CheckFailed, InputError):
+        return False
+
+
+def task_member(task: str) -> str:
+    return f"{task}.tar.gz"
+
+
 def pack(folder: Path, files: dict, run_name: str, lock, cache: Path, results: Path) -> Path:
     """files: {name: bytes} the audit read and checked, packed as read."""
     if not RUN_NAME.match(run_name):
         raise InputError(f"run name {run_name!r} is not a safe file name (letters, digits, '.', '_', '-').")
     target = bundle_path(run_name, results)
+    atomic.write_bytes(target, archive(run_name, _contents(files, lock, cache)))
+    return target
+
+
+def pack_run(record: bytes, tasks: dict, run_name: str, lock, results: Path) -> Path:
+    """A run of many tasks: adopted-run.json as written and each task's adopted bundle; tasks: {task: (files,
+    cache)}, each task's files as its adoption wrote them."""
+    target = bundle_path(run_name, results)
+    contents = {ADOPTED_RUN_FILE: record}
+    for task, (files, cache) in tasks.items():
+        contents[task_member(task)] = archive(task, _contents(files, lock, cache))
+    contents[SUMS] = sums_file(contents)
+    atomic.write_bytes(target, archive(run_name, contents))
+    return target
+
+
+def unpack_run_verified(bundle: Path, target: Path, tasks_of) -> tuple:
+    """(folder, checks) of a run bundle: its SHA256SUMS, exactly adopted-run.json and one member per task the record
+    names (tasks_of: the record's bytes -> its task names), each member unpacked by unpack_verified."""
+    _, members = read_members(bundle, RUN_LIMITS)
+    problems = check_sums(members, RUN_LIMITS)
+    if problems:
+        raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
+    tasks = tasks_of(members.get(ADOPTED_RUN_FILE, b"null"), f"{bundle}: {ADOPTED_RUN_FILE}")
+    require_exactly(members, {ADOPTED_RUN_FILE, SUMS} | {task_member(task) for task in tasks}, bundle,
+                    "an adopted lm-eval run of many tasks")
+    folder, checks = Path(target) / "adopted-run", len(members) + 1
+    inner = Path(target) / "task-bundles"
+    inner.mkdir(parents=True)
+    folder.mkdir(parents=True)
+    for task in tasks:
+        shown = inner / task_member(task)
+        shown.write_bytes(members[task_member(task)])
+        try:
+            unpacked, made = unpack_verified(shown, inner / task)
+        except (CheckFailed, InputError) as error:  # name the member of the reviewer's file, not our scratch copy
+            error.args = (str(error).replace(str(shown), f"{bundle}: {task_member(task)}"),)
+            raise
+        unpacked.rename(folder / task)
+        checks += made
+    (folder / ADOPTED_RUN_FILE).write_bytes(members[ADOPTED_RUN_FILE])
+    return folder, checks
+
+
+def _contents(files: dict, lock, cache: Path) -> dict:
+    """One task's bundle members: its public files, the reviewer's lock, the cache manifest (paths scrubbed)."""
     manifest = read_manifest(cache)
     if manifest is None:
         raise InputError(f"{cache}: no manifest; the bundle needs the cache the adoption used (--cache).")
@@ -42,8 +107,7 @@ def pack(folder: Path, files: dict, run_name: str, lock, cache: Path, results: P
     contents[BUNDLE_MANIFEST] = (json.dumps(scrub_paths(manifest.to_dict(), scrub), indent=2, sort_keys=True)
                                  + "\n").encode()
     contents[SUMS] = sums_file(contents)
-    atomic.write_bytes(target, archive(run_name, contents))
-    return target
+    return contents
 
 
 def unpack_verified(bundle: Path, target: Path) -> tuple:

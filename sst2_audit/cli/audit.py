@@ -12,7 +12,7 @@ from sst2_audit.audit.verdict import compare_exit_code, GroupOutcome
 from sst2_audit.bundle import confirmation as confirmation_bundle, group as group_bundle, run as bundle
 from sst2_audit.bundle.group import bundle_target, is_group_bundle
 from sst2_audit.cli.adopt import audit_adopted
-from sst2_audit.bundle.adopted import is_adopted
+from sst2_audit.bundle.adopted import is_adopted, is_adopted_run
 from sst2_audit.cli.common import AUDIT_EXIT_CODES, common, numeric_mode, Parser
 from sst2_audit.cli.experiments import audit_confirmation, audit_study, is_confirmation, is_study
 from sst2_audit.formats import records
@@ -111,7 +111,8 @@ def main(argv, owns_process: bool = False) -> int:
 def _one_run(args) -> bool:
     """The target is one run folder or bundle of ours (nothing else is audited in several processes)."""
     target = args.run or args.bundle_file
-    return not args.compare and not is_adopted(target) and not _is_group(target) and not (
+    adopted = is_adopted(target) or is_adopted_run(target)
+    return not args.compare and not adopted and not _is_group(target) and not (
         args.run and (is_confirmation(args.run) or is_study(args.run))) and not (
         args.bundle_file and confirmation_bundle.is_confirmation_bundle(args.bundle_file))
 
@@ -121,7 +122,7 @@ def _adopted(args) -> int | None:
     import tempfile
 
     target = args.run or args.bundle_file
-    if target is None or not is_adopted(target):
+    if target is None or not (is_adopted(target) or is_adopted_run(target)):
         return None
     if args.bundle or args.report or args.trust_bundle_lock or args.arithmetic_only:
         raise InputError(f"{target}: an adopted lm-eval run: --bundle (give it to `adopt`), --report, "

@@ -59,11 +59,12 @@ def audit_words(args, out: Path) -> list:
     return words + (["--cache", args.cache] if Path(args.cache).resolve() != Path("cache").resolve() else [])
 
 
-def lock_and_profile(args) -> tuple:
-    """The profile named, else the one the cache's manifest names, else the lock's only profile."""
-
-    lock = load_lock(args.lock)
-    numeric_mode(lock)
+def lock_and_profile(args, lock=None) -> tuple:
+    """The profile named, else the one the cache's manifest names, else the lock's only profile (`lock`: the lock
+    the command already read, in its numeric mode)."""
+    if lock is None:
+        lock = load_lock(args.lock)
+        numeric_mode(lock)
     name = args.profile
     if name is None:
         manifest = read_manifest(args.cache)

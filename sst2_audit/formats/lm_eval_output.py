@@ -224,8 +224,8 @@ def _results_files(path: Path) -> list:
     return sorted([*path.glob("results_*.json"), *path.glob("*/results_*.json")])
 
 
-def find_plain_output(path, task: str) -> tuple:
-    """(results file, samples file of `task`): lm-eval names both with one date id."""
+def find_results_file(path) -> tuple:
+    """(results file, its date id): the one results_<date>.json in `path` (or one folder below), or `path` itself."""
     path = Path(path)
     found = _results_files(path)
     if len(found) != 1:
@@ -236,7 +236,12 @@ def find_plain_output(path, task: str) -> tuple:
     results = found[0]
     if not (results.name.startswith("results_") and results.name.endswith(".json")):
         raise InputError(f"{results}: expected lm-eval's results_<date>.json.")
-    date_id = results.name[len("results_"):-len(".json")]
+    return results, results.name[len("results_"):-len(".json")]
+
+
+def find_plain_output(path, task: str) -> tuple:
+    """(results file, samples file of `task`): lm-eval names both with one date id."""
+    results, date_id = find_results_file(path)
     samples = results.with_name(f"samples_{task}_{date_id}.jsonl")
     if not samples.is_file():
         logged = logged_tasks(results.parent, date_id)

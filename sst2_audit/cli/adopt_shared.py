@@ -1,0 +1,95 @@
+"""What adopting one task and adopting a run of many share: the verdict printed with the reviewer's numbers, one
+task's adopted folder written, and the audit of one task's adopted folder (its levels re-run on the reviewer's lock,
+cache and machine, then adopted.json against what they found)."""
+
+import json
+from pathlib import Path
+
+from sst2_audit.audit import adopted_level
+from sst2_audit.audit.adopt import Adoption
+from sst2_audit.audit.adopt_rescore import record, reviewer_numbers, run_levels
+from sst2_audit.formats import adopted, adopted_generation as generation, lm_eval_output, records
+from sst2_audit.formats.manifest import cache_for
+from sst2_audit.protocol.numeric import runs_the_mode
+from sst2_audit.protocol.rules import notice_for
+from sst2_audit.scoring.shards import Shards
+from sst2_audit.scoring.summaries import bootstrap_iters
+from sst2_audit.task.spec import spec_for
+from sst2_audit.util import atomic
+from sst2_audit.util.sanitize import terminal
+
+
+def logged(output) -> str:
+    """How much was logged: rows, or a generate_until task's lines (one per row and filter)."""
+    rows = len({sample.doc_id for sample in output.samples})
+    return f"{len(output.samples)} logged rows" if rows == len(output.samples) else \
+        f"{rows} logged rows ({len(output.samples)} lines: one per filter)"
+
+
+def print_outcome(outcome, head: list, profile, numbers: list) -> None:
+    """The verdict, the reviewer's own numbers right under it (beside the submitter's), then the levels."""
+    lines = [outcome.verdict(), *numbers, *head]
+    if profile.demo:
+        lines.insert(1 + len(numbers), f"*** {notice_for(profile)} ***")
+    for level in outcome.levels:
+        lines += level.lines()
+    print(terminal(lines + [outcome.verdict()], verdicts=(outcome.verdict(),)))
+
+
+def _jsonl(rows) -> bytes:
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+
+
+def write_task(out: Path, adoption, adopted_record) -> dict:
+    """The public copy (no data text, someone else's paths as <path>), then adopted.json last: its presence
+    means complete. Returns {name: bytes} as written, for the bundle."""
+    results = json.dumps(lm_eval_output.public_results(adoption.output.results), indent=2, ensure_ascii=False)
+    public = lm_eval_output.public_generated_sample if adoption.spec.generative else lm_eval_output.public_sample
+    files = {records.LM_EVAL_RESULTS_FILE: (results + "\n").encode(),
+             records.LM_EVAL_SAMPLES_FILE: _jsonl(public(s) for s in adoption.output.samples)}
+    atomic.new_directory(out, "--out")
+    try:
+        for name, body in files.items():
+            atomic.write_bytes(out / name, body)
+        (generation.write if adoption.spec.generative else adopted.write)(out / adopted.ADOPTED_FILE, adopted_record)
+    except BaseException:
+        for name in (*files, adopted.ADOPTED_FILE):
+            (out / name).unlink(missing_ok=True)
+        out.rmdir()
+        raise
+    files[adopted.ADOPTED_FILE] = (out / adopted.ADOPTED_FILE).read_bytes()
+    return files
+
+
+def audit_task(args, folder: Path, models: dict, results_sha256: str | None = None) -> tuple:
+    """(outcome, adoption, claimed record) of one task's adopted folder; results_sha256: the run record's, which
+    the task's adopted.json must name (a member of another run is a FAIL of the run)."""
+    claimed = generation.read_adopted(folder / adopted.ADOPTED_FILE)
+    lock = args.reviewer_lock
+    profile = lock.profile(claimed.profile)
+    cache = cache_for(args.cache, profile.name)
+    spec = spec_for(lock, profile.task)
+    files = folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE
+    output = lm_eval_output.read_plain_files(*files, spec.name, spec.metrics, public=True,
+                                             filters=spec.generation.filter_names if spec.generative else None)
+    rows = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
+    bound = claimed.bound.absolute if claimed.bound.basis.startswith("the reviewer's") else None
+    adoption = Adoption(lock, profile, spec, cache, output, rows, args.seed, bound, models=models)
+    if spec.generative:  # the near ties the record says were taken: a claim each, re-decoded and held to the hash
+        adoption.recorded_ties = {row.idx: [t for t in row.ties if "rank" in t] for row in claimed.rows if row.ties}
+    seed = Shards().seed(args.seed)  # one process: the audit of an adopted folder is not shared
+    outcome = run_levels(adoption, {}, seed)
+    if not outcome.failed:
+        here = record(adoption, claimed.run_name, seed, {})
+        check = adopted_level.check_generation if spec.generative else adopted_level.check
+        bits = runs_the_mode(adoption.settings, here.platform)[0]
+        level = (check(claimed, here, bits) if spec.generative else
+                 check(claimed, here, bits, bootstrap_iters(adoption.settings)))
+        if results_sha256 is not None:
+            level.expect("adopted.json", "source.results_sha256 (the run record's results file)", results_sha256,
+                         claimed.source.get("results_sha256"))
+        outcome.levels.append(level)
+        if level.drift_only:
+            outcome.drift_only = True
+            outcome.limits.append(level.drift_reason)
+    return outcome, adoption, claimed
