@@ -256,7 +256,15 @@ def test_the_default_console_of_a_full_run_fits_in_26_lines_without_third_party_
     console = (full_run / "console.txt").read_text()
     lines = console.splitlines()
     assert len(lines) <= 26, console  # 9 progress lines (the peak memory stated before the load among them), a summary
-    assert lines[1].startswith("[memory] about 1.19 GB at peak: 134.5 M parameters x 4 bytes (float32) + 0.65 GB; ")
+    # the peak stated before the load, for the longest input of the 64 (both paths at once): scoring/model.py
+    from sst2_audit.scoring.model import memory_statement
+
+    record = json.loads((full_run / "out" / "run.json").read_text())
+    longest = max(q["context_length"] + max(q["candidate_token_counts"]) for q in record["questions"])
+    memory = next(line for line in lines if line.startswith("[memory] "))
+    stated = memory_statement(embedded_cache / "model", record["settings"], None, 1, longest, paths=2)
+    assert memory.startswith(f"[memory] {stated}; ")
+    assert f" + 2 x 3.3 x {longest} tokens x 49,152 vocabulary x 4 bytes (the longest input's logits); " in memory
     assert not [line for line in lines if any(noise in line for noise in KNOWN_NOISE)], console
     assert "  accuracy (acc)        42/64 = 0.6562" in console and "peak RSS" in console and " GB" in console
     # long values wrap between words, never cut (a records folder or a command is printed whole, however long)

@@ -184,6 +184,14 @@ def model_key(adoption) -> tuple:
     return files, adoption.settings["dtype"], adoption.settings["attention"]
 
 
+def _longest(adoption) -> int:
+    """The most tokens one request of the rescore holds, from the identity level's rows (the memory statement's)."""
+    if adoption.spec.generative:
+        return max(map(len, adoption.contexts.values()), default=0) + adoption.spec.generation.max_gen_toks
+    return max((q.context_length + max(q.candidate_token_counts, default=0) for q in adoption.questions.values()),
+               default=0)
+
+
 def run_levels(adoption, timings: dict, seed: int):
     """Every level in order: (outcome, the tokenizer-and-model work done). The model loads only when the
     record levels and the identity level passed, and once per run: adoption.models keeps what was loaded."""
@@ -220,7 +228,8 @@ def run_levels(adoption, timings: dict, seed: int):
         with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
             model_hashed.result()  # raises what the hashing found: a changed file is exit 1
             # the headers are read only now that their bytes are the manifest's, and before the load
-            memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local)
+            memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local,
+                                      _longest(adoption))
             say(f"[memory] {memory}")
             model, _ = load_model(model_dir, adoption.settings, loaded[0])
         adoption.models[key] = (model, loaded[0])

@@ -82,7 +82,10 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     torch.set_num_threads(shards.threads(settings))
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
         return
-    memory = memory_statement(Path(cache) / "model", settings, available_memory_bytes(), shards.local)
+    chosen = set(rescoring.chosen)  # the longest input the record states (a claim the identity level checks)
+    longest = max((q.context_length + max(q.candidate_token_counts, default=0) for q in record.questions
+                   if q.idx in chosen), default=0)
+    memory = memory_statement(Path(cache) / "model", settings, available_memory_bytes(), shards.local, longest)
     say(f"[rescore: memory] {memory}")  # before the load: a machine it cannot fit is refused with the arithmetic
     start = time.perf_counter()
     model, tokenizer = load_model(Path(cache) / "model", settings, inputs.tokenizer)

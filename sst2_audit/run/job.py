@@ -18,7 +18,7 @@ from sst2_audit.protocol.metrics import METRICS, predictions
 from sst2_audit.protocol.numeric import fingerprint, one_line, threads_for
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.agreement import compare_scores, describe
-from sst2_audit.scoring.identity import check_logged_samples, expected_question, public_target
+from sst2_audit.scoring.identity import check_logged_samples, expected_question, longest_input, public_target
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
 from sst2_audit.scoring.official import data_files_of, official_encode_pair, run_official
@@ -215,7 +215,6 @@ def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
         verify_files(cache, manifest)
 
         evaluator_files = verify_installed(lock, spec)
-    say(f"[memory] {memory_statement(cache / 'model', settings, available_memory_bytes(), options.shards.local)}")
     with phase("imports", timings):
         import torch
         import transformers  # noqa: F401
@@ -251,10 +250,12 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
                                 {"shots": shots.positions[idx]}) for idx in own], setup.settings)
     # Pre-flight, with the tokenizer alone: every question must fit without truncation before the model is loaded
     # (a 5-shot MMLU row over max_length is named in seconds, not after the model load).
-
     tokenizer = load_tokenizer(cache / "model")
     expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"],
                                        shots) for idx in scored_ids}
+    memory = memory_statement(cache / "model", settings, available_memory_bytes(), options.shards.local,
+                              longest_input(expected.values()), paths=2)  # both paths score at once
+    say(f"[memory] {memory}")
     with phase("model load", setup.timings, "model_load"):
         model, tokenizer = load_model(cache / "model", settings, tokenizer)
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.

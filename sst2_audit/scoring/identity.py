@@ -63,6 +63,11 @@ class ExpectedQuestion:
         }
 
 
+def longest_input(questions) -> int:
+    """The most tokens one request scores (context and continuation): what the memory statement needs."""
+    return max((len(q.context_tokens) + max(map(len, q.candidate_token_ids), default=0) for q in questions), default=0)
+
+
 def public_target(target):
     """A logged target as public records hold it: an index as it is, text by its sha256."""
     return target if not isinstance(target, str) else "sha256:" + sha256_text(target)

@@ -103,9 +103,16 @@ def load(model_dir: Path, settings: dict, tokenizer=None) -> tuple:
     return model, tokenizer
 
 
-# What a loaded model costs besides its weights, measured: the embedded run's peak RSS 1.19 GB with 0.54 GB of
-# float32 weights (torch, transformers, lm-eval and the activations of one row at batch size 1).
-BESIDES_WEIGHTS = 0.65e9
+# What a scoring process holds at its peak besides the weights, measured (docs/measurements.md, "Memory at peak"):
+# the libraries (torch, transformers, lm-eval, datasets) and, for each scoring path that runs at once, a number of
+# float32 copies of its longest input's logits (the logits, their log-softmax, the slice gathered, what the
+# allocator keeps): fitted on the embedded SmolLM2-135M's `run --smoke` at 26-1,402 tokens, eager attention, to the
+# smallest largest error (15 % of the median peak; single runs at 975 tokens vary 2.37-3.03 GB, as the two paths'
+# peaks meet or not). Eager attention's (heads x tokens^2) matrices live one layer at a time, before the logits: the
+# larger of the two is taken.
+BESIDES_WEIGHTS = 0.626e9
+LOGIT_COPIES = 3.3
+ATTENTION_COPIES = 2  # the scores and the probabilities of one layer, float32
 MAX_HEADER = 100 << 20  # a safetensors header: the tensors' names, dtypes and shapes
 
 
@@ -123,14 +130,39 @@ def parameters(model_dir: Path) -> int:
     return count
 
 
-def memory_statement(model_dir: Path, settings: dict, available: int | None, processes: int = 1) -> str:
+def _shape(model_dir: Path) -> tuple:
+    """(vocabulary size, attention heads) from config.json (verified with the model's files before this is read)."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    config = config if isinstance(config, dict) else {}
+    vocab, heads = config.get("vocab_size"), config.get("num_attention_heads")
+    return (vocab if type(vocab) is int and vocab > 0 else 0), (heads if type(heads) is int and heads > 0 else 0)
+
+
+def activations(model_dir: Path, tokens: int, attention: str) -> tuple:
+    """(bytes, words): what one scoring path adds at its peak for an input of `tokens` tokens."""
+    vocab, heads = _shape(model_dir)
+    logits = LOGIT_COPIES * tokens * vocab * 4
+    scores = ATTENTION_COPIES * heads * tokens * tokens * 4 if attention == "eager" else 0
+    if scores > logits:
+        return scores, f"{ATTENTION_COPIES} x {heads} heads x {tokens}^2 tokens x 4 bytes (eager attention)"
+    return logits, f"{LOGIT_COPIES} x {tokens} tokens x {vocab:,} vocabulary x 4 bytes (the longest input's logits)"
+
+
+def memory_statement(model_dir: Path, settings: dict, available: int | None, processes: int = 1,
+                     tokens: int = 0, paths: int = 1) -> str:
     """The peak memory a load in the lock's dtype will take, stated before it starts (each of `processes` on this
-    machine loads its own copy); a model that cannot fit the memory this machine has available is refused with the
-    arithmetic (exit 2), before anything is loaded."""
+    machine loads its own copy) for the longest input (`tokens`: context and continuation) on `paths` scoring paths
+    at once (a run: the official and the independent); a model that cannot fit the memory this machine has available
+    is refused with the arithmetic (exit 2), before anything is loaded."""
     count = parameters(model_dir)
     width = {"float32": 4, "bfloat16": 2, "float16": 2}.get(settings["dtype"], 4)
-    need = (count * width + BESIDES_WEIGHTS) * processes
-    each = f"{count / 1e6:,.1f} M parameters x {width} bytes ({settings['dtype']}) + {BESIDES_WEIGHTS / 1e9:.2f} GB"
+    added, how = activations(model_dir, tokens, settings.get("attention", "eager")) if tokens else (0, "")
+    need = (count * width + BESIDES_WEIGHTS + paths * added) * processes
+    each = (f"{count / 1e6:,.1f} M parameters x {width} bytes ({settings['dtype']}) + {BESIDES_WEIGHTS / 1e9:.2f} GB"
+            + (f" + {paths} x {how}" if tokens else ""))
     words = f"about {need / 1e9:.2f} GB at peak: " + (
         f"{processes} processes on this machine x ({each})" if processes > 1 else each)
     if available is not None and need > available:
