@@ -222,3 +222,27 @@ def test_an_edited_run_record_fails_the_folder_audit(group_run, tmp_path):
     done = sst2_audit(group_run, "audit", "--out", "runs/g", "--structural", cwd=tmp_path, lock=LOCKS[1])
     assert done.returncode == 1 and "adopted-run.json: groups (re-derived here): expected " in done.stdout, \
         done.stdout + done.stderr
+
+
+def test_two_processes_under_torchrun_adopt_every_task_with_the_one_process_records(two_tasks, tmp_path):
+    """torchrun over a run of two tasks: every process takes the tasks in the run's order and rescores its share of
+    each; rank 0 alone reports and writes; each task's adopted.json equals the one-process adoption's apart from
+    timings, the process count and the threads."""
+    one = sst2_audit(two_tasks, "adopt", two_tasks / "out", "--run-name", "one", "--seed", "3", cwd=tmp_path,
+                     lock=LOCKS[0])
+    assert one.returncode == 0, one.stdout + one.stderr
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    two = subprocess.run([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
+                          str(VENV_BIN / "sst2-audit"), "adopt", str(two_tasks / "out"), "--lock",
+                          str(two_tasks / LOCKS[0].name), "--cache", str(two_tasks / "cache"), "--run-name", "two",
+                          "--seed", "3"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert two.returncode == 0 and two.stdout.count("VERDICT: PASS: every task's audit passed") == 2, \
+        two.stdout + two.stderr
+    assert two.stderr.count("(4 in each of 2 processes)] done in ") == 2
+    for task in ("rte", "sst2"):
+        records = [json.loads((tmp_path / "runs" / name / task / "adopted.json").read_text()) for name in ("one", "two")]
+        assert [r["rescore"]["processes"] for r in records] == [1, 2]
+        for record in records:
+            for key in ("timings", "rescore", "run_name", "platform"):
+                record.pop(key)
+        assert records[0] == records[1]
