@@ -125,4 +125,41 @@ def test_the_installed_command_runs_each_entry_point_with_the_venvs_python():
     done = subprocess.run([str(command), "run", "--list-tasks", "sst2"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.splitlines()[1].split()[:2] == ["sst2", "pinned"], done.stdout
     done = subprocess.run([str(command), "bogus"], capture_output=True, text=True)
-    assert done.returncode == 2 and done.stderr.startswith("usage: sst2-audit {prepare,run,audit,adopt}")
+    assert done.returncode == 2 and done.stderr.startswith("usage: sst2-audit COMMAND [options]")
+    assert done.stderr.rstrip().endswith("error: unknown command 'bogus'")
+    done = subprocess.run([str(command), "adpot"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.rstrip().endswith("error: unknown command 'adpot'; did you mean "
+                                                                  "'adopt'?")
+    done = subprocess.run([str(command), "--help"], capture_output=True, text=True)
+    commands = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert done.returncode == 0 and commands == ["prepare", "run", "audit", "adopt"], done.stdout
+    done = subprocess.run([str(command), "--version"], capture_output=True, text=True)
+    from sst2_audit.formats.releases import installed_version
+
+    assert done.returncode == 0 and done.stdout == (
+        f"sst2-audit 0.1.0; default lock resources.lock.json pins lm-eval 0.4.9.2; this environment has lm-eval "
+        f"{installed_version()}\n"), done.stdout
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_is_not_refused(embedded_cache, tmp_path):
+    """A plain `kill` of a one-process run while it scores: exit 143, no run or private folder left behind, and
+    the same command then runs (issue 60)."""
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    command = [str(Path(sys.executable).parent / "sst2-audit"), "run", "--cache", str(embedded_cache), "--out",
+               str(tmp_path / "runs" / "r"), "--private", str(tmp_path / "private" / "r"), "--rows", "64"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    for line in process.stderr:  # the model is loaded and both paths score: the moment a user gives up
+        if "[independent path: own forward passes on" in line:
+            break
+    time.sleep(1)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert "error: terminated (SIGTERM); nothing half-written was kept." in err
+    assert not (tmp_path / "runs" / "r").exists() and not (tmp_path / "private" / "r").exists()
+    done = subprocess.run(command[:-2] + ["--smoke"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -2,19 +2,28 @@
 
 0: all checks passed; 1: a check failed; 2: bad usage or unreadable input; 3: our own bug
 (a short message; the traceback only with --debug); 4 (audit.py): no problem found, not everything verified;
-130: interrupted (Ctrl-C). Defined once in util/errors.py.
+130: interrupted (Ctrl-C); 143: terminated (SIGTERM), cleaned up as Ctrl-C is. Defined once in util/errors.py.
 """
 
+import difflib
 import functools
+import signal
 import sys
+import threading
 
 from sst2_audit.cli import adopt, audit, prepare, run
-from sst2_audit.util.errors import EXIT_INTERRUPTED, AuditError, InternalError
+from sst2_audit.util.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, AuditError, InternalError, Terminated
 from sst2_audit.util.sanitize import printable
+
+
+def _terminated(number, frame):
+    raise Terminated
 
 
 def _guarded(body, argv) -> int:
     debug = "--debug" in argv
+    if threading.current_thread() is threading.main_thread():  # a plain `kill` cleans up as Ctrl-C does
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return body(argv)
     except AuditError as error:
@@ -25,15 +34,17 @@ def _guarded(body, argv) -> int:
 
         print(printable(f"error: {error}"), file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt:
-        print("error: interrupted; nothing half-written was kept.", file=sys.stderr)
+    except KeyboardInterrupt as stopped:
+        terminated = isinstance(stopped, Terminated)
+        print(f"error: {'terminated (SIGTERM)' if terminated else 'interrupted'}; nothing half-written was kept.",
+              file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         import os
 
         # at once: a scoring thread may still be inside torch, and the interpreter's shutdown racing it can
         # abort the process after the cleanup (seen: "terminate called without an active exception", -6)
-        os._exit(EXIT_INTERRUPTED)
+        os._exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
     except BrokenPipeError:  # the reader of our output went away (`| head`): not a bug, nothing more to say
         import os
 
@@ -73,15 +84,58 @@ def adopt_main(argv=None, owns_process=None) -> int:
 COMMANDS = {"prepare": prepare_main, "run": run_main, "audit": audit_main, "adopt": adopt_main}
 
 
+SUMMARIES = {
+    "prepare": "fetch the lock's pinned model and data into a cache, every file hashed (--pin: a lock of your own)",
+    "run": "score the dev rows through lm-eval and the independent path, bit for bit, and write the records",
+    "audit": "re-check a run folder or bundle offline (arithmetic, identity, rescore); --bundle packs it",
+    "adopt": "audit a plain `lm_eval --log_samples` run against your lock and keep it as a folder and bundle",
+}
+
+
+def _usage() -> str:
+    lines = ["usage: sst2-audit COMMAND [options]   (sst2-audit COMMAND --help lists a command's options)", "",
+             "commands:"]
+    lines += [f"  {name:8s} {words}" for name, words in SUMMARIES.items()]
+    return "\n".join(lines + ["", "sst2-audit --version: this tool's version and the lm-eval release of the default lock "
+                              "and of this environment"])
+
+
+def version() -> str:
+    """The tool's version, the default lock's pinned lm-eval release and the installed one."""
+    from importlib import metadata
+
+    from sst2_audit.formats.releases import installed_version
+    from sst2_audit.util.commands import DEFAULT_LOCK
+
+    try:
+        import json
+
+        pinned = json.loads(DEFAULT_LOCK.read_text(encoding="utf-8"))["evaluator"]["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pinned = "unknown (no readable default lock)"
+    try:
+        installed = installed_version()
+    except Exception:  # noqa: BLE001 - no lm-eval installed: said, not a crash
+        installed = "not installed"
+    return (f"sst2-audit {metadata.version('sst2-audit')}; default lock {DEFAULT_LOCK.name} pins lm-eval {pinned}; "
+            f"this environment has lm-eval {installed}")
+
+
 def main(argv=None) -> int:
-    """`sst2-audit prepare|run|audit ...`: the installed command (pyproject's [project.scripts]); the same as
+    """`sst2-audit prepare|run|audit|adopt ...`: the installed command (pyproject's [project.scripts]); the same as
     `python prepare.py|run.py|audit.py ...` with the Python that has lm-eval, whichever `python` is first on PATH."""
     owned = argv is None
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--version"]:
+        print(version())
+        return 0
     if not argv or argv[0] not in COMMANDS:
-        print(f"usage: sst2-audit {{{','.join(COMMANDS)}}} [options]  (each command's --help lists its options)",
-              file=sys.stderr)
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+        asked = argv[:1] in (["-h"], ["--help"])
+        near = [] if asked or not argv else difflib.get_close_matches(argv[0], COMMANDS, n=1)
+        print(_usage() if asked else f"{_usage()}\n\nerror: " + (
+            f"unknown command {argv[0]!r}" + (f"; did you mean {near[0]!r}?" if near else "") if argv
+            else "a command is missing"), file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
     if argv[0] in ("audit", "adopt"):
         return COMMANDS[argv[0]](argv[1:], owns_process=owned)
     return COMMANDS[argv[0]](argv[1:])

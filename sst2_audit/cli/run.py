@@ -1,6 +1,5 @@
 """run.py: score the dev rows through lm-eval and the independent path; --list-tasks."""
 
-import signal
 from pathlib import Path
 
 from sst2_audit.cli.common import (
@@ -104,8 +103,7 @@ def _shared(options):
     """The run in one process, or shared among the N `torchrun`/`accelerate launch` started: rank 0's record, and
     in every other process rank 0's exit code (its failure or error's), once rank 0 has finished."""
     options.shards = shards = from_launcher("gloo")  # both paths score on the lock's device, the CPU
-    if shards.world > 1:  # the launcher ends the others with SIGTERM when one dies: as Ctrl-C, nothing kept
-        signal.signal(signal.SIGTERM, _terminated)
+    if shards.world > 1:  # the launcher ends the others with SIGTERM when one dies: cli._guarded's handler
         set_quiet(not shards.lead)
     try:
         try:
@@ -118,10 +116,6 @@ def _shared(options):
         return record if shards.lead else code
     finally:
         shards.close()
-
-
-def _terminated(number, frame):
-    raise KeyboardInterrupt
 
 
 def audit_command(args, out: Path) -> str:

@@ -3,6 +3,7 @@ and the errors that carry them."""
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_BUG, EXIT_LIMITED = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT (128 + 2), so scripts see Ctrl-C as such
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15): a plain `kill`, a launcher or a CI timeout; handled as Ctrl-C is
 EXIT_CODES = {
     EXIT_PASS: "all checks passed",
     EXIT_FAIL: "a check failed (hash, identity, agreement, an audit level, a bundle's SHA256SUMS, a refused bundle: "
@@ -14,6 +15,7 @@ EXIT_CODES = {
                   "`--arithmetic-only`, `--rescore N`, drift only, scores within an adopted run's bound, "
                   "`--accept-old-schema`, `--trust-bundle-lock`); the verdict line names what",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); nothing half-written was kept",
+    EXIT_TERMINATED: "terminated (SIGTERM: a plain kill); nothing half-written was kept",
 }
 # The same, in the few words a command's --help gives each.
 EXIT_WORDS = {EXIT_PASS: "all checks passed", EXIT_FAIL: "a check failed",
@@ -22,7 +24,7 @@ EXIT_WORDS = {EXIT_PASS: "all checks passed", EXIT_FAIL: "a check failed",
               EXIT_LIMITED: "audit.py only: no problem found but not everything verified (--structural, --rescore N, "
                             "--arithmetic-only, drift only, --accept-old-schema, --trust-bundle-lock): the verdict "
                             "line names what",
-              EXIT_INTERRUPTED: "interrupted (Ctrl-C)"}
+              EXIT_INTERRUPTED: "interrupted (Ctrl-C)", EXIT_TERMINATED: "terminated (SIGTERM)"}
 
 
 class AuditError(Exception):
@@ -53,3 +55,7 @@ class InternalError(AuditError):
     """Our own bug or an impossible state (exit 3)."""
 
     exit_code = EXIT_BUG
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread where Ctrl-C's KeyboardInterrupt would be: the same cleanup, exit 143."""
