@@ -304,7 +304,8 @@ def test_compare_names_the_one_setting_that_differs(embedded_cache, tmp_path):
 
 def test_bad_usage_exits_2(capsys, tmp_path):
     code, out = audit(capsys, "--out", tmp_path / "missing")
-    assert code == 2 and f"--out {tmp_path / 'missing'}: expected a run folder (run.py's --out)" in out
+    assert code == 2 and f"--out {tmp_path / 'missing'}: expected a run folder (sst2-audit run's --out); it does not " \
+        "exist." in out
     code, out = audit(capsys, "--bundle-file", tmp_path)
     assert code == 2 and f"--bundle-file {tmp_path}: expected a bundle file (.tar.gz), got a folder" in out
     code, out = audit(capsys)

@@ -141,7 +141,7 @@ def test_shots_drawn_from_the_evaluated_split_never_show_a_sealed_row(tmp_path):
     assert "25 shots drawn from the evaluated split 'train' would show " in message and " sealed confirmation rows " \
         "as shots (with their answers): [" in message, message
     assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()
-    assert "allow it explicitly: prepare.py --pin ... --shots-may-show-sealed-rows (the profile setting " \
+    assert "allow it explicitly: sst2-audit prepare --pin ... --shots-may-show-sealed-rows (the profile setting " \
         "shots_may_show_sealed_rows: true" in message
     import re
 

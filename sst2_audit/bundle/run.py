@@ -150,7 +150,7 @@ def _gunzip(bundle: Path, limits: Limits = RUN_LIMITS) -> bytes:
 
     data = read_bytes(bundle, limits.bundle_bytes)
     if data[:2] != b"\x1f\x8b":
-        raise InputError(f"{bundle}: not a gzip file (a bundle is a .tar.gz written by audit.py --bundle).")
+        raise InputError(f"{bundle}: not a gzip file (a bundle is a .tar.gz written by sst2-audit audit --bundle).")
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip header and trailer (CRC32, ISIZE) checked by zlib
     try:
         out = inflater.decompress(data, limits.unpacked_bytes + 1)

@@ -96,8 +96,8 @@ def _usage() -> str:
     lines = ["usage: sst2-audit COMMAND [options]   (sst2-audit COMMAND --help lists a command's options)", "",
              "commands:"]
     lines += [f"  {name:8s} {words}" for name, words in SUMMARIES.items()]
-    return "\n".join(lines + ["", "sst2-audit --version: this tool's version and the lm-eval release of the default lock "
-                              "and of this environment"])
+    return "\n".join(lines + ["", "sst2-audit --version: this tool's version and the lm-eval release of the "
+                              "default lock and of this environment"])
 
 
 def version() -> str:

@@ -45,7 +45,8 @@ def _parser() -> Parser:
                            "  sst2-audit audit --out runs/NAME --bundle\n"
                            "  sst2-audit audit --compare A B --report cmp.html\n\n" + AUDIT_EXIT_CODES)
     common(parser)
-    parser.add_argument("--out", "--run", dest="run", type=Path, help="the run folder to audit (run.py's --out)")
+    parser.add_argument("--out", "--run", dest="run", type=Path,
+                        help="the run folder to audit (sst2-audit run's --out)")
     parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
                         help="explain how two runs or bundles differ")
@@ -149,8 +150,9 @@ def _check_usage(parser, args) -> None:
         found = "a folder (audit a run folder with --out)" if args.bundle_file.is_dir() else "nothing there"
         raise InputError(f"--bundle-file {args.bundle_file}: expected a bundle file (.tar.gz), got {found}.")
     if args.run and not args.run.is_dir():
-        raise InputError(f"--out {args.run}: expected a run folder (run.py's --out); a bundle file is audited "
-                         "with --bundle-file.")
+        found = ("it does not exist" if not args.run.exists() else
+                 "it is a file (a bundle is audited with --bundle-file)")
+        raise InputError(f"--out {args.run}: expected a run folder (sst2-audit run's --out); {found}.")
 
 
 def _open_run(path: Path, args, scratch: Path):

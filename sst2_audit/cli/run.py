@@ -148,8 +148,8 @@ def _parser() -> Parser:
     parser.add_argument("--output-type", choices=("multiple_choice", "generate_until"), default="multiple_choice",
                         help="with --list-tasks: the tasks of this output_type (generate_until: adopted runs only)")
     parser.add_argument("--group", metavar="NAME", help="run every subtask of the lock's group NAME (its first rows "
-                        "dev rows each; --cache holds one prepared cache per profile: prepare.py --group) and write "
-                        "group.json")
+                        "dev rows each; --cache holds one prepared cache per profile: sst2-audit prepare --group) "
+                        "and write group.json")
     confirmation = parser.add_argument_group("pre-registration and confirmation (docs/confirmation.md)")
     confirmation.add_argument("--preregister", type=Path, metavar="FILE",
                               help="write a pre-registration: the decision rule over full dev runs (--dev-run)")

@@ -22,7 +22,7 @@ def columns_of(resource) -> tuple:
     raw = resource.get("columns") if resource is not None else None
     if raw is None:
         raise InputError("lock: data.columns is missing: a data resource states its columns ([name, type] pairs; "
-                         "prepare.py --pin writes them from the data).")
+                         "sst2-audit prepare --pin writes them from the data).")
     if not (isinstance(raw, list) and raw and all(
             isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], str)
             and (c[1] in COLUMN_TYPES or NESTED_TYPE.match(c[1])) for c in raw)):

@@ -28,7 +28,7 @@ def find_yaml(name: str, root: Path) -> str:
     if len(found) != 1:
         raise InputError(f"--task {name}: "
                          f"{'no installed lm-eval YAML defines it' if not found else 'defined by ' + ', '.join(found)}"
-                         "; `run.py --list-tasks` lists the installed tasks.")
+                         "; `sst2-audit run --list-tasks` lists the installed tasks.")
     return found[0]
 
 

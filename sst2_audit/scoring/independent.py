@@ -72,8 +72,8 @@ def check_length(pair: EncodedPair, max_length: int, idx: int) -> None:
         raise InputError(
             f"row idx {idx}: the model input is {len(pair.input_tokens)} tokens, longer than "
             f"max_length {max_length}; the protocol never truncates, so the run stops. Pin a profile whose max_length "
-            f"fits (prepare.py --pin ... --max-length N, N at least {len(pair.input_tokens)} and within the model's "
-            "context; the profile setting settings.max_length)."
+            f"fits (sst2-audit prepare --pin ... --max-length N, N at least {len(pair.input_tokens)} and within the "
+            "model's context; the profile setting settings.max_length)."
         )
 
 

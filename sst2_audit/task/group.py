@@ -149,7 +149,7 @@ def group_spec(lock, name: str) -> GroupSpec:
                          "random (process_docs); lm-eval's group run builds them in one process from one seeded "
                          "state, each drawing after those built before it (0.4.9.2 in the reverse of the group's "
                          "list), while the audit draws each as lm-eval draws the subtask run alone. Pin and run "
-                         "each subtask on its own (prepare.py --pin).")
+                         "each subtask on its own (sst2-audit prepare --pin).")
     return GroupSpec(pin, read, aggregate, leaves, tuple(members), release.group_unweighted_stderr)
 
 

@@ -70,7 +70,7 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
         raise InputError(f"profile {profile.name}: {settings['num_fewshot']} shots drawn from the evaluated split "
                          f"{spec.eval_split!r} would show {len(sealed)} sealed confirmation rows as shots (with "
                          f"their answers): {shown_ids(sealed)}; the confirmation set is never shown to a model. Pin "
-                         "a task whose shots come from another split, or allow it explicitly: prepare.py --pin ... "
-                         "--shots-may-show-sealed-rows (the profile setting shots_may_show_sealed_rows: true, "
-                         "recorded and shown on the card).")
+                         "a task whose shots come from another split, or allow it explicitly: sst2-audit prepare "
+                         "--pin ... --shots-may-show-sealed-rows (the profile setting shots_may_show_sealed_rows: "
+                         "true, recorded and shown on the card).")
     return plan

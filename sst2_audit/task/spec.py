@@ -291,7 +291,7 @@ def spec_for(lock, name: str) -> TaskSpec:
     tasks = lock.evaluator.tasks
     if name not in tasks:
         raise InputError(f"{lock.path}: task {name!r} is not pinned (evaluator.tasks has {sorted(tasks)}); "
-                         "`run.py --list-tasks` lists the installed tasks and whether they are supported.")
+                         "`sst2-audit run --list-tasks` lists the installed tasks and whether they are supported.")
 
     root = installed_root()
     # the pinned files beside the task's YAML first: a changed hook is a failed check naming its file, before its

@@ -62,7 +62,7 @@ def fetch_import(resource, context: FetchContext) -> list:
         raise InputError(
             f"--from {context.import_dir}: the lock has no sha256 for {', '.join(unpinned)} of "
             f"{resource.get('repo_id')}, so imported copies cannot be verified. On the connected "
-            "machine run prepare.py --update-lock and bring that lock along."
+            "machine run sst2-audit prepare --update-lock and bring that lock along."
         )
     base = context.import_dir / resource.get("repo_id")
     return [
