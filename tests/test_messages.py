@@ -6,7 +6,9 @@ import signal
 import subprocess
 import sys
 
-from conftest import one_paragraph, REPO, run_cli
+import pytest
+
+from conftest import LOCK, one_paragraph, REPO, run_cli
 from bundles import REFERENCE, audit
 
 
@@ -128,8 +130,8 @@ def test_the_installed_command_runs_each_entry_point_with_the_venvs_python():
     assert done.returncode == 2 and done.stderr.startswith("usage: sst2-audit COMMAND [options]")
     assert done.stderr.rstrip().endswith("error: unknown command 'bogus'")
     done = subprocess.run([str(command), "adpot"], capture_output=True, text=True)
-    assert done.returncode == 2 and done.stderr.rstrip().endswith("error: unknown command 'adpot'; did you mean "
-                                                                  "'adopt'?")
+    assert done.returncode == 2 and done.stderr.rstrip().endswith("error: unknown command 'adpot' (did you mean "
+                                                                  "'adopt'?)")
     done = subprocess.run([str(command), "--help"], capture_output=True, text=True)
     commands = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
     assert done.returncode == 0 and commands == ["prepare", "run", "audit", "adopt"], done.stdout
@@ -163,3 +165,30 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_is_not_refused(embedde
     assert not (tmp_path / "runs" / "r").exists() and not (tmp_path / "private" / "r").exists()
     done = subprocess.run(command[:-2] + ["--smoke"], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_mistyped_option_profile_or_task_gets_a_did_you_mean(tmp_path):
+    """Issue 60: the names that exist are the suggestions (util/suggest.py), for an option, a profile and a task."""
+    import subprocess
+    from pathlib import Path
+
+    command = str(Path(sys.executable).parent / "sst2-audit")
+    done = subprocess.run([command, "run", "--smok"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.rstrip().endswith(
+        "unrecognized arguments: --smok (--smok: did you mean '--smoke'?)"), done.stderr
+    done = subprocess.run([command, "run", "--profile", "embeded", "--smoke"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 2 and "unknown profile 'embeded' (did you mean 'embedded'?); this lock defines " \
+        "embedded, " in done.stderr, done.stderr
+    done = subprocess.run([command, "run", "--profile", "embedded", "--task", "sst", "--smoke", "--threads", "1"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "--task sst: profile embedded holds data for task sst2" in done.stderr
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task.spec import spec_for
+    from sst2_audit.util.errors import InputError
+
+    with pytest.raises(InputError, match=r"task 'sts2' is not pinned \(did you mean 'sst2'\?\)"):
+        spec_for(load_lock(LOCK), "sts2")
+    done = subprocess.run([command, "audit", "--out", "x", "--threads", "0"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 2 and "--threads: expected a number of cores >= 1, got 0." in done.stderr

@@ -5,15 +5,19 @@
 130: interrupted (Ctrl-C); 143: terminated (SIGTERM), cleaned up as Ctrl-C is. Defined once in util/errors.py.
 """
 
-import difflib
 import functools
+import json
 import signal
 import sys
 import threading
+from importlib import metadata
 
 from sst2_audit.cli import adopt, audit, prepare, run
+from sst2_audit.formats.releases import installed_version
+from sst2_audit.util.commands import DEFAULT_LOCK
 from sst2_audit.util.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, AuditError, InternalError, Terminated
 from sst2_audit.util.sanitize import printable
+from sst2_audit.util.suggest import did_you_mean
 
 
 def _terminated(number, frame):
@@ -102,14 +106,7 @@ def _usage() -> str:
 
 def version() -> str:
     """The tool's version, the default lock's pinned lm-eval release and the installed one."""
-    from importlib import metadata
-
-    from sst2_audit.formats.releases import installed_version
-    from sst2_audit.util.commands import DEFAULT_LOCK
-
     try:
-        import json
-
         pinned = json.loads(DEFAULT_LOCK.read_text(encoding="utf-8"))["evaluator"]["version"]
     except (OSError, ValueError, KeyError, TypeError):
         pinned = "unknown (no readable default lock)"
@@ -131,10 +128,9 @@ def main(argv=None) -> int:
         return 0
     if not argv or argv[0] not in COMMANDS:
         asked = argv[:1] in (["-h"], ["--help"])
-        near = [] if asked or not argv else difflib.get_close_matches(argv[0], COMMANDS, n=1)
         print(_usage() if asked else f"{_usage()}\n\nerror: " + (
-            f"unknown command {argv[0]!r}" + (f"; did you mean {near[0]!r}?" if near else "") if argv
-            else "a command is missing"), file=sys.stdout if asked else sys.stderr)
+            f"unknown command {argv[0]!r}{did_you_mean(argv[0], COMMANDS)}" if argv else "a command is missing"),
+              file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2
     if argv[0] in ("audit", "adopt"):
         return COMMANDS[argv[0]](argv[1:], owns_process=owned)

@@ -15,10 +15,11 @@ from sst2_audit.audit.runner import Policy, run_levels
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.releases import installed_version
 from sst2_audit.formats.manifest import read_manifest
-from sst2_audit.protocol.numeric import activate
+from sst2_audit.protocol.numeric import activate, use_cores
 from sst2_audit.task.spec import require_data_for, spec_for
 from sst2_audit.util.commands import command_line, DEFAULT_LOCK, lock_words
 from sst2_audit.util.errors import EXIT_LIMITED, EXIT_WORDS, InputError, InternalError
+from sst2_audit.util.suggest import did_you_mean
 
 
 
@@ -34,8 +35,19 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, allow_abbrev=False, **kwargs)
 
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        threads = getattr(parsed, "threads", None)
+        if threads is not None and threads < 1:
+            raise InputError(f"{self.prog}: --threads: expected a number of cores >= 1, got {threads}.")
+        use_cores(threads)  # before anything sizes torch's threads
+        return parsed
+
     def error(self, message):  # bad usage: exit 2 through the same path as every input error
         self.print_usage(sys.stderr)
+        if message.startswith("unrecognized arguments: "):
+            message += "".join(did_you_mean(word.split("=")[0], self._option_string_actions).replace(
+                " (did you mean", f" ({word}: did you mean") for word in message.split()[2:] if word.startswith("--"))
         raise InputError(f"{self.prog}: {message}")
 
 
@@ -43,6 +55,9 @@ def common(parser):
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK, help="lock file (default: resources.lock.json)")
     parser.add_argument("--cache", type=Path, default=Path("cache"), help="cache folder (default: ./cache)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="the cores the scoring may use (default: every core this process may run on; a lock "
+                             "that pins threads keeps its own)")
 
 
 def with_profile(parser):

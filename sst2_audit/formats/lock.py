@@ -19,6 +19,7 @@ from sst2_audit.formats.releases import release_for
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json, sha256_text
 from sst2_audit.util.sanitize import RUN_NAME
+from sst2_audit.util.suggest import did_you_mean
 from sst2_audit.formats.run_settings import (
     MAX_ROWS, NUMERIC_MODE_KEYS, RUN_SETTING_DEFAULTS, check_numbers, sha256_value, profile_settings,
 )
@@ -124,10 +125,8 @@ class Lock:
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
-            raise InputError(
-                f"{self.path}: unknown profile {name!r}; this lock defines "
-                f"{', '.join(sorted(self.profiles))}."
-            )
+            raise InputError(f"{self.path}: unknown profile {name!r}{did_you_mean(name, self.profiles)}; this lock "
+                             f"defines {', '.join(sorted(self.profiles))}.")
         return self.profiles[name]
 
     @property

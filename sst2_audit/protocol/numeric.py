@@ -127,16 +127,27 @@ def fingerprint(mode: dict, threads: int) -> dict:
     }
 
 
+_CORES = None  # --threads N: the cores a command may use, instead of all it may run on
+
+
+def use_cores(count: int | None) -> None:
+    """--threads N (every command): the cores the scoring paths share, for a machine that is also doing other work."""
+    global _CORES
+    _CORES = count
+
+
 def threads_for(settings: dict, paths: int = 1) -> int:
     """torch's intra-op threads for one of `paths` concurrent scoring paths. The lock's `threads` 0 means
-    the cores this process may run on, shared between the paths: in the strict mode scores were measured
-    invariant to the thread count (README, "Numeric platform"), so the count is information, not a key."""
+    the cores this process may run on (or --threads N), shared between the paths: in the strict mode scores were
+    measured invariant to the thread count (README, "Numeric platform"), so the count is information, not a key."""
     if settings["threads"]:
         return settings["threads"]
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+    cores = _CORES
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
     return max(1, cores // paths)
 
 

@@ -23,6 +23,7 @@ from sst2_audit.task.hooks import find, Hook, HOOK_KEYS, load, RESULTS_KEY, sour
 from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util import warm
 from sst2_audit.util.errors import InputError
+from sst2_audit.util.suggest import did_you_mean
 from sst2_audit.task.support import (
     ResultsRule, yaml_sources, metrics_of, results_rule, unsupported_reason,
 )
@@ -290,7 +291,8 @@ def spec_for(lock, name: str) -> TaskSpec:
 
     tasks = lock.evaluator.tasks
     if name not in tasks:
-        raise InputError(f"{lock.path}: task {name!r} is not pinned (evaluator.tasks has {sorted(tasks)}); "
+        raise InputError(f"{lock.path}: task {name!r} is not pinned{did_you_mean(name, tasks)} (evaluator.tasks "
+                         f"has {sorted(tasks)}); "
                          "`sst2-audit run --list-tasks` lists the installed tasks and whether they are supported.")
 
     root = installed_root()
