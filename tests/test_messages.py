@@ -192,3 +192,22 @@ def test_a_mistyped_option_profile_or_task_gets_a_did_you_mean(tmp_path):
     done = subprocess.run([command, "audit", "--out", "x", "--threads", "0"], capture_output=True, text=True,
                           cwd=tmp_path)
     assert done.returncode == 2 and "--threads: expected a number of cores >= 1, got 0." in done.stderr
+
+
+def test_a_long_rescore_counts_its_rows_and_a_short_one_says_nothing_more():
+    """util/progress.py::Ticker, as the audit's and adopt's rescores use it: a line at most every `every` seconds,
+    never for the last row (the phase's own line says done)."""
+    import io
+
+    from sst2_audit.util import progress
+
+    for every, expected in ((0.0, "[rescore] 1/3 rows\n[rescore] 2/3 rows\n"), (3600.0, "")):
+        buffer = io.StringIO()
+        previous = progress.set_stream(buffer)
+        try:
+            ticker = progress.Ticker("rescore", 3, every=every)
+            for number in (1, 2, 3):
+                ticker.tick(number)
+        finally:
+            progress.set_stream(previous)
+        assert buffer.getvalue() == expected

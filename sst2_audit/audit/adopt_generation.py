@@ -18,6 +18,7 @@ from sst2_audit.scoring.decode import context_tokens, GreedyDecoder, stop_rule
 from sst2_audit.task.rows import shot_plan
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import sha256_text
+from sst2_audit.util.progress import Ticker
 
 
 def _lines_by_row(adoption, level: LevelResult) -> dict:
@@ -131,8 +132,9 @@ def rescore_rows(adoption, model, tokenizer, chosen: list) -> dict:
     config = json.loads(where.read_text(encoding="utf-8")) if where.is_file() else {}
     rule = stop_rule(tokenizer, adoption.spec.generation.generation_kwargs, config)
     decoder, near = GreedyDecoder(model, tokenizer, adoption.settings["max_length"]), near_rule(adoption.bound)
-    found = {}
-    for idx in chosen:
+    found, ticker = {}, Ticker("rescore", len(chosen))
+    for number, idx in enumerate(chosen, start=1):
+        ticker.tick(number - 1)
         logged = next(iter(adoption.lines[idx].values())).response
         forced = {tie["step"]: tie["rank"] for tie in adoption.recorded_ties.get(idx, ())} if logged is None else None
         followed = decoder.decode(adoption.contexts[idx], rule, logged, near, forced)

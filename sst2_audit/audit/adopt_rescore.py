@@ -21,7 +21,7 @@ from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.rows import shown_ids
 from sst2_audit.util.environment import available_memory_bytes, scrub_absolute_paths, versions
-from sst2_audit.util.progress import phase, say
+from sst2_audit.util.progress import phase, say, Ticker
 
 
 def _chosen(adoption, seed: int) -> tuple:
@@ -43,7 +43,10 @@ def _scored(adoption, model, chosen: list) -> dict | None:
     scorer, mine = IndependentScorer(model, settings["max_length"]), shards.mine(chosen)
     share = f" ({len(mine)} in each of {shards.world} processes)" if shards.world > 1 else ""
     with phase(f"rescore: {len(chosen)} rows on the independent path{share}"), torch.inference_mode():
-        scored = {idx: list(scorer.score(idx, adoption.questions[idx].pairs).candidate_scores) for idx in mine}
+        scored, ticker = {}, Ticker("rescore", len(mine))
+        for number, idx in enumerate(mine, start=1):
+            scored[idx] = list(scorer.score(idx, adoption.questions[idx].pairs).candidate_scores)
+            ticker.tick(number)
     return shards.gather(scored)
 
 

@@ -22,7 +22,7 @@ from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, memory_statement
 from sst2_audit.util.environment import available_memory_bytes
 from sst2_audit.protocol.numeric import fingerprint, mode_words, one_line, runs_the_mode, same_platform
-from sst2_audit.util.progress import say
+from sst2_audit.util.progress import say, Ticker
 from sst2_audit.protocol.rules import predict
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.inputs import build as build_inputs
@@ -103,12 +103,14 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     name, start = f"rescore: {len(rescoring.chosen)} rows drawn with seed {rescoring.seed}{share}", time.perf_counter()
     say(f"[{name}] ...")
     inputs.tokenizer_free.wait()  # one tokenizer, used by one thread at a time: the identity level's first
-    for idx in mine:
+    ticker = Ticker(name.split(" drawn")[0], len(mine))
+    for number, idx in enumerate(mine, start=1):
         if stop.is_set():  # the record's scores will not be compared: stop quietly
             return
         question = expected_question(data.by_idx[idx], spec, tokenizer, settings["max_length"],
                                      settings["add_bos_token"], shots)  # as run's independent path builds it
         rescoring.rescored[idx] = list(scorer.score(idx, question.pairs()).candidate_scores)
+        ticker.tick(number)
     say(f"[{name}] done in {time.perf_counter() - start:.1f} s")
 
 

@@ -49,3 +49,18 @@ def phase(name: str, timings: dict | None = None, key: str | None = None, announ
     if timings is not None:
         timings[key or name] = round(elapsed, 3)
     say(f"[{name}] done in {elapsed:.1f} s")
+
+
+class Ticker:
+    """A row counter for a long loop: `[name] k/n rows` at most every `every` seconds (a loop done sooner says
+    nothing more than its phase's lines)."""
+
+    def __init__(self, name: str, total: int, every: float = 10.0):
+        self.name, self.total, self.every = name, total, every
+        self.last = time.perf_counter()
+
+    def tick(self, done: int) -> None:
+        now = time.perf_counter()
+        if now - self.last >= self.every and done < self.total:
+            self.last = now
+            say(f"[{self.name}] {done}/{self.total} rows")
