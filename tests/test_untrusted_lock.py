@@ -145,6 +145,7 @@ def test_generated_paths_are_accepted_exactly_when_they_are_plain_parts_under_lm
     """Fuzz: random strings from a hostile alphabet; accepted only as lm_eval/<plain parts>."""
     rng = random.Random(28)
     alphabet = list("abAB09_-.+() /\\:~\n\t\0%$*?") + ["..", "lm_eval", "//", "\u202e", "é"]
+    both = {True: 0, False: 0}
     for _ in range(3000):
         path = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         if rng.random() < 0.5:
@@ -158,9 +159,11 @@ def test_generated_paths_are_accepted_exactly_when_they_are_plain_parts_under_lm
             accepted = True
         except InputError:
             accepted = False
-        if accepted:  # never more than plain parts
-            assert plain, repr(path)
+        assert accepted == plain, repr(path)  # exactly: never more than plain parts, and every plain path
+        both[accepted] += 1
+        if accepted:
             assert ".." not in parts and "" not in parts and "\\" not in path and ":" not in path
+    assert both == {True: 83, False: 2917}  # both directions exercised (the seed fixes the draw)
 
 
 def _plain(config: dict) -> dict:
