@@ -164,6 +164,9 @@ def test_honest_bfloat16_run_adopts_within_drift_with_the_reviewer_s_number(plai
                                "0.0078125 * (|a| + |b|) + 0.302 * sqrt(tokens) (derived from the dtype the run claims "
                                "(bfloat16), fitted to measured honest drift x2)")
     assert "consistent with rounding" in lines[0] and "not tampering" not in done.stdout
+    # the causes the run's own files show (issue 60): here its dtype; attention and device are the lock's
+    assert lines[0].endswith("consistent with rounding; likely causes the run's files show: the dtype the run "
+                             "claims, bfloat16; exit 4"), lines[0]
     record = json.loads((tmp_path / "runs" / "bf16" / "adopted.json").read_text())
     mine = record["rescored_summary"]["acc"]
     assert lines[1] == (f"sst2 acc: reported {record['reported']['acc']:.3f} (their scores) / rescored {mine:.3f} "
@@ -171,6 +174,16 @@ def test_honest_bfloat16_run_adopts_within_drift_with_the_reviewer_s_number(plai
     assert record["bound"]["per_token"] == 1.038 and record["row_set"]["rule"].startswith("the profile's dev rows")
     done = audit(plain, "--out", "runs/bf16", cwd=tmp_path)
     assert done.returncode == 4 and "adopted record: PASS" in done.stdout, done.stdout
+    shutil.copytree(plain / "bf16", tmp_path / "sdpa")  # the same run, said to be made with transformers' default
+    results = next((tmp_path / "sdpa").glob("*/results_*.json"))
+    raw = json.loads(results.read_text())
+    raw["config"]["model_args"] = str(raw["config"]["model_args"]).replace(",attn_implementation=eager", "")
+    raw["configs"]["sst2"]["metadata"].pop("attn_implementation")  # lm-eval merges model_args into the metadata
+    results.write_text(json.dumps(raw))
+    done = adopt(plain, tmp_path / "sdpa", "--seed", "1", cwd=tmp_path)
+    assert done.returncode == 4 and done.stdout.splitlines()[0].endswith(
+        "likely causes the run's files show: attention None (model_args attn_implementation; unset: transformers "
+        "picks sdpa) where your lock computes 'eager'; the dtype the run claims, bfloat16; exit 4"), done.stdout
 
 
 def test_an_edited_rescored_number_or_row_class_fails_the_folder_and_the_bundle(plain, tmp_path):

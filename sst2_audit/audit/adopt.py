@@ -203,6 +203,28 @@ def _alias(adoption: Adoption, logged) -> tuple:
     return expected, logged
 
 
+def drift_causes(adoption: Adoption) -> str:
+    """What the run's own files show that makes scores differ from the reviewer's float32 CPU rescore: words for a
+    drift verdict (empty when nothing is seen; the numeric mode's environment variables are never logged)."""
+    config = adoption.output.results.get("config") or {}
+    try:
+        model_args = parse_model_args(config.get("model_args"), release_of(adoption.lock.evaluator.version))
+    except InputError:
+        model_args = {}
+    seen, attention = [], model_args.get("attn_implementation")
+    if attention != adoption.settings["attention"]:
+        seen.append(f"attention {attention!r} (model_args attn_implementation; unset: transformers picks sdpa) where "
+                    f"your lock computes {adoption.settings['attention']!r}")
+    if adoption.dtype not in (None, "float32"):
+        seen.append(f"the dtype the run claims, {adoption.dtype}")
+    device = config.get("device")
+    if isinstance(device, str) and not device.startswith("cpu"):
+        seen.append(f"device {device!r}")
+    return (f"; likely causes the run's files show: {'; '.join(seen)}" if seen else
+            "; the run's files show no cause (attention, dtype, device as your lock's): a run made outside your "
+            "lock's numeric mode (its environment variables, docs/cli.md) rounds differently and is not logged")
+
+
 def _row_facts(adoption: Adoption, sample, level: LevelResult) -> AdoptedQuestion | None:
     """The row a sample's doc_id names, as the arithmetic level needs it (label, choice lengths): no tokenizer."""
     row = adoption.data.by_idx.get(sample.doc_id)

@@ -99,7 +99,8 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
         level.drift_only = True
         level.drift_reason = (f"{within} rescored row(s) within the bound {adoption.bound.per_score} "
                               f"({adoption.bound.basis}), {counts[FLIP]} of them prediction flips at near ties "
-                              f"({'; '.join(adoption.flips.words()) or 'none'}): consistent with rounding")
+                              f"({'; '.join(adoption.flips.words()) or 'none'}): consistent with rounding"
+                              + adopt.drift_causes(adoption))
     return level
 
 
@@ -167,7 +168,7 @@ def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResu
     if counts[generation.DRIFT] and not level.problems:
         level.drift_only = True
         level.drift_reason = (f"{counts[generation.DRIFT]} generation(s) differ at near ties within the tie budget "
-                              f"{TIE_BUDGET:g} a row: consistent with rounding")
+                              f"{TIE_BUDGET:g} a row: consistent with rounding" + adopt.drift_causes(adoption))
     return level
 
 
