@@ -464,7 +464,8 @@ def test_honest_reduced_precision_runs_adopt_with_the_reviewer_s_number(plain, r
     lines = done.stdout.splitlines()
     assert done.returncode in (0, 4), done.stdout + done.stderr
     assert lines[0].startswith("VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: 16 rescored row(s) within the bound") \
-        and lines[0].endswith(": consistent with rounding; exit 4") if done.returncode == 4 else \
+        and lines[0].endswith(f": consistent with rounding; likely causes the run's files show: the dtype the run "
+                              f"claims, {dtype}; exit 4") if done.returncode == 4 else \
         lines[0].startswith("VERDICT: PASS"), lines[0]
     assert f"(derived from the dtype the run claims ({dtype}), fitted to measured honest drift x2)" in lines[0]
     assert lines[1].startswith("sst2 acc: reported ") and lines[1].endswith(" (yours, 16 rows)"), lines[1]

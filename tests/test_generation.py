@@ -301,7 +301,8 @@ def test_a_bfloat16_runs_near_ties_are_taken_again_by_rank_on_the_public_copy(gs
     assert record["bits_required"] and len(tied) >= 2 and all(row["row_class"] == "near-tie drift" for row in tied)
     assert all(type(tie["rank"]) is int and tie["rank"] >= 1 for row in tied for tie in row["ties"])
     drift = (f"VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: {len(tied)} generation(s) differ at near ties within the "
-             "tie budget 1 a row: consistent with rounding; exit 4")
+             "tie budget 1 a row: consistent with rounding; likely causes the run's files show: the dtype the run "
+             "claims, bfloat16; exit 4")
     assert done.stdout.startswith(drift)
 
     def audit(out):

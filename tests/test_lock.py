@@ -33,7 +33,7 @@ def test_our_lock_pins_the_reference_resources():
 def test_unknown_profile_is_refused(tmp_path):
     done = run_cli("prepare.py", "--profile", "glue-sst3", "--cache", tmp_path / "c")
     assert done.returncode == 2
-    assert "unknown profile 'glue-sst3'; this lock defines embedded, embedded-inverse-scaling, embedded-rte, glue-sst2." in one_paragraph(done.stderr)
+    assert "unknown profile 'glue-sst3' (did you mean 'glue-sst2'?); this lock defines embedded, embedded-inverse-scaling, embedded-rte, glue-sst2." in one_paragraph(done.stderr)
     assert not (tmp_path / "c").exists()
 
 

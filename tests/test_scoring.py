@@ -262,7 +262,7 @@ def test_the_memory_a_load_takes_is_stated_from_the_headers_and_a_model_too_larg
     assert len(list(folder.glob("*.safetensors"))) > 1 and parameters(folder) == counted
     need, libraries = counted * 4 + BESIDES_WEIGHTS, f"{BESIDES_WEIGHTS / 1e9:.2f} GB"
     assert memory_statement(folder, {"dtype": "float32"}, None) == (
-        f"about {need / 1e9:.2f} GB at peak: {counted / 1e6:,.1f} M parameters x 4 bytes (float32) + {libraries}")
+        f"about {need / 1e9:.2f} GB at peak: {counted / 1e6:,.1f} M parameters x 4 B (float32) + {libraries}")
     assert memory_statement(folder, {"dtype": "float32"}, int(need) + 1).endswith(
         f"; {(int(need) + 1) / 1e9:.1f} GB available")
     with pytest.raises(InputError) as refused:
@@ -273,15 +273,15 @@ def test_the_memory_a_load_takes_is_stated_from_the_headers_and_a_model_too_larg
     # two processes a launcher started on this machine each load a copy: the arithmetic says so, and refuses twice
     assert memory_statement(folder, {"dtype": "float32"}, None, processes=2) == (
         f"about {2 * need / 1e9:.2f} GB at peak: 2 processes on this machine x ({counted / 1e6:,.1f} M parameters x "
-        f"4 bytes (float32) + {libraries})")
+        f"4 B (float32) + {libraries})")
     with pytest.raises(InputError, match="fewer processes on each machine"):
         memory_statement(folder, {"dtype": "float32"}, int(need) + 1, processes=2)
     # the longest input's activations: the logits' copies for each path at once (tiny_llama: 49,152 words, 4 heads),
     # or eager attention's heads x tokens^2 where that is larger (never for this vocabulary below 24,000 tokens)
     logits = LOGIT_COPIES * 1000 * 49152 * 4
     assert memory_statement(folder, {"dtype": "float32", "attention": "eager"}, None, tokens=1000, paths=2) == (
-        f"about {(need + 2 * logits) / 1e9:.2f} GB at peak: {counted / 1e6:,.1f} M parameters x 4 bytes (float32) + "
-        f"{libraries} + 2 x {LOGIT_COPIES} x 1000 tokens x 49,152 vocabulary x 4 bytes (the longest input's logits)")
+        f"about {(need + 2 * logits) / 1e9:.2f} GB at peak: {counted / 1e6:,.1f} M parameters x 4 B (float32) + "
+        f"{libraries} + 2 x {LOGIT_COPIES} x 1000 tokens x 49,152 x 4 B (logits)")
     assert memory_statement(folder, {"dtype": "float32", "attention": "eager"}, None, tokens=40000).endswith(
-        "+ 1 x 2 x 4 heads x 40000^2 tokens x 4 bytes (eager attention)")
+        "+ 1 x 2 x 4 heads x 40000^2 tokens x 4 B (eager attention)")
     assert parameters(embedded_cache / "model") == 134_515_008  # SmolLM2-135M, tied embeddings stored once

@@ -21,7 +21,7 @@ from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.rows import shown_ids
 from sst2_audit.util.environment import available_memory_bytes, scrub_absolute_paths, versions
-from sst2_audit.util.progress import phase, say, Ticker
+from sst2_audit.util.progress import phase, say, say_wrapped, Ticker
 
 
 def _chosen(adoption, seed: int) -> tuple:
@@ -234,7 +234,7 @@ def run_levels(adoption, timings: dict, seed: int):
             # the headers are read only now that their bytes are the manifest's, and before the load
             memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local,
                                       _longest(adoption))
-            say(f"[memory] {memory}")
+            say_wrapped("memory", memory)
             model, _ = load_model(model_dir, adoption.settings, loaded[0])
         adoption.models[key] = (model, loaded[0])
     start = time.perf_counter()

@@ -22,7 +22,7 @@ from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, memory_statement
 from sst2_audit.util.environment import available_memory_bytes
 from sst2_audit.protocol.numeric import fingerprint, mode_words, one_line, runs_the_mode, same_platform
-from sst2_audit.util.progress import say, Ticker
+from sst2_audit.util.progress import say, say_wrapped, Ticker
 from sst2_audit.protocol.rules import predict
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.inputs import build as build_inputs
@@ -86,7 +86,7 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     longest = max((q.context_length + max(q.candidate_token_counts, default=0) for q in record.questions
                    if q.idx in chosen), default=0)
     memory = memory_statement(Path(cache) / "model", settings, available_memory_bytes(), shards.local, longest)
-    say(f"[rescore: memory] {memory}")  # before the load: a machine it cannot fit is refused with the arithmetic
+    say_wrapped("rescore: memory", memory)  # before the load: a machine it cannot fit is refused with the arithmetic
     start = time.perf_counter()
     model, tokenizer = load_model(Path(cache) / "model", settings, inputs.tokenizer)
     if stop.is_set():  # the levels failed meanwhile: nothing more is said or scored

@@ -33,7 +33,7 @@ from sst2_audit.task.split import mode_for, row_hash, ROW_HASH_RULE, SMOKE_ROWS
 from sst2_audit.util import atomic, console
 from sst2_audit.util.environment import available_memory_bytes, peak_rss_bytes, scrub_paths, snapshot, versions
 from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.util.progress import phase, say
+from sst2_audit.util.progress import phase, say, say_wrapped
 from sst2_audit.run.worker import IndependentWorker
 
 
@@ -255,7 +255,7 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
                                        shots) for idx in scored_ids}
     memory = memory_statement(cache / "model", settings, available_memory_bytes(), options.shards.local,
                               longest_input(expected.values()), paths=2)  # both paths score at once
-    say(f"[memory] {memory}")
+    say_wrapped("memory", memory)
     with phase("model load", setup.timings, "model_load"):
         model, tokenizer = load_model(cache / "model", settings, tokenizer)
         # The bytes loaded must be the bytes hashed: a file swapped in between fails here.

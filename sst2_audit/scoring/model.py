@@ -147,8 +147,8 @@ def activations(model_dir: Path, tokens: int, attention: str) -> tuple:
     logits = LOGIT_COPIES * tokens * vocab * 4
     scores = ATTENTION_COPIES * heads * tokens * tokens * 4 if attention == "eager" else 0
     if scores > logits:
-        return scores, f"{ATTENTION_COPIES} x {heads} heads x {tokens}^2 tokens x 4 bytes (eager attention)"
-    return logits, f"{LOGIT_COPIES} x {tokens} tokens x {vocab:,} vocabulary x 4 bytes (the longest input's logits)"
+        return scores, f"{ATTENTION_COPIES} x {heads} heads x {tokens}^2 tokens x 4 B (eager attention)"
+    return logits, f"{LOGIT_COPIES} x {tokens} tokens x {vocab:,} x 4 B (logits)"
 
 
 def memory_statement(model_dir: Path, settings: dict, available: int | None, processes: int = 1,
@@ -161,8 +161,8 @@ def memory_statement(model_dir: Path, settings: dict, available: int | None, pro
     width = {"float32": 4, "bfloat16": 2, "float16": 2}.get(settings["dtype"], 4)
     added, how = activations(model_dir, tokens, settings.get("attention", "eager")) if tokens else (0, "")
     need = (count * width + BESIDES_WEIGHTS + paths * added) * processes
-    each = (f"{count / 1e6:,.1f} M parameters x {width} bytes ({settings['dtype']}) + {BESIDES_WEIGHTS / 1e9:.2f} GB"
-            + (f" + {paths} x {how}" if tokens else ""))
+    each = (f"{count / 1e6:,.1f} M parameters x {width} B ({settings['dtype']}) + {BESIDES_WEIGHTS / 1e9:.2f} GB"
+            + (f" + {paths} x {how}" if tokens else ""))  # one console line: at most about 130 characters
     words = f"about {need / 1e9:.2f} GB at peak: " + (
         f"{processes} processes on this machine x ({each})" if processes > 1 else each)
     if available is not None and need > available:

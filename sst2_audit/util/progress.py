@@ -38,6 +38,18 @@ def say(message: str) -> None:
         stream.flush()
 
 
+def say_wrapped(tag: str, message: str, width: int = 128) -> None:
+    """A long progress message as whole lines of at most `width` characters, wrapped between words (one say)."""
+    lines, line = [], f"[{tag}]"
+    for word in message.split(" "):
+        if len(line) + 1 + len(word) > width and line.strip() != f"[{tag}]":
+            lines.append(line)
+            line = " " * (len(tag) + 2)
+        line += " " + word
+    for whole in lines + [line]:
+        say(whole)
+
+
 @contextmanager
 def phase(name: str, timings: dict | None = None, key: str | None = None, announce: bool = False):
     """Time a step and report it when done; a long step (announce=True) is also announced at its start."""
