@@ -18,10 +18,12 @@ NEXT = "  next          audit (every row rescored; add --bundle to pack it): "
 
 def test_the_readme_holds_four_journeys_of_the_installed_command():
     journeys = readme_journeys()
-    assert [[line.split()[1] for line in journey] for journey in journeys] == [
+    assert [[line.split()[1] for line in journey if line.startswith("sst2-audit ")] for journey in journeys] == [
         ["prepare", "run", "audit"], ["prepare", "audit"], ["prepare", "prepare", "run", "audit"],
         ["prepare", "adopt", "audit"]]
-    assert all(line.startswith("sst2-audit ") for journey in journeys for line in journey)
+    # every line is the installed command, but the one plain `lm_eval` run the adopt journey makes
+    assert [line.split()[0] for journey in journeys for line in journey if not line.startswith("sst2-audit ")] == [
+        "env"]
     # docs/cli.md shows the own-model journey too: the same four lines
     cli = (REPO / "docs" / "cli.md").read_text().split("## prepare.py --pin", 1)[1].split("```\n")[1]
     assert cli.splitlines() == journeys[2]
@@ -91,19 +93,31 @@ def test_journey_3_audit_your_own_model_through_the_printed_and_the_page_command
 
 
 def test_journey_4_adopt_a_plain_lm_eval_run(embedded_cache, tmp_path):
-    """lm-eval-out/ is a real `lm_eval` console run of the embedded model (float32, the lock's numeric mode, the
-    first 16 dev rows): adopted bit for bit, bundled, and the bundle's default audit PASS."""
-    from test_adopt import _task_yaml, plain_lm_eval
+    """prepare writes the task YAML and rows and prints the lm_eval line (the README's, verbatim); that real `lm_eval`
+    console run of the embedded model (float32, the lock's numeric mode, the first 16 dev rows) is adopted with no
+    --profile, bit for bit, bundled, and the bundle's default audit PASS (issue 60)."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
 
     (tmp_path / "cache").symlink_to(embedded_cache)
-    ids = _task_yaml(REPO / "resources.lock.json", embedded_cache, tmp_path / "sst2.yaml")
-    plain_lm_eval(tmp_path, "lm-eval-out", sorted(ids))
-    prepare, adopt, audit = readme_journeys()[3]
+    prepare, lm_eval, adopt, audit = readme_journeys()[3]
     printed = {}
-    for line in (prepare, adopt, audit):
+    for line in (prepare, lm_eval, adopt, audit):
+        if line == lm_eval:  # as typed with the venv active: its bin first on PATH
+            path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+            done = subprocess.run(shlex.split(line), capture_output=True, text=True, cwd=tmp_path,
+                                  env=dict(os.environ, PATH=path, HF_DATASETS_CACHE=str(tmp_path / "datasets")))
+            assert done.returncode == 0, done.stderr[-3000:]
+            continue
         done = run_installed(line, tmp_path)
         assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-3000:])
         printed[line.split()[1]] = done.stdout.splitlines()
+    assert printed["prepare"][-1] == lm_eval  # the line prepare printed is the README's
+    assert json.loads((tmp_path / "lm-eval-task" / "samples.json").read_text())["sst2"] == sorted(
+        json.loads((tmp_path / "lm-eval-task" / "samples.json").read_text())["sst2"])
     for command in ("adopt", "audit"):  # the verdict first and last, the reviewer's number and the demo under it
         lines = printed[command]
         assert lines[0].startswith(PASS) and lines[2].startswith("*** EMBEDDED DEMO: "), lines[:3]

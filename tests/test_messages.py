@@ -211,3 +211,24 @@ def test_a_long_rescore_counts_its_rows_and_a_short_one_says_nothing_more():
         finally:
             progress.set_stream(previous)
         assert buffer.getvalue() == expected
+
+
+def test_lm_eval_files_refuse_what_they_cannot_write(embedded_cache, tmp_path):
+    """prepare --lm-eval-files (issue 60): --lm-eval-rows alone, more rows than the profile has, a folder that is
+    not new: exit 2 naming the option, and nothing written."""
+    import subprocess
+    from pathlib import Path
+
+    command = [str(Path(sys.executable).parent / "sst2-audit"), "prepare", "--profile", "embedded", "--cache",
+               str(embedded_cache)]
+    done = subprocess.run(command + ["--lm-eval-rows", "3"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "--lm-eval-rows goes with --lm-eval-files" in done.stderr
+    done = subprocess.run(command + ["--lm-eval-files", "f", "--lm-eval-rows", "65"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 2 and "--lm-eval-rows: expected 1 to 64 (the profile's dev rows), got 65." in done.stderr
+    assert not (tmp_path / "f").exists()
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "x").write_text("mine")
+    done = subprocess.run(command + ["--lm-eval-files", "f"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "--lm-eval-files f already exists and is not empty" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "f").iterdir()) == ["x"]

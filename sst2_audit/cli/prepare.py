@@ -6,7 +6,7 @@ from sst2_audit.cli.common import EXIT_CODES, lock_and_profile, numeric_mode, Pa
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import cache_for, disk_use, prepare_target, read_manifest, require_folder
 from sst2_audit.protocol.rules import notice_for
-from sst2_audit.resources import prepare
+from sst2_audit.resources import lm_eval_files, prepare
 from sst2_audit.resources.pin import pin
 from sst2_audit.resources.pin_group import parse_subtasks, pin_group
 from sst2_audit.resources.sources.local import PLACEHOLDER
@@ -28,6 +28,10 @@ def main(argv) -> int:
     args = parser.parse_args(argv)
     if args.pin is not None and args.pin_group is not None:
         parser.error("--pin pins one profile, --pin-group a group of them; give one")
+    if args.lm_eval_rows is not None and args.lm_eval_files is None:
+        parser.error("--lm-eval-rows goes with --lm-eval-files")
+    if args.lm_eval_files is not None and (args.pin or args.pin_group or args.group or args.all or args.verify):
+        parser.error("--lm-eval-files writes one profile's files: give it with --profile alone")
     if args.pin is not None:
         return _pin(args, parser)
     if args.pin_group is not None:
@@ -39,7 +43,15 @@ def main(argv) -> int:
         numeric_mode(lock)
         return max(_prepare_one(args, lock, lock.profile(name)) for name in sorted(lock.profiles))
     lock, profile = lock_and_profile(args)
-    return _prepare_one(args, lock, profile)
+    code = _prepare_one(args, lock, profile)
+    if args.lm_eval_files is not None:
+        target = prepare_target(args.cache, profile.name)
+        line = lm_eval_files.write(lock, profile, spec_for_run(lock, profile, None), target, target,
+                                   args.lm_eval_files, args.lm_eval_rows, "lm-eval-out")
+        print(f"lm-eval files: {args.lm_eval_files} (the task YAML and the rows); run lm_eval in this folder, "
+              "then adopt lm-eval-out:")
+        print(line)
+    return code
 
 
 def _prepare_one(args, lock, profile) -> int:
@@ -76,6 +88,11 @@ def _parser() -> Parser:
     with_profile(parser)
     parser.add_argument("--from", dest="import_dir", type=Path, help="import files copied from a connected machine")
     parser.add_argument("--verify", action="store_true", help="only re-hash the cache against manifest and lock")
+    parser.add_argument("--lm-eval-files", type=Path, metavar="DIR",
+                        help="after preparing, write DIR/<task>.yaml and DIR/samples.json for a plain lm_eval run that "
+                             "adopt takes bit for bit, and print the exact lm_eval command (run it in this folder)")
+    parser.add_argument("--lm-eval-rows", type=int, metavar="N",
+                        help="--lm-eval-files: the profile's first N dev rows (default: all its dev rows)")
     parser.add_argument("--all", action="store_true", help="prepare every profile of the lock into the one cache (the "
                         "first at its top, the others in <cache>/<profile>; shared model files linked once)")
     parser.add_argument("--update-lock", action="store_true",

@@ -1,0 +1,49 @@
+"""prepare --lm-eval-files DIR: what a plain `lm_eval` run needs for `adopt` to find it bit for bit with a profile:
+the task's official YAML with only its data fields pointed at the verified cache, the profile's first dev rows in
+hash order as a --samples file (sorted by id: lm-eval 0.4.9.2 mislabels unsorted ids, #4084), and the exact command
+line: the lock's numeric mode as environment variables, its dtype, max_length and attention in model_args, batch 1 on
+the CPU, its seed and shots. Three choices a user had to find alone before (issue 60)."""
+
+import json
+import shlex
+from pathlib import Path
+
+from sst2_audit.task.config import data_config
+from sst2_audit.task.rows import verified_rows
+from sst2_audit.util import atomic
+from sst2_audit.util.errors import InputError
+
+SAMPLES_FILE = "samples.json"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # the data is the cache's: nothing is fetched
+
+
+def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, rows: int | None, output: str) -> str:
+    """Writes folder/<task>.yaml and folder/samples.json; returns the `lm_eval` command line (paths as given)."""
+    if spec.generative or spec.hooks:
+        raise InputError(f"--lm-eval-files: task {spec.name} " + ("is generate_until" if spec.generative else
+                         "calls Python code of its own (hooks)") + "; the files are written for multiple_choice "
+                         "tasks of plain YAML. Write its YAML by hand (docs/cli.md, adopt).")
+    settings = lock.settings_for(profile.name, spec)
+    data = verified_rows(lock, profile, spec, cache, roles=())
+    count = len(data.split.dev_ids) if rows is None else rows
+    if not 0 < count <= len(data.split.dev_ids):
+        raise InputError(f"--lm-eval-rows: expected 1 to {len(data.split.dev_ids)} (the profile's dev rows), got "
+                         f"{count}.")
+    files = {split: str(Path(given_cache) / "data" / f"{split}.parquet") for split in spec.splits}
+    config = data_config(spec, files, callables=False)
+    if settings["num_fewshot"]:
+        config["num_fewshot"] = settings["num_fewshot"]
+    atomic.new_directory(folder, "--lm-eval-files")
+    import yaml
+
+    task_yaml, samples = Path(folder) / f"{spec.name}.yaml", Path(folder) / SAMPLES_FILE
+    atomic.write_bytes(task_yaml, yaml.safe_dump(config, sort_keys=False).encode())
+    atomic.write_bytes(samples, (json.dumps({spec.name: sorted(data.split.dev_ids[:count])}) + "\n").encode())
+    model_args = (f"pretrained={Path(given_cache) / 'model'},dtype={settings['dtype']},max_length="
+                  f"{settings['max_length']},attn_implementation={settings['attention']}"
+                  + (",add_bos_token=True" if settings["add_bos_token"] else ""))
+    words = ["env", *(f"{k}={v}" for k, v in sorted({**settings["numeric_mode"], **OFFLINE}.items())), "lm_eval",
+             "--model", "hf", "--model_args", model_args, "--tasks", str(task_yaml), "--samples", str(samples),
+             "--log_samples", "--output_path", output, "--device", settings["device"], "--batch_size",
+             str(settings["batch_size"]), "--seed", str(settings["seed"])]
+    return " ".join(shlex.quote(word) for word in words)
