@@ -134,6 +134,9 @@ def test_a_two_task_run_is_adopted_in_one_command_and_its_folder_and_bundle_pass
         assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS: every task's audit passed"), \
             done.stdout + done.stderr
         assert done.stdout.count("adopted record: PASS") == 2 and "run record and groups: PASS" in done.stdout
+    done = sst2_audit(two_tasks, "audit", "--out", "runs/two", "--structural", cwd=tmp_path, lock=LOCKS[0])
+    assert done.returncode == 4 and done.stdout.startswith("VERDICT: SCORES NOT VERIFIED: every task's audit found "
+                                                           "no problem"), done.stdout  # the audit's own policy
 
 
 def test_one_task_tampered_fails_the_run_naming_the_task_and_the_row(two_tasks, tmp_path):
