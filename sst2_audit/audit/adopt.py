@@ -63,6 +63,7 @@ class Adoption:
     recorded_ties: dict = field(default_factory=dict)  # re-auditing our public copy: doc_id -> adopted.json's ties
     row_set: RowSet | None = None  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
     models: dict = field(default_factory=dict)  # adopt_rescore.model_key -> (model, tokenizer): one load per run
+    model_args: dict = field(default_factory=dict)  # the run's model_args as its release parses them (claims level)
 
     @property
     def settings(self) -> dict:
@@ -149,7 +150,7 @@ def check_claims(adoption: Adoption) -> LevelResult:
     config = results["config"]
     level.expect("results", "lm_eval_version", adoption.lock.evaluator.version, results["lm_eval_version"])
     release = release_of(adoption.lock.evaluator.version)
-    model_args = parse_model_args(config.get("model_args"), release)
+    model_args = adoption.model_args = parse_model_args(config.get("model_args"), release)
     logged = (results.get("configs") or {}).get(task)
     if logged is None:  # a minimised results file: say what is missing and what is still checked
         level.unchecked.append(f"results: configs.{task} is missing (a minimised results file): the logged task "
@@ -207,11 +208,7 @@ def drift_causes(adoption: Adoption) -> str:
     """What the run's own files show that makes scores differ from the reviewer's float32 CPU rescore: words for a
     drift verdict (empty when nothing is seen; the numeric mode's environment variables are never logged)."""
     config = adoption.output.results.get("config") or {}
-    try:
-        model_args = parse_model_args(config.get("model_args"), release_of(adoption.lock.evaluator.version))
-    except InputError:
-        model_args = {}
-    seen, attention = [], model_args.get("attn_implementation")
+    seen, attention = [], adoption.model_args.get("attn_implementation")
     if attention != adoption.settings["attention"]:
         seen.append(f"attention {attention!r} (model_args attn_implementation; unset: transformers picks sdpa) where "
                     f"your lock computes {adoption.settings['attention']!r}")

@@ -16,6 +16,7 @@ from sst2_audit.formats.adopted import BITS, FLIP, NOT_DRAWN, OUT, ROW_CLASSES, 
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.protocol.numeric import fingerprint, runs_the_mode
+from sst2_audit.scoring.identity import longest_recorded
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
 from sst2_audit.scoring.summaries import bootstrap_iters
@@ -192,8 +193,7 @@ def _longest(adoption) -> int:
     """The most tokens one request of the rescore holds, from the identity level's rows (the memory statement's)."""
     if adoption.spec.generative:
         return max(map(len, adoption.contexts.values()), default=0) + adoption.spec.generation.max_gen_toks
-    return max((q.context_length + max(q.candidate_token_counts, default=0) for q in adoption.questions.values()),
-               default=0)
+    return longest_recorded(adoption.questions.values())
 
 
 def run_levels(adoption, timings: dict, seed: int):
@@ -251,14 +251,10 @@ def run_levels(adoption, timings: dict, seed: int):
     return outcome
 
 
-def reviewer_numbers(adoption) -> list:
-    """The lines right under the verdict: per metric (per filter), the submitter's reported number beside the
-    reviewer's own from the rescore (a generate_until task: the reviewer's pure greedy decode)."""
-    task = adoption.spec.name
-    reported = adoption.output.results["results"].get(task, {})
-    rows = adoption.row_set
-    chose = rows is not None and rows.rule is None  # a row set no rule gives: the numbers are over the run's choice
-    over = f", over the {rows.logged} of {rows.split_rows} rows the run chose" if chose else ""
+def reviewer_pairs(adoption) -> tuple:
+    """(whose, [(metric, reported, the reviewer's number or None, rows)]): per metric (per filter), the submitter's
+    number beside the reviewer's own from the rescore (a generate_until task: the reviewer's pure greedy decode)."""
+    reported = adoption.output.results["results"].get(adoption.spec.name, {})
     if adoption.spec.generative:
         filters = adoption.spec.generation.filter_names
         mine = adopt_generation.exact_match_summary(adoption.questions.values(), filters, "greedy_exact_match")
@@ -270,13 +266,22 @@ def reviewer_numbers(adoption) -> list:
         pairs = [(metric, reported.get(f"{METRICS[metric].reported_as},none"), summary.get(metric),
                   summary.get("rows", 0)) for metric in adoption.spec.metrics]
         whose = "yours"
-    return [f"{task} {metric}: reported {_number(theirs)} (their scores) / rescored {_number(ours)} ({whose}, "
-            f"{count} rows{over})" if ours is not None else
-            f"{task} {metric}: reported {_number(theirs)} (their scores) / not rescored here"
+    return whose, pairs
+
+
+def reviewer_numbers(adoption, found: tuple | None = None) -> list:
+    """The lines right under the verdict, from reviewer_pairs (`found`: already computed)."""
+    whose, pairs = found or reviewer_pairs(adoption)
+    task, rows = adoption.spec.name, adoption.row_set
+    chose = rows is not None and rows.rule is None  # a row set no rule gives: the numbers are over the run's choice
+    over = f", over the {rows.logged} of {rows.split_rows} rows the run chose" if chose else ""
+    return [f"{task} {metric}: reported {shown_number(theirs)} (their scores) / rescored {shown_number(ours)} "
+            f"({whose}, {count} rows{over})" if ours is not None else
+            f"{task} {metric}: reported {shown_number(theirs)} (their scores) / not rescored here"
             for metric, theirs, ours, count in pairs]
 
 
-def _number(value) -> str:
+def shown_number(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else repr(value)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sst2_audit.protocol.drift import DRIFT, DRIFT_BOUND, IDENTICAL, judge
 from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.scoring.identity import expected_question
+from sst2_audit.scoring.identity import expected_question, longest_recorded
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, memory_statement
 from sst2_audit.util.environment import available_memory_bytes
@@ -83,8 +83,7 @@ def _score(run: RunFolder, context, rescoring: Rescoring, stop: threading.Event)
     if stop.is_set():  # an earlier level failed while the files were hashed: no model, no output
         return
     chosen = set(rescoring.chosen)  # the longest input the record states (a claim the identity level checks)
-    longest = max((q.context_length + max(q.candidate_token_counts, default=0) for q in record.questions
-                   if q.idx in chosen), default=0)
+    longest = longest_recorded(q for q in record.questions if q.idx in chosen)
     memory = memory_statement(Path(cache) / "model", settings, available_memory_bytes(), shards.local, longest)
     say_wrapped("rescore: memory", memory)  # before the load: a machine it cannot fit is refused with the arithmetic
     start = time.perf_counter()

@@ -2,7 +2,6 @@
 (and bundle) that `audit` re-checks; also the audit of such a folder or bundle (cli/audit.py hands it here)."""
 
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from sst2_audit.audit.adopt import Adoption
@@ -10,7 +9,7 @@ from sst2_audit.audit.adopt_rescore import record, reviewer_numbers, run_levels
 from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
-from sst2_audit.cli.adopt_shared import audit_task, logged, print_outcome, write_task
+from sst2_audit.cli.adopt_shared import adopted_target, audit_task, logged, print_outcome, write_task
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_profile)
 from sst2_audit.formats import lm_eval_output
@@ -22,7 +21,7 @@ from sst2_audit.scoring.shards import from_launcher
 from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.progress import set_quiet
-from sst2_audit.util.sanitize import printable, RUN_NAME
+from sst2_audit.util.sanitize import printable
 
 
 def _rows(text: str):
@@ -77,14 +76,7 @@ def main(argv, owns_process: bool = False) -> int:
     lock, profile = lock_and_profile(args, lock)
     args.cache = cache_for(args.cache, profile.name)  # a cache of many profiles holds this one in <cache>/<profile>
     spec = spec_for_run(lock, profile, args.task[0] if args.task else None)
-    name = args.run_name or f"adopted-{profile.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    if not RUN_NAME.match(name):
-        raise InputError(f"--run-name {name!r}: letters, digits, '.', '_' and '-' only.")
-    out = args.out or Path("runs") / name
-    if out.exists():
-        raise InputError(f"{out} already exists; an adopted folder is never overwritten.")
-    if args.bundle:
-        adopted_bundle.bundle_path(name, args.results)
+    name, out = adopted_target(args, f"adopted-{profile.name}")
     try:
         output = lm_eval_output.read_plain_output(args.output, spec.name, spec.metrics,
                                                   spec.generation.filter_names if spec.generative else None)

@@ -5,16 +5,17 @@ a folder or bundle. The run's verdict is the worst of its tasks', its groups' an
 import json
 import shutil
 import time
-from datetime import datetime, timezone
+from dataclasses import asdict
 from pathlib import Path
 
 from sst2_audit.audit.adopt import Adoption
-from sst2_audit.audit.adopt_rescore import record, reviewer_numbers, run_levels
+from sst2_audit.audit.adopt_rescore import (record, reviewer_numbers, reviewer_pairs, run_levels,
+                                            shown_number)
 from sst2_audit.audit.adopt_run import check_groups, group_numbers, UNPINNED
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.bundle import adopted as adopted_bundle
-from sst2_audit.cli.adopt_shared import audit_task, write_task
+from sst2_audit.cli.adopt_shared import adopted_target, audit_task, write_task
 from sst2_audit.cli.common import audit_words, spec_for_run
 from sst2_audit.formats import adopted_run, lm_eval_output, records, strict_json
 from sst2_audit.formats.adopted import ADOPTED_FILE
@@ -23,22 +24,10 @@ from sst2_audit.formats.manifest import cache_for
 from sst2_audit.scoring.shards import from_launcher
 from sst2_audit.util import atomic
 from sst2_audit.util.commands import command_line
-from sst2_audit.util.errors import CheckFailed, EXIT_PASS, InputError
-from sst2_audit.util.progress import say, set_quiet
 from sst2_audit.protocol.rules import notice_for
-from sst2_audit.util.sanitize import printable, RUN_NAME, terminal
-
-
-def _target(args) -> tuple:
-    name = args.run_name or f"adopted-run-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    if not RUN_NAME.match(name):
-        raise InputError(f"--run-name {name!r}: letters, digits, '.', '_' and '-' only.")
-    out = args.out or Path("runs") / name
-    if out.exists():
-        raise InputError(f"{out} already exists; an adopted folder is never overwritten.")
-    if args.bundle:
-        adopted_bundle.bundle_path(name, args.results)
-    return name, out
+from sst2_audit.util.errors import CheckFailed, EXIT_PASS
+from sst2_audit.util.progress import say, set_quiet
+from sst2_audit.util.sanitize import printable, terminal
 
 
 def _adoptions(args, lock, index, plan, shards, seed: int) -> tuple:
@@ -61,7 +50,7 @@ def _adoptions(args, lock, index, plan, shards, seed: int) -> tuple:
 
 
 def adopt_run(args, lock, index, plan) -> int:
-    name, out = _target(args)
+    name, out = adopted_target(args, "adopted-run")
     shards = from_launcher()  # the same tasks in the same order on every process; rank 0 reports
     try:
         set_quiet(not shards.lead)
@@ -91,16 +80,23 @@ def _table(rows: list) -> list:
             for row in [head, *rows]]
 
 
-def _row(task: str, adoption, outcome) -> tuple:
-    numbers = reviewer_numbers(adoption)
-    first = numbers[0].split(": ", 1)[1] if numbers else ""
-    theirs = first.split(" (their scores)")[0].removeprefix("reported ")
-    ours = first.split(" / ", 1)[1].split(" (")[0].removeprefix("rescored ") if " / " in first else "-"
+def _row(task: str, adoption, outcome, pairs: list) -> tuple:
+    """One task's table row: its first metric's reported number and the reviewer's, from reviewer_pairs."""
+    _, theirs, ours, _ = pairs[0] if pairs else (None, None, None, 0)
     reason = (f"failed: {', '.join(outcome.failed)}" if outcome.failed else
               "" if outcome.exit_code == EXIT_PASS else (outcome.rows + outcome.scores_unverified + outcome.limits
                                                          + ["not everything verified"])[0][:80])
     rows = len(adoption.questions) or len({s.doc_id for s in adoption.output.samples})
-    return task, adoption.profile.name, rows, theirs, ours, outcome.exit_code, reason
+    return (task, adoption.profile.name, rows, shown_number(theirs),
+            "not rescored here" if ours is None else shown_number(ours), outcome.exit_code, reason)
+
+
+def _sections(outcomes: dict, adoptions: dict) -> tuple:
+    """(each task's section, each task's table row): the reviewer's numbers computed once per task."""
+    found = {task: reviewer_pairs(adoptions[task]) for task in outcomes}
+    return ([(task, outcomes[task], adoptions[task].profile, reviewer_numbers(adoptions[task], found[task]))
+             for task in outcomes],
+            [_row(task, adoptions[task], outcomes[task], found[task][1]) for task in outcomes])
 
 
 def _print_run(run, head: list, sections: list, rows: list, groups: list, level: LevelResult) -> None:
@@ -121,10 +117,7 @@ def _report(args, target: tuple, found: tuple, run, groups: list) -> int:
     head = [f"adoption of the run {index.results_path}: {len(index.tasks)} task(s) logged ({', '.join(index.tasks)})"
             + (f", group(s) {', '.join(sorted(index.groups))}" if index.groups else "")
             + f", against the reviewer's lock {lock.given}", *plan.notes]
-    sections = [(task, outcomes[task], adoptions[task].profile, reviewer_numbers(adoptions[task]))
-                for task in outcomes]
-    _print_run(run, head, sections, [_row(task, adoptions[task], outcomes[task]) for task in outcomes], groups,
-               run.group)
+    _print_run(run, head, *_sections(outcomes, adoptions), groups, run.group)
     if run.failed:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
         return run.exit_code
@@ -145,10 +138,10 @@ def _write(out: Path, name: str, seed: int, found: tuple, run, groups: list) -> 
     try:
         tasks = []
         for task, adoption in adoptions.items():
-            files[task] = write_task(out / task, adoption, record(adoption, name, seed, timings[task]))
-            summary = json.loads(files[task][ADOPTED_FILE])
+            task_record = record(adoption, name, seed, timings[task])
+            files[task] = write_task(out / task, adoption, task_record)
             tasks.append(adopted_run.AdoptedTask(task, adoption.profile.name, run.members[task].exit_code,
-                                                 summary["reported"], summary["rescored_summary"]))
+                                                 task_record.reported, task_record.rescored_summary))
         first = next(iter(adoptions.values()))
         adopted_run.write(out / adopted_run.ADOPTED_RUN_FILE, adopted_run.AdoptedRun(
             name, first.lock.sha256, {"results_file": index.results_path.name,
@@ -179,7 +172,7 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
     else:
         folder = path
     claimed = adopted_run.read(folder / adopted_run.ADOPTED_RUN_FILE)
-    level, models, adoptions, outcomes = LevelResult("run record"), {}, {}, {}
+    level, models, adoptions, outcomes = LevelResult("run record and groups"), {}, {}, {}
     present = sorted(item.name for item in folder.iterdir() if item.is_dir())
     level.expect(str(path), "task folders (one per task of adopted-run.json)",
                  sorted(member.task for member in claimed.tasks), present)
@@ -192,29 +185,17 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
             args, folder / member.task, models, claimed.source.get("results_sha256"))
         level.expect(f"tasks.{member.task}", "profile", task_record.profile, member.profile)
     _check_run(args.reviewer_lock, folder, claimed, level)
-    groups_level = LevelResult("groups")
     passed = {task: adoptions[task] for task, outcome in outcomes.items() if not outcome.failed}
-    groups = check_groups(args.reviewer_lock, _index(folder, claimed), passed, groups_level) if passed else []
+    groups = check_groups(args.reviewer_lock, _index(folder, claimed), passed, level) if passed else []
     if outcomes and not any(outcome.failed for outcome in outcomes.values()):
-        level.expect("adopted-run.json", "groups (re-derived here)", [_plain(g) for g in groups],
-                     [_plain(g) for g in claimed.groups])
-    groups_level.problems += level.problems
-    groups_level.checks += level.checks
-    groups_level.name = "run record and groups"
-    run = GroupOutcome(outcomes, groups_level, len(claimed.tasks), bool(claimed.groups), kind="run",
-                       limits=_limits(claimed.left_out, groups_level))
+        level.expect("adopted-run.json", "groups (re-derived here)", [asdict(g) for g in groups],
+                     [asdict(g) for g in claimed.groups])
+    run = GroupOutcome(outcomes, level, len(claimed.tasks), bool(claimed.groups), kind="run",
+                       limits=_limits(claimed.left_out, level))
     head = [f"audit of the adopted run {claimed.run_name} in {path}: {len(claimed.tasks)} task(s), against the "
             f"reviewer's lock {args.reviewer_lock.given}"] + ([sums] if sums else [])
-    sections = [(task, outcomes[task], adoptions[task].profile, reviewer_numbers(adoptions[task])) for task in outcomes]
-    _print_run(run, head, sections, [_row(task, adoptions[task], outcomes[task]) for task in outcomes], groups,
-               groups_level)
+    _print_run(run, head, *_sections(outcomes, adoptions), groups, level)
     return run.exit_code
-
-
-def _plain(group) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(group)
 
 
 def _index(folder: Path, claimed):

@@ -3,11 +3,13 @@ task's adopted folder written, and the audit of one task's adopted folder (its l
 cache and machine, then adopted.json against what they found)."""
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 from sst2_audit.audit import adopted_level
 from sst2_audit.audit.adopt import Adoption
-from sst2_audit.audit.adopt_rescore import record, reviewer_numbers, run_levels
+from sst2_audit.audit.adopt_rescore import record, run_levels
+from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.formats import adopted, adopted_generation as generation, lm_eval_output, records
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.numeric import runs_the_mode
@@ -16,7 +18,8 @@ from sst2_audit.scoring.shards import Shards
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
-from sst2_audit.util.sanitize import terminal
+from sst2_audit.util.errors import InputError
+from sst2_audit.util.sanitize import RUN_NAME, terminal
 
 
 def logged(output) -> str:
@@ -59,6 +62,20 @@ def write_task(out: Path, adoption, adopted_record) -> dict:
         raise
     files[adopted.ADOPTED_FILE] = (out / adopted.ADOPTED_FILE).read_bytes()
     return files
+
+
+def adopted_target(args, stem: str) -> tuple:
+    """(run name, folder) of an adoption: --run-name or `<stem>-<UTC time>`, --out or runs/<name>; refused before
+    any work when the folder or the bundle exists (nothing is overwritten)."""
+    name = args.run_name or f"{stem}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    if not RUN_NAME.match(name):
+        raise InputError(f"--run-name {name!r}: letters, digits, '.', '_' and '-' only.")
+    out = args.out or Path("runs") / name
+    if out.exists():
+        raise InputError(f"{out} already exists; an adopted folder is never overwritten.")
+    if args.bundle:
+        adopted_bundle.bundle_path(name, args.results)
+    return name, out
 
 
 def audit_task(args, folder: Path, models: dict, results_sha256: str | None = None) -> tuple:

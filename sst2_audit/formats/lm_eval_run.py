@@ -41,12 +41,17 @@ def _groups(results: dict, where: str, tasks: tuple) -> dict:
     return groups
 
 
-def read_run_index(path) -> RunIndex:
-    """The run at `path` (lm-eval's --output_path folder or its results file): what it ran, before any profile."""
-    results_path, date_id = find_results_file(path)
+def _results(results_path: Path) -> dict:
     raw = strict_json.loads(strict_json.read_bytes(results_path, MAX_RESULTS_BYTES), str(results_path))
     if not isinstance(raw, dict) or not isinstance(raw.get("results"), dict):
         raise InputError(f"{results_path}: expected an lm-eval results file (an object with a `results` object).")
+    return raw
+
+
+def read_run_index(path) -> RunIndex:
+    """The run at `path` (lm-eval's --output_path folder or its results file): what it ran, before any profile."""
+    results_path, date_id = find_results_file(path)
+    raw = _results(results_path)
     tasks = tuple(logged_tasks(results_path.parent, date_id))
     if not tasks:
         raise InputError(f"{results_path}: no samples file beside it (samples_<task>_{date_id}.jsonl); adopt needs "
@@ -56,9 +61,7 @@ def read_run_index(path) -> RunIndex:
 
 def index_of(results_path: Path, tasks: tuple) -> RunIndex:
     """The index of a run's public results copy (an adopted run's folder): the tasks are the record's."""
-    raw = strict_json.loads(strict_json.read_bytes(results_path, MAX_RESULTS_BYTES), str(results_path))
-    if not isinstance(raw, dict) or not isinstance(raw.get("results"), dict):
-        raise InputError(f"{results_path}: expected an lm-eval results file (an object with a `results` object).")
+    raw = _results(results_path)
     return RunIndex(results_path, "", raw, tasks, _groups(raw, str(results_path), tasks))
 
 

@@ -68,6 +68,11 @@ def longest_input(questions) -> int:
     return max((len(q.context_tokens) + max(map(len, q.candidate_token_ids), default=0) for q in questions), default=0)
 
 
+def longest_recorded(questions) -> int:
+    """longest_input of questions as a record keeps them (context_length, candidate_token_counts)."""
+    return max((q.context_length + max(q.candidate_token_counts, default=0) for q in questions), default=0)
+
+
 def public_target(target):
     """A logged target as public records hold it: an index as it is, text by its sha256."""
     return target if not isinstance(target, str) else "sha256:" + sha256_text(target)
