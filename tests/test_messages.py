@@ -167,6 +167,28 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_is_not_refused(embedde
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.mark.parametrize("wrapper", ["RuntimeError", "AuditError"])
+def test_a_signal_that_lands_inside_an_import_is_still_a_stop_not_a_bug(wrapper):
+    """CI caught SIGTERM arriving while lm-eval imported lazily: Python wrapped it ("RuntimeError: Error calling
+    __set_name__ ..."), and the run said exit 3, "a bug in sst2-audit". The chain is read: exit 143 and 130."""
+    import subprocess
+
+    for stop, code in (("Terminated", 143), ("KeyboardInterrupt", 130)):
+        program = (
+            "import sys\n"
+            "from sst2_audit.cli import _guarded\n"
+            "from sst2_audit.util.errors import AuditError, Terminated\n"
+            "def body(argv):\n"
+            "    try:\n"
+            f"        raise {stop}\n"
+            "    except BaseException as error:\n"
+            f"        raise {wrapper}('Error calling __set_name__') from error\n"
+            "sys.exit(_guarded(body, []))\n")
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+        assert done.returncode == code, done.stderr
+        assert "nothing half-written was kept." in done.stderr and "internal error" not in done.stderr
+
+
 def test_a_mistyped_option_profile_or_task_gets_a_did_you_mean(tmp_path):
     """Issue 60: the names that exist are the suggestions (util/suggest.py), for an option, a profile and a task."""
     import subprocess

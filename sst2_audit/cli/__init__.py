@@ -24,6 +24,31 @@ def _terminated(number, frame):
     raise Terminated
 
 
+def _stopped_by(error: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM behind an error: a signal that lands inside an import or a class body (lm-eval's
+    lazy imports) reaches us wrapped, e.g. as "RuntimeError: Error calling __set_name__", with it as the cause."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _stop(stopped: KeyboardInterrupt):
+    terminated = isinstance(stopped, Terminated)
+    print(f"error: {'terminated (SIGTERM)' if terminated else 'interrupted'}; nothing half-written was kept.",
+          file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    import os
+
+    # at once: a scoring thread may still be inside torch, and the interpreter's shutdown racing it can
+    # abort the process after the cleanup (seen: "terminate called without an active exception", -6)
+    os._exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
+
+
 def _guarded(body, argv) -> int:
     debug = "--debug" in argv
     if threading.current_thread() is threading.main_thread():  # a plain `kill` cleans up as Ctrl-C does
@@ -31,6 +56,9 @@ def _guarded(body, argv) -> int:
     try:
         return body(argv)
     except AuditError as error:
+        stopped = _stopped_by(error)
+        if stopped is not None:
+            _stop(stopped)
         if debug:
             import traceback
 
@@ -39,22 +67,16 @@ def _guarded(body, argv) -> int:
         print(printable(f"error: {error}"), file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt as stopped:
-        terminated = isinstance(stopped, Terminated)
-        print(f"error: {'terminated (SIGTERM)' if terminated else 'interrupted'}; nothing half-written was kept.",
-              file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        import os
-
-        # at once: a scoring thread may still be inside torch, and the interpreter's shutdown racing it can
-        # abort the process after the cleanup (seen: "terminate called without an active exception", -6)
-        os._exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
+        _stop(stopped)
     except BrokenPipeError:  # the reader of our output went away (`| head`): not a bug, nothing more to say
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
     except Exception as error:  # noqa: BLE001 - anything else is our bug: exit 3, never a bare traceback
+        stopped = _stopped_by(error)
+        if stopped is not None:
+            _stop(stopped)
         if debug:
             import traceback
 
