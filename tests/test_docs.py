@@ -24,7 +24,7 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
     assert main.endswith(".venv/bin/sst2-audit prepare --profile embedded && .venv/bin/sst2-audit run --profile embedded")
     install, run = tests.splitlines()
     assert install.endswith(".venv/bin/pip install -q --no-compile -e '.[lm-eval-0492,test]'")
-    assert run == ".venv/bin/python -m pytest -q"
+    assert run == ".venv/bin/mypy && .venv/bin/python -m pytest -q"  # the type check (issue 60) first
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert install in ci and run in ci and ci.index(install) < ci.index(run)
 

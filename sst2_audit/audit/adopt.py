@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.audit import adopt_generation
-from sst2_audit.audit.adopt_scores import bound_for, claimed_dtype
+from sst2_audit.audit.adopt_scores import Bound, bound_for, claimed_dtype, FlipTest
 from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.audit.row_set import check_row_set, RowSet
 from sst2_audit.audit.verdict import Outcome
 from sst2_audit.formats.adopted import AdoptedQuestion
+from sst2_audit.formats.lm_eval_output import PlainOutput
+from sst2_audit.formats.lock import Lock, Profile
 from sst2_audit.formats.releases import release_of
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.rules import doc_hash, prompt_hash
@@ -27,8 +29,9 @@ from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.config import differences, taskconfig_defaults
 from sst2_audit.task.fewshot import rule_for
 from sst2_audit.task.hooks import stable
-from sst2_audit.task.rows import shot_plan, verified_rows
-from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.task.rows import shot_plan, SplitRows, verified_rows
+from sst2_audit.task.spec import TaskSpec
+from sst2_audit.util.errors import CheckFailed, InputError, InternalError
 from sst2_audit.util.hashing import sha256_text
 
 PROTOCOL_RESULTS = {"chat_template": None, "system_instruction": None, "fewshot_as_multiturn": False}
@@ -39,20 +42,20 @@ CLAIMED = ("model", "model_args", "model_dtype", "model_revision", "model_sha", 
 @dataclass
 class Adoption:
     """One adoption's context, built once per command: the reviewer's lock, profile, spec and cache, the files."""
-    lock: object
-    profile: object
-    spec: object
+    lock: Lock
+    profile: Profile
+    spec: TaskSpec
     cache: Path
-    output: object  # lm_eval_output.PlainOutput
-    rescore: object = "all"  # "all", a number of rows, or 0 (--structural)
+    output: PlainOutput
+    rescore: str | int = "all"  # "all", a number of rows, or 0 (--structural)
     seed: int | None = None
     bound_given: float | None = None
-    data: object = None  # rows.SplitRows, once the cache's data was verified
+    data: SplitRows | None = None  # once the cache's data was verified
     questions: dict = field(default_factory=dict)  # doc_id -> AdoptedQuestion, built by the levels
     claims: dict = field(default_factory=dict)
     differences: dict = field(default_factory=dict)
-    bound: object = None
-    flips: object = None  # adopt_scores.FlipTest of the rescore's prediction flips
+    bound: Bound | None = None
+    flips: FlipTest | None = None  # the rescore's prediction flips
     dtype: str | None = None  # the dtype the run claims (adopt_scores.claimed_dtype): what widened the bound
     rederived: dict = field(default_factory=dict)
     shards: Shards = field(default_factory=Shards)  # the processes the rescore's rows are shared among
@@ -64,6 +67,12 @@ class Adoption:
     row_set: RowSet | None = None  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
     models: dict = field(default_factory=dict)  # adopt_rescore.model_key -> (model, tokenizer): one load per run
     model_args: dict = field(default_factory=dict)  # the run's model_args as its release parses them (claims level)
+
+    @property
+    def split_rows(self) -> SplitRows:
+        if self.data is None:
+            raise InternalError("the cache's data is verified by the claims level before any row is read")
+        return self.data
 
     @property
     def settings(self) -> dict:
@@ -224,10 +233,10 @@ def drift_causes(adoption: Adoption) -> str:
 
 def _row_facts(adoption: Adoption, sample, level: LevelResult) -> AdoptedQuestion | None:
     """The row a sample's doc_id names, as the arithmetic level needs it (label, choice lengths): no tokenizer."""
-    row = adoption.data.by_idx.get(sample.doc_id)
+    row = adoption.split_rows.by_idx.get(sample.doc_id)
     if row is None:
         level.fail(f"doc_id {sample.doc_id}: not a row of the {adoption.spec.eval_split} split "
-                   f"({len(adoption.data.by_idx)} rows)")
+                   f"({len(adoption.split_rows.by_idx)} rows)")
         return None
     spec, doc = adoption.spec, row.doc
     choices = spec.choices(doc)
@@ -271,8 +280,8 @@ def check_arithmetic(adoption: Adoption) -> LevelResult:
 
 def _located(adoption: Adoption) -> dict:
     """doc_hash -> the row positions holding that doc: names where a mislabelled sample's doc really is."""
-    found = {}
-    for idx, row in adoption.data.by_idx.items():
+    found: dict = {}
+    for idx, row in adoption.split_rows.by_idx.items():
         found.setdefault(doc_hash(row.as_doc()), []).append(idx)
     return found
 
@@ -314,11 +323,11 @@ def check_identity(adoption: Adoption, tokenizer) -> LevelResult:
     if level.problems:
         return level
     ids = sorted(adoption.questions)  # lm-eval draws each doc's shots in doc order (SOURCE_MAP step 22)
-    shots = shot_plan(adoption.lock, adoption.profile, adoption.spec, adoption.cache, adoption.data.manifest,
-                      adoption.data, ids)
+    shots = shot_plan(adoption.lock, adoption.profile, adoption.spec, adoption.cache, adoption.split_rows.manifest,
+                      adoption.split_rows, ids)
     for sample in adoption.output.samples:
         question = adoption.questions.get(sample.doc_id)
-        expected = expected_question(adoption.data.by_idx[sample.doc_id], adoption.spec, tokenizer,
+        expected = expected_question(adoption.split_rows.by_idx[sample.doc_id], adoption.spec, tokenizer,
                                      settings["max_length"], settings["add_bos_token"], shots)
         want, got = _identity_of(sample, expected)
         for name in want:
@@ -351,9 +360,9 @@ def prepare_rows(adoption: Adoption, roles) -> None:
     """The reviewer's rows, hashed against the lock before they are read (exit 1 when a cache file differs)."""
     adoption.data = verified_rows(adoption.lock, adoption.profile, adoption.spec, adoption.cache, roles=roles,
                                   random_seed=adoption.output.results["config"]["random_seed"])  # the run's claim
-    if len(adoption.output.samples) > 2 * len(adoption.data.by_idx) + 16:
+    if len(adoption.output.samples) > 2 * len(adoption.split_rows.by_idx) + 16:
         raise InputError(f"{adoption.output.samples_path}: {len(adoption.output.samples)} samples for a split of "
-                         f"{len(adoption.data.by_idx)} rows; refused before any per-row work.")
+                         f"{len(adoption.split_rows.by_idx)} rows; refused before any per-row work.")
 
 
 def record_levels(adoption: Adoption, tokenizer) -> Outcome:

@@ -23,11 +23,13 @@ from sst2_audit.util.progress import Ticker
 
 def _lines_by_row(adoption, level: LevelResult) -> dict:
     """doc_id -> {filter: sample}: every row logged once per filter of the task, nothing else."""
-    filters, rows = adoption.spec.generation.filter_names, {}
+    filters = adoption.spec.generation.filter_names
+    rows: dict = {}
     for sample in adoption.output.samples:
         where = f"doc_id {sample.doc_id}"
-        if sample.doc_id not in adoption.data.by_idx:
-            level.fail(f"{where}: not a row of the {adoption.spec.eval_split} split ({len(adoption.data.by_idx)} rows)")
+        if sample.doc_id not in adoption.split_rows.by_idx:
+            level.fail(f"{where}: not a row of the {adoption.spec.eval_split} split "
+                       f"({len(adoption.split_rows.by_idx)} rows)")
         elif sample.filter not in filters:
             level.fail(f"{where}: filter {shown(sample.filter)} is not one of the task's {filters}")
         elif sample.filter in rows.setdefault(sample.doc_id, {}):
@@ -48,13 +50,13 @@ def check_identity(adoption, tokenizer) -> LevelResult:
     rows = _lines_by_row(adoption, level)
     if level.problems:
         return level
-    shots = shot_plan(adoption.lock, adoption.profile, spec, adoption.cache, adoption.data.manifest, adoption.data,
-                      sorted(rows))
+    shots = shot_plan(adoption.lock, adoption.profile, spec, adoption.cache, adoption.split_rows.manifest,
+                      adoption.split_rows, sorted(rows))
     kwargs = spec.generation.generation_kwargs
     for idx, lines in sorted(rows.items()):
-        doc = adoption.data.by_idx[idx].doc
+        doc = adoption.split_rows.by_idx[idx].doc
         context = (shots.prefix(spec, idx, doc) if shots is not None else spec.prefix(doc)) + spec.text(doc)
-        want = {"doc_hash": doc_hash(adoption.data.by_idx[idx].as_doc()), "prompt_hash": prompt_hash(context),
+        want = {"doc_hash": doc_hash(adoption.split_rows.by_idx[idx].as_doc()), "prompt_hash": prompt_hash(context),
                 "target_hash": sha256_text(str(spec.target(doc)))}
         for sample in lines.values():
             where = f"doc_id {idx} ({sample.filter})"

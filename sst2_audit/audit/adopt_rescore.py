@@ -27,7 +27,7 @@ from sst2_audit.util.progress import phase, say, say_wrapped, Ticker
 
 def _chosen(adoption, seed: int) -> tuple:
     """(drawn ids, sealed ids): the sealed confirmation rows never reach a model here, whoever logged them."""
-    sealed = set(adoption.data.split.confirm_ids)
+    sealed = set(adoption.split_rows.split.confirm_ids)
     open_ids = [idx for idx in sorted(adoption.questions) if idx not in sealed]
     rows = adoption.rescore
     chosen = draw(open_ids, rows if rows == "all" else min(rows, len(open_ids)), seed)
@@ -185,7 +185,7 @@ def model_key(adoption) -> tuple:
     """What a loaded model is, for reuse across the tasks of one run: its files' hashes (as this profile's manifest
     pins them, just verified) and the lock's dtype and attention. Two profiles with the same key load the same bytes
     the same way, so the model one verified and loaded serves the other (hash before load holds: same hashes)."""
-    files = tuple(sorted((f.path.split("/", 1)[-1], f.sha256) for f in adoption.data.manifest.model_files()))
+    files = tuple(sorted((f.path.split("/", 1)[-1], f.sha256) for f in adoption.split_rows.manifest.model_files()))
     return files, adoption.settings["dtype"], adoption.settings["attention"]
 
 
@@ -206,7 +206,8 @@ def run_levels(adoption, timings: dict, seed: int):
     # the model's files are hashed on the other core while the record levels run and transformers imports; the
     # load waits for the result (hash before load), and nothing is loaded when a level failed
     hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore and not reused else None
-    model_hashed = hashing and hashing.submit(verify_files, adoption.cache, adoption.data.manifest, ("model",))
+    model_hashed = hashing.submit(verify_files, adoption.cache, adoption.split_rows.manifest, ("model",)) \
+        if hashing else None
     if hashing:
         hashing.shutdown(wait=False)
 
@@ -324,7 +325,7 @@ def record(adoption, run_name: str, seed: int, timings: dict):
     common = dict(
         run_name=run_name, profile=adoption.profile.name, task=task,
         demo=adoption.profile.demo, notice=notice_for(adoption.profile), lock_sha256=adoption.lock.sha256,
-        resources=list(adoption.data.manifest.files),
+        resources=list(adoption.split_rows.manifest.files),
         source={"results_file": output.results_path.name, "results_sha256": output.results_sha256,
                 "samples_file": output.samples_path.name, "samples_sha256": output.samples_sha256},
         claims=scrub_absolute_paths(adoption.claims),

@@ -43,7 +43,7 @@ def _own_arithmetic(level: LevelResult, claimed, iters: int) -> None:
     level.expect("adopted.json", "row_classes (counted from its rows)",
                  {name: sum(q.row_class == name for q in claimed.questions) for name in ROW_CLASSES},
                  claimed.row_classes)
-    flips = []
+    flips: list = []
     for question in claimed.questions:
         if question.rescored is None:
             continue

@@ -21,7 +21,7 @@ def _questions(result: LevelResult, record) -> list:
     split = record.split
     expected_ids = rows_of(record.mode, split.dev_ids, [c.idx for c in split.confirm])  # the record's own ids
     result.expect("split", "scored_ids", expected_ids, split.scored_ids)
-    seen = {}
+    seen: dict = {}
     for position, question in enumerate(record.questions):
         if question.idx in seen:
             result.fail(f"row idx {question.idx}: duplicated (questions[{seen[question.idx]}] and "
@@ -173,7 +173,7 @@ def check(run: RunFolder, context) -> LevelResult:
         return result
     if not result.expect("run", "metrics (the task's)", list(spec.metrics), record.metrics):
         return result  # every per-question map is keyed by the record's metrics
-    here, there = numpy_exp(here_flags()), numpy_exp((record.platform or {}).get("isa_flags"))
+    here, there = numpy_exp(here_flags()), numpy_exp(record.platform.get("isa_flags") if record.platform else None)
     # bit for bit where both machines run the same exp and the record re-derives in lm-eval's order (schema 5
     # on; older records summed exactly, in another order); the claimed flags only ever widen it to rounding
     exact = here == there and (run.record_schema or 0) >= SCHEMA_VALUES_IN_LM_EVAL_ORDER

@@ -68,7 +68,7 @@ def check_row_set(adoption, level: LevelResult) -> RowSet:
     """The row set's claims into `level` (a contradiction fails it), and what the set matched."""
     results, task = adoption.output.results, adoption.spec.name
     release = release_of(adoption.lock.evaluator.version)
-    split_ids = sorted(adoption.data.by_idx)
+    split_ids = sorted(adoption.split_rows.by_idx)
     logged = {sample.doc_id for sample in adoption.output.samples}
     counts = results["n-samples"][task]
     limit_claim = results["config"].get("limit")
@@ -87,7 +87,7 @@ def check_row_set(adoption, level: LevelResult) -> RowSet:
     if limit is not None:
         level.expect("samples", f"doc_ids (--limit {limit_claim!r}: lm-eval's first {limit} rows)",
                      list(range(limit)) if limit <= len(split_ids) else split_ids, sorted(logged))
-    rules = _rules(split_ids, adoption.data.split.dev_ids, logged, limit)
+    rules = _rules(split_ids, adoption.split_rows.split.dev_ids, logged, limit)
     for words, ids in rules:
         if set(ids) == logged:
             return RowSet(len(logged), len(split_ids), words)

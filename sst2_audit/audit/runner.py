@@ -11,11 +11,13 @@ old record schema accepted explicitly, or the submitter's own lock trusted. A fi
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.audit import arithmetic, claims, identity_level, inputs, rescore
 from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.inputs import Inputs
 from sst2_audit.audit.verdict import Outcome
 from sst2_audit.pages import plots
 from sst2_audit.protocol.numeric import mode_words
@@ -36,7 +38,7 @@ OLD_SCHEMA_LIMITS = {
 
 @dataclass
 class Policy:
-    rescore: object = "all"  # "all", a number of rows, or 0 (--structural)
+    rescore: str | int = "all"  # "all", a number of rows, or 0 (--structural)
     identity: bool = True  # False with --arithmetic-only (no cache)
     accept_old_schema: bool = False
     seed: int | None = None
@@ -46,10 +48,10 @@ class Policy:
 @dataclass(frozen=True)
 class Context:
     """What every level is given besides the run: the reviewer's cache and the policy."""
-    cache: object
+    cache: Path
     policy: Policy
     records_failed: bool = False  # an earlier level failed: the identity level loads no tokenizer, hashes no model
-    inputs: object = None  # audit.inputs.Inputs: built once when the record levels passed
+    inputs: Inputs | None = None  # built once when the record levels passed
     shards: Shards = field(default_factory=Shards)  # the processes the rescore's rows are shared among
 
 
@@ -57,8 +59,8 @@ class Context:
 class Level:
     """One level: check(run, context) -> LevelResult; `skip(policy)` names why it does not run, or None."""
     name: str
-    check: object
-    skip: object = None
+    check: Callable[..., LevelResult]
+    skip: Callable[[Policy], str | None] | None = None
     limit: str | None = None  # what the verdict names when the level is skipped
 
 
@@ -167,11 +169,11 @@ def run_levels(run, cache, policy: Policy, sums: LevelResult | None = None, shar
                                                              "were not compared"))
         return outcome
 
-    level = _checked("rescore", lambda: rescore.check(run, context, prefetch))
-    outcome.levels.append(level)
-    outcome.scores_unverified += level.sampled
-    if level.drift_only:
+    rescored = _checked("rescore", lambda: rescore.check(run, context, prefetch))
+    outcome.levels.append(rescored)
+    outcome.scores_unverified += rescored.sampled
+    if rescored.drift_only:
         outcome.drift_only = True
-        outcome.limits.append(f"the scores were held to the drift bound only: {level.drift_reason}; a reviewer who "
+        outcome.limits.append(f"the scores were held to the drift bound only: {rescored.drift_reason}; a reviewer who "
                               "needs bits rescores on a machine whose probe gives the lock's pinned digest")
     return outcome

@@ -183,7 +183,9 @@ def read_members(bundle: Path, limits: Limits = RUN_LIMITS) -> tuple:
     bundle = Path(bundle)
     raw = _gunzip(bundle, limits)
     entries, end = ustar.read(raw, str(bundle), limits.members, limits.member_bytes)
-    members, folded, top = {}, {}, None
+    members = {}
+    folded: dict = {}
+    top = None
     for entry in entries:
         name = entry.name.removesuffix("/") if entry.is_dir else entry.name
         parts = name.split("/")

@@ -69,7 +69,8 @@ def _fixed_metadata(header: bytes, name: str, is_dir: bool, where: str) -> None:
 
 def read(raw: bytes, where: str, max_members: int, max_member_bytes: int) -> tuple:
     """(members in order, offset of the end-of-archive block). Every header is checked before its data is used."""
-    members, offset = [], 0
+    members: list = []
+    offset = 0
     while True:
         header = raw[offset:offset + BLOCK]
         if len(header) < BLOCK:

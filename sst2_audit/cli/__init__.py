@@ -6,11 +6,13 @@
 """
 
 import functools
+from collections.abc import Callable
 import json
 import signal
 import sys
 import threading
 from importlib import metadata
+from typing import NoReturn
 
 from sst2_audit.cli import adopt, audit, prepare, run
 from sst2_audit.formats.releases import installed_version
@@ -36,7 +38,7 @@ def _stopped_by(error: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
-def _stop(stopped: KeyboardInterrupt):
+def _stop(stopped: KeyboardInterrupt) -> NoReturn:
     terminated = isinstance(stopped, Terminated)
     print(f"error: {'terminated (SIGTERM)' if terminated else 'interrupted'}; nothing half-written was kept.",
           file=sys.stderr)
@@ -56,9 +58,9 @@ def _guarded(body, argv) -> int:
     try:
         return body(argv)
     except AuditError as error:
-        stopped = _stopped_by(error)
-        if stopped is not None:
-            _stop(stopped)
+        behind = _stopped_by(error)
+        if behind is not None:
+            _stop(behind)
         if debug:
             import traceback
 
@@ -74,9 +76,9 @@ def _guarded(body, argv) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1
     except Exception as error:  # noqa: BLE001 - anything else is our bug: exit 3, never a bare traceback
-        stopped = _stopped_by(error)
-        if stopped is not None:
-            _stop(stopped)
+        behind = _stopped_by(error)
+        if behind is not None:
+            _stop(behind)
         if debug:
             import traceback
 
@@ -107,7 +109,8 @@ def adopt_main(argv=None, owns_process=None) -> int:
     return _guarded(functools.partial(adopt.main, owns_process=owns), sys.argv[1:] if argv is None else argv)
 
 
-COMMANDS = {"prepare": prepare_main, "run": run_main, "audit": audit_main, "adopt": adopt_main}
+COMMANDS: dict[str, Callable[..., int]] = {
+    "prepare": prepare_main, "run": run_main, "audit": audit_main, "adopt": adopt_main}
 
 
 SUMMARIES = {

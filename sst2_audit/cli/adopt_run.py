@@ -32,7 +32,10 @@ from sst2_audit.util.sanitize import printable, terminal
 
 def _adoptions(args, lock, index, plan, shards, seed: int) -> tuple:
     """({task: Adoption}, {task: Outcome}, {task: timings}): each task's levels in the run's order, one model."""
-    models, adoptions, outcomes, timings = {}, {}, {}, {}
+    models: dict = {}
+    adoptions = {}
+    outcomes = {}
+    timings: dict = {}
     for number, (task, profile_name) in enumerate(plan.members, start=1):
         profile = lock.profile(profile_name)
         spec = spec_for_run(lock, profile, None)
@@ -91,7 +94,7 @@ def _row(task: str, adoption, outcome, pairs: list) -> tuple:
             "not rescored here" if ours is None else shown_number(ours), outcome.exit_code, reason)
 
 
-def _sections(outcomes: dict, adoptions: dict) -> tuple:
+def _sections(outcomes: dict, adoptions: dict) -> tuple[list, list]:
     """(each task's section, each task's table row): the reviewer's numbers computed once per task."""
     found = {task: reviewer_pairs(adoptions[task]) for task in outcomes}
     return ([(task, outcomes[task], adoptions[task].profile, reviewer_numbers(adoptions[task], found[task]))
@@ -172,7 +175,10 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
     else:
         folder = path
     claimed = adopted_run.read(folder / adopted_run.ADOPTED_RUN_FILE)
-    level, models, adoptions, outcomes = LevelResult("run record and groups"), {}, {}, {}
+    level = LevelResult("run record and groups")
+    models: dict = {}
+    adoptions = {}
+    outcomes = {}
     present = sorted(item.name for item in folder.iterdir() if item.is_dir())
     level.expect(str(path), "task folders (one per task of adopted-run.json)",
                  sorted(member.task for member in claimed.tasks), present)

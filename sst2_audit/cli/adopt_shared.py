@@ -98,10 +98,9 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
     outcome = run_levels(adoption, {}, seed)
     if not outcome.failed:
         here = record(adoption, claimed.run_name, seed, {})
-        check = adopted_level.check_generation if spec.generative else adopted_level.check
         bits = runs_the_mode(adoption.settings, here.platform)[0]
-        level = (check(claimed, here, bits) if spec.generative else
-                 check(claimed, here, bits, bootstrap_iters(adoption.settings)))
+        level = (adopted_level.check_generation(claimed, here, bits) if spec.generative else
+                 adopted_level.check(claimed, here, bits, bootstrap_iters(adoption.settings)))
         if results_sha256 is not None:
             level.expect("adopted.json", "source.results_sha256 (the run record's results file)", results_sha256,
                          claimed.source.get("results_sha256"))

@@ -196,7 +196,7 @@ def _audit_one(args, scratch: Path) -> int:
         bundle.bundle_path(run.name, args.results)
     rows = len(run.record.questions) if run.record else 0
     rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
-    if rescore not in ("all", 0) and rescore > rows:
+    if isinstance(rescore, int) and rescore > rows:
         raise InputError(f"--rescore {rescore}: the run has {rows} scored rows; give at most {rows} or 'all'.")
     shards = from_launcher()  # one process, or the N a launcher started: they share the rescore, rank 0 reports
     try:

@@ -105,14 +105,14 @@ def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -
         dev = folder / formats.DEV_FOLDER / profile
         if dev.is_dir():
             runs[formats.DEV_FOLDER, profile] = load_run(dev, args.reviewer_lock)
-            result = run_levels(runs[formats.DEV_FOLDER, profile], cache_for(args.cache, profile),
-                                Policy(0, not args.arithmetic_only, args.accept_old_schema))
-            for level in result.levels:
+            dev_outcome = run_levels(runs[formats.DEV_FOLDER, profile], cache_for(args.cache, profile),
+                                     Policy(0, not args.arithmetic_only, args.accept_old_schema))
+            for level in dev_outcome.levels:
                 for problem in level.problems[:5]:
                     chain.fail(f"dev run {profile}: {level.name}: {problem}")
             chain.notes.append(f"dev run {profile}: " + ", ".join(
                 f"{level.name} {'SKIPPED' if level.skipped else 'PASS' if level.passed else 'FAIL'}"
-                for level in result.levels) + " (not rescored: the decision rests on the confirmation rows)")
+                for level in dev_outcome.levels) + " (not rescored: the decision rests on the confirmation rows)")
     rescore = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     # audited as part of this chain, whose own level decides whether it holds (a broken chain fails the verdict)
     policy = Policy(rescore, not args.arithmetic_only, args.accept_old_schema, args.seed,

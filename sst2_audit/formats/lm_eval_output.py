@@ -114,8 +114,8 @@ class PlainSample:
 
 @dataclass
 class PlainOutput:
-    results_path: object  # Path of the results file as given
-    samples_path: object
+    results_path: Path  # the results file as given
+    samples_path: Path
     task: str
     results: dict  # the results JSON, typed where read (check_lm_eval_results)
     samples: list  # PlainSample, in the file's order
@@ -190,7 +190,7 @@ def read_plain_sample(raw, where: str, reported: tuple, public: bool = False) ->
     metrics = {name: typed(float | list[int], raw[name], f"{where}.{name}") for name in reported if name in raw}
     return PlainSample(
         typed(int, raw["doc_id"], f"{where}.doc_id"), scores, greedy, kept,
-        *(typed(str, raw[name], f"{where}.{name}") for name in HASH_FIELDS), metrics,
+        *_hashes(raw, where), metrics,
         filter=typed(str, raw["filter"], f"{where}.filter"),
         metric_names=names,
         doc=typed(dict, raw["doc"], f"{where}.doc") if "doc" in raw else None,
@@ -239,7 +239,7 @@ def find_results_file(path) -> tuple:
     return results, results.name[len("results_"):-len(".json")]
 
 
-def find_plain_output(path, task: str) -> tuple:
+def find_plain_output(path, task: str) -> tuple[Path, Path]:
     """(results file, samples file of `task`): lm-eval names both with one date id."""
     results, date_id = find_results_file(path)
     samples = results.with_name(f"samples_{task}_{date_id}.jsonl")
@@ -273,6 +273,11 @@ def read_plain_output(path, task: str, metrics, filters=None) -> PlainOutput:
     """A plain lm-eval run's results and samples of `task`, found as lm-eval names them, read once, strictly.
     filters: a generate_until task's filter names (its samples are GeneratedSample); None: multiple_choice."""
     return read_plain_files(*find_plain_output(path, task), task, metrics, public=False, filters=filters)
+
+
+def _hashes(raw: dict, where: str) -> tuple[str, str, str]:
+    doc, prompt, target = (typed(str, raw[name], f"{where}.{name}") for name in HASH_FIELDS)
+    return doc, prompt, target
 
 
 def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics, public: bool,
@@ -350,7 +355,7 @@ def read_generated_sample(raw, where: str, public: bool = False) -> GeneratedSam
     return GeneratedSample(
         typed(int, raw["doc_id"], f"{where}.doc_id"), typed(str, raw["filter"], f"{where}.filter"),
         typed(float, raw["exact_match"], f"{where}.exact_match"), response_sha, filtered_sha,
-        *(typed(str, raw[name], f"{where}.{name}") for name in HASH_FIELDS), response, filtered,
+        *_hashes(raw, where), response, filtered,
         doc=typed(dict, raw["doc"], f"{where}.doc") if not public else None,
         arguments=_generation_arguments(raw["arguments"], f"{where}.arguments") if not public else None,
         target=typed(str, raw["target"], f"{where}.target") if not public else None)

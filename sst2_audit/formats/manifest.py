@@ -170,9 +170,11 @@ def disk_use(cache) -> tuple:
     profiles, seen, linked, copies = [], set(), 0, 0
     for manifest in sorted(Path(cache).glob(f"**/{MANIFEST_NAME}")):
         try:
-            profiles.append(read_manifest(manifest.parent).profile)
+            found = read_manifest(manifest.parent)
         except InputError:
             continue
+        if found is not None:
+            profiles.append(found.profile)
     for item in Path(cache).rglob("*"):
         if item.is_file() and not item.is_symlink():
             info = item.stat()

@@ -339,7 +339,7 @@ FIRST_VERSION = {"sst2-audit/run": 1, "sst2-audit/failure": 1, "sst2-audit/priva
 def from_dict(kind, raw: dict, where: str):
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object.")
-    expected_kind = next(f.default for f in dataclasses.fields(kind) if f.name == "kind")
+    expected_kind = str(next(f.default for f in dataclasses.fields(kind) if f.name == "kind"))
     version = raw.get("schema_version")
     if type(version) is not int:  # `true` == 1 in Python; a schema version is an integer
         raise InputError(f"{where}: schema_version must be an integer, got {version!r}.")

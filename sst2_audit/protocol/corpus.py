@@ -68,7 +68,8 @@ def _python_generator_state(seed: int):
 
     state = random.Random(seed).getstate()[1]
     generator = np.random.RandomState()
-    generator.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624]))
+    # numpy's stubs want all five fields; its set_state takes the three of random.Random's state and zeros the rest
+    generator.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624]))  # type: ignore[arg-type]
     return generator
 
 

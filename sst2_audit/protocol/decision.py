@@ -73,7 +73,7 @@ def outcome(rule: Rule, runs: dict, sealed_rows: int | None = None) -> dict:
     the official path's (equal to the independent path's in every run that passed). sealed_rows (a pre-registration):
     the paired rule's power over that many sealed rows at this discordance (stats.minimum_detectable)."""
     values = {profile: runs[profile].summaries["official"][rule.metric].value for profile in rule.profiles}
-    result = {"holds": False, "values": values, "paired": None}
+    result: dict = {"holds": False, "values": values, "paired": None}
     if rule.kind == "exceeds":
         result["holds"] = values[rule.profiles[0]] > values[rule.profiles[1]]
     elif rule.kind == "at-least":

@@ -58,7 +58,7 @@ class Metric:
             return abs(ours - logged) <= VALUE_TOLERANCE
         return ours == logged
 
-    def aggregate(self, values: list, bootstrap_iters: int) -> tuple:
+    def aggregate(self, values: list, bootstrap_iters: int) -> tuple[float, float]:
         """(reported number, its stderr) from the per-question values, in the order given."""
         if self.kind == "corpus":
             pairs = [tuple(v) for v in values]

@@ -14,6 +14,7 @@ activate() with the lock's mode before anything imports torch.
 
 import os
 import sys
+from collections.abc import Mapping
 
 from sst2_audit.util.errors import InternalError
 
@@ -38,7 +39,7 @@ def activate(mode: dict) -> None:
 
 def _cpuinfo() -> dict:
     """The first processor block of /proc/cpuinfo (empty where there is none)."""
-    info = {}
+    info: dict = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
             for line in handle:
@@ -176,13 +177,13 @@ def runs_the_mode(settings: dict, here: dict) -> tuple:
 NUMERIC_KEY_FIELDS = ("torch", "torch_cpu_capability", "blas", "onednn", "mode")
 
 
-def numeric_key(platform: dict | None) -> dict | None:
+def numeric_key(platform: Mapping | None) -> dict | None:
     if not platform:
         return None
     return {name: platform.get(name) for name in NUMERIC_KEY_FIELDS}
 
 
-def same_platform(a: dict | None, b: dict | None) -> bool:
+def same_platform(a: Mapping | None, b: Mapping | None) -> bool:
     """Both recorded and with the same numeric key: their scores must be identical bit for bit."""
     return numeric_key(a) is not None and numeric_key(a) == numeric_key(b)
 
@@ -204,7 +205,7 @@ def here_flags() -> dict:
     return _isa_flags(_cpuinfo())
 
 
-def one_line(platform: dict | None) -> str:
+def one_line(platform: Mapping | None) -> str:
     """The fingerprint as the card and the console show it."""
     if not platform:
         return "not recorded (a run made before the numeric platform was recorded)"

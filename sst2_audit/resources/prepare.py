@@ -76,8 +76,6 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
             with phase(f"verify staged {resource.kind} files"):
                 entries += [_check_staged(f, profile, needed) for f in fetched]
             staged += fetched
-        entries = tuple(entries)
-
         for entry, f in zip(entries, staged):  # profiles that share a model keep one copy of each file
             if entry.role == "model":
                 share(f.staged, entry.sha256)
@@ -87,7 +85,7 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(f.staged, target)
             moved.append(target)
-        manifest = Manifest(profile.name, profile.demo, profile.pins_sha256, profile.fully_hashed, entries)
+        manifest = Manifest(profile.name, profile.demo, profile.pins_sha256, profile.fully_hashed, tuple(entries))
         write_manifest(cache, manifest)
         return manifest
     except BaseException:

@@ -7,12 +7,13 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import cast
 from datetime import datetime, timezone
 from pathlib import Path
 
 from sst2_audit.formats import records
 from sst2_audit.formats.lock import Lock, Profile
-from sst2_audit.formats.manifest import read_manifest, require_matching, verify_files
+from sst2_audit.formats.manifest import Manifest, read_manifest, require_matching, verify_files
 from sst2_audit.pages.html_report import render, render_failure
 from sst2_audit.protocol.metrics import METRICS, predictions
 from sst2_audit.protocol.numeric import fingerprint, one_line, threads_for
@@ -21,7 +22,7 @@ from sst2_audit.scoring.agreement import compare_scores, describe
 from sst2_audit.scoring.identity import check_logged_samples, expected_question, longest_input, public_target
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
-from sst2_audit.scoring.official import data_files_of, official_encode_pair, run_official
+from sst2_audit.scoring.official import data_files_of, official_encode_pair, OfficialOutput, run_official
 from sst2_audit.scoring.shards import Shards
 from sst2_audit.scoring.summaries import label_counts, summaries
 from sst2_audit.task import lm_eval_notes
@@ -29,7 +30,7 @@ from sst2_audit.task.evaluator_pin import evaluator_record, verify_installed
 from sst2_audit.task.fewshot import settings_record
 from sst2_audit.task.rows import shot_plan, shown_ids, verified_rows
 from sst2_audit.task.spec import TaskSpec
-from sst2_audit.task.split import mode_for, row_hash, ROW_HASH_RULE, SMOKE_ROWS
+from sst2_audit.task.split import mode_for, row_hash, ROW_HASH_RULE, SMOKE_ROWS, Split
 from sst2_audit.util import atomic, console
 from sst2_audit.util.environment import available_memory_bytes, peak_rss_bytes, scrub_paths, snapshot, versions
 from sst2_audit.util.errors import CheckFailed, InputError
@@ -172,7 +173,7 @@ def execute(options: RunOptions) -> records.RunRecord | None:
 class Setup:
     """Stage 1's output: the verified cache and evaluator, the run's settings and platform."""
     settings: dict
-    manifest: object
+    manifest: Manifest
     scrub: dict  # absolute paths -> placeholders in public records
     log_path: Path
     platform: dict
@@ -183,7 +184,7 @@ class Setup:
 @dataclass
 class Prompts:
     """Stage 2's output: the split, the loaded model, every scored question's expected prompt."""
-    split: object
+    split: Split
     scored_ids: list
     by_idx: dict
     model: object
@@ -194,13 +195,13 @@ class Prompts:
 @dataclass
 class Scores:
     """Stage 3's output: both paths' scores, the identity check passed."""
-    official: object  # official.OfficialOutput
+    official: OfficialOutput
     public_results: dict
     independent: dict  # idx -> the independent path's scores
 
 
 def _setup(options: RunOptions, scratch: Path, stack) -> Setup:
-    timings = {}
+    timings: dict = {}
     lock, profile, cache, spec = options.lock, options.profile, Path(options.cache).resolve(), options.spec
     settings = settings_record(lock.settings_for(profile.name, spec), spec, options.sort_ids)
     manifest = require_matching(read_manifest(cache), cache, lock, profile)
@@ -248,8 +249,7 @@ def _prompts(options: RunOptions, setup: Setup) -> Prompts:
               f"shot (a duplicate row in the {shots.rule.split!r} split): ids {shown_ids(own)}.",
               [records.Mismatch(-1, idx, ["shots"], {"shots": "no shot with the question's own text"},
                                 {"shots": shots.positions[idx]}) for idx in own], setup.settings)
-    # Pre-flight, with the tokenizer alone: every question must fit without truncation before the model is loaded
-    # (a 5-shot MMLU row over max_length is named in seconds, not after the model load).
+    # Pre-flight with the tokenizer alone: every question must fit untruncated before the model loads (in seconds)
     tokenizer = load_tokenizer(cache / "model")
     expected = {idx: expected_question(by_idx[idx], spec, tokenizer, settings["max_length"], settings["add_bos_token"],
                                        shots) for idx in scored_ids}
@@ -361,7 +361,7 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
                           for key, reported in ((metric, METRICS[metric].reported_as),
                                                 (f"{metric}_stderr", f"{METRICS[metric].reported_as}_stderr"))},
         questions=questions,
-        platform=setup.platform,
+        platform=cast(records.PlatformRecord, setup.platform),
         lm_eval_notes=lm_eval_notes.notes(scores.public_results, spec.name, resources, len(questions),
                                           evaluator["commit"]),
         third_party_log=console.count_known(setup.log_path),

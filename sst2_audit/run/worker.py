@@ -18,7 +18,9 @@ class IndependentWorker(threading.Thread):
     def __init__(self, scorer, pairs_by_idx: dict):
         super().__init__(name="independent-path", daemon=True)
         self.scorer, self.pairs_by_idx = scorer, pairs_by_idx
-        self.scores, self.error, self.elapsed = {}, None, 0.0
+        self.scores: dict = {}
+        self.error = None
+        self.elapsed = 0.0
         self.stop = threading.Event()
 
     def run(self):

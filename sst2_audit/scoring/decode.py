@@ -88,7 +88,7 @@ def stop_rule(tokenizer, generation_kwargs: dict, generation_config: dict, defau
 class GreedyDecoder:
     def __init__(self, model, tokenizer, max_length: int):
         self.model, self.tokenizer, self.max_length = model, tokenizer, max_length
-        self._lookback = {}  # stop string -> how many generated tokens MultiTokenEOSCriteria decodes
+        self._lookback: dict = {}  # stop string -> how many generated tokens MultiTokenEOSCriteria decodes
 
     def lookback(self, stop: str) -> int:
         if stop not in self._lookback:
@@ -128,7 +128,10 @@ class GreedyDecoder:
             raise InputError(f"the context is {len(context_tokens)} tokens; with max_gen_toks {rule.max_gen_toks} "
                              f"it exceeds max_length {self.max_length}, and lm-eval would cut the context from the "
                              "left: the protocol never truncates.")
-        cache, steps, backtracks, furthest = DynamicCache(), [], 0, (-1, None)
+        cache = DynamicCache()
+        steps: list = []
+        backtracks = 0
+        furthest: tuple[int, dict | None] = (-1, None)
         step_input = torch.tensor([context_tokens], dtype=torch.long)
         with torch.inference_mode():
             while True:
@@ -156,7 +159,7 @@ class GreedyDecoder:
                 step_input = torch.tensor([[steps[-1].token]], dtype=torch.long)
 
     @staticmethod
-    def _margin(logits, token: int) -> tuple:
+    def _margin(logits, token: int) -> tuple[float, int]:
         """(the token's logit over the best other token's, that token's id)."""
         import torch
 

@@ -106,7 +106,7 @@ class IndependentScorer:
     def score(self, idx: int, pairs: list) -> QuestionScores:
         import torch
 
-        sharing = {}  # candidates whose model input is identical share one forward pass
+        sharing: dict = {}  # candidates whose model input is identical share one forward pass
         for number, pair in enumerate(pairs):
             check_length(pair, self.max_length, idx)  # never truncate, whoever calls
             sharing.setdefault(pair.input_tokens, []).append(number)

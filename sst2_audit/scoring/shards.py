@@ -46,9 +46,9 @@ class Shards:
             return dict(part)
         import torch.distributed as dist
 
-        parts = [None] * self.world if self.lead else None
+        parts: list | None = [None] * self.world if self.lead else None
         dist.gather_object(part, parts, dst=0)
-        return {key: value for each in parts for key, value in each.items()} if self.lead else None
+        return {key: value for each in parts for key, value in each.items()} if parts is not None else None
 
     def broadcast(self, value):
         """Rank 0's `value` on every rank (a drawn seed, the exit code)."""

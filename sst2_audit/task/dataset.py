@@ -84,7 +84,7 @@ def read_demo_tsv(path: Path, columns) -> list:
     if sorted(header) != sorted(kinds) or any(kinds[name] not in ("string", "int64", "int32") for name in header):
         raise InputError(f"{path}: expected a header naming the text and integer columns {sorted(kinds)} "
                          f"(tab-separated), got {lines[:1]!r}.")
-    rows = []
+    rows: list = []
     for number, line in enumerate(lines[1:], start=2):
         parts = line.split("\t")
         bad = len(parts) != len(header) or any(
@@ -101,7 +101,7 @@ def read_demo_tsv(path: Path, columns) -> list:
 def read_demo_jsonl(path: Path, columns) -> list:
     """Any task's reviewable text form: one JSON object a line, with exactly the lock's columns."""
     names, types = [name for name, _ in columns], {name: _arrow_type(kind) for name, kind in columns}
-    rows = []
+    rows: list = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         try:
             doc = json.loads(line)

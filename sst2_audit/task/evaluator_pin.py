@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from sst2_audit.formats.records import EvaluatorRecord
 from sst2_audit.formats.releases import extras_words, require_installed, supported_words
 from sst2_audit.task.yaml_file import confined
 from sst2_audit.util.errors import CheckFailed, InputError
@@ -34,19 +35,21 @@ def files_for(lock, spec) -> dict:
             if not _task_config_file(path) or path in spec.yaml_files + spec.code_files}
 
 
-def evaluator_record(lock, files: dict, spec) -> dict:
+def evaluator_record(lock, files: dict, spec) -> EvaluatorRecord:
     """run.json's evaluator field from the lock's pins and the {path: sha256} of the files verified.
 
     The run passes what verify_installed() hashed; the audit passes the lock's own pins.
     """
     pins = lock.evaluator
-    return {"package": pins.package, "version": pins.version, "commit": pins.commit, "task": spec.name,
-            "task_yaml": spec.yaml_path, "task_yaml_sha256": files[spec.yaml_path],
-            "task_yaml_files": {path: files[path] for path in spec.yaml_files}, "files_verified": len(files),
-            # hooks: code both paths ran, shared rather than re-derived (only a task with hooks has the key)
-            **({"shared_code": _code(spec.shared_hooks, files)} if spec.shared_hooks else {}),
-            # a process_results hook: lm-eval's path alone runs it, the independent path re-derives its metric
-            **({"rederived_code": _code(spec.rederived_hooks, files)} if spec.rederived_hooks else {})}
+    record: EvaluatorRecord = {
+        "package": pins.package, "version": pins.version, "commit": pins.commit, "task": spec.name,
+        "task_yaml": spec.yaml_path, "task_yaml_sha256": files[spec.yaml_path],
+        "task_yaml_files": {path: files[path] for path in spec.yaml_files}, "files_verified": len(files)}
+    if spec.shared_hooks:  # code both paths ran, shared rather than re-derived (only a task with hooks has the key)
+        record["shared_code"] = _code(spec.shared_hooks, files)
+    if spec.rederived_hooks:  # a process_results hook: lm-eval's path alone runs it, the independent path re-derives
+        record["rederived_code"] = _code(spec.rederived_hooks, files)
+    return record
 
 
 def _code(hooks, files: dict) -> list:

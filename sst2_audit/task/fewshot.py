@@ -75,7 +75,8 @@ def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluate
     """{idx: positions of its shots in shot_docs} for `evaluated` [(idx, doc)] in the order lm-eval builds
     their requests, with one generator for them all, as lm-eval shares one per task. `resamples`: the sampler
     of lm-eval 0.4.13 (formats/releases.py::Release.fewshot_resamples), else 0.4.9.2's."""
-    generator, shots = random.Random(seed), {}
+    generator = random.Random(seed)
+    shots: dict = {}
     count = num_fewshot + 1 if rule.extra_draw else num_fewshot
     for idx, doc in evaluated:
         if num_fewshot == 0:  # fewshot_context does not call the sampler: nothing is drawn

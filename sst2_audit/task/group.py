@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.formats.lock import GroupPin
 from sst2_audit.formats.releases import release_of
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
 from sst2_audit.task.spec import spec_for
@@ -31,7 +32,7 @@ GROUP_CARD = "GROUP.md"  # card.group_card of group.json: the audit regenerates 
 
 @dataclass(frozen=True)
 class GroupSpec:
-    pin: object  # lock.GroupPin
+    pin: GroupPin
     yaml_files: tuple  # the group YAMLs read: the group's own, then its subgroups'
     aggregate: tuple  # ((metric, weight_by_size), ...) from aggregate_metric_list; () when it aggregates nothing
     leaves: tuple  # every installed leaf task of the group, nested groups flattened
@@ -58,7 +59,9 @@ def _config(path: Path) -> dict:
 
 def _index(folder: Path) -> tuple:
     """({group name: (YAML path, config)}, {tag: [tasks]}, {tasks}) of the YAMLs in the group's folder."""
-    groups, tags, tasks = {}, {}, set()
+    groups = {}
+    tags: dict = {}
+    tasks = set()
     for path in sorted(folder.glob("*.yaml")):
         config = _config(path)
         if isinstance(config.get("group"), str):

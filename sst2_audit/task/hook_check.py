@@ -272,7 +272,8 @@ def _in_annotation(node, parents: dict) -> bool:
 def _string_bindings(tree: ast.Module) -> dict:
     """name -> its string literals, for each name every binding of which in the file is a plain string literal
     (a template a hook calls .format on: `PROMPT = "..."`); a name bound otherwise anywhere is left out."""
-    literals, other = {}, set()
+    literals: dict = {}
+    other: set = set()
     for node in ast.walk(tree):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.comprehension, ast.NamedExpr)) else []

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats.fields import columns_of
-from sst2_audit.formats.manifest import read_manifest, require_matching, verify_files
+from sst2_audit.formats.manifest import Manifest, read_manifest, require_matching, verify_files
 from sst2_audit.formats.releases import release_of
 from sst2_audit.task import fewshot
 from sst2_audit.task.dataset import read_parquet
@@ -15,7 +15,7 @@ from sst2_audit.util.errors import InputError
 
 @dataclass(frozen=True)
 class SplitRows:
-    manifest: object  # the cache's manifest, matched to the lock's profile
+    manifest: Manifest  # the cache's manifest, matched to the lock's profile
     by_idx: dict  # position -> dataset.Row
     split: Split
 

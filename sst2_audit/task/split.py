@@ -7,6 +7,7 @@ pre-registration and profile, its ticket claimed in the cache first (run/confirm
 require_dev() on the ids before either scoring path sees them.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sst2_audit.formats.run_settings import MAX_ROWS
@@ -66,7 +67,7 @@ class Split:
         return list(self.dev_ids if rows is None else self.dev_ids[:rows])
 
 
-def mode_for(scored: list, dev: list, confirm: list = ()) -> str | None:
+def mode_for(scored: list, dev: Sequence, confirm: Sequence = ()) -> str | None:
     """How run.json names what a run scored: "full", "smoke" (the first SMOKE_ROWS), "first-N" (a group's
     per-subtask row count), "confirm" (every confirmation row); None when the scored ids are none of these."""
     if scored and list(scored) == list(confirm):
@@ -76,7 +77,7 @@ def mode_for(scored: list, dev: list, confirm: list = ()) -> str | None:
     return "full" if len(scored) == len(dev) else "smoke" if len(scored) == SMOKE_ROWS else f"first-{len(scored)}"
 
 
-def rows_of(mode: str, dev: list, confirm: list = ()) -> list:
+def rows_of(mode: str, dev: Sequence, confirm: Sequence = ()) -> list:
     """The ids a run of this mode scores (the arithmetic level's expectation)."""
     if mode == CONFIRM_MODE:
         return list(confirm)
@@ -98,7 +99,7 @@ def make_split(idx_values, salt: str, dev_rows: int, confirm_rows: int, split_na
         )
     open_rows = ordered[:dev_rows] + ordered[dev_rows + confirm_rows:]
     dev = ordered[:dev_rows] if profile_rows is None else open_rows if profile_rows == "all" else \
-        open_rows[:profile_rows]
+        open_rows[:int(profile_rows)]
     if type(profile_rows) is int and len(dev) < profile_rows:
         raise InputError(f"{split_name} split has {len(ordered)} rows; the profile's dev_rows {profile_rows} needs "
                          f"{profile_rows + confirm_rows} ({profile_rows} dev + {confirm_rows} sealed confirmation).")

@@ -44,7 +44,7 @@ def confined(root: Path, relative: str, where: str) -> Path:
     return path
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # libyaml's when built
     """PyYAML's safe loader with `!function` kept as its node (a class of our own: the global loaders
     lm-eval registers its constructors on are never touched)."""
 

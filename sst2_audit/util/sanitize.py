@@ -12,7 +12,7 @@ RUN_NAME = re.compile(f"^{SAFE_NAME}\\Z")  # \\Z, not $: "$" also matches before
 MARKDOWN_SPECIAL = re.compile(r"([\\|<>\[\]`*_&#!~])")
 
 
-def printable(text: str, keep_newlines: bool = False) -> str:
+def printable(text: object, keep_newlines: bool = False) -> str:
     """Control characters (ESC and friends) are shown as \\xNN escapes, never sent to the terminal."""
     allowed = "\n" if keep_newlines else ""
     return "".join(c if (c.isprintable() or c in allowed) else f"\\x{ord(c):02x}" for c in str(text))

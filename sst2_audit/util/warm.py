@@ -9,7 +9,7 @@ time, must not be imported twice at once).
 import importlib
 import threading
 
-_THREADS = {}
+_THREADS: dict = {}
 
 
 def start(key: str, work=None) -> None:
