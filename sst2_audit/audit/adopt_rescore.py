@@ -282,6 +282,13 @@ def reviewer_numbers(adoption, found: tuple | None = None) -> list:
             for metric, theirs, ours, count in pairs]
 
 
+def reviewer_json(adoption, found: tuple | None = None) -> list:
+    """reviewer_pairs as the `--format json` verdict's numbers (docs/formats.md)."""
+    whose, pairs = found or reviewer_pairs(adoption)
+    return [{"task": adoption.spec.name, "metric": metric, "reported": theirs, "rescored": ours,
+             "rows": count if ours is not None else 0, "whose": whose} for metric, theirs, ours, count in pairs]
+
+
 def shown_number(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else repr(value)
 

@@ -5,8 +5,9 @@
 from dataclasses import dataclass, field
 
 from sst2_audit.audit.loading import MAX_CANDIDATES
+from sst2_audit.audit.verdict import compare_exit_code
 from sst2_audit.pages.render import render
-from sst2_audit.protocol.drift import DRIFT, IDENTICAL, judge
+from sst2_audit.protocol.drift import DIFFERENT, DRIFT, IDENTICAL, judge
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.numeric import one_line, same_platform
 from sst2_audit.protocol.rules import predict
@@ -33,6 +34,19 @@ class Comparison:
     def style(self) -> str:
         """The page's box for the verdict: pass (identical), amber (drift within the bound), fail (different)."""
         return {IDENTICAL: "pass", DRIFT: "demo"}.get(self.verdict, "fail")
+
+    def as_json(self) -> dict:
+        """`audit --compare --format json` (docs/formats.md): the verdict in its words, each changed prediction."""
+        paired = None if self.paired is None else {
+            "rows": self.paired.rows, "a_only": self.paired.a_only, "b_only": self.paired.b_only,
+            "difference": self.paired.difference, "mcnemar_p": self.paired.p_value}
+        return {"verdict": (self.verdict or DIFFERENT).upper(), "line": f"comparison {self.verdict_line}",
+                "exit_code": compare_exit_code(self.verdict or DIFFERENT), "levels": [], "limits": [],
+                "sources": [str(source) for source in self.sources],
+                "differences": [{"what": what, "a": str(a), "b": str(b)} for what, a, b in self.differences],
+                "changed": [{"row": idx, "a": a, "b": b, "label": gold} for idx, a, b, gold in self.changed],
+                "flips_to_wrong": list(self.flips_to_wrong), "flips_to_right": list(self.flips_to_right),
+                "paired": paired}
 
     def lines(self) -> list:
         verdict = [f"comparison {self.verdict_line}"] if self.verdict_line else []  # first and last

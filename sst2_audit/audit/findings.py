@@ -1,13 +1,45 @@
-"""What one audit level found: checks made, problems named by row and field."""
+"""What one audit level found: checks made, problems named by row and field (one Finding type)."""
 
+import re
 from dataclasses import dataclass, field
+from typing import Literal
+
+FindingKind = Literal["mismatch", "failed"]  # an expected value against an actual one; a check that failed in words
+ROW = re.compile(r"^(?:row idx|doc_id|question idx|question|row) (-?\d+)\b")  # how the levels name a row
+
+
+class Finding(str):
+    """One problem a level found: its words (what the console, the page and the card print, unchanged) and its
+    parts, so that a pipeline filters by level, row, field or kind (`--format json`). A str, so that every
+    renderer that printed a problem's words prints a Finding's."""
+
+    level: str
+    row: int | None
+    where: str
+    field: str
+    kind: FindingKind
+    expected: str | None  # as the words show them: repr, truncated at MAX_SHOWN characters
+    actual: str | None
+
+    def __new__(cls, words: str, level: str, kind: FindingKind, where: str = "", field: str = "",
+                expected: str | None = None, actual: str | None = None, row: int | None = None) -> "Finding":
+        finding = super().__new__(cls, words)
+        found = ROW.match(where or words)
+        finding.level, finding.kind, finding.where, finding.field = level, kind, where, field
+        finding.expected, finding.actual = expected, actual
+        finding.row = row if row is not None else int(found.group(1)) if found else None
+        return finding
+
+    def as_json(self) -> dict:
+        return {"level": self.level, "row": self.row, "where": self.where, "field": self.field, "kind": self.kind,
+                "expected": self.expected, "actual": self.actual, "words": str(self)}
 
 
 @dataclass
 class LevelResult:
     name: str
     checks: int = 0
-    problems: list = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
     skipped: str | None = None
     notes: list = field(default_factory=list)  # shown under the level's status line
     sampled: list = field(default_factory=list)  # rescore: rows it did not draw, in words (runner.Outcome)
@@ -24,12 +56,26 @@ class LevelResult:
         self.checks += 1
         if same_json(expected, actual):
             return True
-        self.problems.append(f"{where}: {field_name}: expected {shown(expected)}, got {shown(actual)}")
+        wanted, got = shown(expected), shown(actual)
+        self.problems.append(Finding(f"{where}: {field_name}: expected {wanted}, got {got}", self.name, "mismatch",
+                                     where, field_name, wanted, got))
         return False
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str, row: int | None = None) -> None:
         self.checks += 1
-        self.problems.append(message)
+        self.problems.append(message if isinstance(message, Finding) else
+                             Finding(message, self.name, "failed", message.split(": ", 1)[0], row=row))
+
+    @property
+    def status(self) -> Literal["PASS", "FAIL", "SKIPPED"]:
+        return "SKIPPED" if self.skipped else "PASS" if not self.problems else "FAIL"
+
+    def as_json(self) -> dict:
+        """The level in a `--format json` verdict (docs/formats.md, "A verdict as JSON")."""
+        return {"name": self.name, "status": self.status, "checks": self.checks, "skipped": self.skipped,
+                "notes": [str(note) for note in self.notes], "not_checked": [str(what) for what in self.unchecked],
+                "findings": [problem.as_json() if isinstance(problem, Finding) else
+                             Finding(str(problem), self.name, "failed").as_json() for problem in self.problems]}
 
     @property
     def passed(self) -> bool:

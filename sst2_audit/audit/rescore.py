@@ -24,7 +24,7 @@ from sst2_audit.util.environment import available_memory_bytes
 from sst2_audit.protocol.numeric import fingerprint, mode_words, one_line, runs_the_mode, same_platform
 from sst2_audit.util.progress import say, say_wrapped, Ticker
 from sst2_audit.protocol.rules import predict
-from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.findings import Finding, LevelResult, shown
 from sst2_audit.audit.inputs import build as build_inputs
 from sst2_audit.audit.loading import RunFolder
 from sst2_audit.task.split import CONFIRM_MODE
@@ -170,8 +170,9 @@ def _judged(result: LevelResult, run: RunFolder, pairs: dict, rescoring: Rescori
     if verdict.verdict not in (IDENTICAL, DRIFT):
         for idx, (claimed, rescored) in pairs.items():
             if claimed != rescored:
-                result.problems.append(f"row idx {idx}: scores.independent: the record says {claimed!r}, "
-                                       f"rescored here {rescored!r}")
+                result.problems.append(Finding(f"row idx {idx}: scores.independent: the record says {claimed!r}, "
+                                               f"rescored here {rescored!r}", result.name, "mismatch", f"row idx {idx}",
+                                               "scores.independent", shown(claimed), shown(rescored)))
 
 
 def check(run: RunFolder, context, prefetch: Prefetch | None = None) -> LevelResult:

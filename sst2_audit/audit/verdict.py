@@ -1,11 +1,15 @@
 """The one verdict type: what an audit of a run, a group or a bundle verified, its exit code and its
 VERDICT line, computed here only (exit codes: util/errors.py)."""
 
+import re
 from dataclasses import dataclass, field
 
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.protocol.drift import DRIFT, IDENTICAL
 from sst2_audit.util.errors import EXIT_FAIL, EXIT_LIMITED, EXIT_PASS
+
+VERDICT_KIND, VERDICT_SCHEMA = "sst2-audit/verdict", 1  # `--format json` (docs/formats.md, "A verdict as JSON")
+_HEAD = re.compile(r"^VERDICT: ([A-Z][A-Z ,]*[A-Z])")
 
 
 def compare_exit_code(verdict: str) -> int:
@@ -48,6 +52,13 @@ class Outcome:
         said = self.rows + self.scores_unverified + self.limits + self.named + shared
         return f"VERDICT: {head}: {'; '.join(said)}; exit 4"
 
+    def as_json(self) -> dict:
+        line = self.verdict()
+        return {"verdict": head_of(line), "line": line, "exit_code": self.exit_code,
+                "levels": [level.as_json() for level in self.levels], "limits": list(self.limits),
+                "rows_not_rescored": list(self.scores_unverified), "drift_only": self.drift_only,
+                "rows_chosen_by_the_run": list(self.rows), "accepted": list(self.named)}
+
 
 @dataclass
 class GroupOutcome:
@@ -89,6 +100,48 @@ class GroupOutcome:
         return (f"VERDICT: {'PASS' if code == EXIT_PASS else 'SCORES NOT VERIFIED'}: every {member}'s audit {done}"
                 f"{checked}" + "".join(f"; {limit}" for limit in self.limits)
                 + (f"; {self.cannot_know}" if self.cannot_know else "") + f"; exit {code}")
+
+
+    def as_json(self) -> dict:
+        line = self.verdict()
+        return {"verdict": head_of(line), "line": line, "exit_code": self.exit_code, "levels": [self.group.as_json()],
+                "limits": list(self.limits), "members": {str(name): outcome.as_json()
+                                                         for name, outcome in self.members.items()}}
+
+
+def run_outcome(record) -> Outcome:
+    """A finished run's verdict (a run that failed raised CheckFailed instead): both paths' scores and the logged
+    identities, as the run checked them, in the one verdict type."""
+    candidates = sum(len(question.scores["official"]) for question in record.questions)
+    agreement = LevelResult("agreement (both paths' candidate scores, bit for bit)", checks=candidates)
+    identity = LevelResult("identity (every logged sample against its row)", checks=record.identity_checks_passed)
+    return Outcome([agreement, identity], rescored_as="scored on both paths bit for bit")
+
+
+def run_numbers(record) -> list:
+    """A run's numbers for its JSON verdict: per metric, lm-eval's path's and the independent path's."""
+    return [{"task": record.task, "metric": metric, "reported": record.summaries["official"][metric].value,
+             "rescored": record.summaries["independent"][metric].value,
+             "rows": record.summaries["independent"][metric].rows, "whose": "the independent path"}
+            for metric in record.metrics]
+
+
+def head_of(line: str) -> str:
+    """PASS, FAIL, SCORES NOT VERIFIED, ...: the words a VERDICT line leads with."""
+    found = _HEAD.match(line)
+    return found.group(1) if found else "ERROR"
+
+
+def verdict_object(command: str, subject, outcome=None, numbers: list | None = None, error: str | None = None,
+                   exit_code: int | None = None) -> dict:
+    """The one machine-readable verdict a `--format json` command prints (its schema: docs/formats.md): an audit's
+    Outcome or GroupOutcome, or the error that ended the command (exit 1, 2, 3, 130 or 143) with no levels."""
+    body = outcome.as_json() if outcome is not None else {
+        "verdict": "FAIL" if exit_code == EXIT_FAIL else "ERROR", "line": f"error: {error}", "exit_code": exit_code,
+        "levels": [], "limits": []}
+    return {"kind": VERDICT_KIND, "schema_version": VERDICT_SCHEMA, "command": command,
+            "subject": None if subject is None else str(subject), **body, "numbers": list(numbers or []),
+            "error": error}
 
 
 # kind -> (what a member is, what was checked of the record itself), in the verdict's words

@@ -14,12 +14,17 @@ import threading
 from importlib import metadata
 from typing import NoReturn
 
+from sst2_audit.audit.verdict import verdict_object
 from sst2_audit.cli import adopt, audit, prepare, run
 from sst2_audit.formats.releases import installed_version
 from sst2_audit.util.commands import DEFAULT_LOCK
+from sst2_audit.util import console
 from sst2_audit.util.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, AuditError, InternalError, Terminated
 from sst2_audit.util.sanitize import printable
 from sst2_audit.util.suggest import did_you_mean
+
+
+VERDICT_COMMANDS = ("run", "audit", "adopt")  # the commands that give a verdict: --format json
 
 
 def _terminated(number, frame):
@@ -38,20 +43,41 @@ def _stopped_by(error: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
+def _said(message: str, code: int) -> int:
+    """An error's one paragraph on stderr and, under `--format json`, as the verdict object too."""
+    print(printable(f"error: {message}"), file=sys.stderr)
+    command = console.json_command()
+    if command:
+        console.emit_verdict(verdict_object(command, None, error=printable(message), exit_code=code))
+    return code
+
+
 def _stop(stopped: KeyboardInterrupt) -> NoReturn:
     terminated = isinstance(stopped, Terminated)
-    print(f"error: {'terminated (SIGTERM)' if terminated else 'interrupted'}; nothing half-written was kept.",
-          file=sys.stderr)
+    code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    _said(f"{'terminated (SIGTERM)' if terminated else 'interrupted'}; nothing half-written was kept.", code)
     sys.stdout.flush()
     sys.stderr.flush()
     import os
 
     # at once: a scoring thread may still be inside torch, and the interpreter's shutdown racing it can
     # abort the process after the cleanup (seen: "terminate called without an active exception", -6)
-    os._exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
+    os._exit(code)
 
 
-def _guarded(body, argv) -> int:
+def _as_json(argv) -> bool:
+    return "--format=json" in argv or any(a == "--format" and b == "json" for a, b in zip(argv, argv[1:]))
+
+
+def _guarded(body, argv, command: str | None = None) -> int:
+    """The command, its errors as exit codes; under `--format json` (run, audit, adopt) stdout carries one object."""
+    if command in VERDICT_COMMANDS and _as_json(argv):
+        with console.verdict_as_json(command):
+            return _checked(body, argv)
+    return _checked(body, argv)
+
+
+def _checked(body, argv) -> int:
     debug = "--debug" in argv
     if threading.current_thread() is threading.main_thread():  # a plain `kill` cleans up as Ctrl-C does
         signal.signal(signal.SIGTERM, _terminated)
@@ -66,8 +92,7 @@ def _guarded(body, argv) -> int:
 
             traceback.print_exc()
 
-        print(printable(f"error: {error}"), file=sys.stderr)
-        return error.exit_code
+        return _said(str(error), error.exit_code)
     except KeyboardInterrupt as stopped:
         _stop(stopped)
     except BrokenPipeError:  # the reader of our output went away (`| head`): not a bug, nothing more to say
@@ -84,9 +109,8 @@ def _guarded(body, argv) -> int:
 
             traceback.print_exc()
 
-        print(printable(f"error: internal error ({type(error).__name__}: {str(error)[:300]}); this is a bug in "
-                        f"sst2-audit, not in your input. Re-run with --debug for the traceback."), file=sys.stderr)
-        return InternalError.exit_code
+        return _said(f"internal error ({type(error).__name__}: {str(error)[:300]}); this is a bug in sst2-audit, not "
+                     "in your input. Re-run with --debug for the traceback.", InternalError.exit_code)
 
 
 def prepare_main(argv=None) -> int:
@@ -94,19 +118,19 @@ def prepare_main(argv=None) -> int:
 
 
 def run_main(argv=None) -> int:
-    return _guarded(run.main, sys.argv[1:] if argv is None else argv)
+    return _guarded(run.main, sys.argv[1:] if argv is None else argv, "run")
 
 
 # argv None: this process is the command (a console script, an entry script), and may set what its libraries read
 # at import (a structural audit's transformers without torch); a caller's own process (argv given) is left as it is.
 def audit_main(argv=None, owns_process=None) -> int:
     owns = argv is None if owns_process is None else owns_process
-    return _guarded(functools.partial(audit.main, owns_process=owns), sys.argv[1:] if argv is None else argv)
+    return _guarded(functools.partial(audit.main, owns_process=owns), sys.argv[1:] if argv is None else argv, "audit")
 
 
 def adopt_main(argv=None, owns_process=None) -> int:
     owns = argv is None if owns_process is None else owns_process
-    return _guarded(functools.partial(adopt.main, owns_process=owns), sys.argv[1:] if argv is None else argv)
+    return _guarded(functools.partial(adopt.main, owns_process=owns), sys.argv[1:] if argv is None else argv, "adopt")
 
 
 COMMANDS: dict[str, Callable[..., int]] = {

@@ -5,13 +5,13 @@ import time
 from pathlib import Path
 
 from sst2_audit.audit.adopt import Adoption
-from sst2_audit.audit.adopt_rescore import record, reviewer_numbers, run_levels
+from sst2_audit.audit.adopt_rescore import record, run_levels
 from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
 from sst2_audit.cli.adopt_shared import adopted_target, audit_task, logged, print_outcome, write_task
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
-                                   with_profile)
+                                   with_format, with_profile)
 from sst2_audit.formats import lm_eval_output
 from sst2_audit.formats.lm_eval_run import read_run_index
 from sst2_audit.formats.lock import load_lock
@@ -38,6 +38,7 @@ def _parser() -> Parser:
                     "--profile, every task the run logged is matched to the profile of your lock that pins it.",
                     epilog="example:\n  sst2-audit adopt OUT --profile embedded --bundle\n\n" + AUDIT_EXIT_CODES)
     with_profile(parser)
+    with_format(parser)
     parser.add_argument("output", type=Path, help="lm-eval's --output_path folder, or its results_<date>.json")
     parser.add_argument("--task", action="append", metavar="TASK",
                         help="adopt only this task of the run (repeat for more; default: every task the run logged)")
@@ -113,7 +114,7 @@ def _report(args, adoption, outcome, kept: tuple) -> int:
     head = [f"adoption of {output.results_path} ({output.samples_path.name}): task {spec.name}, "
             f"{logged(output)}, against the reviewer's lock {lock.given} profile "
             f"{adoption.profile.name}"]
-    print_outcome(outcome, head, adoption.profile, reviewer_numbers(adoption))
+    print_outcome(outcome, head, adoption, output.results_path)
     if outcome.failed:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
         return outcome.exit_code
@@ -144,5 +145,5 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
     outcome, adoption, claimed = audit_task(args, folder, {})
     head = [f"audit of the adopted run {claimed.run_name} in {path}: task {adoption.spec.name}, "
             f"{logged(adoption.output)}, against the reviewer's lock {adoption.lock.given}"] + ([sums] if sums else [])
-    print_outcome(outcome, head, adoption.profile, reviewer_numbers(adoption))
+    print_outcome(outcome, head, adoption, path)
     return outcome.exit_code

@@ -9,14 +9,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from sst2_audit.audit.adopt import Adoption
-from sst2_audit.audit.adopt_rescore import (record, reviewer_numbers, reviewer_pairs, run_levels,
+from sst2_audit.audit.adopt_rescore import (record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels,
                                             shown_number)
 from sst2_audit.audit.adopt_run import check_groups, group_numbers, UNPINNED
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.adopt_shared import adopted_target, audit_task, write_task
-from sst2_audit.cli.common import audit_words, spec_for_run
+from sst2_audit.cli.common import audit_words, show_verdict, spec_for_run
 from sst2_audit.formats import adopted_run, lm_eval_output, records, strict_json
 from sst2_audit.formats.adopted import ADOPTED_FILE
 from sst2_audit.formats.lm_eval_run import index_of
@@ -27,7 +27,7 @@ from sst2_audit.util.commands import command_line
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.util.errors import CheckFailed, EXIT_PASS
 from sst2_audit.util.progress import say, set_quiet
-from sst2_audit.util.sanitize import printable, terminal
+from sst2_audit.util.sanitize import printable
 
 
 def _adoptions(args, lock, index, plan, shards, seed: int) -> tuple:
@@ -94,15 +94,18 @@ def _row(task: str, adoption, outcome, pairs: list) -> tuple:
             "not rescored here" if ours is None else shown_number(ours), outcome.exit_code, reason)
 
 
-def _sections(outcomes: dict, adoptions: dict) -> tuple[list, list]:
-    """(each task's section, each task's table row): the reviewer's numbers computed once per task."""
+def _sections(outcomes: dict, adoptions: dict) -> tuple[list, list, list]:
+    """(each task's section, each task's table row, the --format json numbers): the reviewer's numbers computed
+    once per task."""
     found = {task: reviewer_pairs(adoptions[task]) for task in outcomes}
     return ([(task, outcomes[task], adoptions[task].profile, reviewer_numbers(adoptions[task], found[task]))
              for task in outcomes],
-            [_row(task, adoptions[task], outcomes[task], found[task][1]) for task in outcomes])
+            [_row(task, adoptions[task], outcomes[task], found[task][1]) for task in outcomes],
+            [number for task in outcomes for number in reviewer_json(adoptions[task], found[task])])
 
 
-def _print_run(run, head: list, sections: list, rows: list, groups: list, level: LevelResult) -> None:
+def _print_run(run, subject, head: list, sections: list, rows: list, json_numbers: list, groups: list,
+               level: LevelResult) -> None:
     numbers = [line for _, _, _, numbers in sections for line in numbers] + group_numbers(groups)
     lines = [run.verdict(), *numbers, *head, *_table(rows)]
     for task, outcome, profile, task_numbers in sections:
@@ -111,7 +114,7 @@ def _print_run(run, head: list, sections: list, rows: list, groups: list, level:
         for task_level in outcome.levels:
             lines += task_level.lines()
     lines += ["", *level.lines(), run.verdict()]
-    print(terminal(lines, verdicts=(run.verdict(),)))
+    show_verdict(lines, run, subject, json_numbers)
 
 
 def _report(args, target: tuple, found: tuple, run, groups: list) -> int:
@@ -120,7 +123,7 @@ def _report(args, target: tuple, found: tuple, run, groups: list) -> int:
     head = [f"adoption of the run {index.results_path}: {len(index.tasks)} task(s) logged ({', '.join(index.tasks)})"
             + (f", group(s) {', '.join(sorted(index.groups))}" if index.groups else "")
             + f", against the reviewer's lock {lock.given}", *plan.notes]
-    _print_run(run, head, *_sections(outcomes, adoptions), groups, run.group)
+    _print_run(run, index.results_path, head, *_sections(outcomes, adoptions), groups, run.group)
     if run.failed:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
         return run.exit_code
@@ -200,7 +203,7 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
                        limits=_limits(claimed.left_out, level))
     head = [f"audit of the adopted run {claimed.run_name} in {path}: {len(claimed.tasks)} task(s), against the "
             f"reviewer's lock {args.reviewer_lock.given}"] + ([sums] if sums else [])
-    _print_run(run, head, *_sections(outcomes, adoptions), groups, level)
+    _print_run(run, path, head, *_sections(outcomes, adoptions), groups, level)
     return run.exit_code
 
 

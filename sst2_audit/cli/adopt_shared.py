@@ -8,8 +8,9 @@ from pathlib import Path
 
 from sst2_audit.audit import adopted_level
 from sst2_audit.audit.adopt import Adoption
-from sst2_audit.audit.adopt_rescore import record, run_levels
+from sst2_audit.audit.adopt_rescore import record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
+from sst2_audit.cli.common import show_verdict
 from sst2_audit.formats import adopted, adopted_generation as generation, lm_eval_output, records
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.numeric import runs_the_mode
@@ -19,7 +20,7 @@ from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
-from sst2_audit.util.sanitize import RUN_NAME, terminal
+from sst2_audit.util.sanitize import RUN_NAME
 
 
 def logged(output) -> str:
@@ -29,14 +30,16 @@ def logged(output) -> str:
         f"{rows} logged rows ({len(output.samples)} lines: one per filter)"
 
 
-def print_outcome(outcome, head: list, profile, numbers: list) -> None:
+def print_outcome(outcome, head: list, adoption: Adoption, subject) -> None:
     """The verdict, the reviewer's own numbers right under it (beside the submitter's), then the levels."""
+    found = reviewer_pairs(adoption)
+    numbers, profile = reviewer_numbers(adoption, found), adoption.profile
     lines = [outcome.verdict(), *numbers, *head]
     if profile.demo:
         lines.insert(1 + len(numbers), f"*** {notice_for(profile)} ***")
     for level in outcome.levels:
         lines += level.lines()
-    print(terminal(lines + [outcome.verdict()], verdicts=(outcome.verdict(),)))
+    show_verdict(lines + [outcome.verdict()], outcome, subject, reviewer_json(adoption, found))
 
 
 def _jsonl(rows) -> bytes:

@@ -8,12 +8,12 @@ from sst2_audit.audit.compare import compare, render_html
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
-from sst2_audit.audit.verdict import compare_exit_code, GroupOutcome
+from sst2_audit.audit.verdict import compare_exit_code, GroupOutcome, verdict_object
 from sst2_audit.bundle import confirmation as confirmation_bundle, group as group_bundle, run as bundle
 from sst2_audit.bundle.group import bundle_target, is_group_bundle
 from sst2_audit.cli.adopt import audit_adopted
 from sst2_audit.bundle.adopted import is_adopted, is_adopted_run
-from sst2_audit.cli.common import AUDIT_EXIT_CODES, common, numeric_mode, Parser
+from sst2_audit.cli.common import AUDIT_EXIT_CODES, common, numeric_mode, Parser, show_verdict, with_format
 from sst2_audit.cli.experiments import audit_confirmation, audit_study, is_confirmation, is_study
 from sst2_audit.formats import records
 from sst2_audit.formats.lock import load_lock
@@ -23,7 +23,7 @@ from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.model import no_model_in_this_process
 from sst2_audit.scoring.shards import from_launcher, launched
 from sst2_audit.task.group import GROUP_FILE, group_spec
-from sst2_audit.util import atomic
+from sst2_audit.util import atomic, console
 from sst2_audit.util.errors import AuditError, CheckFailed, InputError
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import printable, terminal
@@ -45,6 +45,7 @@ def _parser() -> Parser:
                            "  sst2-audit audit --out runs/NAME --bundle\n"
                            "  sst2-audit audit --compare A B --report cmp.html\n\n" + AUDIT_EXIT_CODES)
     common(parser)
+    with_format(parser)
     parser.add_argument("--out", "--run", dest="run", type=Path,
                         help="the run folder to audit (sst2-audit run's --out)")
     parser.add_argument("--bundle-file", type=Path, help="check a bundle's SHA256SUMS, then audit it")
@@ -176,7 +177,10 @@ def _compare(args, scratch: Path) -> int:
             raise InputError(f"--compare {path}: a group; compare two runs (a subtask's run folder or bundle).")
     runs = [_open_run(path, args, scratch / str(number))[0] for number, path in enumerate(args.compare)]
     result = compare(*runs)
-    print(terminal(result.lines()))
+    if console.json_command():
+        console.emit_verdict(verdict_object("audit", " ".join(str(path) for path in args.compare), result))
+    else:
+        print(terminal(result.lines()))
     if args.report:
         atomic.write_text(args.report, render_html(result))
         print(f"report: {printable(args.report)}")
@@ -312,7 +316,7 @@ def _audit_group(args, folder: Path, shown: Path, sums=None) -> int:
     verdict, failed, code = result.verdict(), result.failed, result.exit_code
     lines = [verdict, f"audit of group {record.group} ({record.group_name}) in {shown}: {len(record.members)} subtasks"]
     lines += (sums.lines() if sums else []) + group.lines() + sections + [verdict]
-    print(terminal(lines, verdicts=(verdict,)))
+    show_verdict(lines, result, shown)
     if args.bundle:
         if failed:
             raise CheckFailed(f"the audit of {shown} failed; no bundle is packed for a group that does not pass.")
@@ -345,7 +349,7 @@ def _audit_subtask(args, run, member):
 
 
 def _print_levels(target, run, outcome) -> None:
-    print(terminal(_level_lines(target, run, outcome), verdicts=(outcome.verdict(),)))
+    show_verdict(_level_lines(target, run, outcome), outcome, target)
 
 
 def _level_lines(target, run, outcome) -> list:

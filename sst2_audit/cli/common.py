@@ -12,13 +12,16 @@ from pathlib import Path
 
 from sst2_audit.audit.loading import load_run
 from sst2_audit.audit.runner import Policy, run_levels
+from sst2_audit.audit.verdict import verdict_object
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.releases import installed_version
 from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.protocol.numeric import activate, use_cores
 from sst2_audit.task.spec import require_data_for, spec_for
+from sst2_audit.util import console
 from sst2_audit.util.commands import command_line, DEFAULT_LOCK, lock_words
 from sst2_audit.util.errors import EXIT_LIMITED, EXIT_WORDS, InputError, InternalError
+from sst2_audit.util.sanitize import terminal
 from sst2_audit.util.suggest import did_you_mean
 
 
@@ -58,6 +61,22 @@ def common(parser):
     parser.add_argument("--threads", type=int, metavar="N",
                         help="the cores the scoring may use (default: every core this process may run on; a lock "
                              "that pins threads keeps its own)")
+
+
+def with_format(parser):
+    """run, audit, adopt: the verdict as the console's words or as one JSON object (cli/__init__.py routes it)."""
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="json: print one machine-readable verdict object on stdout and everything else on "
+                             "stderr (its schema: docs/formats.md, \"A verdict as JSON\")")
+
+
+def show_verdict(lines: list, outcome, subject, numbers: list | None = None, **more) -> None:
+    """A verdict as the console's lines, or, under --format json, as the one verdict object (`more`: extra fields)."""
+    command = console.json_command()
+    if command:
+        console.emit_verdict({**verdict_object(command, subject, outcome, numbers), **more})
+    else:
+        print(terminal(lines, verdicts=(outcome.verdict(),)))
 
 
 def with_profile(parser):

@@ -9,7 +9,7 @@ from sst2_audit.audit import study_level
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.bundle import confirmation as confirmation_bundle
 from sst2_audit.formats import prereg as formats, strict_json
-from sst2_audit.cli.common import audit_words, auditable, numeric_mode
+from sst2_audit.cli.common import audit_words, auditable, numeric_mode, show_verdict
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.study import STUDY_FILE, STUDY_PAGE, StudyRecord
 from sst2_audit.protocol.decision import outcome_line
@@ -135,7 +135,7 @@ def audit_confirmation(args, folder: Path, level_lines, shown=None, sums=None) -
     lines = [verdict, f"audit of confirmation {record.run_name} in {shown}: pre-registration "
              f"{record.preregistration_sha256[:12]}, {len(record.runs)} profile(s)",
              f"  decision rule  {record.statement}", f"  outcome        {record.outcome_line}"]
-    print(terminal(lines + (sums.lines() if sums else []) + chain.lines() + sections + [verdict], verdicts=(verdict,)))
+    show_verdict(lines + (sums.lines() if sums else []) + chain.lines() + sections + [verdict], result, shown)
     if args.bundle:
         if result.failed:
             raise CheckFailed(f"the audit of {shown} failed; no bundle is packed for a confirmation that does not "
@@ -202,5 +202,5 @@ def audit_study(args, folder: Path, level_lines) -> int:
     verdict = result.verdict()
     lines = [verdict, f"audit of study {record.run_name} in {folder}: {len(record.variants)} variants of task "
              f"{record.task}, base {record.variants[0].profile if record.variants else None}"]
-    print(terminal(lines + study.lines() + sections + [verdict], verdicts=(verdict,)))
+    show_verdict(lines + study.lines() + sections + [verdict], result, folder)
     return result.exit_code

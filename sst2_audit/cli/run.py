@@ -9,13 +9,16 @@ from sst2_audit.cli.common import (
     Parser,
     lock_and_profile,
     numeric_mode,
+    show_verdict,
     spec_for_run,
+    with_format,
     with_profile,
 )
 from sst2_audit.cli.experiments import confirm_main, preregister_main, study_main
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.decision import RETIRED, RULES
+from sst2_audit.audit.verdict import run_numbers, run_outcome
 from sst2_audit.pages.report import json_summary, quiet_line, run_summary
 from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
@@ -37,6 +40,7 @@ def main(argv) -> int:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     _one_process_only(args)
+    _one_run_as_json(parser, args)
     if args.list_tasks is not None:
         return _list_tasks(args)
     if (args.preregister is not None or args.confirm is not None) and args.study is None:
@@ -74,14 +78,28 @@ def main(argv) -> int:
         raise InputError(f"--out {out} and --private {private} must be different folders, neither inside the other: "
                          "the private records (sentences, prompts) must never sit with the public ones.")
 
-    set_quiet(args.quiet or args.json)
+    set_quiet(args.quiet or args.json or args.format == "json")
     args.cache = cache_for(args.cache, profile.name)  # a cache of many profiles holds this one in <cache>/<profile>
     record = _shared(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec, smoke=args.smoke,
                                         sort_ids=not args.unsorted_ids, rows=args.rows))
     if isinstance(record, int):  # a process other than rank 0: its exit code, rank 0's
         return record
     auditable(out, lock, args.cache)
-    if args.json:
+    return _said(args, record, out, private)
+
+
+def _one_run_as_json(parser, args) -> None:
+    if args.format == "json" and (args.list_tasks is not None or args.group is not None or args.study is not None
+                                  or args.preregister is not None or args.confirm is not None):
+        parser.error("--format json gives the verdict of one run (--profile, --smoke, --rows); --list-tasks, --group, "
+                     "--study, --preregister and --confirm print their words only.")
+
+
+def _said(args, record, out: Path, private: Path) -> int:
+    """The run's result: its JSON verdict (--format json), its summary as JSON (--json), one line, or the summary."""
+    if args.format == "json":
+        show_verdict([], run_outcome(record), out, run_numbers(record), run=json_summary(record, out, private))
+    elif args.json:
         import json
 
         print(json.dumps(json_summary(record, out, private), indent=2))
@@ -129,6 +147,7 @@ def _parser() -> Parser:
                     epilog=("examples:\n  sst2-audit run --profile embedded\n  sst2-audit run --profile embedded "
                             "--smoke --quiet\n  sst2-audit run --list-tasks 'arc_*' --supported\n\n" + EXIT_CODES))
     with_profile(parser)
+    with_format(parser)
     parser.add_argument("--smoke", action="store_true", help="score only the first 2 dev rows")
     parser.add_argument("--rows", type=int, metavar="N",
                         help="score only the first N dev rows in hash order (a prefix, 2 to the lock's dev_rows; "

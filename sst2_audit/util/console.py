@@ -6,9 +6,10 @@ reach the terminal, whatever library printed them; our own lines go to the saved
 known warnings are counted by name into run.json and listed in report.html.
 """
 
+import json
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
 from sst2_audit.util import progress
@@ -53,6 +54,35 @@ def captured(log_path: Path):
             os.close(saved_err)
             progress.set_stream(previous)
             terminal.close()
+
+
+_VERDICT: dict = {"command": None, "stream": None, "emitted": False}  # `--format json`: one object per command
+
+
+@contextmanager
+def verdict_as_json(command: str):
+    """`--format json`: stdout carries exactly one JSON verdict object (emit_verdict); everything else the command
+    prints goes to stderr, so a pipeline reads stdout whole."""
+    _VERDICT.update(command=command, stream=sys.stdout, emitted=False)
+    try:
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _VERDICT.update(command=None, stream=None)
+
+
+def json_command() -> str | None:
+    """The command whose verdict is printed as JSON, or None (the console's words)."""
+    return _VERDICT["command"]
+
+
+def emit_verdict(verdict: dict) -> None:
+    """The verdict object on the real stdout, once (an error after the verdict keeps the first)."""
+    if _VERDICT["stream"] is None or _VERDICT["emitted"]:
+        return
+    _VERDICT["emitted"] = True
+    _VERDICT["stream"].write(json.dumps(verdict, indent=2, ensure_ascii=True, allow_nan=False) + "\n")
+    _VERDICT["stream"].flush()
 
 
 def count_known(log_path: Path) -> dict:
