@@ -127,3 +127,23 @@ def test_the_type_checker_s_none_safety_exemptions_only_shrink():
         path = REPO / (module.replace(".", "/") + ".py")
         assert path.is_file() or (REPO / module.replace(".", "/") / "__init__.py").is_file(), module
     assert config["packages"] == ["sst2_audit"] and config.get("strict_optional", True) is True
+
+
+def test_only_the_shape_registries_ask_which_shape_a_task_is():
+    """Issue 60: what differs between multiple_choice and generate_until is asked of the task's shape
+    (task/shapes.py) or of the adoption's (audit/adopt_shape.py and its implementations), never by a
+    `generative` flag or an output_type comparison elsewhere."""
+    import re
+
+    # the support policy admits the two output types, the spec reader builds the shape, the registries pick it
+    seams = {"sst2_audit/task/support.py", "sst2_audit/task/spec.py", "sst2_audit/task/shapes.py",
+             "sst2_audit/audit/adopt_shapes.py"}
+    found = []
+    for path in sorted((REPO / "sst2_audit").rglob("*.py")):
+        where = str(path.relative_to(REPO))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            if re.search(r"\bgenerative\b", code) or (
+                    where not in seams and re.search(r"output_type\W* *[!=]= *\W(generate_until|multiple_choice)", code)):
+                found.append(f"{where}:{number}: {line.strip()}")
+    assert found == []

@@ -12,7 +12,7 @@ passed. The same levels re-check an adopted folder's public copy (audit --out), 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sst2_audit.audit import adopt_generation
+from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.adopt_scores import Bound, bound_for, claimed_dtype, FlipTest
 from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.audit.row_set import check_row_set, RowSet
@@ -67,6 +67,7 @@ class Adoption:
     row_set: RowSet | None = None  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
     models: dict = field(default_factory=dict)  # adopt_rescore.model_key -> (model, tokenizer): one load per run
     model_args: dict = field(default_factory=dict)  # the run's model_args as its release parses them (claims level)
+    shape: AdoptShape = field(kw_only=True)  # what differs by the task's shape (audit/adopt_shapes.py picks it)
 
     @property
     def split_rows(self) -> SplitRows:
@@ -170,12 +171,9 @@ def check_claims(adoption: Adoption) -> LevelResult:
         _config_checked(level, adoption, logged, model_args, release)
     level.expect("results", f"n-shot.{task}", adoption.settings["num_fewshot"], results["n-shot"][task])
     level.expect("results", f"results.{task}.alias", *_alias(adoption, results["results"][task].get("alias", task)))
-    filters = sorted({sample.filter for sample in adoption.output.samples})
-    if adoption.spec.generative:
-        level.expect("samples", "filters (the task's filter_list)", sorted(adoption.spec.generation.filter_names),
-                     filters)
-    else:
-        level.expect("samples", "filter (a multiple_choice task's only filter)", ["none"], filters)
+    level.expect("samples", f"filters (a {adoption.spec.shape.name} task's)",
+                 adoption.spec.shape.logged_filters(adoption.spec),
+                 sorted({sample.filter for sample in adoption.output.samples}))
     if adoption.settings["num_fewshot"] and rule_for(adoption.spec).sampler != "first_n":
         # the default sampler draws the shots from the fewshot seed (SOURCE_MAP step 22); first_n draws nothing at
         # random (BBH's literal shots, MMLU's dev rows), so a run with lm-eval's default seed 1234 is the same run
@@ -197,7 +195,7 @@ def check_claims(adoption: Adoption) -> LevelResult:
     adoption.claims.update({key: results.get(key) for key in ("transformers_version", "max_length", "model_name")})
     if not level.problems:  # a run the lock contradicts is a FAIL, whatever dtype it names (or none: exit 2)
         adoption.dtype, words = claimed_dtype(results, model_args)
-        adoption.bound = bound_for(adoption.bound_given, adoption.dtype, adoption.spec.generative, words)
+        adoption.bound = bound_for(adoption.bound_given, adoption.dtype, adoption.spec.shape.decodes, words)
     level.notes.append(f"claimed, not checkable here: model {shown(str(config.get('model_args')))}, dtype "
                        f"{config.get('model_dtype')!r}, device {config.get('device')!r}, batch size "
                        f"{config.get('batch_size')!r}; the rescore is the check of the model")
@@ -369,10 +367,8 @@ def record_levels(adoption: Adoption, tokenizer) -> Outcome:
     """The levels before the model, in order; a failed level stops the next. Identity comes before arithmetic
     here: the arithmetic re-derives each logged value from the row's label, which means something only for the
     row the doc_id really names (a mislabelled run, lm-eval #4084, is named as such, not as wrong values)."""
-    outcome = Outcome([], rescored_as="re-decoded token for token" if adoption.spec.generative else
-                      "rescored bit for bit")
-    identity, arithmetic = ((adopt_generation.check_identity, adopt_generation.check_arithmetic)
-                            if adoption.spec.generative else (check_identity, check_arithmetic))
+    outcome = Outcome([], rescored_as=adoption.shape.rescored_as)
+    identity, arithmetic = adoption.shape.record_checks()
     for check in (check_claims, lambda a: identity(a, tokenizer()), arithmetic):
         level = check(adoption)
         outcome.levels.append(level)

@@ -119,7 +119,7 @@ def check_arithmetic(adoption) -> LevelResult:
 def near_rule(bound):
     """near(gap, logit): a logged token whose logit is within the bound of the maximum's is a near tie. The bound
     is in logits: bound.relative of the maximum's magnitude plus bound.absolute (the generation bound of the
-    claimed dtype, audit/adopt_scores.py::bound_for with generative=True, or --bound)."""
+    claimed dtype, audit/adopt_scores.py::bound_for with decodes=True, or --bound)."""
     return lambda gap, logit: gap <= bound.relative * abs(logit) + bound.absolute
 
 

@@ -16,7 +16,6 @@ from sst2_audit.formats.adopted import BITS, FLIP, NOT_DRAWN, OUT, ROW_CLASSES, 
 from sst2_audit.protocol.metrics import METRICS
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.protocol.numeric import fingerprint, runs_the_mode
-from sst2_audit.scoring.identity import longest_recorded
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
 from sst2_audit.scoring.summaries import bootstrap_iters
@@ -191,9 +190,7 @@ def model_key(adoption) -> tuple:
 
 def _longest(adoption) -> int:
     """The most tokens one request of the rescore holds, from the identity level's rows (the memory statement's)."""
-    if adoption.spec.generative:
-        return max(map(len, adoption.contexts.values()), default=0) + adoption.spec.generation.max_gen_toks
-    return longest_recorded(adoption.questions.values())
+    return adoption.shape.longest(adoption)
 
 
 def run_levels(adoption, timings: dict, seed: int):
@@ -239,8 +236,7 @@ def run_levels(adoption, timings: dict, seed: int):
             model, _ = load_model(model_dir, adoption.settings, loaded[0])
         adoption.models[key] = (model, loaded[0])
     start = time.perf_counter()
-    level = (check_generation_rescore(adoption, model, loaded[0], seed) if adoption.spec.generative
-             else check_rescore(adoption, model, seed))
+    level = adoption.shape.rescore(adoption, model, loaded[0], seed)
     timings["rescore"] = round(time.perf_counter() - start, 3)
     if level is None:  # not rank 0: its share was gathered there
         return outcome
@@ -255,19 +251,7 @@ def run_levels(adoption, timings: dict, seed: int):
 def reviewer_pairs(adoption) -> tuple:
     """(whose, [(metric, reported, the reviewer's number or None, rows)]): per metric (per filter), the submitter's
     number beside the reviewer's own from the rescore (a generate_until task: the reviewer's pure greedy decode)."""
-    reported = adoption.output.results["results"].get(adoption.spec.name, {})
-    if adoption.spec.generative:
-        filters = adoption.spec.generation.filter_names
-        mine = adopt_generation.exact_match_summary(adoption.questions.values(), filters, "greedy_exact_match")
-        pairs = [(f"exact_match,{name}", reported.get(f"exact_match,{name}"), mine.get(f"exact_match,{name}"),
-                  mine["rows"]) for name in filters]
-        whose = "your greedy decode"
-    else:
-        summary = _rescored_summary(adoption)
-        pairs = [(metric, reported.get(f"{METRICS[metric].reported_as},none"), summary.get(metric),
-                  summary.get("rows", 0)) for metric in adoption.spec.metrics]
-        whose = "yours"
-    return whose, pairs
+    return adoption.shape.reviewer_pairs(adoption)
 
 
 def reviewer_numbers(adoption, found: tuple | None = None) -> list:
@@ -309,7 +293,7 @@ def rescored_summary(questions, metrics, iters: int) -> dict:
     return summary
 
 
-def _generation_record(adoption, common: dict) -> generation.AdoptedGenerationRecord:
+def generation_record(adoption, common: dict) -> generation.AdoptedGenerationRecord:
     reported = adoption.output.results["results"][adoption.spec.name]
     rows = [adoption.questions[idx] for idx in sorted(adoption.questions)]
     filters = adoption.spec.generation.filter_names
@@ -339,9 +323,11 @@ def record(adoption, run_name: str, seed: int, timings: dict):
         config_differences=scrub_absolute_paths(adoption.differences), bound=adoption.bound,
         rescore={"rows": adoption.rescore, "seed": seed, "processes": adoption.shards.world}, platform=here,
         bits_required=runs_the_mode(settings, here)[0], versions=versions(), timings=timings)
-    if adoption.spec.generative:
-        return _generation_record(adoption, common)
-    reported = output.results["results"][task]
+    return adoption.shape.record(adoption, common)
+
+
+def choice_record(adoption, common: dict) -> adopted.AdoptedRecord:
+    reported = adoption.output.results["results"][adoption.spec.name]
     questions = [adoption.questions[idx] for idx in sorted(adoption.questions)]
     return adopted.AdoptedRecord(
         **common, metrics=list(adoption.spec.metrics),

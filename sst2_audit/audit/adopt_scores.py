@@ -82,20 +82,20 @@ def tie_spend(ties, bound: Bound) -> float:
     return sum(t["gap"] / (bound.relative * abs(t["logit"]) + bound.absolute) for t in ties)
 
 
-def bound_for(given: float | None, dtype: str | None, generative: bool = False, words: str = "") -> Bound:
+def bound_for(given: float | None, dtype: str | None, decodes: bool = False, words: str = "") -> Bound:
     """The bound of a multiple_choice row's scores (nats) or of a generation's near ties (logits)."""
     if given is not None:
-        if generative:
+        if decodes:
             return Bound(f"gap <= {given:g} logits", 0.0, given, f"the reviewer's --bound {given:g} logits")
         return Bound(f"|logged - rescored| <= {given:g}", 0.0, given, f"the reviewer's --bound {given:g} nats",
                      margin_absolute=2 * given)
     if dtype is None:
-        option = "LOGITS" if generative else "NATS"
+        option = "LOGITS" if decodes else "NATS"
         raise InputError("the adopted run names no dtype this tool knows (results config.model_dtype, model_args "
                          f"dtype; known: {', '.join(sorted(set(DTYPE_WORDS.values())))}), so no bound can be derived "
-                         f"for its {'near ties' if generative else 'scores'}: give one with --bound {option}.")
+                         f"for its {'near ties' if decodes else 'scores'}: give one with --bound {option}.")
     basis = f"derived from {words or f'the dtype the run claims ({dtype})'}"
-    if generative:
+    if decodes:
         relative, absolute = GENERATION_DERIVED[dtype]
         rule = (f"gap <= {relative:g} * |maximum logit| + {absolute:g}" if relative else f"gap <= {absolute:g} logits")
         return Bound(rule, relative, absolute, basis)

@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 from sst2_audit.audit.adopt import Adoption
+from sst2_audit.audit.adopt_shapes import shape_for
 from sst2_audit.audit.adopt_rescore import record, run_levels
 from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
@@ -80,7 +81,7 @@ def main(argv, owns_process: bool = False) -> int:
     name, out = adopted_target(args, f"adopted-{profile.name}")
     try:
         output = lm_eval_output.read_plain_output(args.output, spec.name, spec.metrics,
-                                                  spec.generation.filter_names if spec.generative else None)
+                                                  spec.shape.sample_filters(spec))
     except lm_eval_output.TaskNotInRun as missing:
         raise InputError(f"{missing}; the profile {profile.name} of {lock.given} pins task {spec.name}. "
                          + " ".join(_taken_by(lock, task) for task in missing.tasks)) from None
@@ -88,7 +89,7 @@ def main(argv, owns_process: bool = False) -> int:
     try:
         set_quiet(not shards.lead)
         adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore,
-                            args.seed, args.bound, shards=shards)
+                            args.seed, args.bound, shards=shards, shape=shape_for(spec))
         seed = shards.seed(args.seed)
         timings: dict = {}
         start = time.perf_counter()

@@ -11,6 +11,7 @@ from pathlib import Path
 from sst2_audit.audit.adopt import Adoption
 from sst2_audit.audit.adopt_rescore import (record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels,
                                             shown_number)
+from sst2_audit.audit.adopt_shapes import shape_for
 from sst2_audit.audit.adopt_run import check_groups, group_numbers, UNPINNED
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import GroupOutcome
@@ -41,11 +42,11 @@ def _adoptions(args, lock, index, plan, shards, seed: int) -> tuple:
         spec = spec_for_run(lock, profile, None)
         output = lm_eval_output.read_plain_files(
             index.results_path, index.samples_path(task), task, spec.metrics, public=False,
-            filters=spec.generation.filter_names if spec.generative else None)
+            filters=spec.shape.sample_filters(spec))
         say(f"[task {number}/{len(plan.members)}] {task} (profile {profile_name})")
         adoptions[task] = Adoption(lock, profile, spec, cache_for(args.cache, profile_name), output,
                                    0 if args.structural else args.rescore, args.seed, args.bound, shards=shards,
-                                   models=models)
+                                   models=models, shape=shape_for(spec))
         timings[task], start = {}, time.perf_counter()
         outcomes[task] = run_levels(adoptions[task], timings[task], seed)
         timings[task]["total"] = round(time.perf_counter() - start, 3)

@@ -6,8 +6,8 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sst2_audit.audit import adopted_level
 from sst2_audit.audit.adopt import Adoption
+from sst2_audit.audit.adopt_shapes import shape_for
 from sst2_audit.audit.adopt_rescore import record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.common import show_verdict
@@ -16,7 +16,6 @@ from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.shards import Shards
-from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
@@ -50,14 +49,13 @@ def write_task(out: Path, adoption, adopted_record) -> dict:
     """The public copy (no data text, someone else's paths as <path>), then adopted.json last: its presence
     means complete. Returns {name: bytes} as written, for the bundle."""
     results = json.dumps(lm_eval_output.public_results(adoption.output.results), indent=2, ensure_ascii=False)
-    public = lm_eval_output.public_generated_sample if adoption.spec.generative else lm_eval_output.public_sample
     files = {records.LM_EVAL_RESULTS_FILE: (results + "\n").encode(),
-             records.LM_EVAL_SAMPLES_FILE: _jsonl(public(s) for s in adoption.output.samples)}
+             records.LM_EVAL_SAMPLES_FILE: _jsonl(adoption.shape.public_sample(s) for s in adoption.output.samples)}
     atomic.new_directory(out, "--out")
     try:
         for name, body in files.items():
             atomic.write_bytes(out / name, body)
-        (generation.write if adoption.spec.generative else adopted.write)(out / adopted.ADOPTED_FILE, adopted_record)
+        adoption.shape.write(out / adopted.ADOPTED_FILE, adopted_record)
     except BaseException:
         for name in (*files, adopted.ADOPTED_FILE):
             (out / name).unlink(missing_ok=True)
@@ -91,19 +89,18 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
     spec = spec_for(lock, profile.task)
     files = folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE
     output = lm_eval_output.read_plain_files(*files, spec.name, spec.metrics, public=True,
-                                             filters=spec.generation.filter_names if spec.generative else None)
+                                             filters=spec.shape.sample_filters(spec))
     rows = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     bound = claimed.bound.absolute if claimed.bound.basis.startswith("the reviewer's") else None
-    adoption = Adoption(lock, profile, spec, cache, output, rows, args.seed, bound, models=models)
-    if spec.generative:  # the near ties the record says were taken: a claim each, re-decoded and held to the hash
-        adoption.recorded_ties = {row.idx: [t for t in row.ties if "rank" in t] for row in claimed.rows if row.ties}
+    adoption = Adoption(lock, profile, spec, cache, output, rows, args.seed, bound, models=models,
+                        shape=shape_for(spec))
+    adoption.shape.take_claims(adoption, claimed)
     seed = Shards().seed(args.seed)  # one process: the audit of an adopted folder is not shared
     outcome = run_levels(adoption, {}, seed)
     if not outcome.failed:
         here = record(adoption, claimed.run_name, seed, {})
         bits = runs_the_mode(adoption.settings, here.platform)[0]
-        level = (adopted_level.check_generation(claimed, here, bits) if spec.generative else
-                 adopted_level.check(claimed, here, bits, bootstrap_iters(adoption.settings)))
+        level = adoption.shape.check_adopted(claimed, here, bits, adoption.settings)
         if results_sha256 is not None:
             level.expect("adopted.json", "source.results_sha256 (the run record's results file)", results_sha256,
                          claimed.source.get("results_sha256"))

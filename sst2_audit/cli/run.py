@@ -23,7 +23,7 @@ from sst2_audit.pages.report import json_summary, quiet_line, run_summary
 from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
 from sst2_audit.run.job import default_run_name
-from sst2_audit.protocol.generation import FILTERS
+from sst2_audit.task.shapes import shape_of
 from sst2_audit.task.support import list_installed
 from sst2_audit.util.commands import command_line
 from sst2_audit.scoring.shards import from_launcher, launched
@@ -234,8 +234,7 @@ def _list_tasks(args) -> int:
     supported = [entry for entry in found if entry[2] is None]
     shown = [entry for entry in sorted(found) if entry[2] is None or not args.supported]
     tasks = "task matches" if len(found) == 1 else "tasks match"
-    protocol = ("acc, acc_norm, f1, mcc, a re-derived mc2" if args.output_type == "multiple_choice" else
-                "greedy decoding, the filters " + ", ".join(FILTERS) + ", exact_match")
+    protocol = shape_of(args.output_type).protocol_words
     print(f"{len(found)} installed {args.output_type} {tasks} {args.list_tasks!r}, {len(supported)} within the "
           f"audit's protocol ({protocol}; hooks as pinned shared code; shots re-derivable); "
           f"pinned in {args.lock.name}: {', '.join(sorted(pinned))}; "

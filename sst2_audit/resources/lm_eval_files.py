@@ -19,8 +19,8 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # the data is the
 
 def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, rows: int | None, output: str) -> str:
     """Writes folder/<task>.yaml and folder/samples.json; returns the `lm_eval` command line (paths as given)."""
-    if spec.generative or spec.hooks:
-        raise InputError(f"--lm-eval-files: task {spec.name} " + ("is generate_until" if spec.generative else
+    if spec.shape.decodes or spec.hooks:
+        raise InputError(f"--lm-eval-files: task {spec.name} " + ("is generate_until" if spec.shape.decodes else
                          "calls Python code of its own (hooks)") + "; the files are written for multiple_choice "
                          "tasks of plain YAML. Write its YAML by hand (docs/cli.md, adopt).")
     settings = lock.settings_for(profile.name, spec)

@@ -239,7 +239,7 @@ def _longest_input(spec, lock_raw: dict, settings: dict, data_folder: Path, colu
         doc = by_idx[idx].doc
         prefix = plan.prefix(spec, idx, doc) if plan is not None else spec.prefix(doc)
         for context, candidate in spec.requests(doc, prefix):
-            if spec.generative:  # the context and every token the decode may add
+            if spec.shape.decodes:  # the context and every token the decode may add
                 tokens = (len(context_tokens(tokenizer, context, settings["add_bos_token"]))
                           + spec.generation.max_gen_toks)
             else:

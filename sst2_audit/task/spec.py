@@ -20,6 +20,7 @@ from sst2_audit.task.dataset import read_table, Row
 from sst2_audit.task import hook_check
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
 from sst2_audit.task.hooks import find, Hook, HOOK_KEYS, load, RESULTS_KEY, source
+from sst2_audit.task.shapes import SHAPES, shape_of, TaskShape
 from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util import warm
 from sst2_audit.util.errors import InputError
@@ -50,10 +51,8 @@ class TaskSpec:
     results_rule: ResultsRule | None = None  # how we re-derive the task's process_results hook, if it has one
     widest_include: int = 0  # the most files one of its YAMLs' `include:` names (yaml_file.Reading)
     generation: GenerationRule | None = None  # a generate_until task's decode, filters and exact_match; else None
+    shape: TaskShape = SHAPES["multiple_choice"]  # task/shapes.py: what differs by lm-eval's output_type
 
-    @property
-    def generative(self) -> bool:
-        return self.generation is not None
 
     @property
     def shared_hooks(self) -> tuple:
@@ -158,8 +157,10 @@ class TaskSpec:
         and the shots. A multiple-input task puts each choice in the context and scores the shared
         continuation, doc_to_target (SOURCE_MAP step 61). A generate_until task's one request is its context
         (lm-eval pairs it with the generation_kwargs; "" stands for them here)."""
-        if self.generative:
-            return [(prefix + self.text(doc), "")]
+        return self.shape.requests(self, doc, prefix)
+
+    def choice_requests(self, doc: dict, prefix: str) -> list:
+        """A multiple_choice task's requests (task/shapes.py)."""
         choices, text = self.choices(doc), self._doc_to_text(doc)
         if isinstance(text, str):
             return [(prefix + text, self.target_delimiter + choice) for choice in choices]
@@ -284,6 +285,7 @@ def spec_from_yaml(name: str, relative: str, root: Path, pins: dict | None = Non
         description=config.get("description") or TASKCONFIG_DEFAULTS["description"], metrics=metrics,
         num_fewshot=config.get("num_fewshot"), hooks=hooks, results_rule=rule, widest_include=reading.widest_include,
         generation=generation_rule(config) if config.get("output_type") == "generate_until" else None,
+        shape=shape_of(config.get("output_type")),
     )
 
 

@@ -1,0 +1,49 @@
+"""The seam of an adoption per task shape: what the levels, the rescore, the record and the public copy do
+differently for a multiple_choice and a generate_until task. One implementation per shape
+(audit/adopt_choice.py, audit/adopt_decode.py), picked once per task by audit/adopt_shapes.py and carried by the
+Adoption; nothing else asks which shape a task is (tests/test_layers.py greps for it)."""
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+from sst2_audit.audit.findings import LevelResult
+
+
+class AdoptShape(ABC):
+    rescored_as: str  # how a PASS says every row was checked
+
+    @abstractmethod
+    def record_checks(self) -> tuple[Callable, Callable]:
+        """(identity level(adoption, tokenizer), arithmetic level(adoption)) before any model work."""
+
+    @abstractmethod
+    def longest(self, adoption) -> int:
+        """The most tokens one request of the rescore holds (the memory statement's)."""
+
+    @abstractmethod
+    def rescore(self, adoption, model, tokenizer, seed: int) -> LevelResult | None:
+        """The rescore level at rank 0; None on the other ranks (they only score their share)."""
+
+    @abstractmethod
+    def reviewer_pairs(self, adoption) -> tuple:
+        """(whose, [(metric, reported, the reviewer's number or None, rows)]) per reported number."""
+
+    @abstractmethod
+    def record(self, adoption, common: dict):
+        """The adopted record (formats/adopted.py or adopted_generation.py) from the fields every shape shares."""
+
+    @abstractmethod
+    def public_sample(self, sample) -> dict:
+        """A logged sample as the public copy keeps it: no text of the data."""
+
+    @abstractmethod
+    def write(self, path, record) -> None:
+        """adopted.json, written last."""
+
+    @abstractmethod
+    def take_claims(self, adoption, claimed) -> None:
+        """What an adopted record claims that the audit of it must take again (a decode's near ties)."""
+
+    @abstractmethod
+    def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
+        """adopted.json against the record the levels re-derived here."""
