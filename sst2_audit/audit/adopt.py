@@ -21,7 +21,7 @@ from sst2_audit.formats.adopted import AdoptedQuestion
 from sst2_audit.formats.lm_eval_output import PlainOutput
 from sst2_audit.formats.lock import Lock, Profile
 from sst2_audit.formats.releases import release_of
-from sst2_audit.protocol.metrics import METRICS
+from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.protocol.rules import doc_hash, prompt_hash
 from sst2_audit.scoring.identity import expected_question, tokens_hash
 from sst2_audit.scoring.shards import Shards
@@ -271,8 +271,8 @@ def check_arithmetic(adoption: Adoption) -> LevelResult:
         number, stderr = METRICS[metric].aggregate([q.logged_metrics[metric] for q in ordered],
                                                    bootstrap_iters(adoption.settings))
         adoption.rederived.update({metric: number, f"{metric}_stderr": stderr})
-        level.expect("results", f"{reported},none", number, task[f"{reported},none"])
-        level.expect("results", f"{reported}_stderr,none", stderr, task[f"{reported}_stderr,none"])
+        level.expect("results", result_key(reported), number, task[result_key(reported)])
+        level.expect("results", result_key(reported, stderr=True), stderr, task[result_key(reported, stderr=True)])
     return level
 
 

@@ -5,7 +5,7 @@ from sst2_audit.audit import adopt, adopt_rescore, adopted_level
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats import adopted, lm_eval_output
-from sst2_audit.protocol.metrics import METRICS
+from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.scoring.identity import longest_recorded
 from sst2_audit.scoring.summaries import bootstrap_iters
 
@@ -26,7 +26,7 @@ class ChoiceAdoption(AdoptShape):
         reported = adoption.output.results["results"].get(adoption.spec.name, {})
         summary = adopt_rescore.rescored_summary(adoption.questions.values(), adoption.spec.metrics,
                                                  bootstrap_iters(adoption.settings))
-        return "yours", [(metric, reported.get(f"{METRICS[metric].reported_as},none"), summary.get(metric),
+        return "yours", [(metric, reported.get(result_key(METRICS[metric].reported_as)), summary.get(metric),
                           summary.get("rows", 0)) for metric in adoption.spec.metrics]
 
     def record(self, adoption, common: dict):

@@ -6,6 +6,8 @@ from sst2_audit.audit import adopt_generation, adopt_rescore, adopted_level
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats import adopted_generation, lm_eval_output
+from sst2_audit.protocol.generation import EXACT_MATCH
+from sst2_audit.protocol.metrics import result_key
 
 
 class DecodeAdoption(AdoptShape):
@@ -24,8 +26,8 @@ class DecodeAdoption(AdoptShape):
         reported = adoption.output.results["results"].get(adoption.spec.name, {})
         filters = adoption.spec.generation.filter_names
         mine = adopt_generation.exact_match_summary(adoption.questions.values(), filters, "greedy_exact_match")
-        return "your greedy decode", [(f"exact_match,{name}", reported.get(f"exact_match,{name}"),
-                                       mine.get(f"exact_match,{name}"), mine["rows"]) for name in filters]
+        return "your greedy decode", [(result_key(EXACT_MATCH, name), reported.get(result_key(EXACT_MATCH, name)),
+                                       mine.get(result_key(EXACT_MATCH, name)), mine["rows"]) for name in filters]
 
     def record(self, adoption, common: dict):
         return adopt_rescore.generation_record(adoption, common)

@@ -12,6 +12,8 @@ An adopted folder's public copy holds no text: there, the filters are re-run on 
 from sst2_audit.audit.adopt_scores import FLIP_ALPHA, TIE_BUDGET, tie_spend
 from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.formats.adopted_generation import DIFFERS, DRIFT, GeneratedRow, SAME
+from sst2_audit.protocol.generation import EXACT_MATCH
+from sst2_audit.protocol.metrics import result_key
 from sst2_audit.protocol.rules import accuracy, accuracy_stderr, doc_hash, prompt_hash
 from sst2_audit.protocol.stats import mcnemar_exact
 from sst2_audit.scoring.decode import context_tokens, GreedyDecoder, stop_rule
@@ -110,9 +112,10 @@ def check_arithmetic(adoption) -> LevelResult:
     for name in rule.filter_names:  # lm-eval aggregates in doc_id order: mean, and mean_stderr
         values = [adoption.lines[idx][name].exact_match for idx in sorted(adoption.lines)]
         number, stderr = accuracy(values), accuracy_stderr(values)
-        adoption.rederived.update({f"exact_match,{name}": number, f"exact_match_stderr,{name}": stderr})
-        level.expect("results", f"exact_match,{name}", number, reported[f"exact_match,{name}"])
-        level.expect("results", f"exact_match_stderr,{name}", stderr, reported[f"exact_match_stderr,{name}"])
+        key, stderr_key = result_key(EXACT_MATCH, name), result_key(EXACT_MATCH, name, stderr=True)
+        adoption.rederived.update({key: number, stderr_key: stderr})
+        level.expect("results", key, number, reported[key])
+        level.expect("results", stderr_key, stderr, reported[stderr_key])
     return level
 
 
@@ -213,6 +216,6 @@ def exact_match_summary(rows, filters, per_row: str) -> dict:
     that followed the logged text; greedy_exact_match: the reviewer's own greedy decode)."""
     rows = [row for row in rows if getattr(row, per_row) is not None]
     # .get: a hostile adopted.json may leave a filter out of a row; its row-by-row comparison names that (exit 1)
-    summary = {f"exact_match,{name}": accuracy([getattr(row, per_row).get(name, 0.0) for row in rows])
+    summary = {result_key(EXACT_MATCH, name): accuracy([getattr(row, per_row).get(name, 0.0) for row in rows])
                for name in filters} if rows else {}
     return {**summary, "rows": len(rows)}

@@ -13,7 +13,8 @@ from sst2_audit.audit.rescore import draw, sample_odds
 from sst2_audit.formats import adopted, adopted_generation as generation
 from sst2_audit.formats.manifest import verify_files
 from sst2_audit.formats.adopted import BITS, FLIP, NOT_DRAWN, OUT, ROW_CLASSES, SEALED, WITHIN
-from sst2_audit.protocol.metrics import METRICS
+from sst2_audit.protocol.generation import EXACT_MATCH
+from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.protocol.numeric import fingerprint, runs_the_mode
 from sst2_audit.scoring.independent import IndependentScorer
@@ -299,8 +300,8 @@ def generation_record(adoption, common: dict) -> generation.AdoptedGenerationRec
     filters = adoption.spec.generation.filter_names
     return generation.AdoptedGenerationRecord(
         **common, filters=filters, generation_kwargs=adoption.spec.generation.generation_kwargs,
-        reported={key: reported[key] for name in filters for key in (f"exact_match,{name}",
-                                                                     f"exact_match_stderr,{name}")},
+        reported={key: reported[key] for name in filters for key in (result_key(EXACT_MATCH, name),
+                                                                     result_key(EXACT_MATCH, name, stderr=True))},
         rederived=adoption.rederived,
         rescored_summary=adopt_generation.exact_match_summary(rows, filters, "rescored_exact_match"),
         greedy_summary=adopt_generation.exact_match_summary(rows, filters, "greedy_exact_match"),
@@ -331,7 +332,7 @@ def choice_record(adoption, common: dict) -> adopted.AdoptedRecord:
     questions = [adoption.questions[idx] for idx in sorted(adoption.questions)]
     return adopted.AdoptedRecord(
         **common, metrics=list(adoption.spec.metrics),
-        reported={key: reported[f"{METRICS[m].reported_as}{suffix},none"] for m in adoption.spec.metrics
+        reported={key: reported[result_key(METRICS[m].reported_as, stderr=bool(suffix))] for m in adoption.spec.metrics
                   for key, suffix in ((m, ""), (f"{m}_stderr", "_stderr"))},
         rederived=adoption.rederived, rescored_summary=_rescored_summary(adoption),
         row_classes={name: sum(q.row_class == name for q in questions) for name in ROW_CLASSES},

@@ -10,6 +10,7 @@ from sst2_audit.audit.adopt_rescore import rescored_summary
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats.adopted_run import AdoptedGroup
 from sst2_audit.formats.lm_eval_run import nested_leaves
+from sst2_audit.protocol.metrics import result_key
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.group import group_spec, numbers
 from sst2_audit.task.spec import spec_for
@@ -109,7 +110,7 @@ def check_groups(lock, index, adoptions: dict, level: LevelResult) -> list:
         for metric, _ in spec.aggregate:
             for name in (metric, f"{metric}_stderr"):
                 level.expect(f"groups.{group}", f"{name},none (re-aggregated from the subtasks' re-derived numbers)",
-                             record.rederived[name], reported.get(f"{name},none"))
+                             record.rederived[name], reported.get(result_key(name)))
         rescored = [rescored_summary(a.questions.values(), a.spec.metrics, bootstrap_iters(a.settings))
                     for a in members]
         if all(summary.get("rows") == size for summary, size in zip(rescored, sizes)):

@@ -8,7 +8,7 @@ other field a person reads are checked by the claims level (claims.py).
 
 from sst2_audit.pages.card import largest_value_difference
 from sst2_audit.scoring.identity import public_candidate
-from sst2_audit.protocol.metrics import METRICS, needs_nonempty_choices, predictions, VALUE_TOLERANCE
+from sst2_audit.protocol.metrics import METRICS, needs_nonempty_choices, predictions, result_key, VALUE_TOLERANCE
 from sst2_audit.protocol.numeric import here_flags, numpy_exp
 from sst2_audit.scoring.summaries import label_counts, lm_eval_aggregate, path_summaries
 from sst2_audit.formats.records import PATHS, SCHEMA_VALUES_IN_LM_EVAL_ORDER
@@ -111,7 +111,7 @@ def _against_lm_eval(result: LevelResult, run: RunFolder, spec, record) -> None:
     for metric in spec.metrics:  # run.json names lm-eval's numbers by our metric (mc2 is lm-eval's `acc`)
         reported_as = METRICS[metric].reported_as
         for key, name in ((metric, reported_as), (f"{metric}_stderr", f"{reported_as}_stderr")):
-            result.expect("lm-eval results", f"{name},none", reported.get(f"{name},none"),
+            result.expect("lm-eval results", result_key(name), reported.get(result_key(name)),
                           record.lm_eval_reported.get(key))
     result.expect("lm-eval reported", "keys", sorted(k for m in spec.metrics for k in (m, f"{m}_stderr")),
                   sorted(record.lm_eval_reported))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.schema import typed
-from sst2_audit.protocol.metrics import METRICS
+from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.util.environment import scrub_absolute_paths
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import sha256_bytes
@@ -66,7 +66,7 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",), filters=
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
     names = [METRICS[m].reported_as if m in METRICS else m for m in metrics]  # mc2 is lm-eval's `acc`
-    reported = tuple(((("results", task, f"{m},{f}"), float), (("results", task, f"{m}_stderr,{f}"), float))
+    reported = tuple(((("results", task, result_key(m, f)), float), (("results", task, result_key(m, f, True)), float))
                      for m in names for f in filters)
     # the release first: a run of another release is named as such before a field it lacks stops the parse; a
     # minimised results file without `configs` is read, and the claims level says what it cannot compare

@@ -17,6 +17,7 @@ FILTERS = ("regex", "take_first", "lowercase", "uppercase", "remove_whitespace")
 FILTER_ARGS = {"regex": {"regex_pattern", "group_select", "fallback"}}
 # a greedy decode's whole setting; top_p and top_k only shape sampling (transformers applies them with do_sample)
 GENERATION_KEYS = {"until", "do_sample", "temperature", "max_gen_toks", "top_p", "top_k"}
+EXACT_MATCH = "exact_match"  # a generate_until task's one metric, as lm-eval names it
 EXACT_MATCH_ARGS = {"ignore_case", "ignore_punctuation", "ignore_numbers", "regexes_to_ignore"}
 METRIC_KEYS = {"metric", "aggregation", "higher_is_better", *EXACT_MATCH_ARGS}
 
@@ -165,7 +166,7 @@ def generation_rule(config: dict) -> GenerationRule:
     if config.get("repeats", 1) != 1:
         raise ValueError(f"repeats each request {config.get('repeats')!r} times (one greedy decode is re-derived)")
     metrics = config.get("metric_list") or []
-    if not (len(metrics) == 1 and isinstance(metrics[0], dict) and metrics[0].get("metric") == "exact_match"):
+    if not (len(metrics) == 1 and isinstance(metrics[0], dict) and metrics[0].get("metric") == EXACT_MATCH):
         names = [m.get("metric") if isinstance(m, dict) else m for m in metrics]
         raise ValueError(f"reports metrics {names} (a generate_until task: exact_match alone is re-derived)")
     metric = metrics[0]

@@ -115,3 +115,9 @@ def argmax_metrics(metrics) -> list:
 def yaml_metrics() -> list:
     """The metric_list names a task YAML may use (mc2 comes only with truthfulqa's process_results)."""
     return [name for name, metric in METRICS.items() if metric.kind != "value"]
+
+
+def result_key(reported_as: str, filter_name: str = "none", stderr: bool = False) -> str:
+    """lm-eval's key of a reported number in a results file's task or group: "<metric>[_stderr],<filter>" (the
+    one place it is spelled; a multiple_choice task's filter is "none")."""
+    return f"{reported_as}{'_stderr' if stderr else ''},{filter_name}"

@@ -15,7 +15,7 @@ from sst2_audit.formats import records
 from sst2_audit.formats.lock import Lock, Profile
 from sst2_audit.formats.manifest import Manifest, read_manifest, require_matching, verify_files
 from sst2_audit.pages.html_report import render, render_failure
-from sst2_audit.protocol.metrics import METRICS, predictions
+from sst2_audit.protocol.metrics import METRICS, predictions, result_key
 from sst2_audit.protocol.numeric import fingerprint, one_line, threads_for
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.agreement import compare_scores, describe
@@ -357,7 +357,7 @@ def _record(options: RunOptions, setup: Setup, prompts: Prompts, scores: Scores,
         labels=label_counts(spec, questions),
         max_abs_diff=max_abs_diff,
         identity_checks_passed=len(official.samples),
-        lm_eval_reported={key: task_result[f"{reported},none"] for metric in spec.metrics
+        lm_eval_reported={key: task_result[result_key(reported)] for metric in spec.metrics
                           for key, reported in ((metric, METRICS[metric].reported_as),
                                                 (f"{metric}_stderr", f"{METRICS[metric].reported_as}_stderr"))},
         questions=questions,
