@@ -75,7 +75,7 @@ def _per_question(result: LevelResult, spec, question, exact: bool) -> bool:
         except (ValueError, IndexError) as error:
             result.fail(f"{where}: logged.{metric}: cannot be re-derived from the scores ({error})")
             return False
-        if entry.kind != "value":
+        if not entry.per_question_value:
             result.expect(where, f"logged.{metric}", ours, question.logged[metric])
         elif not entry.agrees(ours, question.logged[metric], exact):
             result.fail(f"{where}: logged.{metric}: re-derived from the scores {ours!r}, lm-eval logged "
@@ -131,7 +131,7 @@ def _summaries(result: LevelResult, spec, record, exact: bool) -> None:
             label = f"summary {path}" if metric == primary else f"summary {path} {metric}"
             for name in ("value", "stderr", "correct", "rows", "predictions"):
                 ours, theirs = getattr(recomputed, name), getattr(claimed, name)
-                if not exact and METRICS[metric].kind == "value" and name in ("value", "stderr") \
+                if not exact and METRICS[metric].per_question_value and name in ("value", "stderr") \
                         and type(theirs) is float and METRICS[metric].agrees(ours, theirs, exact):
                     ours = theirs  # equal to rounding where the machines' exps differ
                 result.expect(label, name, ours, theirs)
@@ -151,7 +151,7 @@ def _reported(result: LevelResult, metric: str, ours, record, exact: bool) -> No
     result.expect("lm-eval reported (from its logged values)", metric, mean, claimed[0])
     result.expect("lm-eval reported (from its logged values)", f"{metric}_stderr", stderr, claimed[1])
     for name, value, other in ((metric, ours.value, claimed[0]), (f"{metric}_stderr", ours.stderr, claimed[1])):
-        if METRICS[metric].kind != "value" or exact:
+        if not METRICS[metric].per_question_value or exact:
             result.expect("lm-eval reported", name, value, other)
         elif not (type(other) is float and METRICS[metric].agrees(value, other, exact)):
             result.fail(f"lm-eval reported: {name}: our re-derivation {value!r}, lm-eval {other!r} "
@@ -181,7 +181,7 @@ def check(run: RunFolder, context) -> LevelResult:
     _against_lm_eval(result, run, spec, record)
     if all(shaped):
         _summaries(result, spec, record, exact)
-        for metric in (m for m in spec.metrics if METRICS[m].kind == "value"):
+        for metric in (m for m in spec.metrics if METRICS[m].per_question_value):
             result.notes.append(f"{metric}: re-derived from the scores by sst2-audit's own code in lm-eval's order "
                                 "(lm-eval ran the task's process_results); largest difference from lm-eval's "
                                 f"logged values {largest_value_difference(record, metric)!r} ({_accepted(exact)}; "

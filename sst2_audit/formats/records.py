@@ -375,7 +375,7 @@ def _check_keys(record: "RunRecord", where: str) -> None:
     for path in PATHS:
         need(f"summaries.{path}", record.summaries[path], metrics)
     argmax = sorted(m for m in record.metrics if METRICS[m].argmax)
-    values = any(METRICS[m].kind == "value" for m in record.metrics)  # mc2 needs each question's true choices
+    values = any(METRICS[m].per_question_value for m in record.metrics)  # mc2 needs each question's true choices
     for number, question in enumerate(record.questions):
         here = f"questions[{number}]"
         need(f"{here}.scores", question.scores, paths)

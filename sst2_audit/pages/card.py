@@ -47,7 +47,7 @@ def _metric_fields(record) -> dict:
     fields = {}
     for number, metric in enumerate(record.metrics):
         summary = record.summaries["official"][metric]
-        name = "accuracy" if number == 0 and METRICS[metric].kind == "accuracy" else metric
+        name = "accuracy" if number == 0 and METRICS[metric].counts_correct else metric
         fields.update({name: summary.value, f"{name}_stderr": summary.stderr})
     return fields
 
@@ -64,7 +64,7 @@ def _rederived_fields(record, written_schema: int) -> dict:
     code = record.evaluator.get("rederived_code")
     if not code:
         return {}
-    values = [m for m in record.metrics if METRICS[m].kind == "value"]
+    values = [m for m in record.metrics if METRICS[m].per_question_value]
 
     def comparison(metric):
         if written_schema >= SCHEMA_CLAIMS_APART:
@@ -176,7 +176,7 @@ def render(record, lock, written_schema: int = RECORD_SCHEMA_VERSION) -> str:
 def basis(record, metric: str) -> str:
     """What a metric's reported number is over (a value or corpus metric: not a count of right answers)."""
     rows = record.summaries["official"][metric].rows
-    if METRICS[metric].kind == "corpus":
+    if METRICS[metric].corpus_statistic:
         return (f"of all {rows} questions' (gold, prediction) pairs; stderr from lm-eval's seeded bootstrap of "
                 f"{record.settings.get('bootstrap_iters')} resamples")
     return f"the mean over {rows} questions"

@@ -54,7 +54,7 @@ def make_rule(kind: str, metric: str, profiles, threshold: float | None) -> Rule
                          f"{list(profiles)}.")
     if metric not in METRICS:
         raise InputError(f"--metric {metric!r}: expected one of {', '.join(METRICS)}.")
-    if kind == "paired-exact" and METRICS[metric].kind != "accuracy":
+    if kind == "paired-exact" and not METRICS[metric].counts_correct:
         raise InputError(f"--rule {kind}: a paired test needs a per-question right or wrong (acc, acc_norm); "
                          f"{metric} has none: use exceeds.")
     if (threshold is None) != (kind != "at-least"):

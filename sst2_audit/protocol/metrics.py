@@ -12,7 +12,7 @@ Three kinds, as lm-eval computes them:
 """
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Literal
 
 from sst2_audit.protocol import corpus
 from sst2_audit.protocol.rules import accuracy, accuracy_stderr, mc2_mass, predict, predict_norm
@@ -28,7 +28,7 @@ VALUE_TOLERANCE = 1e-12
 class Metric:
     name: str  # as run.json names it
     reported_as: str  # lm-eval's key for it in samples and results
-    kind: str  # "accuracy", "value" or "corpus" (above)
+    kind: Literal["accuracy", "value", "corpus"]  # (above): read through the three properties below
     what: str  # one line for pages: what decides a question
     prediction: Callable | None = None  # (candidate scores, question record) -> predicted choice
     compared: Callable | None = None  # (candidate scores, question record) -> the values whose argmax is the prediction
@@ -37,6 +37,23 @@ class Metric:
     statistic: Callable | None = None  # a corpus metric: (golds, predictions) -> the reported number
     choices_needed: int | None = None  # a metric defined for this many choices only (binary f1: 2)
     needs_nonempty_choices: bool = False  # it divides by each choice's length in characters (acc_norm)
+
+    @property
+    def counts_correct(self) -> bool:
+        """An accuracy: a number of right answers (a Wilson interval, a paired accuracy test, the card's
+        "accuracy")."""
+        return self.kind == "accuracy"
+
+    @property
+    def per_question_value(self) -> bool:
+        """Each question's own number, re-derived from its scores (mc2): the record keeps each question's true
+        choices, and another CPU's numpy exp agrees to VALUE_TOLERANCE."""
+        return self.kind == "value"
+
+    @property
+    def corpus_statistic(self) -> bool:
+        """A statistic of all [gold, prediction] pairs (f1, mcc): a bootstrap stderr, rows in lm-eval's order."""
+        return self.kind == "corpus"
 
     @property
     def argmax(self) -> bool:

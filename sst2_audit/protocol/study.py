@@ -24,7 +24,7 @@ def margin(metric: str, scores: list, question) -> float:
 def require_comparable(runs: dict, metric: str) -> None:
     """Variants of one study: the same task, data and scored rows; an argmax metric they all report."""
     first = next(iter(runs.values()))
-    if METRICS.get(metric) is None or METRICS[metric].kind != "accuracy":
+    if METRICS.get(metric) is None or not METRICS[metric].counts_correct:
         raise InputError(f"--metric {metric}: a study pairs per-question right and wrong: acc or acc_norm.")
     for profile, record in runs.items():
         if metric not in record.metrics:

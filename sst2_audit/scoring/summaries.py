@@ -50,7 +50,7 @@ def path_summary(spec, questions, path: str, metric: str, settings: dict) -> Pat
     go in lm-eval's order, by doc id."""
     entry, names = METRICS[metric], choice_names(spec, questions)
     ordered = sorted(questions, key=lambda q: q.idx)
-    if entry.kind == "accuracy":
+    if entry.counts_correct:
         return summarize([entry.prediction(q.scores[path], q) for q in ordered], [q.label for q in ordered], names)
     values = [entry.value(q.scores[path], q) for q in ordered]
     predicted = [entry.prediction(q.scores[path], q) for q in questions] if entry.argmax else None

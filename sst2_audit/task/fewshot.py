@@ -194,7 +194,7 @@ def settings_record(run_settings: dict, spec, sort_ids: bool = True) -> dict:
     """run.json's settings: the lock's run settings, where the shots come from (a few-shot profile), and
     the protocol's fixed choices (run writes, audit checks)."""
     # a corpus metric's stderr is a bootstrap whose resample count lm-eval takes from simple_evaluate: recorded
-    corpus = any(METRICS[m].kind == "corpus" for m in spec.metrics)
+    corpus = any(METRICS[m].corpus_statistic for m in spec.metrics)
     return dict(run_settings, **recorded(spec, run_settings["num_fewshot"]),
                 **({"bootstrap_iters": run_settings.get("bootstrap_iters", BOOTSTRAP_ITERS)} if corpus else {}),
                 doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)
