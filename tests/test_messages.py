@@ -254,3 +254,18 @@ def test_lm_eval_files_refuse_what_they_cannot_write(embedded_cache, tmp_path):
     done = subprocess.run(command + ["--lm-eval-files", "f"], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2 and "--lm-eval-files f already exists and is not empty" in done.stderr
     assert sorted(p.name for p in (tmp_path / "f").iterdir()) == ["x"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (("--group", "mmlu", "--smoke"), "--group runs the lock's profiles for the group; leave out --profile, --task, "
+                                     "--smoke, --rows, --unsorted-ids"),
+    (("--study", "s", "--profile", "embedded"), "--study runs its --variant profiles; leave out --profile, --task, "
+                                                "--smoke, --rows, --unsorted-ids, --group"),
+    (("--preregister", "p.json", "--group", "mmlu"), "--preregister and --confirm take the profiles of their dev "
+                                                     "runs; leave out --profile, --task, --smoke, --rows, "
+                                                     "--unsorted-ids, --group"),
+    (("--list-tasks", "--format", "json"), "--format json gives the verdict of one run"),
+])
+def test_run_s_modes_refuse_a_one_run_option_in_one_rule(argv, words):
+    done = run_cli("run.py", *argv)
+    assert done.returncode == 2 and words in one_paragraph(done.stderr), done.stderr

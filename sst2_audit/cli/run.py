@@ -44,23 +44,17 @@ def main(argv) -> int:
     if args.list_tasks is not None:
         return _list_tasks(args)
     if (args.preregister is not None or args.confirm is not None) and args.study is None:
-        if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None or args.group:
-            parser.error("--preregister and --confirm take the profiles of their dev runs; leave out --profile, "
-                         "--task, --smoke, --rows, --unsorted-ids, --group")
+        _alone(parser, args, "--preregister and --confirm take the profiles of their dev runs", "--group")
         if args.preregister is not None and args.confirm is not None:
             parser.error("give one of --preregister FILE and --confirm FILE")
         return preregister_main(args) if args.preregister is not None else confirm_main(args)
     if args.study is not None:
-        if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None or args.group:
-            parser.error("--study runs its --variant profiles; leave out --profile, --task, --smoke, --rows, "
-                         "--unsorted-ids, --group")
+        _alone(parser, args, "--study runs its --variant profiles", "--group")
         return study_main(args)
     if args.dev_run or args.rule or args.metric or args.threshold is not None or args.variant:
         parser.error("--dev-run, --rule, --metric and --threshold belong to --preregister FILE; --variant to --study")
     if args.group is not None:
-        if args.profile or args.task or args.smoke or args.unsorted_ids or args.rows is not None:
-            parser.error("--group runs the lock's profiles for the group; leave out --profile, --task, --smoke, "
-                         "--rows, --unsorted-ids")
+        _alone(parser, args, "--group runs the lock's profiles for the group")
         return _group(args)
     if args.supported:
         parser.error("--supported filters --list-tasks")
@@ -86,6 +80,18 @@ def main(argv) -> int:
         return record
     auditable(out, lock, args.cache)
     return _said(args, record, out, private)
+
+
+# a run's own options, which --preregister, --confirm, --study and --group (runs of the lock's profiles) leave out
+ONE_RUN = {"--profile": "profile", "--task": "task", "--smoke": "smoke", "--rows": "rows",
+           "--unsorted-ids": "unsorted_ids"}
+
+
+def _alone(parser, args, what: str, *also: str) -> None:
+    """A mode that runs the lock's profiles refuses a one-run option (and the other modes in `also`)."""
+    options = {**ONE_RUN, **{option: option.removeprefix("--") for option in also}}
+    if any(getattr(args, name) not in (None, False) for name in options.values()):
+        parser.error(f"{what}; leave out {', '.join(options)}")
 
 
 def _one_run_as_json(parser, args) -> None:
