@@ -33,7 +33,7 @@ class Comparison:
     @property
     def style(self) -> str:
         """The page's box for the verdict: pass (identical), amber (drift within the bound), fail (different)."""
-        return {IDENTICAL: "pass", DRIFT: "demo"}.get(self.verdict, "fail")
+        return {IDENTICAL: "pass", DRIFT: "demo"}.get(self.verdict or DIFFERENT, "fail")
 
     def as_json(self) -> dict:
         """`audit --compare --format json` (docs/formats.md): the verdict in its words, each changed prediction."""

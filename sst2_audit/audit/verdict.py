@@ -5,16 +5,16 @@ import re
 from dataclasses import dataclass, field
 
 from sst2_audit.audit.findings import LevelResult
-from sst2_audit.protocol.drift import DRIFT, IDENTICAL
+from sst2_audit.protocol.drift import DIFFERENT, DRIFT, IDENTICAL
 from sst2_audit.util.errors import EXIT_FAIL, EXIT_LIMITED, EXIT_PASS
 
 VERDICT_KIND, VERDICT_SCHEMA = "sst2-audit/verdict", 1  # `--format json` (docs/formats.md, "A verdict as JSON")
 _HEAD = re.compile(r"^VERDICT: ([A-Z][A-Z ,]*[A-Z])")
 
 
-def compare_exit_code(verdict: str) -> int:
+def compare_exit_code(verdict: str | None) -> int:
     """`audit.py --compare`: identical 0, platform drift within the bound 4, anything else (different) 1."""
-    return {IDENTICAL: EXIT_PASS, DRIFT: EXIT_LIMITED}.get(verdict, EXIT_FAIL)
+    return {IDENTICAL: EXIT_PASS, DRIFT: EXIT_LIMITED}.get(verdict or DIFFERENT, EXIT_FAIL)
 
 
 @dataclass

@@ -31,7 +31,7 @@ def _terminated(number, frame):
     raise Terminated
 
 
-def _stopped_by(error: BaseException) -> KeyboardInterrupt | None:
+def _stopped_by(error: BaseException | None) -> KeyboardInterrupt | None:
     """The Ctrl-C or SIGTERM behind an error: a signal that lands inside an import or a class body (lm-eval's
     lazy imports) reaches us wrapped, e.g. as "RuntimeError: Error calling __set_name__", with it as the cause."""
     seen = set()

@@ -106,7 +106,7 @@ class PlainSample:
     target_hash: str
     metrics: dict  # lm-eval's name -> the logged per-document value (a float, or [gold, prediction])
     filter: str = "none"
-    metric_names: list = None  # the sample's `metrics`: the names lm-eval logged values of
+    metric_names: list | None = None  # the sample's `metrics`: the names lm-eval logged values of
     doc: dict | None = None
     arguments: list | None = None  # [(context, continuation)] per request
     target: str | None = None

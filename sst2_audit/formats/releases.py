@@ -9,7 +9,7 @@ is refused, exit 2). A known release that is not supported is refused with the r
 
 from dataclasses import dataclass
 
-from sst2_audit.util.errors import InputError
+from sst2_audit.util.errors import InputError, InternalError
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def extras_words() -> str:
 def release_for(evaluator: dict, where: str) -> Release:
     """The release a lock's evaluator pins, refused unless it is supported and pinned by its published wheel."""
     version = evaluator.get("version")
-    release = RELEASES.get(version)
+    release = RELEASES.get(version) if isinstance(version, str) else None
     if release is None:
         raise InputError(f"{where}: evaluator.version {str(version)[:40]!r} is not an lm-eval release sst2-audit "
                          f"knows; it supports {supported_words()}.")
@@ -115,8 +115,11 @@ def require_release_scope(version: str, where: str, *, task: str, fewshot_keys=(
                          f"{', '.join(v for v in SUPPORTED if v != version)} for it.")
 
 
-def release_of(version: str) -> Release:
-    """The known release `version` (a lock's, already refused by release_for when unknown)."""
+def release_of(version: str | None) -> Release:
+    """The known release `version` (a lock's, already refused by release_for when unknown; the installed one,
+    verified equal to the lock's before it is asked for)."""
+    if version not in RELEASES:
+        raise InternalError(f"lm-eval {version!r} is not a release this tool knows; it was not refused before")
     return RELEASES[version]
 
 

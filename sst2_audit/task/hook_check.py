@@ -129,7 +129,8 @@ def file_reason(file_name: str, data: bytes, function: str) -> str | None:
                 if top not in ALLOWED_IMPORTS:
                     return f"{file_name} imports {name} (hooks may import only {', '.join(sorted(ALLOWED_IMPORTS))})"
             for alias in node.names:
-                if isinstance(node, ast.ImportFrom) and alias.name not in MODULE_ATTRIBUTES.get(node.module, ()) and \
+                listed = MODULE_ATTRIBUTES.get(node.module or "", ()) if isinstance(node, ast.ImportFrom) else ()
+                if isinstance(node, ast.ImportFrom) and alias.name not in listed and \
                         f"{node.module}.{alias.name}" not in SUBMODULES:
                     return (f"{file_name} imports {alias.name} from {node.module} (not on the hook check's list of "
                             "module attributes)")
@@ -232,7 +233,7 @@ def _chain_reason(file_name: str, node, imported: dict) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
         prefix = _module_chain(node.value, imported)
         return _chain_reason(file_name, node.value, imported) or (
-            None if node.attr in MODULE_ATTRIBUTES.get(prefix, ALLOWED_ATTRIBUTES) else
+            None if node.attr in MODULE_ATTRIBUTES.get(prefix or "", ALLOWED_ATTRIBUTES) else
             f"{file_name} reaches {prefix}.{node.attr} (not on the hook check's list of module attributes)")
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         dotted = imported[node.value.id]

@@ -45,9 +45,10 @@ def parse(text: str) -> list:
         if not match:
             continue
         cells = [c.strip() for c in match.group("cells").split(" | ")]
-        if len(cells) != 8 or not LINES.match(cells[3]) or not _code(cells[1]).startswith("lm_eval/"):
+        lines = LINES.match(cells[3]) if len(cells) == 8 else None
+        if lines is None or not _code(cells[1]).startswith("lm_eval/"):
             continue
-        first, last = map(int, LINES.match(cells[3]).groups())
+        first, last = map(int, lines.groups())
         counterparts = tuple(_code(part) for part in cells[6].split(";") if "::" in part)
         rows.append(MapRow(number, cells[0], _code(cells[1]), _code(cells[2]), first, last, _code(cells[4]),
                            counterparts))

@@ -87,7 +87,8 @@ def _draws_reason(config: dict, hook: Hook) -> str | None:
     if hook.key != "process_docs":
         return (f"{Path(hook.file).name} draws from random in a {hook.key} hook (lm-eval calls it once per request "
                 "and again per log line: only a process_docs hook draws at a point its seeding fixes)")
-    splits = {config.get(f"{name}_split") for name in ("training", "validation", "test", "fewshot")} - {None}
+    splits = {str(config[key]) for key in (f"{name}_split" for name in ("training", "validation", "test", "fewshot"))
+              if config.get(key) is not None}
     if len(splits) > 1:
         return (f"{Path(hook.file).name} draws from random and the task processes the splits {sorted(splits)} (each "
                 "split's map draws after the one before it, in lm-eval's construction order)")
@@ -95,7 +96,7 @@ def _draws_reason(config: dict, hook: Hook) -> str | None:
 
 
 def results_rule(hook: Hook) -> ResultsRule | None:
-    return RESULTS_RULES.get(source_sha256(Path(hook.file), hook.function))
+    return RESULTS_RULES.get(source_sha256(Path(hook.file), hook.function) or "")
 
 
 def metrics_of(config: dict, rule: ResultsRule | None) -> tuple:

@@ -18,7 +18,7 @@ def versions() -> dict:
 
 @functools.cache  # a process's installed packages do not change while it runs; each lookup parses their metadata
 def _versions() -> dict:
-    found = {"python": platform.python_version()}
+    found: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             found[name] = metadata.version(name.replace("_", "-"))
