@@ -2,6 +2,7 @@
 here and held to the console verdict of the same command; findings carry their level, row and field."""
 
 import json
+import pickle
 import random
 
 import pytest
@@ -125,3 +126,5 @@ def test_findings_carry_their_parts_and_any_text_survives_json(tmp_path):
         if row is not None:
             assert [f["row"] for f in back] == [row, row]
         assert back[0]["field"] == "prompt_hash" and len(back[0]["actual"]) < 300
+        copied = pickle.loads(pickle.dumps(level.problems))
+        assert [finding.as_json() for finding in copied] == [finding.as_json() for finding in level.problems]

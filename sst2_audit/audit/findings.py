@@ -30,6 +30,10 @@ class Finding(str):
         finding.row = row if row is not None else int(found.group(1)) if found else None
         return finding
 
+    def __reduce__(self):  # a copy or a pickle (a finding crossing processes) keeps its parts
+        return Finding, (str(self), self.level, self.kind, self.where, self.field, self.expected, self.actual,
+                         self.row)
+
     def as_json(self) -> dict:
         return {"level": self.level, "row": self.row, "where": self.where, "field": self.field, "kind": self.kind,
                 "expected": self.expected, "actual": self.actual, "words": str(self)}
