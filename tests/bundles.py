@@ -7,7 +7,7 @@ import io
 import json
 import tarfile
 
-from conftest import LOCK, REPO
+from support.paths import LOCK, REPO
 from sst2_audit.cli import audit_main
 from sst2_audit.formats import records
 from sst2_audit.formats.lock import load_lock

@@ -1,7 +1,8 @@
 """A shadow of the installed lm_eval in which one task file differs by one byte, and what a run and an audit
 must then do: shared by the hook tests (test_hooks.py, test_mc2.py)."""
 
-from conftest import DEMOS, one_paragraph, run_script
+from support.paths import DEMOS
+from support.processes import one_paragraph, run_script
 from sst2_audit.task.evaluator_pin import installed_root
 
 

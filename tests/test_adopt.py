@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOCK, VENV_BIN, built_once, prepare_cache, run_script, tiny_model_lock
+from support.builders import built_once, prepare_cache, tiny_model_lock
+from support.paths import LOCK, VENV_BIN
+from support.processes import run_script
 
 ROWS = 16  # the first dev rows in hash order
 ADOPT = str(VENV_BIN / "sst2-audit")  # the installed command, run as a script (forked from the warm interpreter)

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import built_once, DEMOS, LOCK, REPO, run_script, tiny_model_lock, TEST_CACHE, VENV_BIN
+from support.builders import built_once, tiny_model_lock
+from support.paths import DEMOS, LOCK, REPO, TEST_CACHE, VENV_BIN
+from support.processes import run_script
 from sst2_audit.formats.releases import installed_version
 from test_adopt import _edit_sample
 

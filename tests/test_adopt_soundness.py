@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _exclusive, built_once, LOCK, REPO, run_script, TEST_CACHE, VENV_BIN
+from support.builders import _exclusive, built_once
+from support.paths import LOCK, REPO, TEST_CACHE, VENV_BIN
+from support.processes import run_script
 from sst2_audit.formats.releases import installed_version
 from test_adopt import _copy, _rehash, build_plain_runs, ROWS
 from test_verdict_attacks import _set, _strings
@@ -269,7 +271,7 @@ def _limit_run(folder: Path) -> Path:
     import os
     import subprocess
 
-    from conftest import VENV_BIN
+    from support.paths import VENV_BIN
 
     out = folder / "limit"
     argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
@@ -388,7 +390,7 @@ ARC = "embedded-arc-challenge-25shot"
 def arc(tiny_demos, tmp_path_factory) -> Path:
     """The ARC-shaped demo profile (25 shots, acc and acc_norm) on the tiny model: its cache, and a real float32
     `lm_eval` run of its first 8 dev rows."""
-    from conftest import prepare_cache
+    from support.builders import prepare_cache
     from test_adopt import _task_yaml, plain_lm_eval
 
     folder = tmp_path_factory.mktemp("arc")

@@ -11,7 +11,9 @@ import shutil
 import pytest
 
 from bundles import REFERENCE, audit, edited, members_of, pack, regenerate_card
-from conftest import LOCK, local_lock, one_paragraph, run_script
+from support.builders import local_lock
+from support.paths import LOCK
+from support.processes import one_paragraph, run_script
 from sst2_audit.audit.rescore import draw
 
 def test_the_salt_shopping_bundle_is_caught_by_the_reviewers_lock(embedded_cache, tmp_path, capsys):

@@ -11,7 +11,8 @@ import tarfile
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, REPO, run_script
+from support.paths import EMBEDDED_COLUMNS, REPO
+from support.processes import run_script
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.cli import audit_main
 from sst2_audit.task.dataset import read_parquet
@@ -395,7 +396,7 @@ def test_two_processes_under_torchrun_rescore_the_reference_bundle_bit_for_bit(e
     """`torchrun --standalone --nproc-per-node 2 sst2-audit audit --bundle-file REFERENCE`: the 64 rows shared by
     two gloo processes, rank 0 gathers, judges and alone prints: PASS, every row bit for bit. A group or an
     adopted run under a launcher is refused (exit 2): they run in one process."""
-    from conftest import VENV_BIN
+    from support.paths import VENV_BIN
 
     bundle = REPO / "results" / "embedded-full-reference.tar.gz"
     env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}

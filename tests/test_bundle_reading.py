@@ -14,7 +14,8 @@ import tarfile
 
 import pytest
 
-from conftest import REPO, one_paragraph
+from support.paths import REPO
+from support.processes import one_paragraph
 from sst2_audit.cli import audit_main
 from bundles import REFERENCE, TOP, audit, members_of, pack
 
@@ -262,7 +263,7 @@ def test_fuzz_group_bundle_bytes_never_escape_as_a_traceback(tmp_path, capsys):
     bundle under each subtask's name), its bytes mutated: read or refused, exit 1 or 2 (or 4), never 3."""
     import hashlib
 
-    from conftest import DEMOS
+    from support.paths import DEMOS
     from sst2_audit.formats import records
     from sst2_audit.bundle import group as group_bundle
 

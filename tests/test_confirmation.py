@@ -11,7 +11,9 @@ import shutil
 
 import pytest
 
-from conftest import REPO, run_script, tiny_model_lock
+from support.builders import tiny_model_lock
+from support.paths import REPO
+from support.processes import run_script
 from sst2_audit.cli import audit_main, run_main
 from sst2_audit.protocol.decision import make_rule
 from sst2_audit.protocol.stats import mcnemar_exact

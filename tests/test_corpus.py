@@ -8,7 +8,9 @@ import shutil
 
 import pytest
 
-from conftest import DEMOS, REPO, bundle_audited, prepare_run_audit, run_script
+from support.builders import bundle_audited, prepare_run_audit
+from support.paths import DEMOS, REPO
+from support.processes import run_script
 from sst2_audit.protocol import corpus
 from sst2_audit.task.dataset import Row
 from sst2_audit.util.errors import InputError

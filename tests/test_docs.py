@@ -4,7 +4,7 @@ util/errors.py), and every relative link in the README and docs/ (its file and i
 import inspect
 import re
 
-from conftest import REPO
+from support.paths import REPO
 
 from sst2_audit.cli import adopt as cmd_adopt, audit as cmd_audit, prepare as cmd_prepare, run as cmd_run
 from sst2_audit.util.errors import EXIT_CODES

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from conftest import (DEMOS, EMBEDDED_COLUMNS, LOCK, REPO, bundle_audited, one_paragraph, prepare_cache,
-                      prepare_run_audit, run_script, tiny_model_folder)
+from support.builders import bundle_audited, prepare_cache, prepare_run_audit, tiny_model_folder
+from support.paths import DEMOS, EMBEDDED_COLUMNS, LOCK, REPO
+from support.processes import one_paragraph, run_script
 from sst2_audit.task import fewshot
 from sst2_audit.task.dataset import read_parquet
 from sst2_audit.formats.lock import load_lock
@@ -81,7 +82,7 @@ def _fewshot_lock(tmp_path, profile: str, shots: int, **more):
     """A copy of the shipped lock whose profile pins `shots`, beside a copy of the demo data it names."""
     import shutil
 
-    from conftest import REPO, load_lock_json
+    from support.paths import load_lock_json, REPO
 
     shutil.copytree(REPO / "data" / "demo", tmp_path / "data" / "demo")
     raw = load_lock_json()
@@ -217,7 +218,7 @@ def test_a_question_shown_its_own_question_as_a_shot_is_named():
 def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
     from types import SimpleNamespace
 
-    from conftest import load_lock_json
+    from support.paths import load_lock_json
     from sst2_audit.util.errors import InputError
     from sst2_audit.pages.html_report import _shots_seen
 
@@ -295,7 +296,7 @@ def test_a_run_whose_question_would_see_its_own_question_as_a_shot_fails_before_
     failure record, and writes no run record."""
     import shutil
 
-    from conftest import REPO
+    from support.paths import REPO
     from sst2_audit.formats import records
     from sst2_audit.util.hashing import sha256_file
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import built_once, LOCK, REPO, run_script, tiny_model_folder, VENV_BIN
+from support.builders import built_once, tiny_model_folder
+from support.paths import LOCK, REPO, VENV_BIN
+from support.processes import run_script
 from test_leaderboard import release_cache  # noqa: F401 - the fixture: the embedded cache under this release's lock
 from sst2_audit.formats.releases import installed_version
 

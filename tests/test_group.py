@@ -5,7 +5,9 @@ import random
 
 import pytest
 
-from conftest import DEMOS, one_paragraph, prepare_and_run_group, run_script
+from support.builders import prepare_and_run_group
+from support.paths import DEMOS
+from support.processes import one_paragraph, run_script
 from sst2_audit.formats.releases import release_of
 from sst2_audit.task import group
 from sst2_audit.util.errors import InputError
@@ -228,7 +230,8 @@ def test_a_group_pinned_from_your_own_model_and_data_runs_audits_and_bundles(emb
     the bundle audited. A refusal after a subtask was pinned leaves nothing behind."""
     import shutil
 
-    from conftest import REPO, tiny_model_folder
+    from support.builders import tiny_model_folder
+    from support.paths import REPO
 
     model, data = tmp_path / "locks" / "my-model", tmp_path / "my-data"  # the model inside the lock's folder
     tiny_model_folder(model, 13, embedded_cache)

@@ -6,7 +6,9 @@ import random
 
 import pytest
 
-from conftest import DEMOS, REPO, prepare_run_audit, run_script
+from support.builders import prepare_run_audit
+from support.paths import DEMOS, REPO
+from support.processes import run_script
 from shadows import refused_with_a_changed_hook, shadow_lm_eval
 from sst2_audit.task import hook_check, hooks
 from sst2_audit.util.errors import CheckFailed

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, load_lock_json, one_paragraph, run_script, tree_state
+from support.paths import EMBEDDED_COLUMNS, load_lock_json
+from support.processes import one_paragraph, run_script, tree_state
 from hubserver import HubServer, Repo
 from sst2_audit.task.dataset import read_demo_tsv, write_parquet
 from sst2_audit.util.hashing import sha256_file

@@ -10,7 +10,9 @@ import json
 import re
 import shutil
 
-from conftest import REPO, readme_journeys, run_installed, tiny_model_folder
+from support.builders import tiny_model_folder
+from support.paths import REPO
+from support.processes import readme_journeys, run_installed
 
 PASS = "VERDICT: PASS: every level passed and every scored row was rescored bit for bit"
 NEXT = "  next          audit (every row rescored; add --bundle to pack it): "

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from conftest import LOCK, run_cli, run_script
+from support.paths import LOCK
+from support.processes import run_cli, run_script
 from test_adopt import _copy, _edit_sample, _rehash, ADOPT, adopt, audit, plain  # noqa: F401 - a fixture
 
 from sst2_audit.audit.findings import Finding, LevelResult

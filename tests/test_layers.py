@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from support.paths import REPO
 
 PACKAGE = REPO / "sst2_audit"
 # bottom to top: what each room holds is in its __init__'s docstring

@@ -10,8 +10,9 @@ import shutil
 import pytest
 import yaml
 
-from conftest import _exclusive, LOCK, prepare_and_run_group, prepare_run_audit, REPO, run_script, TEST_CACHE, \
-    tiny_model_folder
+from support.builders import _exclusive, prepare_and_run_group, prepare_run_audit, tiny_model_folder
+from support.paths import LOCK, REPO, TEST_CACHE
+from support.processes import run_script
 from sst2_audit.formats.releases import installed_version
 
 RELEASE_LOCK = {"0.4.9.2": LOCK, "0.4.13": REPO / "lm-eval-0.4.13.lock.json"}[installed_version()]
@@ -97,7 +98,7 @@ def test_a_bbh_shaped_demo_runs_audits_and_bundles_bit_for_bit(release_cache, tm
     assert [q["shots"] for q in record["questions"]] == [[0, 1, 2]] * len(record["questions"])
     # what a leaderboard submitter publishes: a plain `lm_eval` run of the task (its YAML's 3 shots, lm-eval's own
     # default seeds), adopted: every level, every row bit for bit
-    from conftest import VENV_BIN
+    from support.paths import VENV_BIN
     from test_adopt import _task_yaml, plain_lm_eval
 
     ids = _task_yaml(lock, tmp_path / "cache", tmp_path / f"{BBH_TASK}.yaml", profile="bbh")
@@ -190,7 +191,7 @@ def test_a_gpqa_shaped_demo_draws_its_choice_order_from_lm_evals_seed(release_ca
     the run bit for bit, the default audit and the bundle PASS; a plain `lm_eval` run (lm-eval's default seeds)
     adopted bit for bit; a run whose choice order is not its seed's (a datasets cache warmed by another seed) is
     caught by the identity level, row by row."""
-    from conftest import VENV_BIN
+    from support.paths import VENV_BIN
     from sst2_audit.formats.lock import load_lock
     from sst2_audit.task.rows import verified_rows
     from sst2_audit.task.spec import spec_for

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from conftest import load_lock_json, LOCK, one_paragraph, REPO, run_cli
+from support.paths import load_lock_json, LOCK, REPO
+from support.processes import one_paragraph, run_cli
 from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import InputError
 from sst2_audit.formats.lock import load_lock

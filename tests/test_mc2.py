@@ -11,7 +11,9 @@ import tarfile
 import numpy as np
 import pytest
 
-from conftest import DEMOS, REPO, prepare_run_audit, run_script
+from support.builders import prepare_run_audit
+from support.paths import DEMOS, REPO
+from support.processes import run_script
 from sst2_audit.task import hooks
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.protocol.metrics import VALUE_TOLERANCE

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from conftest import LOCK, one_paragraph, REPO, run_cli
+from support.paths import LOCK, REPO
+from support.processes import one_paragraph, run_cli
 from bundles import REFERENCE, audit
 
 
@@ -105,7 +106,7 @@ def test_a_data_resource_without_columns_is_refused_before_any_model_file(tmp_pa
     import json
     import shutil
 
-    from conftest import load_lock_json
+    from support.paths import load_lock_json
 
     shutil.copytree(REPO / "data" / "demo", tmp_path / "data" / "demo")
     raw = load_lock_json()

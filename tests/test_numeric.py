@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from conftest import LOCK, REPO, load_lock_json, one_paragraph, run_script
+from support.paths import load_lock_json, LOCK, REPO
+from support.processes import one_paragraph, run_script
 from sst2_audit.protocol import numeric
 from sst2_audit.protocol.numeric import MODE_VARIABLES
 from sst2_audit.protocol.drift import DIFFERENT, DRIFT, DRIFT_BOUND, IDENTICAL, judge

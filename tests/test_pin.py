@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from conftest import (
-    LOCK, one_paragraph, prepare_cache, prepare_run_audit, run_cli, run_script, tiny_model_folder, tree_state,
-)
+from support.builders import prepare_cache, prepare_run_audit, tiny_model_folder
+from support.paths import LOCK
+from support.processes import one_paragraph, run_cli, run_script, tree_state
 from sst2_audit.task.split import split_key
 
 
@@ -484,7 +484,7 @@ def test_pin_refuses_malformed_options_and_files_with_exit_2(own_model, tmp_path
 
 
 def test_malformed_lock_models_and_profile_settings_exit_2(tmp_path):
-    from conftest import load_lock_json
+    from support.paths import load_lock_json
 
     for change, message in (
             (lambda raw: raw.update(models=[1]), "models: expected dict, got list '[1]'."),

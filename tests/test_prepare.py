@@ -4,7 +4,9 @@ import zipfile
 
 import pytest
 
-from conftest import load_lock_json, local_lock, LOCK, one_paragraph, run_cli, run_script, tree_state
+from support.builders import local_lock
+from support.paths import load_lock_json, LOCK
+from support.processes import one_paragraph, run_cli, run_script, tree_state
 from sst2_audit.cli import prepare_main
 from sst2_audit.util.hashing import sha256_file
 from sst2_audit.formats.manifest import read_manifest
@@ -250,7 +252,7 @@ def test_profiles_that_pin_one_model_keep_one_copy_of_it(embedded_cache, rte_cac
 def test_a_damaged_store_is_caught_by_the_lock(embedded_cache, tmp_path):
     import shutil
 
-    from conftest import load_lock_json
+    from support.paths import load_lock_json
 
     model = load_lock_json()["profiles"]["embedded"]["model"]
     key = f"wheel-{model['wheel']['sha256'][:16]}-member-{model['member']['sha256']}"
@@ -277,7 +279,7 @@ def test_one_cache_holds_many_profiles_and_their_model_once(embedded_cache, tmp_
     import json
     import shutil
 
-    from conftest import LOCK, REPO
+    from support.paths import LOCK, REPO
 
     shutil.copytree(REPO / "data" / "demo", tmp_path / "data" / "demo")
     raw = json.loads(LOCK.read_text())

@@ -10,7 +10,9 @@ import re
 
 import pytest
 
-from conftest import DEMOS, REPO, run_script, tiny_model_folder
+from support.builders import tiny_model_folder
+from support.paths import DEMOS, REPO
+from support.processes import run_script
 from bundles import members_of
 
 MARKER = re.compile(r"qz\d{6}x")

@@ -81,7 +81,7 @@ def test_a_schema_5_summary_s_accuracy_is_read_as_its_value():
     unexpected field, and a schema-6 one that says `accuracy` is too."""
     import tarfile
 
-    from conftest import REPO
+    from support.paths import REPO
 
     with tarfile.open(REPO / "results" / "embedded-full-reference.tar.gz") as archive:
         raw = json.loads(archive.extractfile("embedded-full-reference/run.json").read())

@@ -12,7 +12,8 @@ import json
 import pathlib
 import tarfile
 
-from conftest import REPO, run_script
+from support.paths import REPO
+from support.processes import run_script
 from sst2_audit.cli import audit_main
 from sst2_audit.formats import manifest
 from sst2_audit.protocol.drift import DRIFT_BOUND

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TEST_CACHE, _exclusive, built_once, one_paragraph, prepare_and_run_group, prepare_run_audit, \
-    run_script, tiny_model_lock
+from support.builders import _exclusive, built_once, prepare_and_run_group, prepare_run_audit, tiny_model_lock
+from support.paths import REPO, TEST_CACHE
+from support.processes import one_paragraph, run_script
 from sst2_audit.formats.releases import installed_version
 
 pytestmark = pytest.mark.skipif(installed_version() != "0.4.13",

@@ -7,7 +7,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, load_lock_json, one_paragraph, REPO, run_cli, run_script, tiny_model_folder
+from support.builders import tiny_model_folder
+from support.paths import EMBEDDED_COLUMNS, load_lock_json, REPO
+from support.processes import one_paragraph, run_cli, run_script
 from sst2_audit.formats import records
 from sst2_audit.protocol.numeric import one_line
 from sst2_audit.protocol.stats import mcnemar_exact, paired_difference, wilson

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from conftest import EMBEDDED_COLUMNS, one_paragraph, run_cli, run_script, tree_state
+from support.paths import EMBEDDED_COLUMNS
+from support.processes import one_paragraph, run_cli, run_script, tree_state
 from sst2_audit.util.commands import command_line
 from sst2_audit.formats import records
 from sst2_audit.task.dataset import read_parquet

@@ -2,7 +2,8 @@
 
 import pytest
 
-from conftest import LOCK, tiny_llama
+from support.builders import tiny_llama
+from support.paths import LOCK
 from sst2_audit.task.dataset import Row
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.scoring.independent import BoundaryError, IndependentScorer, encode_pair, encode_question
@@ -250,7 +251,7 @@ def test_the_memory_a_load_takes_is_stated_from_the_headers_and_a_model_too_larg
 
     from safetensors import safe_open
 
-    from conftest import tiny_model_folder
+    from support.builders import tiny_model_folder
     from sst2_audit.scoring.model import BESIDES_WEIGHTS, LOGIT_COPIES, memory_statement, parameters
     from sst2_audit.util.errors import InputError
 

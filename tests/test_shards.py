@@ -9,7 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import run_script, VENV_BIN
+from support.paths import VENV_BIN
+from support.processes import run_script
 from test_leaderboard import release_cache, RELEASE_LOCK  # noqa: F401 - a fixture: the cache under this release's lock
 
 COMMAND = str(VENV_BIN / "sst2-audit")

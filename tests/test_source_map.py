@@ -3,7 +3,7 @@
 
 import pytest
 
-from conftest import DEMOS, LOCK, REPO
+from support.paths import DEMOS, LOCK, REPO
 from sst2_audit.task import source_map
 from sst2_audit.task.evaluator_pin import files_for, installed_root, verify_installed
 from sst2_audit.formats.lock import load_lock

@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from conftest import load_lock_json, LOCK, one_paragraph, REPO, run_cli, run_script, tiny_llama, tree_state
+from support.builders import tiny_llama
+from support.paths import load_lock_json, LOCK, REPO
+from support.processes import one_paragraph, run_cli, run_script, tree_state
 from sst2_audit.task.dataset import Row, write_parquet
 from sst2_audit.util.errors import InputError
 from sst2_audit.task.evaluator_pin import installed_root

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEMOS, LOCK, load_lock_json, one_paragraph, run_script
+from support.paths import DEMOS, load_lock_json, LOCK
+from support.processes import one_paragraph, run_script
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.formats.lock import load_lock

@@ -14,7 +14,7 @@ import tarfile
 
 import pytest
 
-from conftest import LOCK, REPO
+from support.paths import LOCK, REPO
 from bundles import CURRENT, forge_every_row, REFERENCE, TOP, audit, edited, members_of, pack, regenerate_card
 
 
