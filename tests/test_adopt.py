@@ -287,6 +287,7 @@ def _mutations(plain: Path, base: Path, rng: random.Random, count: int) -> list:
     return cases
 
 
+@pytest.mark.slow
 def test_two_processes_under_torchrun_adopt_the_run_with_the_one_process_records(plain, tmp_path):
     """`torchrun --standalone --nproc-per-node 2 sst2-audit adopt ...` (torch.distributed, gloo on this CPU): each
     process rescores every second row, rank 0 gathers, prints and writes; adopted.json equals the one-process

@@ -230,6 +230,7 @@ def test_an_edited_run_record_fails_the_folder_audit(group_run, tmp_path):
         done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_two_processes_under_torchrun_adopt_every_task_with_the_one_process_records(two_tasks, tmp_path):
     """torchrun over a run of two tasks: every process takes the tasks in the run's order and rescores its share of
     each; rank 0 alone reports and writes; each task's adopted.json equals the one-process adoption's apart from

@@ -444,6 +444,7 @@ def test_an_acc_norm_only_flip_is_listed(arc, tiny_demos, tmp_path):
     assert not any(line.startswith(f"  flip: row idx {target} (acc):") for line in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,dtype", [("tiny", "float16"), ("embedded", "bfloat16")])
 def test_honest_reduced_precision_runs_adopt_with_the_reviewer_s_number(plain, release_cache, tmp_path, model, dtype):
     """Real `lm_eval` runs in float16 (the tiny model) and bfloat16 (the embedded SmolLM2-135M) of the first 16 dev

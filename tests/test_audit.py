@@ -392,6 +392,7 @@ def test_a_structural_audit_reads_no_weights_and_the_default_audit_hashes_them(e
     assert done.returncode == 1 and "model/model.safetensors: expected sha256 " in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_two_processes_under_torchrun_rescore_the_reference_bundle_bit_for_bit(embedded_cache, tmp_path):
     """`torchrun --standalone --nproc-per-node 2 sst2-audit audit --bundle-file REFERENCE`: the 64 rows shared by
     two gloo processes, rank 0 gathers, judges and alone prints: PASS, every row bit for bit. A group or an

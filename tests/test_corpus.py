@@ -104,6 +104,7 @@ def test_mrpc_acc_and_f1_end_to_end_and_a_changed_pair_or_resample_count_is_name
         assert expected in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_cola_mcc_end_to_end(tmp_path):
     record = prepare_run_audit(DEMOS, "embedded-cola", tmp_path)
     results = json.loads((tmp_path / "out" / "lm_eval_results.json").read_text())["results"]["cola"]

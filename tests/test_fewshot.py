@@ -272,6 +272,7 @@ def test_fewshot_config_overrides_are_refused_with_the_reason():
         fewshot.rule_for(override)
 
 
+@pytest.mark.slow
 def test_arc_challenge_at_25_shots_on_a_struct_column(embedded_cache, tmp_path):
     """The published ARC-Challenge setting on demo data: 25 shots from train, choices a struct column. The
     model is not the point here (the MMLU and SST-2 few-shot tests run the real one): a tiny random Llama

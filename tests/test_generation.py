@@ -136,6 +136,7 @@ def test_the_greedy_decoder_equals_lm_eval_s_generate_until_with_a_stop_string_s
     assert again.text == ours[0].text.split(stop)[0]
 
 
+@pytest.mark.slow
 def test_the_greedy_decoder_equals_lm_eval_s_generate_until_on_the_embedded_model(release_cache):
     """The real model (SmolLM2-135M, float32): lm-eval's generate_until and our decoder give the same texts, with
     the gsm8k stop strings and a 40-token limit."""
@@ -197,6 +198,7 @@ def _adopt(gsm: Path, output, profile: str, *args, cwd: Path):
                       profile, "--cache", gsm / f"cache-{profile}", *args, cwd=cwd)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile,plain", [("gsm", "plain3"), ("gsm0", "plain0")])
 def test_a_plain_gsm8k_run_is_re_decoded_token_for_token_and_its_folder_and_bundle_pass(gsm, tmp_path, profile,
                                                                                           plain):
@@ -251,6 +253,7 @@ def test_a_forged_generation_answer_or_metric_is_caught_with_its_row_named(gsm, 
     assert failed in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_a_bbh_chain_of_thought_shaped_run_is_adopted_token_for_token(release_cache, tmp_path):
     """bbh_cot_fewshot_boolean_expressions (the YAML's 3 literal chain-of-thought shots, max_gen_toks 1024, the
     lookbehind regex filter) pinned from Boolean expressions of our own on a tiny model with max_length 2048; a
@@ -281,6 +284,7 @@ def test_a_bbh_chain_of_thought_shaped_run_is_adopted_token_for_token(release_ca
     assert [row["shots"] for row in record["rows"]] == [[0, 1, 2]] * 4
 
 
+@pytest.mark.slow
 def test_a_bfloat16_runs_near_ties_are_taken_again_by_rank_on_the_public_copy(gsm, tmp_path):
     """A plain lm_eval run in bfloat16 (what a GPU run publishes) of the 0-shot profile, adopted under the float32
     lock: its generations re-decoded along the logged text, each near tie taken the logged way recorded with its rank.
@@ -351,6 +355,7 @@ def test_a_bfloat16_runs_near_ties_are_taken_again_by_rank_on_the_public_copy(gs
             from_dict(bad, "adopted.json")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shots", [0, 3])
 def test_a_plain_gsm8k_run_of_the_embedded_model_is_adopted_token_for_token(release_cache, tmp_path, shots):
     """The embedded model (SmolLM2-135M, real weights) pinned on the GSM8K-shaped demo with 0 and 3 shots; a real
@@ -384,6 +389,7 @@ def test_a_plain_gsm8k_run_of_the_embedded_model_is_adopted_token_for_token(rele
         assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_generation_steered_through_near_ties_fails_and_the_reviewer_s_greedy_number_is_printed(gsm, tmp_path):
     """Issue 58: the float32 3-shot run relabelled bfloat16, one row's generation replaced by a decode that takes the
     runner-up token at up to 8 steps whose margin is 0.02-0.06 logits (every one within the bfloat16 bound of this flat tiny model), its

@@ -78,6 +78,7 @@ def test_a_subtask_outside_the_group_is_refused(tmp_path):
     assert done.returncode == 2 and "groups.mmlu-demo: mrpc is not a subtask of mmlu." in one_paragraph(done.stderr)
 
 
+@pytest.mark.slow
 def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tiny_demos, tmp_path):
     """prepare and run the group (three 5-shot subjects, 4 rows each), the audit of every subtask and the group
     level PASS; a changed group number, a changed subtask record or card is named. The group is the point, not the
@@ -130,6 +131,7 @@ def _edit_json(path, change) -> None:
     path.write_text(json.dumps(raw, indent=2))
 
 
+@pytest.mark.slow
 def test_inverse_scaling_mc_a_tag_runs_its_tasks_and_reports_no_group_number(tmp_path):
     """lm-eval 0.4.9.2 defines inverse_scaling_mc as a tag: three of its tasks, 4 rows each, each an ordinary run;
     no group number, each subtask's acc and acc_norm in group.json and GROUP.md."""
@@ -224,6 +226,7 @@ def test_a_group_bundle_name_too_long_for_plain_ustar_names_is_refused_before_pa
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_a_group_pinned_from_your_own_model_and_data_runs_audits_and_bundles(embedded_cache, tmp_path):
     """prepare.py --pin-group: two MMLU subjects from folders of one's own and a tiny model, one new lock with a
     profile per subtask (the model pinned once, shared), then the group's journey: prepare, run, audit, bundle,

@@ -66,6 +66,7 @@ def test_every_leaderboard_multiple_choice_subtask_is_supported():
     assert refused == [] and len(found) == 31
 
 
+@pytest.mark.slow
 def test_a_bbh_shaped_demo_runs_audits_and_bundles_bit_for_bit(release_cache, tmp_path):
     """A tiny model and 230 Boolean expressions of our own pinned as leaderboard_bbh_boolean_expressions (3 shots:
     the YAML's literal samples): both paths bit for bit on a smoke run, every prompt's shots re-derived, the
@@ -130,6 +131,7 @@ def musr_rows(split: str, count: int) -> list:
     return rows
 
 
+@pytest.mark.slow
 def test_the_leaderboard_musr_group_pinned_from_data_of_our_own_runs_audits_and_bundles(release_cache, tmp_path):
     """A leaderboard group: `prepare --pin-group` of leaderboard_musr (three subtasks, acc_norm weighted by size,
     doc_to_text a pinned hook) from MuSR-shaped folders of our own and a tiny model; the group run both paths bit
@@ -185,6 +187,7 @@ def _choice_orders(rows: list, seed: int) -> list:
     return orders
 
 
+@pytest.mark.slow
 def test_a_gpqa_shaped_demo_draws_its_choice_order_from_lm_evals_seed(release_cache, tmp_path):
     """A tiny model and 220 sums of our own pinned as leaderboard_gpqa_main (its process_docs hook shuffles each
     row's answers with the global random): the docs both paths read are the ones lm-eval's seeded state gives,

@@ -78,6 +78,7 @@ def test_list_tasks_supports_the_re_derived_process_results_and_names_the_others
         "computed by task code that is not re-derived (re-derived: truthfulqa's process_results_mc2)"), done.stdout
 
 
+@pytest.mark.slow
 def test_truthfulqa_mc2_end_to_end_re_derived_and_a_changed_hook_byte_refused(tmp_path):
     record = prepare_run_audit(DEMOS, "embedded-truthfulqa-mc2", tmp_path, bundle=True)  # packed by the rescore
     assert record["metrics"] == ["mc2"] and record["max_abs_diff"] == 0.0

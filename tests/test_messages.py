@@ -144,6 +144,7 @@ def test_the_installed_command_runs_each_entry_point_with_the_venvs_python():
         f"{installed_version()}\n"), done.stdout
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_rerun_is_not_refused(embedded_cache, tmp_path):
     """A plain `kill` of a one-process run while it scores: exit 143, no run or private folder left behind, and
     the same command then runs (issue 60)."""

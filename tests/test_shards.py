@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from support.paths import VENV_BIN
 from support.processes import run_script
 from test_leaderboard import release_cache, RELEASE_LOCK  # noqa: F401 - a fixture: the cache under this release's lock
@@ -26,6 +28,7 @@ def _launched(*words, cwd: Path, wait: bool = True):
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
 
 
+@pytest.mark.slow
 def test_two_processes_run_the_embedded_profile_with_the_one_process_records(full_run, embedded_cache, tmp_path):
     """The 64 dev rows of the embedded profile in two processes: run.json equals the one-process full run's apart
     from timings, peak memory, the process count, the threads each process took and the run's name; the default
@@ -82,6 +85,7 @@ def test_what_runs_in_one_process_is_refused_under_a_launcher(tmp_path):
     assert "2 processes were started (WORLD_SIZE): a launcher shares the rows of one run" in done.stderr
 
 
+@pytest.mark.slow
 def test_uneven_shares_log_lm_evals_padding_and_the_audit_reads_the_first_response(release_cache, tmp_path):
     """3 rows in 2 processes, in both releases (.ci/run's 0.4.13 step runs it too): lm-eval pads the process with
     fewer requests and appends the padding's responses to its last request's logged resps (evaluator.py, SOURCE_MAP
