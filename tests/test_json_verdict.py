@@ -129,3 +129,14 @@ def test_findings_carry_their_parts_and_any_text_survives_json(tmp_path):
         assert back[0]["field"] == "prompt_hash" and len(back[0]["actual"]) < 300
         copied = pickle.loads(pickle.dumps(level.problems))
         assert [finding.as_json() for finding in copied] == [finding.as_json() for finding in level.problems]
+
+
+def test_a_comparison_s_json_verdict_is_the_console_s(full_run):
+    """audit --compare --format json: a run against itself is identical (exit 0); its line is the console's first."""
+    runs = (full_run / "out", full_run / "out")
+    text = run_cli("audit.py", "--compare", *runs)
+    done = run_cli("audit.py", "--compare", *runs, "--format", "json")
+    found = _verdict(done)
+    assert done.returncode == text.returncode == 0 and found["verdict"] == "IDENTICAL"
+    assert found["line"] == text.stdout.splitlines()[0] and found["changed"] == [] and found["differences"] == []
+    assert found["sources"] == [str(path) for path in runs] and found["paired"]["mcnemar_p"] == 1.0
