@@ -22,6 +22,7 @@ from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.rows import shown_ids
 from sst2_audit.util.environment import available_memory_bytes, scrub_absolute_paths, versions
+from sst2_audit.util.errors import InternalError
 from sst2_audit.util.progress import phase, say, say_wrapped, Ticker
 
 
@@ -229,6 +230,8 @@ def run_levels(adoption, timings: dict, seed: int):
         model = reused[0]
     else:
         with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
+            if model_hashed is None:
+                raise InternalError("the model's files were not hashed before its load")
             model_hashed.result()  # raises what the hashing found: a changed file is exit 1
             # the headers are read only now that their bytes are the manifest's, and before the load
             memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local,

@@ -125,7 +125,7 @@ def margin_bound(question, bound: Bound, i: int, j: int) -> float:
 def _band(metric, question, bound: Bound, bounds: list, i: int, j: int) -> float:
     """The near-tie band of a metric's compared values c_k = w_k * score_k (w = 1 for acc, 1/characters for
     acc_norm) between choices i and j: w_i * (the margin's bound) + |w_i - w_j| * (j's candidate bound)."""
-    weights = metric.compared([1.0] * len(bounds), question)
+    weights = metric.compare([1.0] * len(bounds), question)
     return weights[i] * margin_bound(question, bound, i, j) + abs(weights[i] - weights[j]) * bounds[j]
 
 
@@ -168,9 +168,9 @@ def row_class(question, bound: Bound, metrics) -> tuple:
     flips = []
     for name in argmax_metrics(metrics):
         metric = METRICS[name]
-        theirs, ours = metric.prediction(logged, question), metric.prediction(rescored, question)
+        theirs, ours = metric.predict(logged, question), metric.predict(rescored, question)
         if theirs != ours:
-            values = metric.compared(rescored, question)
+            values = metric.compare(rescored, question)
             flips.append(Flip(question.idx, name, theirs, ours, values[ours] - values[theirs],
                               _band(metric, question, bound, bounds, ours, theirs), question.label))
     if any(flip.margin > flip.band for flip in flips):

@@ -14,6 +14,7 @@ from sst2_audit.task.group import group_spec
 from sst2_audit.util import atomic
 from sst2_audit.util.commands import command_line
 from sst2_audit.util.console import QUIET_ENVIRONMENT
+from sst2_audit.util.errors import InternalError
 
 
 def main(argv) -> int:
@@ -67,7 +68,10 @@ def _prepare_one(args, lock, profile) -> int:
     manifest, action = prepare.prepare(lock, profile, cache, args.import_dir, spec.eval_split)
     if args.update_lock:
         prepare.update_lock(lock, profile, cache, manifest)
-        manifest = read_manifest(cache)  # rewritten by update_lock; its files were just verified
+        rewritten = read_manifest(cache)  # rewritten by update_lock; its files were just verified
+        if rewritten is None:
+            raise InternalError(f"{cache}: update_lock left no manifest")
+        manifest = rewritten
 
     label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
     print(f"{action}: {cache} holds {len(manifest.files)} verified files for the {label}; "

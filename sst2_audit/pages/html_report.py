@@ -129,7 +129,7 @@ def _questions(record, names: list, docs: dict | None, closest_first: bool) -> l
             "scores": [(names[i] if i < len(names) else str(i), s) for i, s in enumerate(official)],
             "same": official == q.scores["independent"],
             # a value metric's headline sorts by the value itself: the least mass on true choices first
-            "margin": (margin(headline.compared(official, q), q.label) if headline.argmax
+            "margin": (margin(headline.compare(official, q), q.label) if headline.argmax
                        else headline.value(official, q)),
             "logged_doc_id": q.logged_doc_id,
             "shots": len(q.shots),
@@ -144,7 +144,7 @@ def _plots(record) -> list:
     plots = []
     for metric in (m for m in record.metrics if METRICS[m].argmax):  # a value metric has no margin to plot
         entry = METRICS[metric]
-        margins = tuple(margin(entry.compared(q.scores["official"], q), q.label) for q in record.questions)
+        margins = tuple(margin(entry.compare(q.scores["official"], q), q.label) for q in record.questions)
         right = tuple(q.predictions["official"][metric] == q.label for q in record.questions)
         title = f"{record.task} {metric}: {sum(right)}/{len(right)} right"
         plots.append((metric, entry.what, Markup(margin_plot(margins, right, title, len(margins) > PAGE_ROWS))))

@@ -16,6 +16,7 @@ from typing import Callable, Literal
 
 from sst2_audit.protocol import corpus
 from sst2_audit.protocol.rules import accuracy, accuracy_stderr, mc2_mass, predict, predict_norm
+from sst2_audit.util.errors import InternalError
 
 # A value metric is re-derived in lm-eval's order of operations with the exp lm-eval's hook calls (numpy's),
 # so on one machine it equals lm-eval's logged value bit for bit. numpy's float64 exp differs between CPUs
@@ -60,13 +61,21 @@ class Metric:
         """It predicts a choice: run.json records the prediction per path."""
         return self.prediction is not None
 
+    def predict(self, scores, question) -> int:
+        """The predicted choice (a metric that predicts one: `argmax`)."""
+        return _given(self.prediction, self.name, "predicts no choice")(scores, question)
+
+    def compare(self, scores, question) -> list:
+        """The values whose argmax is the prediction (log-likelihoods, or per character for acc_norm)."""
+        return _given(self.compared, self.name, "compares no values")(scores, question)
+
     def value(self, scores, question):
         """The per-question value lm-eval logs: 1.0 / 0.0, a value metric's own, or [gold, prediction]."""
         if self.kind == "accuracy":
-            return float(self.prediction(scores, question) == question.label)
+            return float(self.predict(scores, question) == question.label)
         if self.kind == "corpus":
-            return [question.label, self.prediction(scores, question)]
-        return self.mass(scores, question)
+            return [question.label, self.predict(scores, question)]
+        return _given(self.mass, self.name, "has no per-question value")(scores, question)
 
     def agrees(self, ours, logged, exact: bool = True) -> bool:
         """Our per-question value against lm-eval's: exact; a value metric from a machine whose numpy exp
@@ -78,10 +87,17 @@ class Metric:
     def aggregate(self, values: list, bootstrap_iters: int) -> tuple[float, float]:
         """(reported number, its stderr) from the per-question values, in the order given."""
         if self.kind == "corpus":
-            pairs = [tuple(v) for v in values]
-            return (self.statistic([g for g, _ in pairs], [p for _, p in pairs]),
+            pairs, statistic = [tuple(v) for v in values], _given(self.statistic, self.name, "has no statistic")
+            return (statistic([g for g, _ in pairs], [p for _, p in pairs]),
                     corpus.bootstrap_stderr(self.name, pairs, bootstrap_iters))
         return accuracy(values), accuracy_stderr(values)
+
+
+def _given(function: Callable | None, name: str, words: str) -> Callable:
+    """A registry entry's function, or our bug named (a caller asked a metric for what its kind does not have)."""
+    if function is None:
+        raise InternalError(f"metric {name} {words}")
+    return function
 
 
 def _per_character(scores, question) -> list:
@@ -112,10 +128,10 @@ METRICS = {
 
 def predictions(metrics, scores: list, question) -> dict:
     """{metric: predicted choice} of one path's scores for one question (the metrics that predict one)."""
-    return {name: METRICS[name].prediction(scores, question) for name in metrics if METRICS[name].argmax}
+    return {name: METRICS[name].predict(scores, question) for name in metrics if METRICS[name].argmax}
 
 
-def choice_count_needed(metrics) -> tuple:
+def choice_count_needed(metrics) -> tuple | None:
     """(metric, the number of choices it is defined for) of the first metric that needs a fixed count, else None."""
     return next(((name, METRICS[name].choices_needed) for name in metrics if METRICS[name].choices_needed), None)
 

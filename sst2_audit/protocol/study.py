@@ -16,7 +16,7 @@ from sst2_audit.util.errors import InputError
 
 
 def margin(metric: str, scores: list, question) -> float:
-    values = METRICS[metric].compared(scores, question)
+    values = METRICS[metric].compare(scores, question)
     others = [value for number, value in enumerate(values) if number != question.label]
     return values[question.label] - max(others)
 

@@ -51,9 +51,9 @@ def path_summary(spec, questions, path: str, metric: str, settings: dict) -> Pat
     entry, names = METRICS[metric], choice_names(spec, questions)
     ordered = sorted(questions, key=lambda q: q.idx)
     if entry.counts_correct:
-        return summarize([entry.prediction(q.scores[path], q) for q in ordered], [q.label for q in ordered], names)
+        return summarize([entry.predict(q.scores[path], q) for q in ordered], [q.label for q in ordered], names)
     values = [entry.value(q.scores[path], q) for q in ordered]
-    predicted = [entry.prediction(q.scores[path], q) for q in questions] if entry.argmax else None
+    predicted = [entry.predict(q.scores[path], q) for q in questions] if entry.argmax else None
     return summarize_values(values, *entry.aggregate(values, bootstrap_iters(settings)),
                             {name: predicted.count(i) for i, name in enumerate(names)} if predicted else {})
 
