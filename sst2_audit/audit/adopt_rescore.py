@@ -190,11 +190,6 @@ def model_key(adoption) -> tuple:
     return files, adoption.settings["dtype"], adoption.settings["attention"]
 
 
-def _longest(adoption) -> int:
-    """The most tokens one request of the rescore holds, from the identity level's rows (the memory statement's)."""
-    return adoption.shape.longest(adoption)
-
-
 def run_levels(adoption, timings: dict, seed: int):
     """Every level in order: (outcome, the tokenizer-and-model work done). The model loads only when the
     record levels and the identity level passed, and once per run: adoption.models keeps what was loaded."""
@@ -235,7 +230,7 @@ def run_levels(adoption, timings: dict, seed: int):
             model_hashed.result()  # raises what the hashing found: a changed file is exit 1
             # the headers are read only now that their bytes are the manifest's, and before the load
             memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local,
-                                      _longest(adoption))
+                                      adoption.shape.longest(adoption))
             say_wrapped("memory", memory)
             model, _ = load_model(model_dir, adoption.settings, loaded[0])
         adoption.models[key] = (model, loaded[0])

@@ -41,7 +41,7 @@ class Comparison:
             "rows": self.paired.rows, "a_only": self.paired.a_only, "b_only": self.paired.b_only,
             "difference": self.paired.difference, "mcnemar_p": self.paired.p_value}
         return {"verdict": (self.verdict or DIFFERENT).upper(), "line": f"comparison {self.verdict_line}",
-                "exit_code": compare_exit_code(self.verdict or DIFFERENT), "levels": [], "limits": [],
+                "exit_code": compare_exit_code(self.verdict), "levels": [], "limits": [],
                 "sources": [str(source) for source in self.sources],
                 "differences": [{"what": what, "a": str(a), "b": str(b)} for what, a, b in self.differences],
                 "changed": [{"row": idx, "a": a, "b": b, "label": gold} for idx, a, b, gold in self.changed],

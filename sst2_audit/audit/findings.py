@@ -78,8 +78,7 @@ class LevelResult:
         """The level in a `--format json` verdict (docs/formats.md, "A verdict as JSON")."""
         return {"name": self.name, "status": self.status, "checks": self.checks, "skipped": self.skipped,
                 "notes": [str(note) for note in self.notes], "not_checked": [str(what) for what in self.unchecked],
-                "findings": [problem.as_json() if isinstance(problem, Finding) else
-                             Finding(str(problem), self.name, "failed").as_json() for problem in self.problems]}
+                "findings": [problem.as_json() for problem in self.problems]}
 
     @property
     def passed(self) -> bool:

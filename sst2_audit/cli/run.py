@@ -79,7 +79,7 @@ def main(argv) -> int:
     if isinstance(record, int):  # a process other than rank 0: its exit code, rank 0's
         return record
     auditable(out, lock, args.cache)
-    return _said(args, record, out, private)
+    return _result(args, record, out, private)
 
 
 # a run's own options, which --preregister, --confirm, --study and --group (runs of the lock's profiles) leave out
@@ -101,7 +101,7 @@ def _one_run_as_json(parser, args) -> None:
                      "--study, --preregister and --confirm print their words only.")
 
 
-def _said(args, record, out: Path, private: Path) -> int:
+def _result(args, record, out: Path, private: Path) -> int:
     """The run's result: its JSON verdict (--format json), its summary as JSON (--json), one line, or the summary."""
     if args.format == "json":
         show_verdict([], run_outcome(record), out, run_numbers(record), run=json_summary(record, out, private))
