@@ -255,7 +255,9 @@ def test_a_damaged_store_is_caught_by_the_lock(embedded_cache, tmp_path):
     from support.paths import load_lock_json
 
     model = load_lock_json()["profiles"]["embedded"]["model"]
-    key = f"wheel-{model['wheel']['sha256'][:16]}-member-{model['member']['sha256']}"
+    from sst2_audit.resources.convert import SNAPSHOT_VERSION
+
+    key = f"wheel-{model['wheel']['sha256'][:16]}-member-{model['member']['sha256']}-v{SNAPSHOT_VERSION}"
     store = tmp_path / "store"
     (store / key).mkdir(parents=True)
     for folder in ("model", "downloads"):

@@ -57,7 +57,7 @@ def check_identity(adoption, tokenizer) -> LevelResult:
     kwargs = spec.generation.generation_kwargs
     for idx, lines in sorted(rows.items()):
         doc = adoption.split_rows.by_idx[idx].doc
-        context = (shots.prefix(spec, idx, doc) if shots is not None else spec.prefix(doc)) + spec.text(doc)
+        context = (shots.requests(spec, idx, doc) if shots is not None else spec.requests(doc, spec.prefix(doc)))[0][0]
         want = {"doc_hash": doc_hash(adoption.split_rows.by_idx[idx].as_doc()), "prompt_hash": prompt_hash(context),
                 "target_hash": sha256_text(str(spec.target(doc)))}
         for sample in lines.values():

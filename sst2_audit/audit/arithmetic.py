@@ -37,13 +37,14 @@ def _questions(result: LevelResult, record) -> list:
     return record.questions
 
 
-def _per_question(result: LevelResult, spec, question, exact: bool) -> bool:
-    """False when the question's shape is broken (its summaries cannot be recomputed)."""
+def _per_question(result: LevelResult, spec, question, exact: bool, delimiter: str) -> bool:
+    """False when the question's shape is broken (its summaries cannot be recomputed). delimiter: the target
+    delimiter the run scored with (none under a chat template: task/chat.py)."""
     where = f"row idx {question.idx}"
     count = len(question.candidates)
     nonempty = needs_nonempty_choices(spec.metrics)  # one rule with the run: lengths > 0 only where divided by
     if spec.fixed_choices is not None:
-        result.expect(where, "candidates (the task's)", [public_candidate(spec, spec.target_delimiter + c)
+        result.expect(where, "candidates (the task's)", [public_candidate(spec, delimiter + c)
                                                         for c in spec.fixed_choices], question.candidates)
         result.expect(where, "choice_lengths (the task's)", [len(c) for c in spec.fixed_choices],
                       question.choice_lengths)
@@ -177,7 +178,8 @@ def check(run: RunFolder, context) -> LevelResult:
     # bit for bit where both machines run the same exp and the record re-derives in lm-eval's order (schema 5
     # on; older records summed exactly, in another order); the claimed flags only ever widen it to rounding
     exact = here == there and (run.record_schema or 0) >= SCHEMA_VALUES_IN_LM_EVAL_ORDER
-    shaped = [_per_question(result, spec, question, exact) for question in _questions(result, record)]
+    delimiter = "" if record.settings.get("apply_chat_template") is True else spec.target_delimiter
+    shaped = [_per_question(result, spec, question, exact, delimiter) for question in _questions(result, record)]
     _against_lm_eval(result, run, spec, record)
     if all(shaped):
         _summaries(result, spec, record, exact)

@@ -47,6 +47,10 @@ class Release:
     factory_structural_keys: tuple = ()
     typed_model_args: bool = False  # handle_arg_string also reads quotes, None and signed integers (0.4.13)
     factory_metadata_keys: tuple = ()
+    # a chat prompt's system message: the system instruction and the task's description joined by the few-shot
+    # delimiter always (0.4.9.2's fewshot_context), or only when neither has whitespace at the join (0.4.13's
+    # maybe_delimit); a multi-turn shot with an empty answer logs an empty assistant turn (0.4.9.2) or none (0.4.13)
+    builds_qa_turns: bool = False
 
 
 RELEASES = {
@@ -63,7 +67,8 @@ RELEASES = {
                       task_config_module="lm_eval/config/task.py", fills_fewshot_config=True,
                       n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False,
                       factory_structural_keys=("tag", "group", "task_list"),
-                      factory_metadata_keys=("config_source",), typed_model_args=True),
+                      factory_metadata_keys=("config_source",), typed_model_args=True,
+                      builds_qa_turns=True),
 }
 SUPPORTED = tuple(version for version, release in RELEASES.items() if release.supported)
 

@@ -31,7 +31,12 @@ PROFILE_SETTINGS = {"attention": lambda v: v in ATTENTION, "add_bos_token": lamb
                     # the seed of the run (lm-eval's four seeds; the few-shot draw): a study's shot-seed variants
                     "seed": lambda v: type(v) is int and 0 <= v < 1 << 32,
                     # the profile's dev rows: a count, or every row of the split that is not sealed (split.py)
-                    "dev_rows": lambda v: v == "all" or type(v) is int and 2 <= v <= MAX_ROWS}
+                    "dev_rows": lambda v: v == "all" or type(v) is int and 2 <= v <= MAX_ROWS,
+                    # lm-eval's chat settings (task/chat.py): the template is the model's pinned file
+                    "apply_chat_template": lambda v: v is True, "fewshot_as_multiturn": lambda v: v is True,
+                    "system_instruction": lambda v: isinstance(v, str) and 0 < len(v) <= SYSTEM_INSTRUCTION_CHARACTERS
+                    and all(c.isprintable() or c in "\n\t" for c in v)}
+SYSTEM_INSTRUCTION_CHARACTERS = 16_384
 
 
 # Settings a lock need not state: lm-eval's HFLM default (no BOS), recorded in every run's settings.
@@ -80,6 +85,9 @@ def profile_settings(raw, where: str) -> dict:
                                             for key, value in raw.items()):
         raise InputError(f"{where}: a profile may set attention ({' or '.join(ATTENTION)}), add_bos_token "
                          f"(true or false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows "
-                         f"(true), bootstrap_iters (1..10000000), seed (0..4294967295) and dev_rows (2..{MAX_ROWS} or "
-                         f"\"all\"), got {str(raw)[:80]!r}.")
+                         f"(true), bootstrap_iters (1..10000000), seed (0..4294967295), dev_rows (2..{MAX_ROWS} or "
+                         f"\"all\"), apply_chat_template (true), fewshot_as_multiturn (true) and system_instruction "
+                         f"(printable text, 1..{SYSTEM_INSTRUCTION_CHARACTERS} characters), got {str(raw)[:80]!r}.")
+    if raw.get("fewshot_as_multiturn") and not raw.get("apply_chat_template"):
+        raise InputError(f"{where}: fewshot_as_multiturn needs apply_chat_template (lm-eval refuses it alone).")
     return dict(raw)

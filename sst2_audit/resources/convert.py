@@ -24,8 +24,10 @@ TOKENIZER_CONFIG = {
     "model_max_length": 8192,
     "clean_up_tokenization_spaces": False,
 }
+CHAT_TEMPLATE_FILE = "chat_template.jinja"  # the GGUF's tokenizer.chat_template; kept where a profile pins it
 SNAPSHOT_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                  "tokenizer_config.json")
+                  "tokenizer_config.json", CHAT_TEMPLATE_FILE)
+SNAPSHOT_VERSION = 2  # 2: the snapshot keeps the GGUF's chat template (a snapshot in the store is made again)
 
 
 def _write_tokenizer(gguf: Path, out: Path) -> None:
@@ -38,6 +40,8 @@ def _write_tokenizer(gguf: Path, out: Path) -> None:
     backend.decoder = decoders.ByteLevel()
     backend.save(str(out / "tokenizer.json"))
     (out / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2, sort_keys=True) + "\n")
+    if isinstance(converted.chat_template, str):  # the model's own template, byte for byte as the GGUF holds it
+        (out / CHAT_TEMPLATE_FILE).write_bytes(converted.chat_template.encode("utf-8"))
 
 
 def check_tokenizer(folder: Path) -> None:
@@ -65,6 +69,6 @@ def convert_gguf(gguf: Path, out: Path) -> None:
         model.save_pretrained(str(out), safe_serialization=True)
         _write_tokenizer(gguf, out)
     for extra in out.iterdir():
-        if extra.name not in SNAPSHOT_FILES:  # e.g. a chat template: the protocol uses none
+        if extra.name not in SNAPSHOT_FILES:  # files the converter adds that no profile pins
             extra.unlink()
     check_tokenizer(out)

@@ -84,10 +84,11 @@ def public_candidate(spec, candidate: str) -> str:
 
 def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = False,
                       shots=None) -> ExpectedQuestion:
-    """shots: a fewshot.Plan when the profile pins num_fewshot > 0, else None (zero-shot). lm-eval logs the
-    first request's context as the prompt (its prompt_hash): for a multiple-input task, with the first choice."""
-    prefix = shots.prefix(spec, row.idx, row.doc) if shots is not None else spec.prefix(row.doc)
-    requests = spec.requests(row.doc, prefix)
+    """shots: a fewshot.Plan when the profile pins num_fewshot > 0, a chat.ChatPlan when it sets chat settings, else
+    None (zero-shot, plain). lm-eval logs the first request's context as the prompt (its prompt_hash): for a
+    multiple-input task, with the first choice."""
+    requests = (shots.requests(spec, row.idx, row.doc) if shots is not None
+                else spec.requests(row.doc, spec.prefix(row.doc)))
     choices = spec.choices(row.doc)
     needed = choice_count_needed(spec.metrics)  # lm-eval's f1 is scikit-learn's binary f1 (class 1)
     if needed and len(choices) != needed[1]:

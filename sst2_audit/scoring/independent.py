@@ -54,7 +54,8 @@ def encode_pair(tokenizer, context: str, continuation: str, bos: bool = False) -
     if bos and (bos_id is None or context_tokens[:1] != [bos_id]):
         raise BoundaryError(f"add_bos_token is pinned, but the tokenizer did not open the context with its BOS token "
                             f"({bos_id!r}); the first tokens are {context_tokens[:3]}.")
-    if not bos and bos_id is not None and context_tokens[:1] == [bos_id]:
+    written = isinstance(tokenizer.bos_token, str) and context.startswith(tokenizer.bos_token)  # a chat template's
+    if not bos and bos_id is not None and context_tokens[:1] == [bos_id] and not written:
         raise BoundaryError(f"add_bos_token is not pinned, but the context opens with the BOS token {bos_id}.")
     if whole[: len(context_tokens)] != context_tokens:
         raise BoundaryError(

