@@ -29,7 +29,7 @@ TEMPLATE_FILE = "chat_template.jinja"  # transformers' own file name; it wins ov
 TOKENIZER_CONFIG = "tokenizer_config.json"
 MAX_TEMPLATE_BYTES = 256 * 1024  # real templates with tool use are about 10-20 KB
 MAX_PROMPT_CHARACTERS = 4 << 20  # one rendered prompt
-BUDGET_SECONDS = 0.5  # the sandbox's CPU budget for the first prompt; each further prompt adds PER_PROMPT
+BUDGET_SECONDS = 0.1  # the sandbox's CPU budget for the first prompt; each further prompt adds PER_PROMPT
 PER_PROMPT_SECONDS = 0.01
 SANDBOX = Path(__file__).with_name("chat_sandbox.py")
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -159,6 +159,11 @@ def conversation(spec, doc: dict, shots: list, chat: ChatSettings, delimiter: st
     else:  # the one user turn of the shots: the question joins it
         messages[-1]["content"] += text
     return messages
+
+
+def wastes_a_draw(chat: ChatSettings, release) -> bool:
+    """0.4.9.2's get_chat_context with the shots in one user turn draws them twice (task/fewshot.py::draws)."""
+    return chat.apply_chat_template and not chat.fewshot_as_multiturn and not release.builds_qa_turns
 
 
 def refuse_unsupported(spec, chat: ChatSettings, docs) -> None:

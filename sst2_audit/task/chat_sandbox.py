@@ -12,6 +12,7 @@ budget_seconds, max_output; writes {"rendered": [...]} or {"error": words}. Impo
 jinja2, and is started with `python -I` (no user site, no environment variables, not the working directory).
 """
 
+import functools
 import json
 import resource
 import sys
@@ -88,8 +89,18 @@ def environment(deadline: float, max_output: int):
         raise BudgetExceeded("the template reads the clock (strftime_now): its prompt changes with the day it is "
                              "rendered, so no audit can re-derive it")
 
+    def guarded(function):
+        """A filter whose numeric argument could make a string of any size (center, indent, wordwrap...)."""
+        def call(*args, **kwargs):
+            check()
+            if any(type(value) is int and abs(value) > max_output for value in (*args, *kwargs.values())):
+                raise BudgetExceeded("a filter's argument passes the output limit")
+            return function(*args, **kwargs)
+        return functools.update_wrapper(call, function)  # keeps jinja's pass_context / pass_environment mark
+
     env = Budgeted(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
     env.filters["tojson"] = tojson
+    env.filters = {name: guarded(function) for name, function in env.filters.items()}
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     return env

@@ -72,10 +72,12 @@ def rule_for(spec) -> ShotRule:
 
 
 def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluated: list,
-          resamples: bool = False) -> dict:
+          resamples: bool = False, wasted_draw: bool = False) -> dict:
     """{idx: positions of its shots in shot_docs} for `evaluated` [(idx, doc)] in the order lm-eval builds
     their requests, with one generator for them all, as lm-eval shares one per task. `resamples`: the sampler
-    of lm-eval 0.4.13 (formats/releases.py::Release.fewshot_resamples), else 0.4.9.2's."""
+    of lm-eval 0.4.13 (formats/releases.py::Release.fewshot_resamples), else 0.4.9.2's. `wasted_draw`: 0.4.9.2's
+    get_chat_context under a chat template with the shots in one user turn draws once, throws the draw away and
+    calls get_context, which draws again (SOURCE_MAP step 92): every question consumes the generator twice."""
     generator = random.Random(seed)
     shots: dict = {}
     count = num_fewshot + 1 if rule.extra_draw else num_fewshot
@@ -83,6 +85,8 @@ def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluate
         if num_fewshot == 0:  # fewshot_context does not call the sampler: nothing is drawn
             shots[idx] = []
             continue
+        if wasted_draw and rule.sampler != "first_n":  # first_n takes docs[:n] without the generator
+            generator.sample(range(len(shot_docs)), count)
         if resamples:
             shots[idx] = _draw_0413(rule, num_fewshot, generator, shot_docs, doc)
             continue
@@ -179,14 +183,16 @@ class Plan:
         return sorted({p for positions in self.positions.values() for p in positions} & set(confirm_ids))
 
 
-def plan(spec, num_fewshot: int, seed: int, shot_docs: list, scored_rows: list, resamples: bool = False) -> Plan:
+def plan(spec, num_fewshot: int, seed: int, shot_docs: list, scored_rows: list, resamples: bool = False,
+         wasted_draw: bool = False) -> Plan:
     """lm-eval builds the requests of the scored documents in dataset order (Task.doc_iterator over
     `samples`), one shared generator for them all: a smoke run's question can get other shots than the
     same question in a full run. shot_docs: the shot split's documents, or the YAML's literal samples."""
     rule = rule_for(spec)
     docs = tuple(shot_docs)
     evaluated = [(row.idx, row.as_doc()) for row in sorted(scored_rows, key=lambda row: row.idx)]
-    return Plan(rule, docs, draws(rule, num_fewshot, seed, list(docs), evaluated, resamples), dict(evaluated))
+    return Plan(rule, docs, draws(rule, num_fewshot, seed, list(docs), evaluated, resamples, wasted_draw),
+                dict(evaluated))
 
 
 def recorded(spec, num_fewshot: int) -> dict:

@@ -53,17 +53,18 @@ def shot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids:
     chat.ChatPlan around it, every prompt rendered. Its shot split's file was verified with the rest of the cache;
     a plan that would show a sealed confirmation row as a shot is refused here, before any model call."""
 
-    settings = lock.settings_for(profile.name, spec)
-    plan = _fewshot_plan(lock, profile, spec, cache, manifest, data, scored_ids, settings)
+    settings, release = lock.settings_for(profile.name, spec), release_of(lock.evaluator.version)
     chat_settings = chat.ChatSettings.of(settings)
+    plan = _fewshot_plan(lock, profile, spec, cache, manifest, data, scored_ids, settings,
+                         chat.wastes_a_draw(chat_settings, release))
     if chat_settings.plain:
         return plan
     template = chat.template_of(cache, manifest, profile.name) if chat_settings.apply_chat_template else None
-    return chat.plan(spec, chat_settings, plan, [data.by_idx[idx] for idx in scored_ids], template,
-                     release_of(lock.evaluator.version))
+    return chat.plan(spec, chat_settings, plan, [data.by_idx[idx] for idx in scored_ids], template, release)
 
 
-def _fewshot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids: list, settings: dict):
+def _fewshot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_ids: list, settings: dict,
+                  wasted_draw: bool):
     if settings["num_fewshot"] == 0:
         return None
 
@@ -75,7 +76,7 @@ def _fewshot_plan(lock, profile, spec, cache, manifest, data: SplitRows, scored_
 
     plan = fewshot.plan(spec, settings["num_fewshot"], settings["seed"], fewshot.shot_docs(spec, rows_of),
                         [data.by_idx[idx] for idx in scored_ids],
-                        release_of(lock.evaluator.version).fewshot_resamples)
+                        release_of(lock.evaluator.version).fewshot_resamples, wasted_draw)
     sealed = plan.sealed(spec, data.split.confirm_ids)
     if sealed and not settings.get("shots_may_show_sealed_rows"):
         raise InputError(f"profile {profile.name}: {settings['num_fewshot']} shots drawn from the evaluated split "

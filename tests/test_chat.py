@@ -1,0 +1,175 @@
+"""Chat templates (issue 61): the embedded Instruct model's own template, pinned and rendered in a sandbox; its runs
+scored through lm-eval with apply_chat_template / system_instruction / fewshot_as_multiturn and through the
+independent path bit for bit (every logged prompt equal to ours), audited PASS; hostile templates refused or
+contained. Runs in both releases."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from support.builders import prepare_run_audit
+from support.paths import DEMOS, REPO
+from support.processes import run_script
+from sst2_audit.formats.releases import installed_version
+
+RELEASE_DEMOS = {"0.4.9.2": DEMOS, "0.4.13": REPO / "demos-lm-eval-0.4.13.lock.json"}[installed_version()]
+SYSTEM = "You label the sentiment of short demo sentences written for sst2-audit."
+
+
+def _variant(tmp_path: Path, settings: dict) -> Path:
+    """The release's demo lock with the 3-shot chat profile's settings replaced."""
+    raw = json.loads(RELEASE_DEMOS.read_text())
+    raw["profiles"]["embedded-sst2-chat-3shot"]["settings"] = settings
+    lock = tmp_path / "chat.lock.json"
+    lock.write_text(json.dumps(raw, indent=1))
+    (tmp_path / "data").symlink_to(REPO / "data")  # demo data paths are relative to the lock's folder
+    return lock
+
+
+VARIANTS = {  # name: the profile's settings, the user turns and assistant turns a prompt then holds
+    "shipped-0shot": (None, 1, 1),
+    "3shot-one-user-turn": ({"apply_chat_template": True, "num_fewshot": 3}, 1, 1),
+    "3shot-multiturn-system": (None, 4, 4),
+    "system-instruction-without-template": ({"system_instruction": SYSTEM, "num_fewshot": 3}, 0, 0),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_chat_run_s_prompts_scores_and_audit_equal_lm_eval_s(variant, tmp_path):
+    """The embedded SmolLM2-135M-Instruct with the GGUF's own template: lm-eval's logged prompt of every row equals
+    the independent render (the run's identity check), both paths' scores are bit for bit equal, the default audit
+    rescores every row and passes."""
+    settings, users, assistants = VARIANTS[variant]
+    profile = "embedded-sst2-chat" if variant == "shipped-0shot" else "embedded-sst2-chat-3shot"
+    lock = RELEASE_DEMOS if settings is None else _variant(tmp_path, settings)
+    record = prepare_run_audit(lock, profile, tmp_path)
+    assert record["max_abs_diff"] == 0.0
+    stated = json.loads(lock.read_text())["profiles"][profile]["settings"]
+    assert record["settings"]["apply_chat_template"] is stated.get("apply_chat_template", False)
+    assert record["settings"]["system_instruction"] == stated.get("system_instruction")
+    assert record["settings"]["fewshot_as_multiturn"] is stated.get("fewshot_as_multiturn", False)
+    contexts = [q["context"] for q in json.loads((tmp_path / "private" / "private.json").read_text())["questions"]]
+    for context in contexts:
+        assert context.count("<|im_start|>user\n") == users and context.count("<|im_start|>assistant\n") == assistants
+        if stated.get("system_instruction"):
+            assert SYSTEM in context
+        if stated.get("apply_chat_template"):
+            assert context.endswith("<|im_start|>assistant\n")
+            assert ("You are a helpful AI assistant named SmolLM" in context) is (not stated.get("system_instruction"))
+    logged = [json.loads(line) for path in (tmp_path / "out").glob("lm_eval_samples*.jsonl")
+              for line in path.read_text().splitlines()]
+    assert logged and all(s["arguments"][0][1] == ("negative" if stated.get("apply_chat_template") else " negative")
+                          for s in logged if "arguments" in s and s["arguments"] and isinstance(s["arguments"][0], list))
+
+
+def test_a_run_whose_pinned_template_changed_in_the_cache_stops_before_anything_is_scored(tmp_path):
+    from support.builders import prepare_cache
+
+    cache = prepare_cache(RELEASE_DEMOS, "embedded-sst2-chat", tmp_path)
+    template = cache / "model" / "chat_template.jinja"
+    text = template.read_text()
+    template.unlink()  # the cache's file is a link into the shared store: replaced, never written through
+    template.write_text(text.replace("helpful", "harmful"))
+    done = run_script("run.py", "--lock", RELEASE_DEMOS, "--profile", "embedded-sst2-chat", "--cache", cache,
+                      "--smoke", "--out", tmp_path / "out", "--private", tmp_path / "private")
+    assert done.returncode == 1 and "chat_template.jinja" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# --- hostile templates --------------------------------------------------------------------------------------------
+
+CANARY = "sst2-audit-chat-canary"
+ESCAPES = [
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ cycler.__init__.__globals__.os.popen('touch " + CANARY + "').read() }}",
+    "{{ lipsum.__globals__['os'].system('touch " + CANARY + "') }}",
+    "{{ joiner.__init__.__globals__ }}",
+    "{{ namespace.__init__.__globals__ }}",
+    "{{ raise_exception.__globals__ }}",
+    "{{ messages.__class__.__base__.__subclasses__() }}",
+    "{% set x = messages.append({'role': 'user', 'content': 'x'}) %}{{ messages|length }}",
+    "{{ messages.pop() }}",
+    "{{ (messages|first).update({'content': 'changed'}) }}",
+    "{{ self._TemplateReference__context }}",
+    "{{ '{0.__class__.__mro__}'.format(1) }}",
+    "{{ '%s'|format(messages.__class__) }}",
+    "{% include '/etc/passwd' %}",
+    "{% import 'os' as os %}{{ os }}",
+    "{% extends '/etc/hostname' %}",
+    "{{ strftime_now('%Y-%m-%d') }}",
+    "{% for m in messages %}{{ m.content",
+    "{{ undefined_name.attribute }}",
+    "{{ raise_exception('refused by its own rule') }}",
+    "{{ '\\ud800' }}",
+]
+
+
+def _loop(rng: random.Random) -> str:
+    depth, size = rng.randint(2, 4), rng.choice([999, 9999, 99999])
+    body = "{{ i }}" if rng.random() < 0.3 else ""
+    opened = "".join(f"{{% for i{d} in range({size}) %}}" for d in range(depth))
+    return opened + body.replace("i", "i0") + "{% endfor %}" * depth
+
+
+def _growth(rng: random.Random) -> str:
+    return rng.choice([
+        "{% set ns = namespace(s='xy') %}{% for i in range(" + str(rng.randint(30, 64)) + ") %}"
+        "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+        "{{ 'x' * " + str(10 ** rng.randint(7, 12)) + " }}",
+        "{{ 'x'|center(" + str(10 ** rng.randint(8, 10)) + ") }}",
+        "{{ " + str(rng.randint(9, 99)) + " ** " + str(rng.randint(99, 9999)) + " ** 9 }}",
+        "{{ range(" + str(10 ** rng.randint(6, 12)) + ")|list|length }}",
+        "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
+        "{% macro f(n) %}{{ f(n ~ n) }}{% endmacro %}{{ f('a') }}",
+        "{{ messages * " + str(10 ** rng.randint(6, 9)) + " }}",
+    ])
+
+
+def hostile_templates(count: int, seed: int) -> list:
+    rng = random.Random(seed)
+    made = list(ESCAPES)
+    while len(made) < count:
+        kind = rng.random()
+        piece = rng.choice(ESCAPES) if kind < 0.3 else _loop(rng) if kind < 0.6 else _growth(rng)
+        prefix = rng.choice(["", "{% for message in messages %}{{ message.content }}{% endfor %}", "{{ bos_token }}"])
+        made.append(prefix + piece)
+    return made
+
+
+def test_200_generated_hostile_templates_are_refused_or_contained(tmp_path, monkeypatch):
+    """Sandbox escapes, unbounded loops and growth, recursion, file access: each either renders to bounded text or is
+    refused as bad input naming the template's hash; no file is made, the command's own process is untouched."""
+    from sst2_audit.task.chat import ChatTemplate, MAX_PROMPT_CHARACTERS, render
+    from sst2_audit.util.errors import InputError
+    from sst2_audit.util.hashing import sha256_text
+
+    monkeypatch.chdir(tmp_path)
+    conversation = [{"role": "system", "content": "demo"}, {"role": "user", "content": "a demo question"}]
+    outcomes = {"rendered": 0, "refused": 0}
+    for text in hostile_templates(200, 61):
+        template = ChatTemplate(text, sha256_text(text), "generated", {"bos_token": "<|im_start|>"})
+        try:
+            rendered = render(template, [conversation])
+        except InputError as error:
+            assert template.sha256 in str(error) and "Traceback" not in str(error), text
+            outcomes["refused"] += 1
+            continue
+        assert len(rendered) == 1 and len(rendered[0]) <= MAX_PROMPT_CHARACTERS, text
+        assert "__globals__" not in rendered[0] and "<class" not in rendered[0], (text, rendered[0][:200])
+        outcomes["rendered"] += 1
+    assert not list(tmp_path.iterdir()) and not Path("/tmp", CANARY).exists()
+    assert outcomes["refused"] >= 150 and outcomes["rendered"] >= 1, outcomes
+
+
+def test_lm_eval_s_system_role_fallback_is_followed():
+    """A template that refuses a system turn (raise_exception) is rendered again without it, as HFLM does."""
+    from sst2_audit.task.chat import ChatTemplate, render
+    from sst2_audit.util.hashing import sha256_text
+
+    text = ("{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system role') }}{% endif %}"
+            "[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}")
+    template = ChatTemplate(text, sha256_text(text), "inline", {})
+    assert render(template, [[{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]]) == [
+        "[user] q\n[assistant] "]
