@@ -39,16 +39,18 @@ def _task_yaml(lock: Path, cache: Path, target: Path, profile: str = "embedded")
 
 def plain_lm_eval(folder: Path, name: str, ids: list, dtype: str = "float32", task: str = "sst2",
                   seed: str | None = "94", num_fewshot: int | None = None, max_length: int = 512,
-                  datasets: str | None = None) -> Path:
+                  datasets: str | None = None, extra: tuple = (), model: Path | None = None) -> Path:
     """The real lm_eval console entry point, as a user runs it on folder/<task>.yaml and folder/cache/model: float32,
     eager attention, batch 1, the lock's seed (None: lm-eval's defaults), in the lock's numeric mode (this process set
-    it, conftest.py): what gives bits on this CPU. datasets: the run whose datasets cache it reads (default its own)."""
+    it, conftest.py): what gives bits on this CPU. datasets: the run whose datasets cache it reads (default its own).
+    extra: more lm_eval arguments (the chat settings); model: another model folder than the cache's."""
     out = folder / name
     argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
-            f"pretrained={folder / 'cache' / 'model'},dtype={dtype},max_length={max_length},attn_implementation=eager",
+            f"pretrained={model or folder / 'cache' / 'model'},dtype={dtype},max_length={max_length},"
+            "attn_implementation=eager",
             "--tasks", str(folder / f"{task}.yaml"), "--samples", json.dumps({task: ids}), "--log_samples",
             "--output_path", str(out), "--device", "cpu", "--batch_size", "1", *(["--seed", seed] if seed else []),
-            *(["--num_fewshot", str(num_fewshot)] if num_fewshot is not None else [])]
+            *(["--num_fewshot", str(num_fewshot)] if num_fewshot is not None else []), *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(folder / f"datasets-{datasets or name}")}
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(folder))

@@ -5,6 +5,7 @@ contained. Runs in both releases."""
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,106 @@ def test_lm_eval_s_system_role_fallback_is_followed():
     template = ChatTemplate(text, sha256_text(text), "inline", {})
     assert render(template, [[{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]]) == [
         "[user] q\n[assistant] "]
+
+
+# --- a plain `lm_eval --apply_chat_template` run, adopted --------------------------------------------------------
+
+CHAT = "embedded-sst2-chat-3shot"
+CHAT_FLAGS = ("--apply_chat_template", "--fewshot_as_multiturn", "--system_instruction", SYSTEM)
+
+
+@pytest.fixture(scope="module")
+def chat_runs(tmp_path_factory) -> Path:
+    """The 3-shot chat profile's cache, and real `lm_eval` console runs of its first 16 dev rows: with the chat flags
+    (the run as the profile says), with them on a copy of the model whose template was changed, and without them."""
+    from support.builders import built_once
+
+    return built_once(tmp_path_factory, f"chat-runs-{installed_version()}", _build_chat_runs)
+
+
+def _build_chat_runs(folder: Path) -> None:
+    import shutil
+
+    from support.builders import prepare_cache
+    from test_adopt import _task_yaml, plain_lm_eval
+
+    shutil.copy(RELEASE_DEMOS, folder / "demos.lock.json")
+    (folder / "data").symlink_to(REPO / "data")
+    cache = prepare_cache(folder / "demos.lock.json", CHAT, folder)
+    ids = sorted(_task_yaml(folder / "demos.lock.json", cache, folder / "sst2.yaml", profile=CHAT))
+    plain_lm_eval(folder, "chat", ids, num_fewshot=3, extra=CHAT_FLAGS)
+    plain_lm_eval(folder, "plain", ids, num_fewshot=3)
+    other = folder / "other-model"
+    shutil.copytree(cache / "model", other)  # copies: the cache's links into the store stay untouched
+    template = other / "chat_template.jinja"
+    text = template.read_text()
+    assert text.count("<|im_start|>assistant\n") == 1
+    template.write_text(text.replace("<|im_start|>assistant\n", "<|im_start|>assistant\n\n"))
+    plain_lm_eval(folder, "other-template", ids, num_fewshot=3, extra=CHAT_FLAGS, model=other)
+
+
+def _output(chat_runs: Path, name: str) -> Path:
+    return next((chat_runs / name).rglob("results_*.json")).parent
+
+
+def _adopt(chat_runs: Path, output: Path, cwd: Path, *args):
+    return run_script(str(Path(sys.executable).parent / "sst2-audit"), "adopt", output, "--lock",
+                      chat_runs / "demos.lock.json", "--profile", CHAT, "--cache", chat_runs / "cache", *args, cwd=cwd)
+
+
+def test_a_plain_lm_eval_chat_run_is_adopted_and_passes(chat_runs, tmp_path):
+    done = _adopt(chat_runs, _output(chat_runs, "chat"), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS"), done.stdout
+
+
+def _edited_copy(chat_runs: Path, name: str, tmp_path: Path, edit) -> Path:
+    import shutil
+
+    copy = tmp_path / name
+    shutil.copytree(_output(chat_runs, name), copy)
+    results = next(copy.glob("results_*.json"))
+    raw = json.loads(results.read_text())
+    edit(raw)
+    results.write_text(json.dumps(raw))
+    return copy
+
+
+def test_a_changed_logged_template_fails_at_claims_naming_both_hashes(chat_runs, tmp_path):
+    from sst2_audit.util.hashing import sha256_text
+
+    pinned = json.loads(RELEASE_DEMOS.read_text())["models"]["embedded-smollm2-chat"]["files"][0]["sha256"]
+
+    def changed(raw):
+        raw["chat_template"] = raw["chat_template"].replace("helpful", "harmless")
+        raw["chat_template_sha"] = sha256_text(raw["chat_template"])
+    copy = _edited_copy(chat_runs, "chat", tmp_path, changed)
+    done = _adopt(chat_runs, copy, tmp_path)
+    logged = sha256_text(json.loads(next(copy.glob("results_*.json")).read_text())["chat_template"])
+    assert done.returncode == 1 and "claims: FAIL" in done.stdout, done.stdout
+    assert pinned in done.stdout and logged in done.stdout and "chat_template_sha" in done.stdout
+
+
+def test_a_run_rendered_with_another_template_fails_by_row_even_when_its_results_name_the_pinned_one(
+        chat_runs, tmp_path):
+    pinned = json.loads(_output(chat_runs, "chat").joinpath(
+        next(_output(chat_runs, "chat").glob("results_*.json")).name).read_text())
+
+    done = _adopt(chat_runs, _output(chat_runs, "other-template"), tmp_path)
+    assert done.returncode == 1 and "chat_template_sha" in done.stdout, done.stdout  # as it was made: at claims
+
+    def hidden(raw):
+        raw["chat_template"], raw["chat_template_sha"] = pinned["chat_template"], pinned["chat_template_sha"]
+    done = _adopt(chat_runs, _edited_copy(chat_runs, "other-template", tmp_path, hidden), tmp_path)
+    assert done.returncode == 1 and "identity: FAIL" in done.stdout and "prompt_hash" in done.stdout, done.stdout
+
+
+def test_a_run_made_without_the_template_that_claims_it_fails_by_row(chat_runs, tmp_path):
+    chat = json.loads(next(_output(chat_runs, "chat").glob("results_*.json")).read_text())
+
+    def claimed(raw):
+        for key in ("chat_template", "chat_template_sha", "system_instruction", "system_instruction_sha",
+                    "fewshot_as_multiturn"):
+            raw[key] = chat[key]
+    done = _adopt(chat_runs, _edited_copy(chat_runs, "plain", tmp_path, claimed), tmp_path)
+    assert done.returncode == 1 and "identity: FAIL" in done.stdout and "prompt_hash" in done.stdout, done.stdout

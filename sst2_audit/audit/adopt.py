@@ -12,6 +12,7 @@ passed. The same levels re-check an adopted folder's public copy (audit --out), 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sst2_audit.audit import adopt_chat
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.adopt_scores import Bound, bound_for, claimed_dtype, FlipTest
 from sst2_audit.audit.findings import LevelResult, shown
@@ -34,7 +35,6 @@ from sst2_audit.task.spec import TaskSpec
 from sst2_audit.util.errors import CheckFailed, InputError, InternalError
 from sst2_audit.util.hashing import sha256_text
 
-PROTOCOL_RESULTS = {"chat_template": None, "system_instruction": None, "fewshot_as_multiturn": False}
 CLAIMED = ("model", "model_args", "model_dtype", "model_revision", "model_sha", "device", "batch_size",
            "random_seed", "numpy_seed", "torch_seed", "fewshot_seed", "limit")
 
@@ -178,11 +178,7 @@ def check_claims(adoption: Adoption) -> LevelResult:
         # the default sampler draws the shots from the fewshot seed (SOURCE_MAP step 22); first_n draws nothing at
         # random (BBH's literal shots, MMLU's dev rows), so a run with lm-eval's default seed 1234 is the same run
         level.expect("results", "config.fewshot_seed", adoption.settings["seed"], config.get("fewshot_seed"))
-    for key, expected in PROTOCOL_RESULTS.items():
-        logged = results.get(key, expected)
-        # 0.4.13 logs fewshot_as_multiturn None when it was not given: without a chat template it is False
-        # (config/evaluate_config.py lines 352-361), and chat_template is held to None above
-        level.expect("results", key, expected, False if key == "fewshot_as_multiturn" and logged is None else logged)
+    adopt_chat.check(adoption, level)  # the template, system instruction and multi-turn shots against the profile
     hashes = results.get("task_hashes") if isinstance(results.get("task_hashes"), dict) else {}
     if task in hashes:  # absent in a run without --log_samples, which adopt refuses earlier
         level.expect("results", f"task_hashes.{task} (binds the samples file to this results file)",
