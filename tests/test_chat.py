@@ -13,6 +13,7 @@ import pytest
 from support.builders import prepare_run_audit
 from support.paths import DEMOS, REPO
 from support.processes import run_script
+from test_leaderboard import release_cache  # noqa: F401 - the fixture: the embedded cache under this release's lock
 from sst2_audit.formats.releases import installed_version
 
 RELEASE_DEMOS = {"0.4.9.2": DEMOS, "0.4.13": REPO / "demos-lm-eval-0.4.13.lock.json"}[installed_version()]
@@ -277,3 +278,69 @@ def test_a_run_made_without_the_template_that_claims_it_fails_by_row(chat_runs, 
             raw[key] = chat[key]
     done = _adopt(chat_runs, _edited_copy(chat_runs, "plain", tmp_path, claimed), tmp_path)
     assert done.returncode == 1 and "identity: FAIL" in done.stdout and "prompt_hash" in done.stdout, done.stdout
+
+
+# --- generate_until under a chat template: a GSM8K-shaped demo pinned with the chat flags, a plain run adopted ---
+
+OWN_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")  # ChatML-shaped, ours
+
+
+@pytest.fixture(scope="module")
+def gsm_chat(release_cache, tmp_path_factory) -> Path:
+    from support.builders import built_once
+
+    return built_once(tmp_path_factory, f"gsm-chat-{installed_version()}", lambda f: _build_gsm_chat(f, release_cache))
+
+
+def _build_gsm_chat(folder: Path, release_cache: Path) -> None:
+    from support.builders import tiny_model_folder
+    from test_adopt import _task_yaml, plain_lm_eval
+    from test_generation import RELEASE_LOCK, word_problems
+
+    model = tiny_model_folder(folder / "model", 31, release_cache)
+    (model / "chat_template.jinja").write_text(OWN_TEMPLATE)
+    data = folder / "data"
+    data.mkdir()
+    for split, count, seed in (("train", 30, 1), ("test", 200, 2)):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in word_problems(count, seed, split)))
+    lock = folder / "gsm.lock.json"
+    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin", "gsmchat", "--task", "gsm8k", "--model", model,
+                      "--data", data, "--new-lock", lock, "--num-fewshot", "3", "--apply-chat-template",
+                      "--fewshot-as-multiturn", "--system-instruction", "Answer the demo sum.")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_script("prepare.py", "--lock", lock, "--profile", "gsmchat", "--cache", folder / "cache")
+    assert done.returncode == 0, done.stderr
+    ids = _task_yaml(lock, folder / "cache", folder / "gsm8k.yaml", profile="gsmchat")
+    plain_lm_eval(folder, "chat", sorted(ids[:6]), task="gsm8k", num_fewshot=3,
+                  extra=("--apply_chat_template", "--fewshot_as_multiturn", "--system_instruction",
+                         "Answer the demo sum."))
+
+
+def test_a_plain_gsm8k_chat_run_is_re_decoded_token_for_token(gsm_chat, tmp_path):
+    """generate_until under the template: every logged prompt re-rendered (the pinned template, the system
+    instruction, three shots as turns), every generation re-decoded token for token: PASS."""
+    lock = json.loads((gsm_chat / "gsm.lock.json").read_text())
+    assert lock["profiles"]["gsmchat"]["settings"]["apply_chat_template"] is True
+    model = lock["profiles"]["gsmchat"]["model"]
+    model = lock["models"][model] if isinstance(model, str) else model  # a shared entry is named
+    assert "chat_template.jinja" in [f["path"] for f in model["files"]]
+    done = run_script(str(Path(sys.executable).parent / "sst2-audit"), "adopt", gsm_chat / "chat", "--lock",
+                      gsm_chat / "gsm.lock.json", "--profile", "gsmchat", "--cache", gsm_chat / "cache", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: PASS") and "  rows: 6 token for token" in done.stdout.splitlines()
+
+
+def test_pin_refuses_apply_chat_template_for_a_model_without_a_template(release_cache, tmp_path):
+    from support.builders import tiny_model_folder
+    from test_generation import RELEASE_LOCK, word_problems
+
+    model = tiny_model_folder(tmp_path / "model", 31, release_cache)
+    (tmp_path / "data").mkdir()
+    for split, count in (("train", 30), ("test", 200)):
+        rows = word_problems(count, 2, split)
+        (tmp_path / "data" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin", "nochat", "--task", "gsm8k", "--model", model,
+                      "--data", tmp_path / "data", "--new-lock", tmp_path / "new.lock.json", "--apply-chat-template")
+    assert done.returncode == 2 and "has no chat template" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "new.lock.json").exists()

@@ -126,6 +126,14 @@ def _parser() -> Parser:
     parser.add_argument("--shots-may-show-sealed-rows", action="store_true",
                         help="with --pin: allow shots drawn from the evaluated split to show sealed confirmation rows "
                              "(recorded and shown on the card)")
+    parser.add_argument("--apply-chat-template", action="store_true",
+                        help="with --pin: prompts through the model's own chat template (lm-eval's apply_chat_template; "
+                             "the template file is pinned with the model)")
+    parser.add_argument("--fewshot-as-multiturn", action="store_true",
+                        help="with --pin and --apply-chat-template: the shots as user/assistant turns")
+    parser.add_argument("--system-instruction", metavar="TEXT",
+                        help="with --pin: lm-eval's system_instruction (a system message under a chat template, "
+                             "plain text before the prompt without one)")
     parser.add_argument("--dev-rows", metavar="N|all", type=_dev_rows,
                         help="with --pin: the profile's dev rows, a count or `all` (every row of the split that is not "
                              "sealed), taken on past the sealed confirmation rows in the same hash order (default: "
@@ -156,7 +164,8 @@ def _settings(args) -> dict:
     given = {"attention": args.attention, "add_bos_token": args.add_bos_token or None,
              "num_fewshot": args.num_fewshot, "max_length": args.max_length,
              "shots_may_show_sealed_rows": args.shots_may_show_sealed_rows or None,
-             "dev_rows": args.dev_rows}
+             "dev_rows": args.dev_rows, "apply_chat_template": args.apply_chat_template or None,
+             "fewshot_as_multiturn": args.fewshot_as_multiturn or None, "system_instruction": args.system_instruction}
     return {key: value for key, value in given.items() if value is not None}
 
 

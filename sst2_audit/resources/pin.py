@@ -33,7 +33,7 @@ from sst2_audit.util.sanitize import printable, RUN_NAME
 from sst2_audit.resources.pin_data import own_file, data_resource, hub_data_resource
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
-                   "tokenizer.model", "added_tokens.json")
+                   "tokenizer.model", "added_tokens.json", "chat_template.jinja")
 PICKLES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 MODEL_REFERENCE = "model:"  # --model model:NAME shares an entry of the base lock's models
 
@@ -193,6 +193,8 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         # the expensive step (a download, hashing weights) last; a shared entry is already pinned
         model_entry = (models[shared] if shared is not None
                        else _model_entry(model, new_lock, bool((settings or {}).get("add_bos_token")), name))
+        if (settings or {}).get("apply_chat_template"):
+            _require_template(model_entry, model if shared is None else shared_folder)
         notes = _ignored_files(data, data_entry, spec)  # what the command says besides the pins
         profile, text, checked = _new_lock_text(raw, name, task, spec, shared, model_entry, data_entry, notice,
                                                 settings, new_lock)
@@ -210,6 +212,21 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
     return profile, model_entry, notes
+
+
+def _require_template(model_entry: dict, folder) -> None:
+    """--apply-chat-template needs the model's own template among its pinned files (task/chat.py reads it)."""
+    names = [Path(f["path"]).name for f in model_entry.get("files", [])]
+    if "chat_template.jinja" in names or folder is None or hub_pin.is_hub(folder):  # a hub model: read at run time
+        return
+    try:
+        config = json.loads((Path(folder) / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    if not isinstance(config, dict) or not isinstance(config.get("chat_template"), str):
+        raise InputError(f"--apply-chat-template: the model {folder} has no chat template (expected a "
+                         "chat_template.jinja file or a chat_template text in tokenizer_config.json); nothing was "
+                         "written.")
 
 
 MAX_LENGTH_STEP = 64  # a pinned max_length is the longest input rounded up to this, within the model's context

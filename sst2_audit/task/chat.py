@@ -1,5 +1,5 @@
 """Prompts as lm-eval builds them under `apply_chat_template`, `system_instruction` and `fewshot_as_multiturn`,
-re-derived without lm-eval or transformers (SOURCE_MAP steps 90-94, both releases).
+re-derived without lm-eval or transformers (SOURCE_MAP steps 88-93, both releases).
 
 What lm-eval does (ConfigurableTask.fewshot_context; 0.4.13 through build_qa_turn and multiturn_to_singleturn):
 - the system prompt is the system instruction and the task's description joined by the few-shot delimiter (0.4.9.2

@@ -77,7 +77,7 @@ def draws(rule: ShotRule, num_fewshot: int, seed: int, shot_docs: list, evaluate
     their requests, with one generator for them all, as lm-eval shares one per task. `resamples`: the sampler
     of lm-eval 0.4.13 (formats/releases.py::Release.fewshot_resamples), else 0.4.9.2's. `wasted_draw`: 0.4.9.2's
     get_chat_context under a chat template with the shots in one user turn draws once, throws the draw away and
-    calls get_context, which draws again (SOURCE_MAP step 92): every question consumes the generator twice."""
+    calls get_context, which draws again (SOURCE_MAP step 89): every question consumes the generator twice."""
     generator = random.Random(seed)
     shots: dict = {}
     count = num_fewshot + 1 if rule.extra_draw else num_fewshot
