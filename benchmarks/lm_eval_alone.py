@@ -46,5 +46,9 @@ lm = HFLM(pretrained=str(cache / "model"), dtype=settings["dtype"], attn_impleme
 out = lm_eval.simple_evaluate(model=lm, tasks=[ConfigurableTask(config=task_config(spec, data_files))],
                               num_fewshot=settings["num_fewshot"], samples={spec.name: sorted(dev_ids)}, log_samples=True,
                               random_seed=settings["seed"], numpy_random_seed=settings["seed"],
-                              torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"])
+                              torch_random_seed=settings["seed"], fewshot_random_seed=settings["seed"],
+                              # a chat profile's settings, as run.py hands them (the template: the model's own file)
+                              apply_chat_template=settings.get("apply_chat_template", False),
+                              system_instruction=settings.get("system_instruction"),
+                              fewshot_as_multiturn=settings.get("fewshot_as_multiturn", False))
 print("acc", out["results"][spec.name]["acc,none"])

@@ -31,7 +31,8 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one():
 
 def test_the_readme_is_a_front_door():
     assert len(README.splitlines()) < 200
-    assert max(len(line) for line in README.splitlines() if not line.startswith("|")) <= 400
+    prose = "".join(README.split("```\n")[0::2])  # a copy-paste command line is as long as the command
+    assert max(len(line) for line in prose.splitlines() if not line.startswith("|")) <= 400
 
 
 def test_the_cli_reference_documents_every_option():

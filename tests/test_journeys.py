@@ -18,14 +18,14 @@ PASS = "VERDICT: PASS: every level passed and every scored row was rescored bit 
 NEXT = "  next          audit (every row rescored; add --bundle to pack it): "
 
 
-def test_the_readme_holds_four_journeys_of_the_installed_command():
+def test_the_readme_holds_five_journeys_of_the_installed_command():
     journeys = readme_journeys()
     assert [[line.split()[1] for line in journey if line.startswith("sst2-audit ")] for journey in journeys] == [
         ["prepare", "run", "audit"], ["prepare", "audit"], ["prepare", "prepare", "run", "audit"],
-        ["prepare", "adopt", "audit"]]
-    # every line is the installed command, but the one plain `lm_eval` run the adopt journey makes
+        ["prepare", "adopt", "audit"], ["prepare", "adopt"]]
+    # every line is the installed command, but the plain `lm_eval` runs the two adopt journeys make
     assert [line.split()[0] for journey in journeys for line in journey if not line.startswith("sst2-audit ")] == [
-        "env"]
+        "env", "env"]
     # docs/cli.md shows the own-model journey too: the same four lines
     cli = (REPO / "docs" / "cli.md").read_text().split("## prepare.py --pin", 1)[1].split("```\n")[1]
     assert cli.splitlines() == journeys[2]
@@ -132,3 +132,29 @@ def test_journey_4_adopt_a_plain_lm_eval_run(embedded_cache, tmp_path):
     assert any(line.startswith("adopted record: PASS (") for line in printed["audit"])
     record = json.loads((tmp_path / "runs" / "plain" / "adopted.json").read_text())
     assert record["row_classes"]["bit for bit"] == 16 and record["demo"] is True
+
+
+def test_journey_5_adopt_an_instruct_model_s_chat_template_run(tmp_path):
+    """The embedded Instruct model as the leaderboard ran chat models: prepare prints the lm_eval line with the chat
+    flags (the README's, verbatim); that real run (3 shots as turns, a system instruction, the GGUF's own template) is
+    adopted: every logged prompt re-rendered by the sandboxed renderer, every score rescored bit for bit (issue 61)."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from support.paths import DEMOS
+
+    (tmp_path / "demos.lock.json").symlink_to(DEMOS)
+    (tmp_path / "data").symlink_to(REPO / "data")
+    prepare, lm_eval, adopt = readme_journeys()[4]
+    done = run_installed(prepare, tmp_path)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == lm_eval, done.stdout + done.stderr
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    ran = subprocess.run(shlex.split(lm_eval), capture_output=True, text=True, cwd=tmp_path,
+                         env=dict(os.environ, PATH=path, HF_DATASETS_CACHE=str(tmp_path / "datasets")))
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    done = run_installed(adopt, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(PASS) and "  rows: 8 bit for bit" in done.stdout.splitlines(), done.stdout

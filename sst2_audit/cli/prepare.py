@@ -126,14 +126,7 @@ def _parser() -> Parser:
     parser.add_argument("--shots-may-show-sealed-rows", action="store_true",
                         help="with --pin: allow shots drawn from the evaluated split to show sealed confirmation rows "
                              "(recorded and shown on the card)")
-    parser.add_argument("--apply-chat-template", action="store_true",
-                        help="with --pin: prompts through the model's own chat template (lm-eval's apply_chat_template; "
-                             "the template file is pinned with the model)")
-    parser.add_argument("--fewshot-as-multiturn", action="store_true",
-                        help="with --pin and --apply-chat-template: the shots as user/assistant turns")
-    parser.add_argument("--system-instruction", metavar="TEXT",
-                        help="with --pin: lm-eval's system_instruction (a system message under a chat template, "
-                             "plain text before the prompt without one)")
+    _chat_options(parser)
     parser.add_argument("--dev-rows", metavar="N|all", type=_dev_rows,
                         help="with --pin: the profile's dev rows, a count or `all` (every row of the split that is not "
                              "sealed), taken on past the sealed confirmation rows in the same hash order (default: "
@@ -157,6 +150,17 @@ def _dev_rows(text: str):
     if text == "all" or text.isdigit():
         return text if text == "all" else int(text)
     raise ValueError(text)
+
+
+def _chat_options(parser) -> None:
+    parser.add_argument("--apply-chat-template", action="store_true",
+                        help="with --pin: prompts through the model's own chat template (lm-eval's "
+                             "apply_chat_template; the template file is pinned with the model)")
+    parser.add_argument("--fewshot-as-multiturn", action="store_true",
+                        help="with --pin and --apply-chat-template: the shots as user/assistant turns")
+    parser.add_argument("--system-instruction", metavar="TEXT",
+                        help="with --pin: lm-eval's system_instruction (a system message under a chat template, "
+                             "plain text before the prompt without one)")
 
 
 def _settings(args) -> dict:

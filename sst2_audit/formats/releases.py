@@ -51,6 +51,7 @@ class Release:
     # delimiter always (0.4.9.2's fewshot_context), or only when neither has whitespace at the join (0.4.13's
     # maybe_delimit); a multi-turn shot with an empty answer logs an empty assistant turn (0.4.9.2) or none (0.4.13)
     builds_qa_turns: bool = False
+    cli_multiturn_by_default: bool = False  # the lm_eval CLI's fewshot_as_multiturn with --apply_chat_template
 
 
 RELEASES = {
@@ -68,7 +69,7 @@ RELEASES = {
                       n_samples_effective_is_scored=True, group_subtasks_names_plain_tasks=False,
                       factory_structural_keys=("tag", "group", "task_list"),
                       factory_metadata_keys=("config_source",), typed_model_args=True,
-                      builds_qa_turns=True),
+                      builds_qa_turns=True, cli_multiturn_by_default=True),
 }
 SUPPORTED = tuple(version for version, release in RELEASES.items() if release.supported)
 

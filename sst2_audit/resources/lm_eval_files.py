@@ -8,6 +8,7 @@ import json
 import shlex
 from pathlib import Path
 
+from sst2_audit.formats.releases import release_of
 from sst2_audit.task.config import data_config
 from sst2_audit.task.rows import verified_rows
 from sst2_audit.util import atomic
@@ -45,5 +46,18 @@ def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, row
     words = ["env", *(f"{k}={v}" for k, v in sorted({**settings["numeric_mode"], **OFFLINE}.items())), "lm_eval",
              "--model", "hf", "--model_args", model_args, "--tasks", str(task_yaml), "--samples", str(samples),
              "--log_samples", "--output_path", output, "--device", settings["device"], "--batch_size",
-             str(settings["batch_size"]), "--seed", str(settings["seed"])]
+             str(settings["batch_size"]), "--seed", str(settings["seed"]), *_chat_words(settings, lock)]
     return " ".join(shlex.quote(word) for word in words)
+
+
+def _chat_words(settings: dict, lock) -> list:
+    """The profile's chat settings as lm_eval's flags (0.4.13's CLI turns fewshot_as_multiturn on with a template
+    unless told `false`)."""
+    words = ["--apply_chat_template"] if settings.get("apply_chat_template") else []
+    if settings.get("fewshot_as_multiturn"):
+        words.append("--fewshot_as_multiturn")
+    elif words and release_of(lock.evaluator.version).cli_multiturn_by_default:
+        words += ["--fewshot_as_multiturn", "false"]
+    if settings.get("system_instruction") is not None:
+        words += ["--system_instruction", settings["system_instruction"]]
+    return words

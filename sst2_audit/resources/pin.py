@@ -155,10 +155,9 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         shared_folder: Path | None = None) -> tuple:
     """Write new_lock = base_lock + profile `name`; returns (the profile, its model entry, lines to show: files
     ignored, what the input-length measurement found). `shared_folder`: the local folder of a shared model
-    (model:NAME), so that its tokenizer measures the inputs too."""
+    (model:NAME), so that its tokenizer measures the inputs too (and shows its chat template)."""
 
-    _profile_name(name)
-    profile_settings(settings or {}, f"--pin {name}: the profile's settings")  # before any data is converted
+    profile_settings(settings or {}, f"--pin {_profile_name(name)}: the profile's settings")  # before any data
     if new_lock.exists() and not replace:
         raise InputError(f"--new-lock {new_lock} already exists; a lock is never overwritten (pins never change). To "
                          f"replace your own earlier pin of profile {name}, add --replace.")
@@ -193,12 +192,11 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         # the expensive step (a download, hashing weights) last; a shared entry is already pinned
         model_entry = (models[shared] if shared is not None
                        else _model_entry(model, new_lock, bool((settings or {}).get("add_bos_token")), name))
-        if (settings or {}).get("apply_chat_template"):
-            _require_template(model_entry, model if shared is None else shared_folder)
+        folder = model if shared is None else shared_folder
+        _require_template(settings or {}, model_entry, folder)
         notes = _ignored_files(data, data_entry, spec)  # what the command says besides the pins
         profile, text, checked = _new_lock_text(raw, name, task, spec, shared, model_entry, data_entry, notice,
                                                 settings, new_lock)
-        folder = model if shared is None else shared_folder
         if staging is not None and folder is not None and not hub_pin.is_hub(folder):  # with the pinned tokenizer
             fitted, note = _fitted_settings(spec, raw, checked.settings_for(name, spec), dict(settings or {}), staging,
                                             tuple((n, k) for n, k in data_entry["columns"]), folder)
@@ -214,10 +212,11 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
     return profile, model_entry, notes
 
 
-def _require_template(model_entry: dict, folder) -> None:
+def _require_template(settings: dict, model_entry: dict, folder) -> None:
     """--apply-chat-template needs the model's own template among its pinned files (task/chat.py reads it)."""
     names = [Path(f["path"]).name for f in model_entry.get("files", [])]
-    if "chat_template.jinja" in names or folder is None or hub_pin.is_hub(folder):  # a hub model: read at run time
+    if not settings.get("apply_chat_template") or "chat_template.jinja" in names or folder is None or \
+            hub_pin.is_hub(folder):  # a hub model's tokenizer_config.json is read when the run renders
         return
     try:
         config = json.loads((Path(folder) / "tokenizer_config.json").read_text(encoding="utf-8"))

@@ -32,14 +32,9 @@ def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
 
 
-def environment(deadline: float, max_output: int):
-    import jinja2
-    from jinja2.ext import Extension, loopcontrols
+def _budgeted(check, max_output: int):
+    """Jinja's immutable sandbox with the budget checked on every call, attribute, item and arithmetic operator."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def check() -> None:
-        if time.process_time() > deadline:
-            raise BudgetExceeded("the template ran past its render budget (a loop that does not end?)")
 
     class Budgeted(ImmutableSandboxedEnvironment):
         intercepted_binops = frozenset(["*", "**", "+", "//", "%"])
@@ -66,6 +61,17 @@ def environment(deadline: float, max_output: int):
                 if isinstance(count, int) and count * max(size, 1) > max_output:
                     raise BudgetExceeded("the template repeats a string past the output limit")
             return super().call_binop(context, operator, left, right)
+
+    return Budgeted
+
+
+def environment(deadline: float, max_output: int):
+    import jinja2
+    from jinja2.ext import Extension, loopcontrols
+
+    def check() -> None:
+        if time.process_time() > deadline:
+            raise BudgetExceeded("the template ran past its render budget (a loop that does not end?)")
 
     class Generation(Extension):
         """transformers' `{% generation %}` block renders its body unchanged when no mask is asked for."""
@@ -98,7 +104,7 @@ def environment(deadline: float, max_output: int):
             return function(*args, **kwargs)
         return functools.update_wrapper(call, function)  # keeps jinja's pass_context / pass_environment mark
 
-    env = Budgeted(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
+    env = _budgeted(check, max_output)(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
     env.filters["tojson"] = tojson
     env.filters = {name: guarded(function) for name, function in env.filters.items()}
     env.globals["raise_exception"] = raise_exception

@@ -126,10 +126,11 @@ def one_paragraph(text: str) -> str:
 
 def readme_journeys() -> list:
     """The README's journeys, each a list of command lines: run, audit a bundle, audit your own model, adopt a
-    plain lm-eval run."""
+    plain lm-eval run, adopt a chat-template run."""
     readme = (REPO / "README.md").read_text()
     sections = [readme.split(f"## {title}", 1)[1].split("\n## ", 1)[0] for title in
-                ("Three journeys", "Audit your own model and data", "Adopt a plain lm-eval run")]
+                ("Three journeys", "Audit your own model and data", "Adopt a plain lm-eval run",
+                 "An instruct model, as the leaderboard ran it")]
     blocks = [block for section in sections for block in section.split("```\n")[1::2]]
     return [[line for line in block.splitlines() if line.strip()] for block in blocks]
 
