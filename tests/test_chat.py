@@ -344,3 +344,40 @@ def test_pin_refuses_apply_chat_template_for_a_model_without_a_template(release_
                       "--data", tmp_path / "data", "--new-lock", tmp_path / "new.lock.json", "--apply-chat-template")
     assert done.returncode == 2 and "has no chat template" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "new.lock.json").exists()
+
+
+def test_compare_of_the_same_model_with_and_without_its_template_names_the_settings_and_the_paired_test(tmp_path):
+    """The question model-card readers ask: the same rows scored with and without the chat template, compared: the
+    settings that differ, the flips each way, the paired difference and McNemar's exact p."""
+    from support.builders import prepare_cache
+
+    outs = []
+    for name, settings in (("plain", {"num_fewshot": 3}), ("chat", None)):
+        folder = tmp_path / name
+        folder.mkdir()
+        lock = RELEASE_DEMOS if settings is None else _variant(folder, settings)
+        cache = prepare_cache(lock, CHAT, folder)
+        done = run_script("run.py", "--lock", lock, "--profile", CHAT, "--cache", cache, "--smoke", "--out",
+                          folder / "out", "--private", folder / "private", "--run-name", name)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs.append(folder / "out")
+    done = run_script("audit.py", "--compare", *outs, "--lock", RELEASE_DEMOS)
+    assert done.returncode == 1 and done.stdout.startswith("comparison verdict: different"), done.stdout
+    assert "setting apply_chat_template: False -> True" in done.stdout and "setting fewshot_as_multiturn" in done.stdout
+    assert "exact McNemar p = " in done.stdout and "flips: right in A, wrong in B: " in done.stdout
+
+
+def test_a_multiple_input_task_under_a_chat_template_is_refused_before_any_model_call(tmp_path):
+    from support.builders import prepare_cache
+
+    raw = json.loads(RELEASE_DEMOS.read_text())
+    profile = raw["profiles"]["embedded-winogrande-5shot"]
+    profile["model"], profile["settings"] = "embedded-smollm2-chat", dict(profile["settings"], apply_chat_template=True)
+    lock = tmp_path / "wino.lock.json"
+    lock.write_text(json.dumps(raw))
+    (tmp_path / "data").symlink_to(REPO / "data")
+    cache = prepare_cache(lock, "embedded-winogrande-5shot", tmp_path)
+    done = run_script("run.py", "--lock", lock, "--profile", "embedded-winogrande-5shot", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private")
+    assert done.returncode == 2 and "a multiple-input task" in done.stderr and "chat template" in done.stderr
+    assert "[model load]" not in done.stderr and not (tmp_path / "out").exists()

@@ -1,7 +1,8 @@
 """The scoring protocol, stated once, for every task (the task itself is data: task/spec.py).
 
 The task's own number of shots (the lock's or the YAML's num_fewshot; task/fewshot.py draws them as
-lm-eval does), no chat template, no system prompt, no BOS/EOS added unless the lock's profile says
+lm-eval does), no chat template and no system prompt unless the profile sets lm-eval's chat settings (task/chat.py
+renders the model's pinned template), no BOS/EOS added unless the lock's profile says
 add_bos_token; a candidate's score is the sum of its tokens' log-probabilities; `acc` predicts the
 argmax of the scores, `acc_norm` the argmax of score / (characters of the choice), ties going to the
 first candidate in both; accuracy is the mean of the per-question 0/1 (other metrics: metrics.py).
@@ -12,7 +13,8 @@ import math
 
 from sst2_audit.util.hashing import sha256_text
 
-# Fixed choices of the protocol, recorded with the lock's run settings in every run.json.
+# Fixed choices of the protocol, recorded with the lock's run settings in every run.json (a profile's chat settings
+# replace the first two: task/fewshot.py::protocol_settings).
 PROTOCOL_SETTINGS = {"apply_chat_template": False, "system_instruction": None,
                      "length_normalization": False, "tie_rule": "first candidate"}
 

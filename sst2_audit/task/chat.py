@@ -11,7 +11,7 @@ What lm-eval does (ConfigurableTask.fewshot_context; 0.4.13 through build_qa_tur
   which renders again without the system messages when the template raises a TemplateError);
 - multiple_choice under a chat template scores each choice with no target delimiter (construct_requests).
 The template is the model's pinned file, hashed before it is read and rendered in a sandboxed process of its own
-(task/chat_sandbox.py). A multiple-input task (winogrande) or a gen_prefix under a chat template is refused.
+(task/chat_sandbox.py). A multiple-input task (winogrande) under a chat template is refused.
 """
 
 import json
@@ -167,8 +167,7 @@ def wastes_a_draw(chat: ChatSettings, release) -> bool:
 
 
 def refuse_unsupported(spec, chat: ChatSettings, docs) -> None:
-    if chat.apply_chat_template and spec.official.get("gen_prefix") is not None:
-        raise InputError(f"task {spec.name}: gen_prefix under a chat template is not re-derived yet.")
+    """A gen_prefix is refused for every task (task/support.py); a multiple-input task only under a template."""
     if chat.apply_chat_template and any(spec.input_index(doc) is not None for doc in docs):
         raise InputError(f"task {spec.name}: a multiple-input task (each choice in the context) under a chat template "
                          "is not re-derived yet.")

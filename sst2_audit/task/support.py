@@ -148,6 +148,8 @@ def _shared_reason(config: dict) -> str | None:
         return fewshot
     if config.get("use_prompt"):
         return "uses a promptsource prompt"
+    if config.get("gen_prefix") is not None:  # lm-eval appends target_delimiter + gen_prefix to the context
+        return "sets gen_prefix (a prefix of the answer), which the independent path does not re-derive yet"
     if isinstance(config.get("doc_to_text"), int):
         return "has multiple inputs"
     if not (config.get("test_split") or config.get("validation_split")):
