@@ -46,7 +46,7 @@ def test_a_chat_run_s_prompts_scores_and_audit_equal_lm_eval_s(variant, tmp_path
     settings, users, assistants = VARIANTS[variant]
     profile = "embedded-sst2-chat" if variant == "shipped-0shot" else "embedded-sst2-chat-3shot"
     lock = RELEASE_DEMOS if settings is None else _variant(tmp_path, settings)
-    record = prepare_run_audit(lock, profile, tmp_path)
+    record = prepare_run_audit(lock, profile, tmp_path, bundle=variant == "3shot-multiturn-system")
     assert record["max_abs_diff"] == 0.0
     stated = json.loads(lock.read_text())["profiles"][profile]["settings"]
     assert record["settings"]["apply_chat_template"] is stated.get("apply_chat_template", False)

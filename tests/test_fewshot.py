@@ -231,7 +231,8 @@ def test_a_profile_pins_its_own_max_length_and_shots_seen_are_counted(tmp_path):
     raw["profiles"]["embedded"]["settings"] = {"max_length": 1}
     (tmp_path / "l.json").write_text(json.dumps(raw))
     with pytest.raises(InputError, match=r"max_length \(2..1048576\), shots_may_show_sealed_rows \(true\), "
-                                         r"bootstrap_iters \(1..10000000\), seed \(0..4294967295\) and dev_rows \(2..100000 or \"all\"\), got"):
+                                         r"bootstrap_iters \(1..10000000\), seed \(0..4294967295\), dev_rows \(2..100000 or "
+                                         r"\"all\"\), apply_chat_template \(true\), .* got"):
         load_lock(tmp_path / "l.json")
     lock = load_lock(LOCK)
     inverse, sst2 = spec_for(lock, "inverse_scaling_redefine_math"), spec_for(lock, "sst2")

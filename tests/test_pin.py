@@ -140,8 +140,9 @@ def test_pin_prepare_run_and_audit_ones_own_model_and_data(own_model, tmp_path, 
     ("bos", "--add-bos-token: the tokenizer of "),
     ("shots", "--pin x: the profile's settings: a profile may set attention (eager or sdpa), add_bos_token (true or "
               "false), num_fewshot (0..1024), max_length (2..1048576), shots_may_show_sealed_rows (true), "
-              "bootstrap_iters (1..10000000), seed (0..4294967295) and dev_rows (2..100000 or \"all\"), got "
-              "\"{'num_fewshot': -1}\"."),
+              "bootstrap_iters (1..10000000), seed (0..4294967295), dev_rows (2..100000 or \"all\"), "
+              "apply_chat_template (true), fewshot_as_multiturn (true) and system_instruction (printable text, "
+              "1..16384 characters), got \"{'num_fewshot': -1}\"."),
 ])
 def test_pin_refuses_bad_input_before_writing_anything(own_model, tmp_path, case, message):
     data = tmp_path / "d"
@@ -626,5 +627,6 @@ def test_a_full_split_profile_scores_every_row_that_is_not_sealed(own_model, tmp
     done = run_cli("prepare.py", "--pin", "one", "--task", "rte", "--model", own_model, "--data", data,
                    "--new-lock", tmp_path / "one.lock.json", "--dev-rows", "1")
     assert done.returncode == 2
-    assert "dev_rows (2..100000 or \"all\"), got \"{'dev_rows': 1}\"" in one_paragraph(done.stderr)
+    assert "dev_rows (2..100000 or \"all\"), apply_chat_template (true)" in one_paragraph(done.stderr)
+    assert "got \"{'dev_rows': 1}\"" in one_paragraph(done.stderr)
     assert not (tmp_path / "big.lock.json").exists() and not (tmp_path / "one.lock.json").exists()

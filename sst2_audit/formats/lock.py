@@ -225,14 +225,15 @@ def numeric_mode_change(mine: "Lock", theirs: "Lock") -> tuple | None:
     return theirs.run_settings["numeric_mode"], mine.run_settings["numeric_mode"]
 
 
-def _model_of(body: dict, models: dict, here: str) -> tuple:
-    """(the model resource's entry, where it is written): inline, or a name in the lock's models."""
+def _model_of(body: dict, models: dict, here: str, where: str) -> tuple:
+    """(the model resource's entry, where it is written): inline, or a name in the lock's models (`where`: the
+    lock's file, which every message names)."""
     model = body["model"]
     if isinstance(model, str):
         if model not in models:
             raise InputError(f"{here}.model: {model!r} is not one of the lock's models "
                              f"({', '.join(sorted(models)) or 'none'}).")
-        return models[model], f"models.{model}"
+        return models[model], f"{where}: models.{model}"
     if not isinstance(model, dict):
         raise InputError(f"{here}.model: expected a model resource or the name of one of the lock's models, got "
                          f"{type(model).__name__} {str(model)[:60]!r}.")
@@ -313,7 +314,7 @@ def _profiles(raw: dict, evaluator: dict, where: str) -> dict:
         if not RUN_NAME.match(name):  # it names cache folders and lines of output
             raise InputError(f"{where}: profile name {name[:80]!r}: expected 1-100 letters, digits, '.', '_' or '-', "
                              "starting with a letter or digit.")
-        model_body, model_where = _model_of(body, models, here)
+        model_body, model_where = _model_of(body, models, here, where)
         task = body.get("task", evaluator["task"])
         notice, demo_is_not = _notice(body, task)
         profiles[name] = Profile(

@@ -212,13 +212,10 @@ class ChatPlan:
     template_sha256: str | None  # None without a chat template
     contexts: dict  # idx -> the rendered prompt
     target_delimiter: str  # "" for multiple_choice under a chat template (construct_requests)
+    positions: dict  # idx -> positions of its shots in the shot split ([] at zero shots), as a Plan's
 
     def requests(self, spec, idx: int, doc: dict) -> list:
         return spec.shape.context_requests(spec, doc, self.contexts[idx], self.target_delimiter)
-
-    @property
-    def positions(self) -> dict:
-        return {idx: (self.shots.positions[idx] if self.shots else []) for idx in self.contexts}
 
     @property
     def rule(self):
@@ -239,11 +236,12 @@ def plan(spec, chat: ChatSettings, shots: fewshot.Plan | None, rows: list, templ
     delimiter = shots.rule.delimiter if shots else fewshot.rule_delimiter(spec)
     built = {idx: conversation(spec, doc, [shots.docs[p] for p in shots.positions[idx]] if shots else [], chat,
                                delimiter, release) for idx, doc in sorted(docs.items())}
+    positions = {idx: list(shots.positions[idx]) if shots else [] for idx in built}
     if not chat.apply_chat_template:
-        return ChatPlan(shots, chat, None, built, spec.target_delimiter)
+        return ChatPlan(shots, chat, None, built, spec.target_delimiter, positions)
     assert template is not None
     ids = list(built)
     say(f"[chat] rendering {len(ids)} prompts through the pinned chat template ({template.source}, sha256 "
         f"{template.sha256[:12]}...) in a sandboxed process")
     contexts = dict(zip(ids, render(template, [built[idx] for idx in ids])))
-    return ChatPlan(shots, chat, template.sha256, contexts, "")
+    return ChatPlan(shots, chat, template.sha256, contexts, "", positions)
