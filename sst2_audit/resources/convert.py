@@ -10,7 +10,7 @@ nothing and ends turns with <|im_end|>, so that is what we write.
 import json
 from pathlib import Path
 
-from sst2_audit.util.errors import CheckFailed
+from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.progress import phase
 
 TOKENIZER_CONFIG = {
@@ -66,7 +66,14 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with phase("convert GGUF to float32 snapshot (about 25 s)", announce=True):
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        model.save_pretrained(str(out), safe_serialization=True)
+        try:
+            model.save_pretrained(str(out), safe_serialization=True)
+        except ValueError as error:  # transformers 5 keeps a GGUF model quantized and will not save it
+            import transformers
+
+            raise InputError(f"transformers {transformers.__version__} cannot write the float32 snapshot of "
+                             f"{gguf.name} ({str(error)[:120]}); the tool pins transformers 4.57.6, which converts it "
+                             "(docs/measurements.md, \"transformers 5\"). Nothing was written to the cache.") from None
         _write_tokenizer(gguf, out)
     for extra in out.iterdir():
         if extra.name not in SNAPSHOT_FILES:  # files the converter adds that no profile pins
