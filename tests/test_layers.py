@@ -116,13 +116,14 @@ def test_modules_functions_and_lines_are_short():
 
 def test_the_type_checker_s_none_safety_exemptions_only_shrink():
     """pyproject.toml's [tool.mypy] exempts some modules from None-safety (issue 60's type checker, run by .ci/run);
-    the list names modules that exist and never grows past the 16 it holds now (31 when mypy came in, 2026-12-06)."""
+    the list names modules that exist and never grows past the 6 it holds now (31 when mypy came in, 16 at the start of
+    the 2026-12-06 afternoon)."""
     import tomllib
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
     exempt = [module for override in config["overrides"] if override.get("strict_optional") is False
               for module in override["module"]]
-    assert 0 < len(exempt) <= 16 and len(set(exempt)) == len(exempt)
+    assert 0 < len(exempt) <= 6 and len(set(exempt)) == len(exempt)
     for module in exempt:
         path = REPO / (module.replace(".", "/") + ".py")
         assert path.is_file() or (REPO / module.replace(".", "/") / "__init__.py").is_file(), module

@@ -49,7 +49,8 @@ def claimed_dtype(results: dict, model_args: dict) -> tuple:
     """(dtype, words): the dtype the run says it computed in. Every place it is said counts (logged model_dtype,
     model_args dtype or torch_dtype); where they disagree the narrowest bound is taken, since the widest is the one
     a forger would write. float32 on a CUDA device is its own claim (GPU_FLOAT32)."""
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    logged = results.get("config")
+    config = logged if isinstance(logged, dict) else {}
     said = {DTYPE_WORDS[v] for v in (config.get("model_dtype"), model_args.get("dtype"), model_args.get("torch_dtype"))
             if isinstance(v, str) and v in DTYPE_WORDS}
     if not said:

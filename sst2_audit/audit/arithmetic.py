@@ -163,7 +163,9 @@ def check(run: RunFolder, context) -> LevelResult:
     result = LevelResult("arithmetic")
     record = run.record
     if record is None:
-        result.fail(f"the run stopped on its own {run.failure.check} check: {run.failure.message}")
+        failure = run.failure
+        result.fail(f"the run stopped on its own {failure.check} check: {failure.message}" if failure is not None
+                    else "the run folder holds neither a record nor a failure record")
         return result
     if not record.questions:
         result.fail("run.json holds no question records")

@@ -13,7 +13,7 @@ from sst2_audit.formats import lm_eval_output, records, strict_json
 from sst2_audit.formats.lock import Lock, lock_from_bytes, numeric_mode_change
 from sst2_audit.formats.run_settings import NUMERIC_MODE_KEYS
 from sst2_audit.task.spec import spec_for
-from sst2_audit.util.errors import CheckFailed, InputError
+from sst2_audit.util.errors import CheckFailed, InputError, InternalError
 
 BUNDLE_LOCK = "resources.lock.json"
 BUNDLE_MANIFEST = "manifest.json"
@@ -64,11 +64,16 @@ class RunFolder:
         """The reviewer's run settings for the record's profile, in the run's numeric mode when the lock
         level accepted a numeric-mode-only difference (named in the verdict)."""
 
-        settings = self.lock.settings_for(self.record.profile, self.task_spec())
+        record, claimed = self.record, self.claimed_lock
+        if record is None:
+            raise InternalError("the run's settings are asked of a folder without a record")
+        settings = self.lock.settings_for(record.profile, self.task_spec())
         if self.numeric_mode_change is None:
             return settings
+        if claimed is None:
+            raise InternalError("a numeric-mode change was accepted without the run's own lock")
         # the run's own lock's values, for the keys its record's schema wrote (schema 1 wrote no numeric mode)
-        theirs, written = self.claimed_lock.run_settings, self.record.settings
+        theirs, written = claimed.run_settings, record.settings
         return {**{k: v for k, v in settings.items() if k not in NUMERIC_MODE_KEYS},
                 **{k: theirs[k] for k in NUMERIC_MODE_KEYS if k in theirs and k in written}}
 

@@ -47,7 +47,10 @@ def check(folder: Path, record: StudyRecord, lock) -> LevelResult:
                       [runs[variant.profile].profile, runs[variant.profile].mode])
     if len(runs) == len(names):
         try:
-            rederived = study_numbers(runs, record.numbers.get("metric"))
+            metric = record.numbers.get("metric")
+            if not isinstance(metric, str):
+                raise TypeError(f"numbers.metric must be a metric's name, got {str(metric)[:40]!r}")
+            rederived = study_numbers(runs, metric)
         except (InputError, KeyError, TypeError) as error:
             result.fail(f"study numbers cannot be re-derived from the variants' records ({error})")
             return result

@@ -373,7 +373,8 @@ def parse_lock(raw, path: Path, digest: str) -> Lock:
         raise InputError(f"{where}: no profiles defined.")
     return Lock(Path(path), digest, raw, Evaluator(**{k: evaluator[k] for k in EVALUATOR_FIELDS}),
                 SplitRule(**{k: split[k] for k in ("salt", "rule", "dev_rows", "confirm_rows")}), settings, profiles,
-                written, _groups(raw, profiles, evaluator, split["dev_rows"], where))
+                written if type(written) is int else LOCK_SCHEMA_VERSION,  # the check above: an int was read
+                _groups(raw, profiles, evaluator, split["dev_rows"], where))
 
 
 def lock_from_bytes(data: bytes, path) -> Lock:

@@ -266,7 +266,7 @@ def _upgrade_from_2(raw: dict) -> dict:
         if isinstance(raw.get("split"), dict):
             upgraded["split"] = dict(raw["split"], row_hash_rule="sha256(canonical_json([sentence, label]))")
         questions = []
-        for question in raw.get("questions") if isinstance(raw.get("questions"), list) else []:
+        for question in listed if isinstance(listed := raw.get("questions"), list) else []:
             if isinstance(question, dict) and isinstance(question.get("candidate_token_ids"), list):
                 ids = question.pop("candidate_token_ids")
                 question = dict(question, candidate_token_counts=[len(i) if isinstance(i, list) else -1 for i in ids],
@@ -275,10 +275,9 @@ def _upgrade_from_2(raw: dict) -> dict:
                                                 for c in question.get("candidates") or []])
             questions.append(question)
         upgraded["questions"] = questions
-    if raw.get("kind") == "sst2-audit/private":
-        upgraded["questions"] = [dict({k: v for k, v in q.items() if k != "sentence"},
-                                      doc={"sentence": q.get("sentence")})
-                                 if isinstance(q, dict) else q for q in raw.get("questions") or []]
+    if raw.get("kind") == "sst2-audit/private" and isinstance(listed := raw.get("questions"), list):
+        upgraded["questions"] = [dict({k: v for k, v in q.items() if k != "sentence"}, doc={"sentence": q.get(
+            "sentence")}) if isinstance(q, dict) else q for q in listed]  # not a list: the reader names it
     return upgraded
 
 
@@ -300,7 +299,7 @@ def _upgrade_from_3(raw: dict) -> dict:
     """Schema 3 named paths and metrics in its fields (official_scores, official_norm, ...): now they are keys."""
     upgraded = dict(raw, schema_version=4)
     if raw.get("kind") == "sst2-audit/run":
-        metrics = raw.get("metrics") if isinstance(raw.get("metrics"), list) else []
+        metrics = named if isinstance(named := raw.get("metrics"), list) else []
         summaries = {path: {m: raw.get(path if m == "acc" else f"{path}_norm") for m in metrics} for path in PATHS}
         upgraded = {k: v for k, v in upgraded.items() if k not in (*PATHS, *(f"{p}_norm" for p in PATHS))}
         upgraded["summaries"] = summaries

@@ -184,7 +184,7 @@ def pin(base_lock: Path, new_lock: Path, name: str, task: str, model: Path, data
         target.parent.mkdir(parents=True, exist_ok=True)
     staging = None if hub_pin.is_hub(data) else Path(tempfile.mkdtemp(prefix=f".{name}-data.", dir=target.parent))
     try:
-        if hub_pin.is_hub(data):
+        if staging is None:  # the data is on the hub (staging is made for a local folder only)
             data_entry = hub_data_resource(data, spec, base.raw)
         else:
             data_entry = dict(data_resource(data, spec, base.raw, staging),

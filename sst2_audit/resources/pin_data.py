@@ -187,7 +187,7 @@ def data_resource(data: Path, spec, lock_raw: dict, target: Path) -> dict:
         columns, _ = _checked_split(spec, written, origin, columns)
         files.append({"path": written.name, "split": split, "rows": table.num_rows, "sha256": sha256_file(written)})
         converted[split] = {"file": origin.name, "sha256": sha256_file(origin)}
-    return {"source": "local", "columns": [list(c) for c in columns], "files": files, "converted_from": converted}
+    return {"source": "local", "columns": [list(c) for c in columns or ()], "files": files, "converted_from": converted}
 
 
 def hub_data_resource(data, spec, lock_raw: dict) -> dict:
@@ -205,4 +205,4 @@ def hub_data_resource(data, spec, lock_raw: dict) -> dict:
                              f"it and the lock's split rule needs at least {needed}.")
         files.append({"path": path, "split": split, "rows": rows, "sha256": sha256_file(local)})
     return {"source": "hub", "repo_id": hub_pin.parse(data, "--data")[0], "repo_type": "dataset", "revision": commit,
-            "columns": [list(c) for c in columns], "files": files}
+            "columns": [list(c) for c in columns or ()], "files": files}

@@ -68,7 +68,7 @@ class TaskSpec:
         """A value metric's true choices (mc2: the choices labelled 1), None for an argmax task."""
         if self.results_rule is None:
             return None
-        labels = doc
+        labels: object = doc
         for key in self.results_rule.labels:
             labels = labels.get(key) if isinstance(labels, dict) else None
         field = ".".join(self.results_rule.labels)
