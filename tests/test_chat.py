@@ -381,3 +381,60 @@ def test_a_multiple_input_task_under_a_chat_template_is_refused_before_any_model
                       "--out", tmp_path / "out", "--private", tmp_path / "private")
     assert done.returncode == 2 and "a multiple-input task" in done.stderr and "chat template" in done.stderr
     assert "[model load]" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_generated_chat_claims_in_a_real_results_file_are_refused_or_failed_never_a_crash(chat_runs, tmp_path):
+    """300 generated edits of the five chat fields of a real chat run's results file (other types, lone surrogates,
+    huge text, a changed character, the field removed), each read by the strict reader and checked by the claims:
+    bad input (InputError) or a claims failure naming the field, never another exception; a pass only where every
+    field still says what the profile says."""
+    from sst2_audit.audit.adopt import Adoption, prepare_rows
+    from sst2_audit.audit.adopt_chat import check
+    from sst2_audit.audit.adopt_shapes import shape_for
+    from sst2_audit.audit.findings import LevelResult
+    from sst2_audit.formats import lm_eval_output
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task.spec import spec_for
+    from sst2_audit.util.errors import InputError
+
+    lock = load_lock(chat_runs / "demos.lock.json")
+    profile = lock.profile(CHAT)
+    spec = spec_for(lock, profile.task)
+    source = _output(chat_runs, "chat")
+    results_file, samples_file = next(source.glob("results_*.json")), next(source.glob("samples_*.jsonl"))
+    honest = json.loads(results_file.read_text())
+    fields = ("chat_template", "chat_template_sha", "system_instruction", "system_instruction_sha",
+              "fewshot_as_multiturn")
+    rng = random.Random(61)
+    pool = [None, 0, 1.5, True, False, [], {}, ["x"], {"k": "v"}, "", "\ud800", "x" * 100_000, "None", "false"]
+    outcomes = {"refused": 0, "failed": 0, "passed": 0}
+    for case in range(300):
+        raw, field = json.loads(json.dumps(honest)), rng.choice(fields)
+        kind = rng.random()
+        if kind < 0.15:
+            del raw[field]
+        elif kind < 0.45 and isinstance(raw[field], str) and raw[field]:
+            at = rng.randrange(len(raw[field]))
+            raw[field] = raw[field][:at] + chr(rng.choice([0x20, 0x41, 0xE9, 0x1F600])) + raw[field][at + 1:]
+        else:
+            raw[field] = rng.choice(pool)
+        path = tmp_path / f"results_{case}.json"
+        path.write_text(json.dumps(raw, ensure_ascii=True))
+        try:
+            output = lm_eval_output.read_plain_files(path, samples_file, spec.name, spec.metrics, public=False)
+        except InputError:
+            outcomes["refused"] += 1
+            continue
+        adoption = Adoption(lock, profile, spec, chat_runs / "cache", output, 0, None, None, shape=shape_for(spec))
+        prepare_rows(adoption, roles=())
+        level = LevelResult("claims")
+        check(adoption, level)
+        changed = any(raw.get(f) != honest.get(f) for f in fields) and not (
+            field == "fewshot_as_multiturn" and raw.get(field) is None and honest[field] is False)
+        if level.problems:
+            assert changed and any(field in problem for problem in level.problems), (field, level.problems)
+            outcomes["failed"] += 1
+        else:
+            assert not changed or raw.get(field) == honest.get(field), (field, raw.get(field))
+            outcomes["passed"] += 1
+    assert outcomes["failed"] >= 150 and outcomes["refused"] + outcomes["failed"] + outcomes["passed"] == 300, outcomes
