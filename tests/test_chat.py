@@ -282,6 +282,10 @@ def test_a_run_made_without_the_template_that_claims_it_fails_by_row(chat_runs, 
 
 # --- generate_until under a chat template: a GSM8K-shaped demo pinned with the chat flags, a plain run adopted ---
 
+GSM_CHAT = [  # (profile, the lock it is pinned on, the lock it writes, its chat flags besides the template)
+    ("gsmchat", "base", "first", ("--fewshot-as-multiturn", "--system-instruction", "Answer the demo sum.")),
+    ("gsmchat1", "first", "both", ()),
+]
 OWN_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")  # ChatML-shaped, ours
 
@@ -304,29 +308,38 @@ def _build_gsm_chat(folder: Path, release_cache: Path) -> None:
     data.mkdir()
     for split, count, seed in (("train", 30, 1), ("test", 200, 2)):
         (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in word_problems(count, seed, split)))
-    lock = folder / "gsm.lock.json"
-    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin", "gsmchat", "--task", "gsm8k", "--model", model,
-                      "--data", data, "--new-lock", lock, "--num-fewshot", "3", "--apply-chat-template",
-                      "--fewshot-as-multiturn", "--system-instruction", "Answer the demo sum.")
-    assert done.returncode == 0, done.stdout + done.stderr
-    done = run_script("prepare.py", "--lock", lock, "--profile", "gsmchat", "--cache", folder / "cache")
-    assert done.returncode == 0, done.stderr
+    lock, first = folder / "gsm.lock.json", folder / "first.lock.json"
+    for profile, given, new, flags in GSM_CHAT:
+        done = run_script("prepare.py", "--lock", {"base": RELEASE_LOCK, "first": first}[given], "--pin", profile,
+                          "--task", "gsm8k", "--model", model, "--data", data, "--new-lock",
+                          {"first": first, "both": lock}[new], "--num-fewshot", "3", "--apply-chat-template", *flags)
+        assert done.returncode == 0, done.stdout + done.stderr
+    for profile, *_ in GSM_CHAT:
+        done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", folder / f"cache-{profile}")
+        assert done.returncode == 0, done.stderr
+    (folder / "cache").symlink_to(folder / "cache-gsmchat")  # where plain_lm_eval finds the model and the data
     ids = _task_yaml(lock, folder / "cache", folder / "gsm8k.yaml", profile="gsmchat")
-    plain_lm_eval(folder, "chat", sorted(ids[:6]), task="gsm8k", num_fewshot=3,
+    one_turn = ("--fewshot_as_multiturn", "false") if installed_version() == "0.4.13" else ()  # its CLI's default
+    plain_lm_eval(folder, "gsmchat", sorted(ids[:6]), task="gsm8k", num_fewshot=3,
                   extra=("--apply_chat_template", "--fewshot_as_multiturn", "--system_instruction",
                          "Answer the demo sum."))
+    plain_lm_eval(folder, "gsmchat1", sorted(ids[:6]), task="gsm8k", num_fewshot=3,
+                  extra=("--apply_chat_template", *one_turn))
 
 
-def test_a_plain_gsm8k_chat_run_is_re_decoded_token_for_token(gsm_chat, tmp_path):
-    """generate_until under the template: every logged prompt re-rendered (the pinned template, the system
-    instruction, three shots as turns), every generation re-decoded token for token: PASS."""
+@pytest.mark.parametrize("profile", ["gsmchat", "gsmchat1"])
+def test_a_plain_gsm8k_chat_run_is_re_decoded_token_for_token(gsm_chat, tmp_path, profile):
+    """generate_until under the template: every logged prompt re-rendered (the pinned template; three shots as
+    turns after a system instruction, or in one user turn, which 0.4.9.2 draws twice), every generation re-decoded
+    token for token: PASS."""
     lock = json.loads((gsm_chat / "gsm.lock.json").read_text())
-    assert lock["profiles"]["gsmchat"]["settings"]["apply_chat_template"] is True
-    model = lock["profiles"]["gsmchat"]["model"]
+    assert lock["profiles"][profile]["settings"]["apply_chat_template"] is True
+    model = lock["profiles"][profile]["model"]
     model = lock["models"][model] if isinstance(model, str) else model  # a shared entry is named
     assert "chat_template.jinja" in [f["path"] for f in model["files"]]
-    done = run_script(str(Path(sys.executable).parent / "sst2-audit"), "adopt", gsm_chat / "chat", "--lock",
-                      gsm_chat / "gsm.lock.json", "--profile", "gsmchat", "--cache", gsm_chat / "cache", cwd=tmp_path)
+    done = run_script(str(Path(sys.executable).parent / "sst2-audit"), "adopt", gsm_chat / profile, "--lock",
+                      gsm_chat / "gsm.lock.json", "--profile", profile, "--cache", gsm_chat / f"cache-{profile}",
+                      cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS") and "  rows: 6 token for token" in done.stdout.splitlines()
 
