@@ -241,3 +241,30 @@ def test_a_gpqa_shaped_demo_draws_its_choice_order_from_lm_evals_seed(release_ca
                       "--subtask", f"leaderboard_gpqa_diamond={data}", cwd=tmp_path)
     assert done.returncode == 2 and not group.exists(), done.stdout + done.stderr
     assert "leaderboard_gpqa_diamond, leaderboard_gpqa_main each draw their docs from random" in done.stderr
+
+
+def test_the_leaderboard_era_prompt_mapping_holds_for_the_installed_release():
+    """data/leaderboard-prompts.json (scripts/leaderboard_prompts.py, issue 62): for each of the 39 leaderboard
+    subtasks, whether lm-eval 0.4.4's YAMLs (the first release holding them, read from the registry's wheel) decide
+    the same prompts, requests, filters and metrics as the pinned release's. Its pinned side is re-derived here from
+    the installed YAMLs, and every status follows from the two sides (32 equal: BBH, GPQA, IFEval, MMLU-Pro, MuSR;
+    the 7 MATH-Hard subtasks differ in their data, process_docs, prompts and metrics)."""
+    import importlib.util
+
+    mapping = json.loads((REPO / "data" / "leaderboard-prompts.json").read_text())
+    if mapping["new"]["version"] != installed_version():
+        pytest.skip(f"the mapping's pinned side is lm-eval {mapping['new']['version']}")
+    spec = importlib.util.spec_from_file_location("leaderboard_prompts", REPO / "scripts" / "leaderboard_prompts.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    from sst2_audit.task.evaluator_pin import installed_root
+
+    installed = script.field_hashes(installed_root())
+    assert {task: entry["new"] for task, entry in mapping["tasks"].items()} == installed
+    old = {task: entry["old"] for task, entry in mapping["tasks"].items()}
+    assert script.compare(old, installed) == {task: {"status": e["status"], "fields": e["fields"]}
+                                              for task, e in mapping["tasks"].items()}
+    statuses = {task: entry["status"] for task, entry in mapping["tasks"].items()}
+    assert len(statuses) == 39 and mapping["counts"] == {"differs": 7, "equal": 32}
+    assert {t for t, s in statuses.items() if s == "differs"} == {t for t in statuses if t.startswith(
+        "leaderboard_math_")}
