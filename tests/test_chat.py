@@ -451,3 +451,51 @@ def test_generated_chat_claims_in_a_real_results_file_are_refused_or_failed_neve
             assert not changed or raw.get(field) == honest.get(field), (field, raw.get(field))
             outcomes["passed"] += 1
     assert outcomes["failed"] >= 150 and outcomes["refused"] + outcomes["failed"] + outcomes["passed"] == 300, outcomes
+
+
+def test_generated_tokenizer_configs_give_a_template_or_bad_input_never_a_crash(tmp_path):
+    """The pinned template is read from a model's files, which someone else wrote (`--pin`): 150 generated
+    tokenizer_config.json files (the template of other types, a lone surrogate, oversized, absent, not JSON, a list
+    of named templates) and chat_template.jinja files (not UTF-8, oversized): a template or InputError naming the
+    file, never another exception; a file changed after it was pinned is CheckFailed."""
+    from sst2_audit.formats.manifest import Manifest, ManifestFile
+    from sst2_audit.task.chat import MAX_TEMPLATE_BYTES, template_of
+    from sst2_audit.util.errors import CheckFailed, InputError
+    from sst2_audit.util.hashing import sha256_file
+
+    rng = random.Random(612)
+    values = [None, 0, True, [], ["a"], [{"name": "default", "template": "x"}], {"k": 1}, "", "{{ bos_token }}",
+              "\ud800", "x" * (MAX_TEMPLATE_BYTES + 1), OWN_TEMPLATE]
+    outcomes = {"template": 0, "refused": 0, "changed": 0}
+    for case in range(150):
+        cache = tmp_path / str(case)
+        (cache / "model").mkdir(parents=True)
+        config = {"bos_token": rng.choice(["<s>", {"content": "<s>"}, 3, None]), "eos_token": "</s>"}
+        if rng.random() < 0.8:
+            config["chat_template"] = rng.choice(values)
+        text = json.dumps(config) if rng.random() < 0.9 else rng.choice(["{not json", "[" * 100_000])
+        (cache / "model" / "tokenizer_config.json").write_text(text)
+        names = ["tokenizer_config.json"]
+        if rng.random() < 0.3:
+            names.append("chat_template.jinja")
+            (cache / "model" / "chat_template.jinja").write_bytes(rng.choice(
+                [OWN_TEMPLATE.encode(), b"\xff\xfe{{ x }}", b"x" * (MAX_TEMPLATE_BYTES + 1)]))
+        files = tuple(ManifestFile(f"model/{n}", "model", 0, sha256_file(cache / "model" / n), "test", None)
+                      for n in names)
+        if rng.random() < 0.1:  # a byte changed after the cache was prepared
+            (cache / "model" / names[-1]).write_bytes((cache / "model" / names[-1]).read_bytes() + b" ")
+        manifest = Manifest("p", True, "0" * 64, True, files)
+        try:
+            template = template_of(cache, manifest, "p")
+        except CheckFailed as error:
+            assert "changed since it was prepared" in str(error)
+            outcomes["changed"] += 1
+            continue
+        except InputError as error:
+            assert str(cache) in str(error) or "profile p" in str(error), str(error)
+            outcomes["refused"] += 1
+            continue
+        assert isinstance(template.text, str) and len(template.sha256) == 64
+        template.text.encode("utf-8")
+        outcomes["template"] += 1
+    assert min(outcomes.values()) > 0, outcomes

@@ -49,15 +49,9 @@ class ChatSettings:
 
     @property
     def plain(self) -> bool:
-        """lm-eval's defaults: the prompt as the task renders it, nothing around it."""
+        """lm-eval's defaults: the prompt as the task renders it, nothing around it (run.json's settings then state
+        the protocol's fixed choices: task/fewshot.py::protocol_settings)."""
         return not self.apply_chat_template and self.system_instruction is None
-
-    def recorded(self) -> dict:
-        """run.json's settings: nothing for plain prompts, so that their records keep their bytes."""
-        if self.plain:
-            return {}
-        return {"apply_chat_template": self.apply_chat_template, "system_instruction": self.system_instruction,
-                "fewshot_as_multiturn": self.fewshot_as_multiturn}
 
 
 @dataclass(frozen=True)
@@ -88,8 +82,8 @@ def template_of(cache: Path, manifest, profile_name: str) -> ChatTemplate:
     config_bytes = _pinned_bytes(cache, manifest, TOKENIZER_CONFIG)
     try:
         config = json.loads(config_bytes) if config_bytes is not None else {}
-    except ValueError as error:
-        raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: not JSON ({error}).") from None
+    except (ValueError, RecursionError) as error:  # RecursionError: nesting deeper than Python's stack
+        raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: not JSON this tool reads ({str(error)[:80]}).") from None
     if not isinstance(config, dict):
         raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: expected a JSON object.")
     raw, source = _pinned_bytes(cache, manifest, TEMPLATE_FILE), TEMPLATE_FILE
@@ -109,6 +103,11 @@ def template_of(cache: Path, manifest, profile_name: str) -> ChatTemplate:
                              f"{type(text).__name__}; named templates are not supported.")
         if len(text.encode("utf-8", "surrogatepass")) > MAX_TEMPLATE_BYTES:
             raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: a chat template over {MAX_TEMPLATE_BYTES} bytes.")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # valid JSON, but not text any tokenizer renders: a lone surrogate
+            raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: the chat template is not Unicode text (a lone "
+                             "surrogate).") from None
     assert isinstance(text, str)
     return ChatTemplate(text, sha256_text(text), source, special_tokens(config))
 
