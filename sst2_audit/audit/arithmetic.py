@@ -12,6 +12,7 @@ from sst2_audit.protocol.metrics import METRICS, needs_nonempty_choices, predict
 from sst2_audit.protocol.numeric import here_flags, numpy_exp
 from sst2_audit.scoring.summaries import label_counts, lm_eval_aggregate, path_summaries
 from sst2_audit.formats.records import PATHS, SCHEMA_VALUES_IN_LM_EVAL_ORDER
+from sst2_audit.task.chat import ChatSettings, target_delimiter
 from sst2_audit.task.split import rows_of
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.loading import RunFolder
@@ -180,7 +181,7 @@ def check(run: RunFolder, context) -> LevelResult:
     # bit for bit where both machines run the same exp and the record re-derives in lm-eval's order (schema 5
     # on; older records summed exactly, in another order); the claimed flags only ever widen it to rounding
     exact = here == there and (run.record_schema or 0) >= SCHEMA_VALUES_IN_LM_EVAL_ORDER
-    delimiter = "" if record.settings.get("apply_chat_template") is True else spec.target_delimiter
+    delimiter = target_delimiter(spec, ChatSettings.of(record.settings))
     shaped = [_per_question(result, spec, question, exact, delimiter) for question in _questions(result, record)]
     _against_lm_eval(result, run, spec, record)
     if all(shaped):

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sst2_audit.formats import strict_json
 from sst2_audit.task import fewshot
 from sst2_audit.util.errors import CheckFailed, InputError, mismatch
 from sst2_audit.util.hashing import sha256_file, sha256_text
@@ -80,10 +81,8 @@ def _pinned_bytes(cache: Path, manifest, name: str) -> bytes | None:
 def template_of(cache: Path, manifest, profile_name: str) -> ChatTemplate:
     """The model's pinned chat template: chat_template.jinja, else tokenizer_config.json's `chat_template`."""
     config_bytes = _pinned_bytes(cache, manifest, TOKENIZER_CONFIG)
-    try:
-        config = json.loads(config_bytes) if config_bytes is not None else {}
-    except (ValueError, RecursionError) as error:  # RecursionError: nesting deeper than Python's stack
-        raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: not JSON this tool reads ({str(error)[:80]}).") from None
+    # the project's strict reader: UTF-8, JSON within its depth, no lone surrogate in any text (the template's too)
+    config = strict_json.loads(config_bytes, f"{cache}/model/{TOKENIZER_CONFIG}") if config_bytes is not None else {}
     if not isinstance(config, dict):
         raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: expected a JSON object.")
     raw, source = _pinned_bytes(cache, manifest, TEMPLATE_FILE), TEMPLATE_FILE
@@ -101,13 +100,8 @@ def template_of(cache: Path, manifest, profile_name: str) -> ChatTemplate:
         if not isinstance(text, str):
             raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: chat_template must be one template (text), got "
                              f"{type(text).__name__}; named templates are not supported.")
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_TEMPLATE_BYTES:
+        if len(text.encode("utf-8")) > MAX_TEMPLATE_BYTES:
             raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: a chat template over {MAX_TEMPLATE_BYTES} bytes.")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # valid JSON, but not text any tokenizer renders: a lone surrogate
-            raise InputError(f"{cache}/model/{TOKENIZER_CONFIG}: the chat template is not Unicode text (a lone "
-                             "surrogate).") from None
     assert isinstance(text, str)
     return ChatTemplate(text, sha256_text(text), source, special_tokens(config))
 
@@ -160,6 +154,12 @@ def conversation(spec, doc: dict, shots: list, chat: ChatSettings, delimiter: st
     return messages
 
 
+def target_delimiter(spec, chat: ChatSettings) -> str:
+    """What joins a multiple_choice context and its choice: none under a chat template (construct_requests, SOURCE_MAP
+    step 92), else the task's target_delimiter. The run scores with it and the audit's arithmetic checks it."""
+    return "" if chat.apply_chat_template else spec.target_delimiter
+
+
 def wastes_a_draw(chat: ChatSettings, release) -> bool:
     """0.4.9.2's get_chat_context with the shots in one user turn draws them twice (task/fewshot.py::draws)."""
     return chat.apply_chat_template and not chat.fewshot_as_multiturn and not release.builds_qa_turns
@@ -182,23 +182,20 @@ def render(template: ChatTemplate, conversations: list) -> list:
     try:
         done = subprocess.run([sys.executable, "-I", str(SANDBOX)], input=json.dumps(request, ensure_ascii=True),
                               capture_output=True, text=True, timeout=budget + 10)
-        answer = json.loads(done.stdout) if done.returncode == 0 else {"error": f"the renderer stopped (exit "
-                                                                                f"{done.returncode})"}
     except subprocess.TimeoutExpired:
-        answer = {"error": "the renderer ran past its time"}
-    except ValueError:
-        answer = {"error": "the renderer's answer was not JSON"}
-    if "error" in answer:
+        raise InputError(f"{where} could not be rendered: the renderer ran past its time. Nothing was "
+                         "scored.") from None
+    if done.returncode != 0:
+        raise InputError(f"{where} could not be rendered: the renderer stopped (exit {done.returncode}). Nothing was "
+                         "scored.")
+    # the strict reader: a prompt holding a lone surrogate (a template's string escape) is refused by field
+    answer = strict_json.loads(done.stdout.encode("utf-8"), f"{where}: the renderer's answer")
+    if isinstance(answer, dict) and "error" in answer:
         raise InputError(f"{where} could not be rendered: {answer['error']}. Nothing was scored.")
-    rendered = answer.get("rendered")
+    rendered = answer.get("rendered") if isinstance(answer, dict) else None
     if not (isinstance(rendered, list) and len(rendered) == len(conversations)
             and all(isinstance(r, str) for r in rendered)):
         raise InputError(f"{where}: the renderer's answer is not one prompt per conversation.")
-    for prompt in rendered:
-        try:
-            prompt.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InputError(f"{where} rendered a prompt that is not Unicode text (a lone surrogate).") from None
     return rendered
 
 
@@ -207,8 +204,6 @@ class ChatPlan:
     """Every scored question's prompt under the profile's chat settings, rendered once; the few-shot plan (or None
     at zero shots) it was built from answers what a Plan answers."""
     shots: fewshot.Plan | None
-    chat: ChatSettings
-    template_sha256: str | None  # None without a chat template
     contexts: dict  # idx -> the rendered prompt
     target_delimiter: str  # "" for multiple_choice under a chat template (construct_requests)
     positions: dict  # idx -> positions of its shots in the shot split ([] at zero shots), as a Plan's
@@ -237,10 +232,10 @@ def plan(spec, chat: ChatSettings, shots: fewshot.Plan | None, rows: list, templ
                                delimiter, release) for idx, doc in sorted(docs.items())}
     positions = {idx: list(shots.positions[idx]) if shots else [] for idx in built}
     if not chat.apply_chat_template:
-        return ChatPlan(shots, chat, None, built, spec.target_delimiter, positions)
+        return ChatPlan(shots, built, target_delimiter(spec, chat), positions)
     assert template is not None
     ids = list(built)
     say(f"[chat] rendering {len(ids)} prompts through the pinned chat template ({template.source}, sha256 "
         f"{template.sha256[:12]}...) in a sandboxed process")
     contexts = dict(zip(ids, render(template, [built[idx] for idx in ids])))
-    return ChatPlan(shots, chat, template.sha256, contexts, "", positions)
+    return ChatPlan(shots, contexts, target_delimiter(spec, chat), positions)
