@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from sst2_audit.formats import strict_json
 from sst2_audit.formats.lock import load_lock, lock_from_bytes, LOCK_SCHEMA_VERSION, parse_lock
 from sst2_audit.formats.releases import release_of
 from sst2_audit.formats.run_settings import profile_settings
@@ -218,9 +219,9 @@ def _require_template(settings: dict, model_entry: dict, folder) -> None:
     if not settings.get("apply_chat_template") or "chat_template.jinja" in names or folder is None or \
             hub_pin.is_hub(folder):  # a hub model's tokenizer_config.json is read when the run renders
         return
-    try:
-        config = json.loads((Path(folder) / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # the project's strict reader (a config nested past Python's stack was exit 3 with json.loads)
+        config = strict_json.read(Path(folder) / "tokenizer_config.json")
+    except (OSError, InputError):
         config = {}
     if not isinstance(config, dict) or not isinstance(config.get("chat_template"), str):
         raise InputError(f"--apply-chat-template: the model {folder} has no chat template (expected a "
