@@ -335,7 +335,8 @@ def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model,
                                             branches={"v1": "c" * 40}),
     }).start()
     env = {"HF_ENDPOINT": server.endpoint, "HF_HUB_DISABLE_XET": "1", "HF_HUB_ETAG_TIMEOUT": "5",
-           "HF_HUB_DOWNLOAD_TIMEOUT": "5", "HF_HOME": str(tmp_path / "hf-home")}
+           "HF_HUB_DOWNLOAD_TIMEOUT": "5", "HF_HOME": str(tmp_path / "hf-home"), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
     try:
         new_lock = tmp_path / "hub.lock.json"
         done = run_script("prepare.py", "--pin", "hubbed", "--task", "rte", "--model", "hub:test-org/own-llama@main",
@@ -359,6 +360,7 @@ def test_pin_from_the_loopback_hub_at_a_branch_resolves_to_its_commit(own_model,
         done = run_script("prepare.py", "--pin", "other", "--task", "rte", "--model", "hub:test-org/own-llama@nope",
                           "--data", "hub:test-org/own-pairs@main", "--new-lock", tmp_path / "x.lock.json", env=env)
         assert done.returncode == 2 and "the hub has no revision 'nope' of test-org/own-llama" in one_paragraph(done.stderr)
+        assert not list((tmp_path / "tmp").glob("sst2-audit-pin-*"))  # each pin's download is removed after it
     finally:
         server.stop()
     done = run_script("run.py", "--lock", new_lock, "--profile", "hubbed", "--cache", cache, "--smoke",

@@ -1,6 +1,7 @@
 """Hub sources for prepare.py --pin: `hub:ORG/NAME@REVISION`, resolved to its commit and every chosen
 file downloaded and hashed through the real huggingface_hub client (it honours HF_ENDPOINT)."""
 
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -22,19 +23,27 @@ def parse(source, option: str) -> tuple:
     return repo_id, revision
 
 
-def snapshot(source, repo_type: str, choose, option: str) -> tuple:
-    """(commit, {path in the repo: downloaded file}) of the files `choose(names)` picks."""
+@contextlib.contextmanager
+def snapshot(source, repo_type: str, choose, option: str):
+    """(commit, {path in the repo: downloaded file}) of the files `choose(names)` picks, downloaded into a temporary
+    folder removed when the block ends (each pin left its download behind before)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    with tempfile.TemporaryDirectory(prefix="sst2-audit-pin-") as folder:
+        yield _downloaded(api, source, repo_type, choose, option, folder)
+
+
+def _downloaded(api, source, repo_type: str, choose, option: str, folder: str) -> tuple:
     import requests
-    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub import hf_hub_download
     from huggingface_hub import errors as hub_errors
 
     repo_id, revision = parse(source, option)
-    api = HfApi()
     try:
         info = (api.model_info if repo_type == "model" else api.dataset_info)(repo_id, revision=revision)
         names = [sibling.rfilename for sibling in info.siblings or []]
         chosen = choose(names)
-        folder = tempfile.mkdtemp(prefix="sst2-audit-pin-")
         files = {name: Path(hf_hub_download(repo_id, name, repo_type=repo_type, revision=info.sha, cache_dir=folder))
                  for name in chosen}
     except hub_errors.RevisionNotFoundError:

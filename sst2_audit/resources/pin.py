@@ -101,10 +101,12 @@ def _check_bos(folder: Path, bos: bool, model) -> None:
 
 def _model_entry(model, new_lock: Path, bos: bool, name: str) -> dict:
     if hub_pin.is_hub(model):
-        commit, fetched = hub_pin.snapshot(model, "model", lambda names: model_names(names, str(model)), "--model")
-        _check_bos(fetched["tokenizer_config.json"].parent, bos, model)  # the downloaded snapshot's folder
+        with hub_pin.snapshot(model, "model", lambda names: model_names(names, str(model)), "--model") as (commit,
+                                                                                                           fetched):
+            _check_bos(fetched["tokenizer_config.json"].parent, bos, model)  # the downloaded snapshot's folder
+            files = [{"path": n, "sha256": sha256_file(f)} for n, f in fetched.items()]
         return {"source": "hub", "repo_id": hub_pin.parse(model, "--model")[0], "repo_type": "model",
-                "revision": commit, "files": [{"path": n, "sha256": sha256_file(f)} for n, f in fetched.items()]}
+                "revision": commit, "files": files}
     _check_bos(model, bos, model)
     return {"source": "local", "path": relative(model, new_lock, folder_variable(name, "model")),
             "files": model_files(model)}

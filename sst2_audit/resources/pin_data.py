@@ -190,12 +190,7 @@ def data_resource(data: Path, spec, lock_raw: dict, target: Path) -> dict:
     return {"source": "local", "columns": [list(c) for c in columns or ()], "files": files, "converted_from": converted}
 
 
-def hub_data_resource(data, spec, lock_raw: dict) -> dict:
-    """A dataset repo at a revision: its parquet file per split, pinned as the hub serves it."""
-    def choose(names):
-        return [hub_pin.dataset_file(names, split, data) for split in sorted(spec.splits)]
-
-    commit, fetched = hub_pin.snapshot(data, "dataset", choose, "--data")
+def _hub_files(spec, data, fetched: dict, lock_raw: dict) -> tuple:
     needed = lock_raw["split"]["dev_rows"] + lock_raw["split"]["confirm_rows"]
     files, columns = [], None
     for split, (path, local) in zip(sorted(spec.splits), fetched.items()):
@@ -204,5 +199,15 @@ def hub_data_resource(data, spec, lock_raw: dict) -> dict:
             raise InputError(f"--data {data}: {path} (split {split!r}) has {rows} rows; task {spec.name} scores "
                              f"it and the lock's split rule needs at least {needed}.")
         files.append({"path": path, "split": split, "rows": rows, "sha256": sha256_file(local)})
+    return files, columns
+
+
+def hub_data_resource(data, spec, lock_raw: dict) -> dict:
+    """A dataset repo at a revision: its parquet file per split, pinned as the hub serves it."""
+    def choose(names):
+        return [hub_pin.dataset_file(names, split, data) for split in sorted(spec.splits)]
+
+    with hub_pin.snapshot(data, "dataset", choose, "--data") as (commit, fetched):
+        files, columns = _hub_files(spec, data, fetched, lock_raw)
     return {"source": "hub", "repo_id": hub_pin.parse(data, "--data")[0], "repo_type": "dataset", "revision": commit,
             "columns": [list(c) for c in columns or ()], "files": files}

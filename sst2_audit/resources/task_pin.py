@@ -5,6 +5,7 @@ A reviewer re-derives every pin the same way: the wheel's sha256 is in the lock,
 is the sha256 of that wheel's member.
 """
 
+import contextlib
 import hashlib
 import subprocess
 import sys
@@ -32,22 +33,23 @@ def find_yaml(name: str, root: Path) -> str:
     return found[0]
 
 
-def evaluator_wheel(pin: dict, given: Path | None) -> Path:
-    """The pinned lm-eval wheel: the one given, or downloaded from the package registry (pip, no install)."""
-    if given is None:
-        folder = Path(tempfile.mkdtemp(prefix="sst2-audit-lm-eval-wheel-"))
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary",
-                               ":all:",
-                               "-d", str(folder), f"lm-eval=={pin['version']}"], capture_output=True, text=True)
-        given = folder / pin["wheel"]["name"]
-        if done.returncode != 0 or not given.is_file():
-            raise InputError(f"could not download {pin['wheel']['name']} to check the task's YAML pins (pip: "
-                             f"{done.stderr.strip()[-300:]}); pass it with --evaluator-wheel PATH.")
-    actual = sha256_file(given)
-    if actual != pin["wheel"]["sha256"]:
-        raise CheckFailed(f"{given}: sha256 {actual}, but the lock pins {pin['wheel']['name']} as "
-                          f"{pin['wheel']['sha256']}.")
-    return given
+@contextlib.contextmanager
+def evaluator_wheel(pin: dict, given: Path | None):
+    """The pinned lm-eval wheel, checked: the one given, or downloaded from the package registry (pip, no install)
+    into a temporary folder removed when the block ends (a pin left an 8 MB wheel behind each time before)."""
+    with tempfile.TemporaryDirectory(prefix="sst2-audit-lm-eval-wheel-") as folder:
+        if given is None:
+            done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary",
+                                   ":all:", "-d", folder, f"lm-eval=={pin['version']}"], capture_output=True, text=True)
+            given = Path(folder) / pin["wheel"]["name"]
+            if done.returncode != 0 or not given.is_file():
+                raise InputError(f"could not download {pin['wheel']['name']} to check the task's YAML pins (pip: "
+                                 f"{done.stderr.strip()[-300:]}); pass it with --evaluator-wheel PATH.")
+        actual = sha256_file(given)
+        if actual != pin["wheel"]["sha256"]:
+            raise CheckFailed(f"{given}: sha256 {actual}, but the lock pins {pin['wheel']['name']} as "
+                              f"{pin['wheel']['sha256']}.")
+        yield given
 
 
 def pin_task(raw: dict, name: str, wheel: Path | None) -> None:
@@ -65,7 +67,7 @@ def pin_files(raw: dict, paths, wheel: Path | None) -> None:
     the same path in the pinned wheel; never change a pin."""
 
     evaluator, root = raw["evaluator"], installed_root()
-    with zipfile.ZipFile(evaluator_wheel(evaluator, wheel)) as archive:
+    with evaluator_wheel(evaluator, wheel) as checked, zipfile.ZipFile(checked) as archive:
         members = set(archive.namelist())
         for path in paths:
             installed = sha256_file(root / path)
