@@ -4,14 +4,13 @@ data, adopted, tampered with and mutated; the adopted folder and bundle audited.
 import json
 import os
 import random
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from support.builders import built_once, prepare_cache, tiny_model_lock
+from support.lm_eval_files import copy_run, edit_sample, mutations, rehash
 from support.paths import LOCK, VENV_BIN
 from support.processes import run_script
 
@@ -146,15 +145,7 @@ def test_a_bfloat16_run_is_held_to_the_derived_bound_with_its_flips_listed(plain
 
 
 def _copy(plain: Path, target: Path) -> tuple:
-    shutil.copytree(plain / "sorted", target)
-    return next(target.glob("*/results_*.json")), next(target.glob("*/samples_*.jsonl"))
-
-
-def _edit_sample(samples: Path, line: int, change) -> int:
-    rows = [json.loads(text) for text in samples.read_text().splitlines()]
-    change(rows[line])
-    samples.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-    return rows[line]["doc_id"]
+    return copy_run(plain / "sorted", target)
 
 
 TAMPERING = {
@@ -176,22 +167,12 @@ def test_a_tampered_sample_is_caught_with_its_row_named(plain, tmp_path, what):
         def change(r, base=change):
             base(r)
             r["filtered_resps"] = [resp[0] for resp in r["resps"]]
-    idx = _edit_sample(samples, 3, change)
+    idx = edit_sample(samples, 3, change)
     if what != "context":  # lm-eval's task hash would name the edit at once: keep it consistent, as a forger would
-        _rehash(results, samples)
+        rehash(results, samples)
     done = adopt(plain, tmp_path / "out", "--seed", "1", cwd=tmp_path)
     assert done.returncode == 1 and done.stdout.startswith(f"VERDICT: FAIL ({level}); exit 1"), done.stdout
     assert named.format(idx=idx, moved=idx - 1) in done.stdout
-
-
-def _rehash(results: Path, samples: Path) -> None:
-    from sst2_audit.audit.adopt import task_hash
-    from sst2_audit.formats.lm_eval_output import read_plain_sample
-
-    raw = json.loads(results.read_text())
-    rows = [read_plain_sample(json.loads(line), "x", ("acc",)) for line in samples.read_text().splitlines()]
-    raw["task_hashes"]["sst2"] = task_hash(rows)
-    results.write_text(json.dumps(raw))
 
 
 def test_the_results_number_is_re_derived_from_the_samples(plain, tmp_path):
@@ -206,7 +187,7 @@ def test_the_results_number_is_re_derived_from_the_samples(plain, tmp_path):
 
 def test_generated_mutations_of_the_files_never_pass(plain, tmp_path):
     """220 mutations (bytes, values, lines) of lm-eval's two files: each exit 1 or 2, one paragraph, none PASS."""
-    cases = _mutations(plain, tmp_path, random.Random(46), 220)
+    cases = mutations(plain / "sorted", tmp_path, random.Random(46), 220)
     report = tmp_path / "codes.json"
     done = run_script(str(Path(__file__).parent / "adopt_many.py"), report, plain / "resources.lock.json",
                       plain / "cache", *cases, cwd=tmp_path)
@@ -217,76 +198,6 @@ def test_generated_mutations_of_the_files_never_pass(plain, tmp_path):
            if found["code"] not in (1, 2) or "Traceback" in found["stderr"] or "internal error" in found["stderr"]}
     assert bad == {}
     assert {found["code"] for found in codes.values()} == {1, 2}
-
-
-RESULTS_MUTATIONS = (  # the results fields the adoption checks (the rest are the run's claims, labelled so)
-    lambda raw, rng: raw["results"]["sst2"].__setitem__("acc,none", raw["results"]["sst2"]["acc,none"] +
-                                                        rng.choice((0.0625, -1e-12))),
-    lambda raw, rng: raw["results"]["sst2"].__setitem__("acc_stderr,none", 0.01),
-    lambda raw, rng: raw["results"]["sst2"].__setitem__("alias", "sst2 (forged)"),
-    lambda raw, rng: raw.__setitem__("lm_eval_version", rng.choice(("0.4.8", "0.4.13", 4))),
-    lambda raw, rng: raw["n-shot"].__setitem__("sst2", 5),
-    lambda raw, rng: raw["task_hashes"].__setitem__("sst2", "0" * 64),
-    lambda raw, rng: raw["configs"]["sst2"].__setitem__("doc_to_text", "{{sentence}}\nAnswer:"),
-    lambda raw, rng: raw["configs"]["sst2"].__setitem__("target_delimiter", "  "),
-    lambda raw, rng: raw.__setitem__("chat_template", "forged"),
-    lambda raw, rng: raw["results"].pop("sst2"),
-)
-
-
-def _sample_mutation(lines: list, rng: random.Random) -> list:
-    at = rng.randrange(len(lines))
-    row, kind = json.loads(lines[at]), rng.choice(("line", "drop", "field", "value", "extra"))
-    if kind == "line":
-        return lines[:at] + [lines[rng.randrange(len(lines))]] + lines[at:]
-    if kind == "drop":
-        return lines[:at] + lines[at + 1:]
-    if kind == "field":
-        del row[rng.choice(sorted(row))]
-    elif kind == "extra":
-        row["note"] = "trust me"
-    else:
-        field = rng.choice(("doc_id", "target", "doc_hash", "prompt_hash", "target_hash", "acc", "resps", "doc",
-                            "filter", "metrics", "filtered_resps"))
-        row[field] = {"doc_id": row["doc_id"] + rng.choice((-1, 1, 1000)), "target": str(1 - int(row["target"])),
-                      "doc_hash": "0" * 64, "prompt_hash": "f" * 64, "target_hash": "1" * 64,
-                      "acc": 1.0 - row["acc"], "resps": row["resps"][::-1] + [row["resps"][0]],
-                      "doc": dict(row["doc"], label=1 - row["doc"]["label"]), "filter": "take_first",
-                      "metrics": ["acc", "acc_norm"], "filtered_resps": row["filtered_resps"][::-1]}[field]
-    return lines[:at] + [json.dumps(row, ensure_ascii=False)] + lines[at + 1:]
-
-
-def _changed(before: bytes, after: bytes) -> bool:
-    """A mutation that leaves every line's JSON value as it was (a byte swapped for the same, a space for a space)
-    is no mutation."""
-    try:
-        return [json.loads(line) for line in before.splitlines()] != [json.loads(line) for line in after.splitlines()]
-    except ValueError:
-        return True
-
-
-def _mutations(plain: Path, base: Path, rng: random.Random, count: int) -> list:
-    cases = []
-    for number in range(count):
-        folder = base / f"m{number}"
-        results, samples = _copy(plain, folder)
-        original = {path: path.read_bytes() for path in (results, samples)}
-        while True:
-            if number % 5 == 0:  # the results file: a checked field
-                raw = json.loads(original[results])
-                rng.choice(RESULTS_MUTATIONS)(raw, rng)
-                results.write_text(json.dumps(raw, indent=2))
-            elif number % 5 == 1:  # a byte of the samples file, anywhere
-                data = bytearray(original[samples])
-                data[rng.randrange(len(data))] = rng.choice(b'{}[]",:0123456789-eE. \\x\x00\xff')
-                samples.write_bytes(bytes(data))
-            else:
-                lines = original[samples].decode().splitlines()
-                samples.write_text("\n".join(_sample_mutation(lines, rng)) + "\n")
-            if any(_changed(original[path], path.read_bytes()) for path in original):
-                break
-        cases.append(str(folder))
-    return cases
 
 
 @pytest.mark.slow

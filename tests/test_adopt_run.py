@@ -15,7 +15,7 @@ from support.builders import built_once, tiny_model_lock
 from support.paths import DEMOS, LOCK, REPO, TEST_CACHE, VENV_BIN
 from support.processes import run_script
 from sst2_audit.formats.releases import installed_version
-from test_adopt import _edit_sample
+from support.lm_eval_files import edit_sample
 
 ROWS = 8
 RELEASE = installed_version()
@@ -145,7 +145,7 @@ def test_a_two_task_run_is_adopted_in_one_command_and_its_folder_and_bundle_pass
 def test_one_task_tampered_fails_the_run_naming_the_task_and_the_row(two_tasks, tmp_path):
     results = _copy(two_tasks, tmp_path / "out")
     samples = next(results.parent.glob("samples_rte_*.jsonl"))
-    idx = _edit_sample(samples, 2, lambda r: r.__setitem__("doc_id", r["doc_id"] + 1))
+    idx = edit_sample(samples, 2, lambda r: r.__setitem__("doc_id", r["doc_id"] + 1))
     done = sst2_audit(two_tasks, "adopt", tmp_path / "out", "--seed", "1", cwd=tmp_path, lock=LOCKS[0])
     assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (rte); exit 1"), done.stdout + done.stderr
     assert "rte   embedded-rte  8     0.500     not rescored here  1     failed: identity" in done.stdout

@@ -15,7 +15,8 @@ from support.builders import _exclusive, built_once
 from support.paths import LOCK, REPO, TEST_CACHE, VENV_BIN
 from support.processes import run_script
 from sst2_audit.formats.releases import installed_version
-from test_adopt import _copy, _rehash, build_plain_runs, ROWS
+from support.lm_eval_files import rehash
+from test_adopt import _copy, build_plain_runs, ROWS
 from test_verdict_attacks import _set, _strings
 
 # this environment's release's lock (.ci/run runs this file under 0.4.9.2 and 0.4.13)
@@ -73,7 +74,7 @@ def _restate(results: Path, samples: Path, rows: list, dtype: str | None = None)
     if dtype:
         claim_dtype(raw, "sst2", dtype)
     results.write_text(json.dumps(raw))
-    _rehash(results, samples)
+    rehash(results, samples)
     return json.loads(results.read_text())
 
 

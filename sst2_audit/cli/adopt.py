@@ -13,7 +13,7 @@ from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
 from sst2_audit.cli.adopt_shared import adopted_target, audit_task, logged, print_outcome, write_task
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_format, with_profile)
-from sst2_audit.formats import lm_eval_output
+from sst2_audit.formats import lm_eval_run
 from sst2_audit.formats.lm_eval_run import read_run_index
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import cache_for
@@ -80,9 +80,9 @@ def main(argv, owns_process: bool = False) -> int:
     spec = spec_for_run(lock, profile, args.task[0] if args.task else None)
     name, out = adopted_target(args, f"adopted-{profile.name}")
     try:
-        output = lm_eval_output.read_plain_output(args.output, spec.name, spec.metrics,
+        output = lm_eval_run.read_plain_output(args.output, spec.name, spec.metrics,
                                                   spec.shape.sample_filters(spec))
-    except lm_eval_output.TaskNotInRun as missing:
+    except lm_eval_run.TaskNotInRun as missing:
         raise InputError(f"{missing}; the profile {profile.name} of {lock.given} pins task {spec.name}. "
                          + " ".join(_taken_by(lock, task) for task in missing.tasks)) from None
     shards = from_launcher()  # one process, or the N `torchrun`/`accelerate launch` started: rank 0 reports

@@ -73,7 +73,9 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",), filters=
     configs = raw.get("configs")
     if configs is not None and (not isinstance(configs, dict) or not isinstance(configs.get(task, {}), dict)):
         raise InputError(f"{where}: configs.{task}: expected an object (the task's logged config).")
-    for path, hint in ((("lm_eval_version",), str), *(entry for pair in reported for entry in pair),
+    if "lm_eval_version" in raw:  # logged by 0.4.9.2 and 0.4.13, by no release up to 0.4.8
+        typed(str, raw["lm_eval_version"], f"{where}: lm_eval_version")
+    for path, hint in (*(entry for pair in reported for entry in pair),
                        (("n-shot", task), int), (("n-samples", task), dict),
                        (("config", "random_seed"), int), (("transformers_version",), str)):
         value = raw
@@ -159,9 +161,13 @@ TEXT_FIELDS = ("doc", "arguments", "target")  # in lm-eval's own file, never in 
 SAMPLE_FIELDS = ("doc_id", *TEXT_FIELDS, "resps", "filtered_resps", "filter", "metrics", *HASH_FIELDS)
 
 
-def read_plain_sample(raw, where: str, reported: tuple, public: bool = False) -> PlainSample:
-    """One line of a samples file (lm-eval's own or our public copy), typed; a malformed one is exit 2."""
+def read_plain_sample(raw, where: str, reported: tuple, public: bool = False, legacy: bool = False) -> PlainSample:
+    """One line of a samples file (lm-eval's own or our public copy), typed; a malformed one is exit 2. legacy: the
+    results file names no release (lm-eval 0.4.8 and earlier): its lines log neither `filter` nor `metrics` (one
+    line per document of a multiple_choice task, filter none; the metrics are the values it logs)."""
     raw = typed(dict, raw, where)
+    if legacy and "filter" not in raw and "metrics" not in raw:
+        raw = dict(raw, filter="none", metrics=[name for name in reported if name in raw])
     missing = [name for name in ("doc_id", "resps", "filtered_resps", *HASH_FIELDS, "filter", "metrics",
                                  *(() if public else TEXT_FIELDS)) if name not in raw]
     if missing:
@@ -215,66 +221,6 @@ def public_results(results: dict) -> dict:
     return public
 
 
-def _results_files(path: Path) -> list:
-    """results_*.json in `path` or one folder below it (lm-eval's OUT/<model>/), or `path` itself."""
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise InputError(f"{path}: neither an lm-eval output folder (--output_path) nor a results file.")
-    return sorted([*path.glob("results_*.json"), *path.glob("*/results_*.json")])
-
-
-def find_results_file(path) -> tuple:
-    """(results file, its date id): the one results_<date>.json in `path` (or one folder below), or `path` itself."""
-    path = Path(path)
-    found = _results_files(path)
-    if len(found) != 1:
-        listed = ", ".join(str(p) for p in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-        raise InputError(f"{path}: expected exactly one lm-eval results file (results_<date>.json, as "
-                         f"`lm_eval --output_path` writes it), found {len(found)}{': ' + listed if found else ''}; "
-                         "name the results file itself.")
-    results = found[0]
-    if not (results.name.startswith("results_") and results.name.endswith(".json")):
-        raise InputError(f"{results}: expected lm-eval's results_<date>.json.")
-    return results, results.name[len("results_"):-len(".json")]
-
-
-def find_plain_output(path, task: str) -> tuple[Path, Path]:
-    """(results file, samples file of `task`): lm-eval names both with one date id."""
-    results, date_id = find_results_file(path)
-    samples = results.with_name(f"samples_{task}_{date_id}.jsonl")
-    if not samples.is_file():
-        logged = logged_tasks(results.parent, date_id)
-        if not logged:
-            raise InputError(f"{results}: no samples file beside it (samples_<task>_{date_id}.jsonl); adopt needs "
-                             "the per-sample log: re-run lm_eval with --log_samples.")
-        raise TaskNotInRun(f"{results}: the run logged samples of task(s) {', '.join(logged)}, not of task {task} "
-                           f"(expected {samples.name})", logged)
-    return results, samples
-
-
-class TaskNotInRun(InputError):
-    """The run holds other tasks than the one asked for: the message names them (the command adds which profile or
-    pin takes each)."""
-
-    def __init__(self, message: str, tasks: list):
-        super().__init__(message)
-        self.tasks = tasks
-
-
-def logged_tasks(folder: Path, date_id: str) -> list:
-    """The tasks whose samples lm-eval wrote beside a results file (samples_<task>_<date id>.jsonl), by file name."""
-    suffix = f"_{date_id}.jsonl"
-    return sorted(item.name[len("samples_"):-len(suffix)] for item in folder.glob(f"samples_*{suffix}")
-                  if item.is_file() and len(item.name) > len("samples_") + len(suffix))
-
-
-def read_plain_output(path, task: str, metrics, filters=None) -> PlainOutput:
-    """A plain lm-eval run's results and samples of `task`, found as lm-eval names them, read once, strictly.
-    filters: a generate_until task's filter names (its samples are GeneratedSample); None: multiple_choice."""
-    return read_plain_files(*find_plain_output(path, task), task, metrics, public=False, filters=filters)
-
-
 def _hashes(raw: dict, where: str) -> tuple[str, str, str]:
     doc, prompt, target = (typed(str, raw[name], f"{where}.{name}") for name in HASH_FIELDS)
     return doc, prompt, target
@@ -289,7 +235,12 @@ def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics,
     samples_bytes = strict_json.read_bytes(samples_path, MAX_SAMPLES_BYTES)
     reported = tuple(METRICS[m].reported_as for m in metrics) if filters is None else ()
     lines = enumerate(strict_json.loads_lines(samples_bytes, str(samples_path)), start=1)
-    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported, public) if filters is None
+    legacy = "lm_eval_version" not in results
+    if legacy and filters is not None and not public:
+        raise InputError(f"{results_path}: a generate_until run that names no lm-eval release (0.4.8 or earlier): its "
+                         "samples lines name no filter (one block of lines per filter), which adopt does not read "
+                         "yet; its multiple_choice tasks are read.")
+    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported, public, legacy) if filters is None
                else read_generated_sample(raw, f"{samples_path}:{number}", public) for number, raw in lines]
     if not samples:
         raise InputError(f"{samples_path}: no samples.")

@@ -1,13 +1,93 @@
-"""A plain lm-eval run as a whole, read before any profile is chosen (issue 65): its one results file, the tasks
-whose samples lm-eval logged beside it, and its groups. Untrusted input: only the fields the index needs are read
-here, each checked for its type; every task's own fields are read (strictly) when that task is adopted."""
+"""A plain lm-eval run as a whole, read before any profile is chosen (issue 65): where lm-eval wrote its files, its
+one results file, the tasks whose samples lm-eval logged beside it, and its groups. Untrusted input: only the fields
+the index needs are read here, each checked for its type; every task's own fields are read (strictly) when that task
+is adopted (formats/lm_eval_output.py)."""
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats import strict_json
-from sst2_audit.formats.lm_eval_output import find_results_file, logged_tasks, MAX_RESULTS_BYTES
+from sst2_audit.formats.lm_eval_output import MAX_RESULTS_BYTES, PlainOutput, read_plain_files
 from sst2_audit.util.errors import InputError
+
+
+# --- where lm-eval writes a run (loggers/evaluation_tracker.py): OUT/<model>/results_<date>.json, samples beside it
+def _results_files(path: Path) -> list:
+    """results_*.json in `path` or one folder below it (lm-eval's OUT/<model>/), or `path` itself."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise InputError(f"{path}: neither an lm-eval output folder (--output_path) nor a results file.")
+    return sorted([*path.glob("results_*.json"), *path.glob("*/results_*.json")])
+
+
+def find_results_file(path) -> tuple:
+    """(results file, its date id): the one results_<date>.json in `path` (or one folder below), or `path` itself."""
+    path = Path(path)
+    found = _results_files(path)
+    if len(found) != 1:
+        listed = ", ".join(str(p) for p in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise InputError(f"{path}: expected exactly one lm-eval results file (results_<date>.json, as "
+                         f"`lm_eval --output_path` writes it), found {len(found)}{': ' + listed if found else ''}; "
+                         "name the results file itself.")
+    results = found[0]
+    if not (results.name.startswith("results_") and results.name.endswith(".json")):
+        raise InputError(f"{results}: expected lm-eval's results_<date>.json.")
+    return results, results.name[len("results_"):-len(".json")]
+
+
+def find_plain_output(path, task: str) -> tuple[Path, Path]:
+    """(results file, samples file of `task`): lm-eval names both with one date id."""
+    results, date_id = find_results_file(path)
+    samples = samples_file(results, task, date_id)
+    if samples is None:
+        logged = logged_tasks(results.parent, date_id)
+        if not logged:
+            raise InputError(f"{results}: no samples file beside it (samples_<task>_{date_id}.jsonl); adopt needs "
+                             "the per-sample log: re-run lm_eval with --log_samples.")
+        raise TaskNotInRun(f"{results}: the run logged samples of task(s) {', '.join(logged)}, not of task {task} "
+                           f"(expected samples_{task}_{date_id}.jsonl)", logged)
+    return results, samples
+
+
+# lm-eval names a task's samples file .jsonl; the Open LLM Leaderboard v2's earliest details name the same JSON Lines
+# .json (their writer, a fork of about 0.4.2). Both are read as JSON Lines.
+SAMPLES_SUFFIXES = (".jsonl", ".json")
+
+
+def samples_file(results: Path, task: str, date_id: str) -> Path | None:
+    """The samples file of `task` beside a results file, under either name; both at once is ambiguous (exit 2)."""
+    found = [results.with_name(f"samples_{task}_{date_id}{suffix}") for suffix in SAMPLES_SUFFIXES]
+    found = [path for path in found if path.is_file()]
+    if len(found) > 1:
+        raise InputError(f"{results.parent}: both {found[0].name} and {found[1].name} are there; keep the one the run "
+                         "wrote.")
+    return found[0] if found else None
+
+
+class TaskNotInRun(InputError):
+    """The run holds other tasks than the one asked for: the message names them (the command adds which profile or
+    pin takes each)."""
+
+    def __init__(self, message: str, tasks: list):
+        super().__init__(message)
+        self.tasks = tasks
+
+
+def logged_tasks(folder: Path, date_id: str) -> list:
+    """The tasks whose samples lm-eval wrote beside a results file (samples_<task>_<date id>.jsonl, or .json), by
+    file name."""
+    found = set()
+    for suffix in (f"_{date_id}{ending}" for ending in SAMPLES_SUFFIXES):
+        found |= {item.name[len("samples_"):-len(suffix)] for item in folder.glob(f"samples_*{suffix}")
+                  if item.is_file() and len(item.name) > len("samples_") + len(suffix)}
+    return sorted(found)
+
+
+def read_plain_output(path, task: str, metrics, filters=None) -> PlainOutput:
+    """A plain lm-eval run's results and samples of `task`, found as lm-eval names them, read once, strictly.
+    filters: a generate_until task's filter names (its samples are GeneratedSample); None: multiple_choice."""
+    return read_plain_files(*find_plain_output(path, task), task, metrics, public=False, filters=filters)
 
 
 @dataclass(frozen=True)
@@ -19,7 +99,8 @@ class RunIndex:
     groups: dict  # group -> its subtasks as lm-eval logged them (group_subtasks), groups with no samples of their own
 
     def samples_path(self, task: str) -> Path:
-        return self.results_path.with_name(f"samples_{task}_{self.date_id}.jsonl")
+        found = samples_file(self.results_path, task, self.date_id)
+        return found or self.results_path.with_name(f"samples_{task}_{self.date_id}.jsonl")
 
     def n_shot(self, task: str):
         shots = self.results.get("n-shot")
