@@ -6,7 +6,8 @@ import re
 
 from support.paths import REPO
 
-from sst2_audit.cli import adopt as cmd_adopt, audit as cmd_audit, prepare as cmd_prepare, run as cmd_run
+from sst2_audit.cli import adopt as cmd_adopt, audit as cmd_audit, corpus as cmd_corpus, prepare as cmd_prepare
+from sst2_audit.cli import run as cmd_run
 from sst2_audit.util.errors import EXIT_CODES
 
 README = (REPO / "README.md").read_text()
@@ -36,7 +37,8 @@ def test_the_readme_is_a_front_door():
 
 
 def test_the_cli_reference_documents_every_option():
-    for prog, body in (("prepare.py", cmd_prepare), ("run.py", cmd_run), ("audit.py", cmd_audit), ("adopt", cmd_adopt)):
+    for prog, body in (("prepare.py", cmd_prepare), ("run.py", cmd_run), ("audit.py", cmd_audit), ("adopt", cmd_adopt),
+                         ("corpus", cmd_corpus)):
         for option in re.findall(r'add_argument\("(--[a-z-]+)"', inspect.getsource(body)):
             assert option in CLI_DOC, f"{prog} {option} is not in docs/cli.md"
 

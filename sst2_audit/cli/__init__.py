@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import NoReturn
 
 from sst2_audit.audit.verdict import verdict_object
-from sst2_audit.cli import adopt, audit, prepare, run
+from sst2_audit.cli import adopt, audit, corpus, prepare, run
 from sst2_audit.formats.releases import installed_version
 from sst2_audit.util.commands import DEFAULT_LOCK
 from sst2_audit.util import console
@@ -133,8 +133,13 @@ def adopt_main(argv=None, owns_process=None) -> int:
     return _guarded(functools.partial(adopt.main, owns_process=owns), sys.argv[1:] if argv is None else argv, "adopt")
 
 
+def corpus_main(argv=None) -> int:
+    """Every run under a folder adopted in this process, each through adopt_main (one error contract per run)."""
+    return _guarded(functools.partial(corpus.main, adopt=adopt_main), sys.argv[1:] if argv is None else argv)
+
+
 COMMANDS: dict[str, Callable[..., int]] = {
-    "prepare": prepare_main, "run": run_main, "audit": audit_main, "adopt": adopt_main}
+    "prepare": prepare_main, "run": run_main, "audit": audit_main, "adopt": adopt_main, "corpus": corpus_main}
 
 
 SUMMARIES = {
@@ -142,6 +147,7 @@ SUMMARIES = {
     "run": "score the dev rows through lm-eval and the independent path, bit for bit, and write the records",
     "audit": "re-check a run folder or bundle offline (arithmetic, identity, rescore); --bundle packs it",
     "adopt": "audit a plain `lm_eval --log_samples` run against your lock and keep it as a folder and bundle",
+    "corpus": "adopt every plain lm-eval run under a folder: one line per run, corpus.json and .csv, resumable",
 }
 
 

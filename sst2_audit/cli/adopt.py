@@ -25,7 +25,7 @@ from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import printable
 
 
-def _rows(text: str):
+def rescore_rows(text: str):
     if text == "all":
         return "all"
     if not text.isdigit() or int(text) == 0:
@@ -49,7 +49,7 @@ def _parser() -> Parser:
     parser.add_argument("--bound", type=float, metavar="NATS",
                         help="hold every logged score to |logged - rescored| <= NATS (default: derived from the "
                              "dtype the run claims, and stated)")
-    parser.add_argument("--rescore", type=_rows, default="all", metavar="N|all",
+    parser.add_argument("--rescore", type=rescore_rows, default="all", metavar="N|all",
                         help="rescore N logged rows drawn at random (default: all; a sample gives exit 4)")
     parser.add_argument("--structural", action="store_true", help="every level but the rescore (exit 4)")
     parser.add_argument("--seed", type=int, help="seed of the --rescore draw (default: drawn fresh and printed)")

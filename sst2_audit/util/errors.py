@@ -11,7 +11,7 @@ EXIT_CODES = {
                "`--accept-old-schema`)",
     EXIT_USAGE: "bad usage or unreadable input",
     EXIT_BUG: "an internal error of sst2-audit (a short message; the traceback with `--debug`)",
-    EXIT_LIMITED: "audit and adopt only: no problem found, but not everything verified (`--structural`, "
+    EXIT_LIMITED: "audit, adopt and corpus only: no problem found, but not everything verified (`--structural`, "
                   "`--arithmetic-only`, `--rescore N`, drift only, scores within an adopted run's bound, "
                   "`--accept-old-schema`, `--trust-bundle-lock`); the verdict line names what",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); nothing half-written was kept",
