@@ -1,5 +1,6 @@
 """prepare through the real huggingface_hub client against a real HTTP server on loopback."""
 
+import hashlib
 import json
 
 import pytest
@@ -197,3 +198,28 @@ def test_hub_unreachable_names_the_ways_forward(tmp_path):
     assert f"The hub could not be reached for test-org/glue@{DATA_REV} (ConnectionError: connection refused)" in message
     assert "`sst2-audit prepare --profile embedded`" in message and "`--from DIR`" in message
     assert tree_state(cache) == {}
+
+
+def test_no_weights_fetches_everything_but_the_weights_and_the_cache_says_so(hub, tmp_path, repo_files):
+    """prepare --no-weights (a model too large for the reviewer's machine): the data, tokenizer and config come from
+    the hub, the weights never do (no request for them); the manifest pins them as not fetched, run refuses the
+    cache (exit 2, nothing written), a plain prepare will not fill it in, --verify passes."""
+    model, _ = repo_files
+    pins = {"model.safetensors": hashlib.sha256(model["model.safetensors"]).hexdigest()}
+    lock, cache = write_lock(tmp_path, pins)
+    done = prepare(hub.endpoint, lock, cache, "--no-weights")
+    assert done.returncode == 0, done.stderr
+    assert "no weights: the model's 1 weight file(s) are pinned, not fetched (--no-weights)" in done.stdout
+    assert not any("model.safetensors" in path for _, path in hub.log)
+    assert sorted(p.name for p in (cache / "model").iterdir()) == sorted(set(MODEL_FILES) - {"model.safetensors"})
+    entry = next(f for f in read_manifest(cache).files if f.path == "model/model.safetensors")
+    assert (entry.size, entry.sha256, entry.source) == (0, pins["model.safetensors"], "not fetched (prepare --no-weights)")
+    done = run_script("run.py", "--lock", lock, "--profile", "loopback", "--cache", cache, "--smoke",
+                      "--out", tmp_path / "out", "--private", tmp_path / "private")
+    assert done.returncode == 2 and "prepared with --no-weights, so it holds no model weights" in one_paragraph(
+        done.stderr), done.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()
+    done = prepare(hub.endpoint, lock, cache)
+    assert done.returncode == 2 and "a cache is never filled in afterwards" in one_paragraph(done.stderr)
+    assert run_script("prepare.py", "--lock", lock, "--profile", "loopback", "--cache", cache, "--verify",
+                      env={"HF_HUB_OFFLINE": "1"}).returncode == 0

@@ -139,3 +139,19 @@ def test_generated_mutations_of_a_leaderboard_era_run_never_pass(embedded_cache,
            if found["code"] not in (1, 2) or "Traceback" in found["stderr"] or "internal error" in found["stderr"]}
     assert len(codes) == 210 and bad == {}
     assert {found["code"] for found in codes.values()} == {1, 2}
+
+
+def test_without_the_weights_the_model_free_levels_are_the_default(embedded_cache, tmp_path):
+    """A reviewer with the data but not the model (prepare --no-weights): adopt runs every level but the rescore by
+    itself and says why, exit 4; the adopted folder's audit says the same."""
+    done = run_script("prepare.py", "--profile", "embedded", "--cache", tmp_path / "no-weights", "--no-weights")
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "no-weights" / "model" / "model.safetensors").exists()
+    done = adopt(RUN, tmp_path / "no-weights", "--run-name", "weightless", cwd=tmp_path)
+    reason = "none of the 16 logged rows was rescored (your cache holds no weights: prepare --no-weights); exit 4"
+    assert done.returncode == 4 and done.stdout.startswith(f"VERDICT: SCORES NOT VERIFIED: {reason}"), done.stdout
+    assert "rescore: SKIPPED (your cache holds no weights: prepare --no-weights)" in done.stdout.splitlines()
+    assert "identity: PASS (112 checks)" in done.stdout.splitlines()
+    again = run_script(ADOPT, "audit", "--out", tmp_path / "runs" / "weightless", "--cache", tmp_path / "no-weights",
+                       cwd=tmp_path)
+    assert again.returncode == 4 and f"VERDICT: SCORES NOT VERIFIED: {reason}" in again.stdout, again.stdout

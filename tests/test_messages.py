@@ -135,7 +135,7 @@ def test_the_installed_command_runs_each_entry_point_with_the_venvs_python():
                                                                   "'adopt'?)")
     done = subprocess.run([str(command), "--help"], capture_output=True, text=True)
     commands = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
-    assert done.returncode == 0 and commands == ["prepare", "run", "audit", "adopt"], done.stdout
+    assert done.returncode == 0 and commands == ["prepare", "run", "audit", "adopt", "corpus"], done.stdout
     done = subprocess.run([str(command), "--version"], capture_output=True, text=True)
     from sst2_audit.formats.releases import installed_version
 

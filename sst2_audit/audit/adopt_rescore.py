@@ -195,6 +195,8 @@ def run_levels(adoption, timings: dict, seed: int):
     record levels and the identity level passed, and once per run: adoption.models keeps what was loaded."""
     with phase("verify the reviewer's data (hash before read)", timings, "verify"):
         adopt.prepare_rows(adoption, roles=tuple(adoption.spec.splits))
+    if adoption.rescore and adoption.split_rows.manifest.weightless:  # the reviewer has the data, not the model
+        adoption.rescore, adoption.no_rescore = 0, "your cache holds no weights: prepare --no-weights"
     model_dir, loaded, key = Path(adoption.cache) / "model", [], model_key(adoption)
     reused = adoption.models.get(key)
     # the model's files are hashed on the other core while the record levels run and transformers imports; the
@@ -216,9 +218,9 @@ def run_levels(adoption, timings: dict, seed: int):
     outcome = adopt.record_levels(adoption, tokenizer)
     if outcome.failed or not adoption.rescore:
         if not adoption.rescore:
-            outcome.levels.append(LevelResult("rescore", skipped="--structural"))
+            outcome.levels.append(LevelResult("rescore", skipped=adoption.no_rescore))
             outcome.scores_unverified.append(f"none of the {len(adoption.questions)} logged rows was rescored "
-                                             "(--structural)")
+                                             f"({adoption.no_rescore})")
         return outcome
     if reused:
         say("[model] the model this run's earlier task verified and loaded (the same files, dtype and attention)")

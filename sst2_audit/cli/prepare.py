@@ -4,7 +4,7 @@ from pathlib import Path
 
 from sst2_audit.cli.common import EXIT_CODES, lock_and_profile, numeric_mode, Parser, spec_for_run, with_profile
 from sst2_audit.formats.lock import load_lock
-from sst2_audit.formats.manifest import cache_for, disk_use, prepare_target, read_manifest, require_folder
+from sst2_audit.formats.manifest import cache_for, disk_use, NOT_FETCHED, prepare_target, read_manifest, require_folder
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.resources import lm_eval_files, prepare
 from sst2_audit.resources.pin import pin
@@ -65,7 +65,7 @@ def _prepare_one(args, lock, profile) -> int:
         return 0
     require_folder(args.cache)  # a file: the words every command uses for it
     atomic.require_writable_folder(args.cache, "--cache")  # before the download and the conversion
-    manifest, action = prepare.prepare(lock, profile, cache, args.import_dir, spec.eval_split)
+    manifest, action = prepare.prepare(lock, profile, cache, args.import_dir, spec.eval_split, not args.no_weights)
     if args.update_lock:
         prepare.update_lock(lock, profile, cache, manifest)
         rewritten = read_manifest(cache)  # rewritten by update_lock; its files were just verified
@@ -74,8 +74,13 @@ def _prepare_one(args, lock, profile) -> int:
         manifest = rewritten
 
     label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
-    print(f"{action}: {cache} holds {len(manifest.files)} verified files for the {label}; "
+    held = sum(entry.source != NOT_FETCHED for entry in manifest.files)
+    print(f"{action}: {cache} holds {held} verified files for the {label}; "
           f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
+    if manifest.weightless:
+        print(f"no weights: the model's {sum(f.source == NOT_FETCHED for f in manifest.files)} weight file(s) are "
+              "pinned, not fetched (--no-weights); adopt and audit run every level but the rescore with this cache "
+              "(exit 4 at best), run refuses it")
     profiles, on_disk, as_copies = disk_use(args.cache)
     if len(profiles) > 1:
         print(f"cache {args.cache}: {len(profiles)} profiles ({', '.join(profiles)}), {on_disk / 1e6:.1f} MB on disk "
@@ -99,6 +104,9 @@ def _parser() -> Parser:
                         help="--lm-eval-files: the profile's first N dev rows (default: all its dev rows)")
     parser.add_argument("--all", action="store_true", help="prepare every profile of the lock into the one cache (the "
                         "first at its top, the others in <cache>/<profile>; shared model files linked once)")
+    parser.add_argument("--no-weights", action="store_true",
+                        help="fetch the data, tokenizer and config but not the model's weights (a model too large for "
+                             "this machine): adopt and audit then run every level but the rescore (exit 4 at best)")
     parser.add_argument("--update-lock", action="store_true",
                         help="fill the lock's unknown sha256s after a verified download")
     parser.add_argument("--pin", metavar="PROFILE",
@@ -133,6 +141,11 @@ def _parser() -> Parser:
                              "the lock's dev_rows)")
     parser.add_argument("--evaluator-wheel", type=Path, help="with --pin of a task the lock does not pin: the pinned "
                                                              "lm-eval wheel (default: downloaded with pip)")
+    _group_options(parser)
+    return parser
+
+
+def _group_options(parser) -> None:
     parser.add_argument("--group", metavar="NAME", help="prepare every profile of the lock's group NAME, each into "
                         "--cache/<profile>")
     parser.add_argument("--pin-group", metavar="NAME",
@@ -142,7 +155,6 @@ def _parser() -> Parser:
                         help="with --pin-group (two or more): a subtask of the group and its data folder")
     parser.add_argument("--rows", type=int, metavar="N", help="with --pin-group: dev rows run per subtask "
                                                               "(default: the lock's dev_rows)")
-    return parser
 
 
 def _dev_rows(text: str):
@@ -204,7 +216,7 @@ def _group(args) -> int:
     for task, profile_name in spec.members:
         profile = lock.profile(profile_name)
         manifest, action = prepare.prepare(lock, profile, args.cache / profile_name, args.import_dir,
-                                           spec_for_run(lock, profile, None).eval_split)
+                                           spec_for_run(lock, profile, None).eval_split, not args.no_weights)
         print(f"{action}: {args.cache / profile_name} holds {len(manifest.files)} verified files for {task} "
               f"(profile {profile_name})")
     return 0

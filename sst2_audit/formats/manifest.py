@@ -62,6 +62,11 @@ class Manifest:
     def model_files(self):
         return [f for f in self.files if f.role == "model"]
 
+    @property
+    def weightless(self) -> bool:
+        """Prepared with --no-weights: the model's weight files are pinned here but were never fetched."""
+        return any(entry.source == NOT_FETCHED for entry in self.files)
+
 
 def require_folder(cache: Path) -> None:
     if Path(cache).exists() and not Path(cache).is_dir():
@@ -109,6 +114,7 @@ def require_matching(manifest: Manifest | None, cache: Path, lock: Lock, profile
 
 
 WEIGHTS_SUFFIXES = (".safetensors", ".safetensors.index.json")  # what only a model load reads
+NOT_FETCHED = "not fetched (prepare --no-weights)"  # a weight file's source in a cache prepared without weights
 
 
 def is_weights(entry: ManifestFile) -> bool:
@@ -119,6 +125,11 @@ def verify_files(cache: Path, manifest: Manifest, roles=None, weights: bool = Tr
     """Re-hash cached files against the manifest and the lock; any changed byte fails. weights=False leaves out
     the model's weights, for a command that never loads them (a structural audit): they are not read at all."""
     problems = []
+    if weights and manifest.weightless and (roles is None or "model" in roles):
+        raise InputError(f"{cache}: prepared with --no-weights, so it holds no model weights to load. adopt runs "
+                         "every level but the rescore with it by itself, audit with --structural (exit 4 at best); "
+                         "run cannot score. To score or rescore, prepare the profile into another --cache without "
+                         "--no-weights.")
     for entry in manifest.files:
         if roles is not None and entry.role not in roles or not weights and is_weights(entry):
             continue

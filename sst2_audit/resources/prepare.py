@@ -9,8 +9,10 @@ from pathlib import Path
 from sst2_audit.formats.fields import columns_of
 from sst2_audit.formats.lock import load_lock, Lock, Profile
 from sst2_audit.formats.manifest import (
+    is_weights,
     Manifest,
     ManifestFile,
+    NOT_FETCHED,
     read_manifest,
     require_folder,
     require_matching,
@@ -58,8 +60,23 @@ def _refuse_foreign_content(cache: Path) -> None:
         )
 
 
+def _not_fetched(resource) -> list:
+    """prepare --no-weights: the model's weight files as the manifest records them, pinned, never fetched (a weight
+    file the lock does not pin by sha256 cannot be left out: nothing would ever check it)."""
+    found = []
+    for locked in resource.files:
+        cache_path, role = cache_path_for(resource, locked)
+        entry = ManifestFile(cache_path, role, 0, locked.sha256 or "", NOT_FETCHED, locked.sha256)
+        if resource.kind == "model" and is_weights(entry):
+            if not locked.sha256:
+                raise InputError(f"--no-weights: the lock pins no sha256 for {locked.path}; prepare the profile with "
+                                 "its weights once (prepare fills the lock's missing pins), then without.")
+            found.append(entry)
+    return found
+
+
 def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = None,
-          eval_split: str | None = None) -> Manifest:
+          eval_split: str | None = None, weights: bool = True) -> Manifest:
     cache = Path(cache)
     _refuse_foreign_content(cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -68,11 +85,13 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=cache))
     moved = []
     try:
-        context = FetchContext(lock, staging, cache, import_dir)
+        context = FetchContext(lock, staging, cache, import_dir, weights)
         needed = {eval_split: lock.split.dev_rows + lock.split.confirm_rows} if eval_split else {}
-        staged, entries = [], []
+        staged, entries, left_out = [], [], []
         for resource in profile.resources:  # data first: its checks fail before the model is fetched or converted
-            fetched = fetch(resource, context)
+            left_out += [] if weights else _not_fetched(resource)
+            skipped = {entry.path for entry in left_out}
+            fetched = [f for f in fetch(resource, context) if f.cache_path not in skipped]
             with phase(f"verify staged {resource.kind} files"):
                 entries += [_check_staged(f, profile, needed) for f in fetched]
             staged += fetched
@@ -85,7 +104,8 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(f.staged, target)
             moved.append(target)
-        manifest = Manifest(profile.name, profile.demo, profile.pins_sha256, profile.fully_hashed, tuple(entries))
+        manifest = Manifest(profile.name, profile.demo, profile.pins_sha256, profile.fully_hashed,
+                            tuple(entries + left_out))
         write_manifest(cache, manifest)
         return manifest
     except BaseException:
@@ -98,21 +118,25 @@ def build(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = N
 
 
 def prepare(lock: Lock, profile: Profile, cache: Path, import_dir: Path | None = None,
-            eval_split: str | None = None) -> tuple:
-    """Returns (manifest, "built" or "verified"); eval_split: the split the task scores (its size is checked)."""
+            eval_split: str | None = None, weights: bool = True) -> tuple:
+    """Returns (manifest, "built" or "verified"); eval_split: the split the task scores (its size is checked).
+    weights=False (--no-weights): the model's weight files are pinned in the manifest but never fetched."""
     existing = read_manifest(cache)
     if existing is None:
-        return build(lock, profile, cache, import_dir, eval_split), "built"
+        return build(lock, profile, cache, import_dir, eval_split, weights), "built"
     require_matching(existing, cache, lock, profile)
+    if weights and existing.weightless:
+        raise InputError(f"{cache}: prepared for profile {profile.name} with --no-weights; a cache is never filled in "
+                         "afterwards: prepare the profile with its weights into another --cache folder.")
     with phase("re-verify cache (offline)"):
-        verify_files(cache, existing)
+        verify_files(cache, existing, weights=not existing.weightless)
     return existing, "verified"
 
 
 def verify(lock: Lock, profile: Profile, cache: Path) -> Manifest:
     manifest = require_matching(read_manifest(cache), Path(cache), lock, profile)
     with phase("re-hash every cached file"):
-        verify_files(cache, manifest)
+        verify_files(cache, manifest, weights=not manifest.weightless)
     return manifest
 
 

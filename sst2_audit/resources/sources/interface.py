@@ -26,6 +26,7 @@ class FetchContext:
     staging: Path
     cache: Path
     import_dir: Path | None = None  # --from DIR: files copied from a connected machine
+    weights: bool = True  # False: prepare --no-weights (the model's weight files are neither fetched nor staged)
 
 
 def cache_path_for(resource: Resource, locked: LockedFile) -> tuple:
