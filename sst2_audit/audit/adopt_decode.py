@@ -2,7 +2,7 @@
 logged generation followed through near ties within the bound, exact_match re-derived per filter, and the
 reviewer's own number from a pure greedy decode."""
 
-from sst2_audit.audit import adopt_generation, adopt_rescore, adopted_level
+from sst2_audit.audit import adopt_export, adopt_generation, adopt_rescore, adopted_level
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats import adopted_generation, lm_eval_output
@@ -44,3 +44,6 @@ class DecodeAdoption(AdoptShape):
 
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         return adopted_level.check_generation(claimed, here, bits)
+
+    def exported_rows(self, adoption) -> list:
+        return adopt_export.generated_rows(adoption)

@@ -47,3 +47,8 @@ class AdoptShape(ABC):
     @abstractmethod
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         """adopted.json against the record the levels re-derived here."""
+
+    @abstractmethod
+    def exported_rows(self, adoption) -> list:
+        """The rows as Every Eval Ever instances need them (formats/every_eval_ever.py::ExportedRow), from lm-eval's
+        own files."""

@@ -10,7 +10,7 @@ from sst2_audit.audit.adopt_rescore import record, run_levels
 from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
-from sst2_audit.cli.adopt_shared import adopted_target, audit_task, logged, print_outcome, write_task
+from sst2_audit.cli.adopt_shared import adopted_target, audit_task, export_eee, logged, print_outcome, write_task
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_format, with_profile)
 from sst2_audit.formats import lm_eval_run
@@ -55,6 +55,9 @@ def _parser() -> Parser:
     parser.add_argument("--seed", type=int, help="seed of the --rescore draw (default: drawn fresh and printed)")
     parser.add_argument("--bundle", action="store_true", help="also pack results/<run-name>.tar.gz when nothing failed")
     parser.add_argument("--results", type=Path, default=Path("results"), help="where --bundle writes")
+    parser.add_argument("--export-eee", type=Path, metavar="DIR",
+                        help="also write each adopted task as Every Eval Ever records (its aggregate and instance "
+                             "files, schema 0.3.0) under DIR/data/..., the verdict on every record")
     return parser
 
 
@@ -121,6 +124,7 @@ def _report(args, adoption, outcome, kept: tuple) -> int:
         return outcome.exit_code
     files = write_task(out, adoption, record(adoption, name, seed, timings))
     print(f"adopted: {printable(out)} (audit it: {printable(command_line('audit', *audit_words(args, out)))})")
+    export_eee(args, adoption, outcome, files)
     if args.bundle:
         print(f"bundle: {printable(adopted_bundle.pack(out, files, name, lock, args.cache, args.results))}")
     return outcome.exit_code

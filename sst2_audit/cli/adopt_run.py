@@ -16,7 +16,7 @@ from sst2_audit.audit.adopt_run import check_groups, group_numbers, UNPINNED
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.bundle import adopted as adopted_bundle
-from sst2_audit.cli.adopt_shared import adopted_target, audit_task, write_task
+from sst2_audit.cli.adopt_shared import adopted_target, audit_task, export_eee, write_task
 from sst2_audit.cli.common import audit_words, show_verdict, spec_for_run
 from sst2_audit.formats import adopted_run, lm_eval_output, records, strict_json
 from sst2_audit.formats.adopted import ADOPTED_FILE
@@ -130,6 +130,8 @@ def _report(args, target: tuple, found: tuple, run, groups: list) -> int:
         return run.exit_code
     record_bytes, files = _write(out, name, seed, (index, plan, adoptions, timings), run, groups)
     print(f"adopted: {printable(out)} (audit it: {printable(command_line('audit', *audit_words(args, out)))})")
+    for task, adoption in adoptions.items():
+        export_eee(args, adoption, outcomes[task], files[task])
     if args.bundle:
         tasks = {task: (files[task], adoptions[task].cache) for task in outcomes}
         print(f"bundle: {printable(adopted_bundle.pack_run(record_bytes, tasks, name, lock, args.results))}")

@@ -3,15 +3,17 @@ task's adopted folder written, and the audit of one task's adopted folder (its l
 cache and machine, then adopted.json against what they found)."""
 
 import json
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sst2_audit.audit import adopt_export
 from sst2_audit.audit.adopt import Adoption
 from sst2_audit.audit.adopt_shapes import shape_for
 from sst2_audit.audit.adopt_rescore import record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.common import show_verdict
-from sst2_audit.formats import adopted, adopted_generation as generation, lm_eval_output, records
+from sst2_audit.formats import adopted, adopted_generation as generation, every_eval_ever, lm_eval_output, records
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
@@ -19,7 +21,7 @@ from sst2_audit.scoring.shards import Shards
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
-from sst2_audit.util.sanitize import RUN_NAME
+from sst2_audit.util.sanitize import printable, RUN_NAME
 
 
 def logged(output) -> str:
@@ -63,6 +65,17 @@ def write_task(out: Path, adoption, adopted_record) -> dict:
         raise
     files[adopted.ADOPTED_FILE] = (out / adopted.ADOPTED_FILE).read_bytes()
     return files
+
+
+def export_eee(args, adoption, outcome, files: dict) -> None:
+    """--export-eee DIR: the adopted task as Every Eval Ever records, its verdict on each (written after the adopted
+    folder, from lm-eval's own files)."""
+    if getattr(args, "export_eee", None) is None:
+        return
+    exported = adopt_export.exported(adoption, outcome, files[adopted.ADOPTED_FILE])
+    record, samples = every_eval_ever.write(args.export_eee, exported, str(int(time.time())))
+    print(f"every eval ever: {printable(record)} and {printable(samples.name)} ({adoption.spec.name}, "
+          f"{len(exported.rows)} rows, verdict on each)")
 
 
 def adopted_target(args, stem: str) -> tuple:

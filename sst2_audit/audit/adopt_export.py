@@ -1,0 +1,82 @@
+"""An adoption as Every Eval Ever records (`adopt --export-eee DIR`, issue 62): the rows from lm-eval's own files
+(their text is there, never in our public copy), each with the reviewer's class and scores, and the task's numbers,
+reported and rescored, with the verdict (formats/every_eval_ever.py writes them)."""
+
+import json
+from importlib import metadata
+
+from sst2_audit.formats.every_eval_ever import ExportedRow, ExportedTask, result_key_id
+from sst2_audit.protocol.metrics import METRICS, result_key
+from sst2_audit.util.errors import InputError
+from sst2_audit.util.hashing import sha256_bytes
+
+
+def choice_rows(adoption) -> list:
+    """A multiple_choice task's rows: the prediction is the logged scores' argmax (acc's), as the package's own
+    lm-eval converter reads it."""
+    rows = []
+    for sample in adoption.output.samples:
+        choices = [continuation.strip() for _, continuation in sample.arguments or []]
+        best = max(range(len(sample.scores)), key=sample.scores.__getitem__)
+        question = adoption.questions.get(sample.doc_id)
+        audit = {} if question is None else {"row_class": question.row_class, "logged": json.dumps(question.logged),
+                                             "rescored": json.dumps(question.rescored)}
+        rows.append(ExportedRow(sample.doc_id, (sample.arguments or [("", "")])[0][0], sample.target or "", choices,
+                                choices[best] if best < len(choices) else str(best),
+                                choices[best] if best < len(choices) else str(best), sample.filter,
+                                {name: value for name, value in sample.metrics.items() if isinstance(value, float)},
+                                _hashes(sample), audit))
+    return rows
+
+
+def generated_rows(adoption) -> list:
+    """A generate_until task's lines, one per document and filter: the generation and the filter's answer."""
+    return [ExportedRow(sample.doc_id, (sample.arguments or [("", {})])[0][0], sample.target or "", None,
+                        sample.response or "", sample.filtered or "", sample.filter,
+                        {"exact_match": sample.exact_match}, _hashes(sample), {})
+            for sample in adoption.output.samples]
+
+
+def _hashes(sample) -> dict:
+    return {"doc_hash": sample.doc_hash, "prompt_hash": sample.prompt_hash, "target_hash": sample.target_hash}
+
+
+def exported(adoption, outcome, adopted_bytes: bytes) -> ExportedTask:
+    """The task's records: refused for our public copy (no text to export)."""
+    if adoption.output.public:
+        raise InputError("--export-eee: an adopted folder's public copy holds no text; export at adoption, from "
+                         "lm-eval's own files.")
+    results, task = adoption.output.results, adoption.spec.name
+    reported = results["results"].get(task, {})
+    whose, pairs = adoption.shape.reviewer_pairs(adoption)
+    rescored = {name: ours for name, _, ours, _ in pairs}
+    numbers = {}
+    for metric in adoption.spec.metrics:
+        name = METRICS[metric].reported_as
+        for filter_name in adoption.spec.shape.logged_filters(adoption.spec):
+            key = result_key(name, filter_name)
+            if key in reported:
+                numbers[result_key_id(name, filter_name)] = {
+                    "metric": name, "filter": filter_name, "reported": reported[key],
+                    "stderr": reported.get(result_key(name, filter_name, True)),
+                    "rescored": rescored.get(metric, rescored.get(key))}
+    model = adoption.profile.model
+    model_id = model.get("repo_id") if model.source == "hub" else f"local/{adoption.profile.name}"
+    verdict = {"verdict": outcome.verdict().split(":")[1].strip() if outcome.verdict().startswith("VERDICT:")
+               else outcome.verdict(), "exit_code": str(outcome.exit_code), "line": outcome.verdict(),
+               "reviewer_numbers": whose, "adopted_sha256": sha256_bytes(adopted_bytes),
+               "lock_sha256": adoption.lock.sha256, "tool": f"sst2-audit {metadata.version('sst2-audit')}"}
+    return ExportedTask(task, str(model_id), str(results.get("lm_eval_version") or "unknown"),
+                        str(results.get("date", "")), _dataset(adoption), numbers,
+                        adoption.shape.exported_rows(adoption), verdict)
+
+
+def _dataset(adoption) -> dict:
+    data, split = adoption.profile.data, adoption.spec.eval_split
+    if data.source == "hub":
+        repo = str(data.get("repo_id"))
+        return {"dataset_name": repo, "source_type": "hf_dataset", "hf_repo": repo, "hf_split": split,
+                "additional_details": {"revision": str(data.get("revision"))}}
+    files = ";".join(f"{f.path}:{f.sha256}" for f in data.files)
+    return {"dataset_name": f"{adoption.profile.name} ({split} split)", "source_type": "other",
+            "additional_details": {"source": data.source, "files_sha256": files}}
