@@ -76,6 +76,12 @@ def test_many_runs_are_adopted_in_one_pass_ranked_and_resumed(embedded_cache, op
     assert resumed.returncode == 1 and resumed.stdout.startswith("VERDICT: FAIL: 4 runs: 1 ERROR, 1 FAIL, 2 PASS")
     assert resumed.stderr.count("kept from the last pass") == 3, resumed.stderr
     assert "[corpus 4/4] org__late/results_2026-12-06T15-04-17.226634.json: PASS (exit 0)" in resumed.stderr
+    # a run gone from the folder: its entry is dropped and said so, its adopted folder (none here) stays
+    shutil.rmtree(tmp_path / "details" / "org__broken")
+    third = corpus(tmp_path / "details", out, open_lock, embedded_cache, cwd=tmp_path)
+    assert third.returncode == 1 and third.stdout.startswith("VERDICT: FAIL: 3 runs: 1 FAIL, 2 PASS"), third.stdout
+    assert "[corpus] 1 entry of the last pass whose file is no longer under " in third.stderr
+    assert "dropped: org__broken/results_2024-01-01T00-00-00.json" in third.stderr
     # another lock: refused, nothing of the corpus changed
     before = (out / "corpus.json").read_bytes()
     refused = corpus(tmp_path / "details", out, LOCK, embedded_cache, cwd=tmp_path)

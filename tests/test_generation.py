@@ -204,9 +204,20 @@ def _adopt(gsm: Path, output, profile: str, *args, cwd: Path):
 def test_a_plain_gsm8k_run_is_re_decoded_token_for_token_and_its_folder_and_bundle_pass(gsm, tmp_path, profile,
                                                                                           plain):
     done = _adopt(gsm, gsm / plain, profile, "--run-name", "g", "--bundle", "--results", tmp_path / "results",
-                  cwd=tmp_path)
+                  "--export-eee", tmp_path / "eee", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS") and "  rows: 6 token for token" in done.stdout.splitlines()
+    # the Every Eval Ever export: a line per document and filter, the generation and the filter's answer, the verdict
+    [samples] = (tmp_path / "eee").rglob("*_samples.jsonl")
+    logged = {(r["doc_id"], r["filter"]): r for r in map(json.loads, next((gsm / plain).glob("*/samples_*")).open())}
+    exported = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(exported) == len(logged) == 12
+    for line in exported:
+        filter_name = line["evaluation_result_id"].split(":")[1]
+        row = logged[(int(line["sample_id"]), filter_name)]
+        assert line["output"]["raw"] == [row["resps"][0][0]]
+        assert line["answer_attribution"][0]["extracted_value"] == row["filtered_resps"][0]
+        assert line["evaluation"]["score"] == row["exact_match"] and line["metadata"]["sst2_audit_verdict"] == "PASS"
     record = json.loads((tmp_path / "runs" / "g" / "adopted.json").read_text())
     assert record["kind"] == "sst2-audit/adopted-generation" and record["filters"] == ["strict-match",
                                                                                        "flexible-extract"]

@@ -9,7 +9,8 @@ import pytest
 
 from support.paths import LOCK
 from support.processes import run_cli, run_script
-from test_adopt import _copy, _edit_sample, _rehash, ADOPT, adopt, audit, plain  # noqa: F401 - a fixture
+from support.lm_eval_files import edit_sample, rehash
+from test_adopt import _copy, ADOPT, adopt, audit, plain  # noqa: F401 - a fixture
 
 from sst2_audit.audit.findings import Finding, LevelResult
 from sst2_audit.audit.verdict import VERDICT_KIND
@@ -56,8 +57,8 @@ def test_a_tampered_score_is_a_finding_with_its_row_and_the_audit_of_the_folder_
             response[0][0] = str(float(response[0][0]) + 0.5)
         row["filtered_resps"] = [response[0] for response in row["resps"]]
 
-    idx = _edit_sample(samples, 3, moved)
-    _rehash(results, samples)
+    idx = edit_sample(samples, 3, moved)
+    rehash(results, samples)
     text = adopt(plain, tmp_path / "out", "--seed", "1", cwd=tmp_path)
     done = adopt(plain, tmp_path / "out", "--seed", "1", "--format", "json", cwd=tmp_path)
     found = _verdict(done)

@@ -5,6 +5,7 @@ reported and rescored, with the verdict (formats/every_eval_ever.py writes them)
 import json
 from importlib import metadata
 
+from sst2_audit.audit.verdict import head_of
 from sst2_audit.formats.every_eval_ever import ExportedRow, ExportedTask, result_key_id
 from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.util.errors import InputError
@@ -62,8 +63,7 @@ def exported(adoption, outcome, adopted_bytes: bytes) -> ExportedTask:
                     "rescored": rescored.get(metric, rescored.get(key))}
     model = adoption.profile.model
     model_id = model.get("repo_id") if model.source == "hub" else f"local/{adoption.profile.name}"
-    verdict = {"verdict": outcome.verdict().split(":")[1].strip() if outcome.verdict().startswith("VERDICT:")
-               else outcome.verdict(), "exit_code": str(outcome.exit_code), "line": outcome.verdict(),
+    verdict = {"verdict": head_of(outcome.verdict()), "exit_code": str(outcome.exit_code), "line": outcome.verdict(),
                "reviewer_numbers": whose, "adopted_sha256": sha256_bytes(adopted_bytes),
                "lock_sha256": adoption.lock.sha256, "tool": f"sst2-audit {metadata.version('sst2-audit')}"}
     return ExportedTask(task, str(model_id), str(results.get("lm_eval_version") or "unknown"),

@@ -130,6 +130,12 @@ def main(argv, adopt) -> int:
     runs = _runs(args.folder, args.out or Path("runs"))
     out, corpus = _started(args, sha256_file(args.lock))
     done = {(entry.results, entry.results_sha256): entry for entry in corpus.runs}
+    here = {results.relative_to(args.folder).as_posix() for results in runs}
+    gone = sorted({entry.results for entry in corpus.runs} - here)
+    if gone:  # their adopted folders stay where they are; only the entries go
+        progress.say(printable(f"[corpus] {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} of the last pass whose "
+                               f"file is no longer under {args.folder} dropped: {', '.join(gone[:5])}"
+                               + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")))
     corpus.runs = []
     (out / "logs").mkdir(exist_ok=True)
     for number, results in enumerate(runs, start=1):

@@ -1,0 +1,83 @@
+"""Make a real lighteval details file (issue 62, the next step: its reader is not built yet): lighteval 0.13.0 from
+the package registry, installed into a scratch environment with this environment's torch and transformers, run on
+the embedded SmolLM2 model and the embedded profile's demo data with a custom task of our own whose prompt is the
+pinned sst2 YAML's:
+
+    .venv/bin/python scripts/make_lighteval_run.py --cache .test-cache/embedded --out /tmp/lighteval-run [--rows 16]
+
+Found on the way (2026-12-06): lighteval 0.13.0 downloads tinyBenchmarks.pkl from a code host while it loads its task
+registry (unreachable here: an empty file is put where it looks first); with xxhash 4 its details logger fails
+("Strings must be encoded before hashing": it hashes str), so xxhash < 4 is installed; it writes its response cache
+into the model folder, so the model is copied, never linked from the cache. Its details are parquet in the post-0.11
+schema (doc / model_response / metric structs), logprobs rounded to 10 decimals.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RELEASE = "0.13.0"
+TASK = '''from lighteval.metrics.metrics import Metrics
+from lighteval.tasks.lighteval_task import LightevalTaskConfig
+from lighteval.tasks.requests import Doc
+
+
+def sst2_prompt(line, task_name=None):
+    return Doc(task_name=task_name, query=f"{line['sentence']}\\nQuestion: Is this sentence positive or negative?\\nAnswer:",
+               choices=[" negative", " positive"], gold_index=int(line["label"]))
+
+
+TASKS_TABLE = [LightevalTaskConfig(name="sst2demo", prompt_function=sst2_prompt, hf_repo="DATA", hf_subset="default",
+                                   hf_avail_splits=["train", "validation"], evaluation_splits=["validation"],
+                                   few_shots_split="train", few_shots_select="sequential",
+                                   metrics=[Metrics.loglikelihood_acc], version=0)]
+'''
+
+
+def scratch_environment(venv: Path) -> Path:
+    lighteval = venv / "bin" / "lighteval"
+    if not lighteval.is_file():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pins = [f"{name}=={metadata.version(name)}" for name in ("torch", "transformers", "tokenizers")]
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"lighteval=={RELEASE}", "xxhash<4", *pins],
+                       check=True)
+    site = next((venv / "lib").glob("python3*/site-packages/lighteval/tasks/tasks"))
+    (site / "tinyBenchmarks.pkl").touch()  # its registry downloads this at load otherwise
+    return lighteval
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", type=Path, required=True, help="a prepared cache of the lock's embedded profile")
+    parser.add_argument("--out", type=Path, required=True, help="where lighteval's results and details go")
+    parser.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "sst2-audit-lighteval")
+    parser.add_argument("--rows", type=int, default=16, help="lighteval's --max-samples")
+    args = parser.parse_args()
+    lighteval = scratch_environment(args.venv)
+    settings = json.loads((REPO / "resources.lock.json").read_text())["run_settings"]
+    with tempfile.TemporaryDirectory(prefix="sst2-audit-lighteval-") as scratch:
+        folder = Path(scratch)
+        shutil.copytree(args.cache / "data", folder / "data")
+        shutil.copytree(args.cache / "model", folder / "model")
+        (folder / "tasks.py").write_text(TASK.replace("DATA", str(folder / "data")))
+        env = {**os.environ, **settings["numeric_mode"], "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+        done = subprocess.run([str(lighteval), "accelerate", f"model_name={folder / 'model'},dtype=float32,batch_size=1",
+                               "custom|sst2demo|0", "--custom-tasks", "tasks.py", "--output-dir", str(args.out),
+                               "--save-details", "--max-samples", str(args.rows)],
+                              cwd=str(folder), env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(done.stderr[-3000:], file=sys.stderr)
+            return 1
+    print(f"lighteval {RELEASE}: {', '.join(str(p) for p in sorted(args.out.rglob('*.*')))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
