@@ -117,11 +117,16 @@ def _copy(base: Path, target: Path) -> Path:
 
 def test_a_two_task_run_is_adopted_in_one_command_and_its_folder_and_bundle_pass(two_tasks, tmp_path):
     done = sst2_audit(two_tasks, "adopt", two_tasks / "out", "--run-name", "two", "--bundle", "--seed", "1",
-                      cwd=tmp_path, lock=LOCKS[0])
+                      "--export-eee", tmp_path / "eee", cwd=tmp_path, lock=LOCKS[0])
     lines = done.stdout.splitlines()
     assert done.returncode == 0, done.stdout + done.stderr
-    assert lines[0] == lines[-3] == "VERDICT: PASS: every task's audit passed with every scored row rescored bit " \
+    assert lines[0] == lines[-5] == "VERDICT: PASS: every task's audit passed with every scored row rescored bit " \
                                     "for bit; exit 0"
+    exported = {json.loads(path.read_text())["evaluation_results"][0]["evaluation_name"]: json.loads(path.read_text())
+                for path in (tmp_path / "eee").rglob("*[0-9a-f].json")}
+    assert sorted(exported) == ["rte", "sst2"] and [line.split(":")[0] for line in lines[-3:-1]] == ["every eval ever"] * 2
+    assert {task: record["source_metadata"]["additional_details"]["sst2_audit_verdict"]
+            for task, record in exported.items()} == {"rte": "PASS", "sst2": "PASS"}
     assert lines[1].startswith("rte acc: reported ") and lines[2].startswith("sst2 acc: reported ")
     table = lines[lines.index(next(line for line in lines if line.startswith("task  "))):][:3]
     assert [row.split()[:3] + row.split()[5:6] for row in table[1:]] == [["rte", "embedded-rte", "8", "0"],

@@ -42,33 +42,39 @@ def _hashes(sample) -> dict:
     return {"doc_hash": sample.doc_hash, "prompt_hash": sample.prompt_hash, "target_hash": sample.target_hash}
 
 
-def exported(adoption, outcome, adopted_bytes: bytes) -> ExportedTask:
-    """The task's records: refused for our public copy (no text to export)."""
+def exported(adoption, outcome) -> ExportedTask:
+    """The task's records, built before anything is printed or written (a failure here is never after a verdict);
+    the adopted record's sha256 is added once it is written (with_record). Refused for our public copy."""
     if adoption.output.public:
         raise InputError("--export-eee: an adopted folder's public copy holds no text; export at adoption, from "
                          "lm-eval's own files.")
     results, task = adoption.output.results, adoption.spec.name
     reported = results["results"].get(task, {})
     whose, pairs = adoption.shape.reviewer_pairs(adoption)
-    rescored = {name: ours for name, _, ours, _ in pairs}
+    # a multiple_choice pair names our metric (acc, mc2), a generate_until pair lm-eval's "exact_match,<filter>"
+    rescored = {name if "," in name else result_key(METRICS[name].reported_as): ours for name, _, ours, _ in pairs}
     numbers = {}
-    for metric in adoption.spec.metrics:
-        name = METRICS[metric].reported_as
-        for filter_name in adoption.spec.shape.logged_filters(adoption.spec):
-            key = result_key(name, filter_name)
-            if key in reported:
-                numbers[result_key_id(name, filter_name)] = {
-                    "metric": name, "filter": filter_name, "reported": reported[key],
-                    "stderr": reported.get(result_key(name, filter_name, True)),
-                    "rescored": rescored.get(metric, rescored.get(key))}
+    for key, value in reported.items():
+        metric, _, filter_name = key.partition(",")
+        if filter_name and not metric.endswith("_stderr") and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            numbers[result_key_id(metric, filter_name)] = {
+                "metric": metric, "filter": filter_name, "reported": float(value),
+                "stderr": reported.get(result_key(metric, filter_name, True)), "rescored": rescored.get(key)}
     model = adoption.profile.model
     model_id = model.get("repo_id") if model.source == "hub" else f"local/{adoption.profile.name}"
     verdict = {"verdict": head_of(outcome.verdict()), "exit_code": str(outcome.exit_code), "line": outcome.verdict(),
-               "reviewer_numbers": whose, "adopted_sha256": sha256_bytes(adopted_bytes),
-               "lock_sha256": adoption.lock.sha256, "tool": f"sst2-audit {metadata.version('sst2-audit')}"}
+               "reviewer_numbers": whose, "lock_sha256": adoption.lock.sha256,
+               "tool": f"sst2-audit {metadata.version('sst2-audit')}"}
     return ExportedTask(task, str(model_id), str(results.get("lm_eval_version") or "unknown"),
                         str(results.get("date", "")), _dataset(adoption), numbers,
                         adoption.shape.exported_rows(adoption), verdict)
+
+
+def with_record(task: ExportedTask, adopted_bytes: bytes) -> ExportedTask:
+    """The export once the adopted record is written: its sha256 on every record (and in the files' names)."""
+    task.verdict = {**task.verdict, "adopted_sha256": sha256_bytes(adopted_bytes)}
+    return task
 
 
 def _dataset(adoption) -> dict:

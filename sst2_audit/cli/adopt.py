@@ -10,7 +10,8 @@ from sst2_audit.audit.adopt_rescore import record, run_levels
 from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
-from sst2_audit.cli.adopt_shared import adopted_target, audit_task, export_eee, logged, print_outcome, write_task
+from sst2_audit.cli.adopt_shared import (adopted_target, audit_task, export_eee, export_ready, logged, print_outcome,
+                                         write_task)
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_format, with_profile)
 from sst2_audit.formats import lm_eval_run
@@ -115,6 +116,7 @@ def _taken_by(lock, task: str) -> str:
 def _report(args, adoption, outcome, kept: tuple) -> int:
     """Rank 0: the verdict printed, and the adopted folder (and bundle) written when nothing failed."""
     (name, out, seed, timings), output, spec, lock = kept, adoption.output, adoption.spec, adoption.lock
+    ready = export_ready(args, adoption, outcome)  # before the verdict: an export that cannot be built is no late error
     head = [f"adoption of {output.results_path} ({output.samples_path.name}): task {spec.name}, "
             f"{logged(output)}, against the reviewer's lock {lock.given} profile "
             f"{adoption.profile.name}"]
@@ -124,7 +126,7 @@ def _report(args, adoption, outcome, kept: tuple) -> int:
         return outcome.exit_code
     files = write_task(out, adoption, record(adoption, name, seed, timings))
     print(f"adopted: {printable(out)} (audit it: {printable(command_line('audit', *audit_words(args, out)))})")
-    export_eee(args, adoption, outcome, files)
+    export_eee(args, ready, adoption, files)
     if args.bundle:
         print(f"bundle: {printable(adopted_bundle.pack(out, files, name, lock, args.cache, args.results))}")
     return outcome.exit_code

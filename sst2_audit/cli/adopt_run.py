@@ -16,7 +16,7 @@ from sst2_audit.audit.adopt_run import check_groups, group_numbers, UNPINNED
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.bundle import adopted as adopted_bundle
-from sst2_audit.cli.adopt_shared import adopted_target, audit_task, export_eee, write_task
+from sst2_audit.cli.adopt_shared import adopted_target, audit_task, export_eee, export_ready, write_task
 from sst2_audit.cli.common import audit_words, show_verdict, spec_for_run
 from sst2_audit.formats import adopted_run, lm_eval_output, records, strict_json
 from sst2_audit.formats.adopted import ADOPTED_FILE
@@ -124,6 +124,8 @@ def _report(args, target: tuple, found: tuple, run, groups: list) -> int:
     head = [f"adoption of the run {index.results_path}: {len(index.tasks)} task(s) logged ({', '.join(index.tasks)})"
             + (f", group(s) {', '.join(sorted(index.groups))}" if index.groups else "")
             + f", against the reviewer's lock {lock.given}", *plan.notes]
+    ready = {task: export_ready(args, adoptions[task], outcomes[task]) for task in adoptions} \
+        if not run.failed else {}  # built before the verdict is printed
     _print_run(run, index.results_path, head, *_sections(outcomes, adoptions), groups, run.group)
     if run.failed:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
@@ -131,7 +133,7 @@ def _report(args, target: tuple, found: tuple, run, groups: list) -> int:
     record_bytes, files = _write(out, name, seed, (index, plan, adoptions, timings), run, groups)
     print(f"adopted: {printable(out)} (audit it: {printable(command_line('audit', *audit_words(args, out)))})")
     for task, adoption in adoptions.items():
-        export_eee(args, adoption, outcomes[task], files[task])
+        export_eee(args, ready[task], adoption, files[task])
     if args.bundle:
         tasks = {task: (files[task], adoptions[task].cache) for task in outcomes}
         print(f"bundle: {printable(adopted_bundle.pack_run(record_bytes, tasks, name, lock, args.results))}")

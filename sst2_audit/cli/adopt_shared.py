@@ -67,12 +67,19 @@ def write_task(out: Path, adoption, adopted_record) -> dict:
     return files
 
 
-def export_eee(args, adoption, outcome, files: dict) -> None:
-    """--export-eee DIR: the adopted task as Every Eval Ever records, its verdict on each (written after the adopted
-    folder, from lm-eval's own files)."""
-    if getattr(args, "export_eee", None) is None:
+def export_ready(args, adoption, outcome):
+    """--export-eee DIR: the task's Every Eval Ever records, built before the verdict is printed (None: not asked,
+    or the adoption failed and nothing is kept)."""
+    if getattr(args, "export_eee", None) is None or outcome.failed:
+        return None
+    return adopt_export.exported(adoption, outcome)
+
+
+def export_eee(args, ready, adoption, files: dict) -> None:
+    """The records written after the adopted folder (its record's sha256 on each), from lm-eval's own files."""
+    if ready is None:
         return
-    exported = adopt_export.exported(adoption, outcome, files[adopted.ADOPTED_FILE])
+    exported = adopt_export.with_record(ready, files[adopted.ADOPTED_FILE])
     record, samples = every_eval_ever.write(args.export_eee, exported, str(int(time.time())))
     print(f"every eval ever: {printable(record)} and {printable(samples.name)} ({adoption.spec.name}, "
           f"{len(exported.rows)} rows, verdict on each)")
