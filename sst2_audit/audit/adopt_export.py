@@ -22,9 +22,9 @@ def choice_rows(adoption) -> list:
         question = adoption.questions.get(sample.doc_id)
         audit = {} if question is None else {"row_class": question.row_class, "logged": json.dumps(question.logged),
                                              "rescored": json.dumps(question.rescored)}
+        predicted = choices[best] if best < len(choices) else str(best)  # the output and the answer read from it
         rows.append(ExportedRow(sample.doc_id, (sample.arguments or [("", "")])[0][0], sample.target or "", choices,
-                                choices[best] if best < len(choices) else str(best),
-                                choices[best] if best < len(choices) else str(best), sample.filter,
+                                predicted, predicted, sample.filter,
                                 {name: value for name, value in sample.metrics.items() if isinstance(value, float)},
                                 _hashes(sample), audit))
     return rows

@@ -74,11 +74,11 @@ def _prepare_one(args, lock, profile) -> int:
         manifest = rewritten
 
     label = f"profile {profile.name}" + (f" ({notice_for(profile)})" if profile.demo else "")
-    held = sum(entry.source != NOT_FETCHED for entry in manifest.files)
-    print(f"{action}: {cache} holds {held} verified files for the {label}; "
+    left_out = sum(entry.source == NOT_FETCHED for entry in manifest.files)
+    print(f"{action}: {cache} holds {len(manifest.files) - left_out} verified files for the {label}; "
           f"lock fully hashed: {'yes' if manifest.lock_fully_hashed else 'no'}")
-    if manifest.weightless:
-        print(f"no weights: the model's {sum(f.source == NOT_FETCHED for f in manifest.files)} weight file(s) are "
+    if left_out:
+        print(f"no weights: the model's {left_out} weight file(s) are "
               "pinned, not fetched (--no-weights); adopt and audit run every level but the rescore with this cache "
               "(exit 4 at best), run refuses it")
     profiles, on_disk, as_copies = disk_use(args.cache)

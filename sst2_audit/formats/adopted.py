@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.manifest import ManifestFile
-from sst2_audit.formats.schema import convert
+from sst2_audit.formats.schema import convert, require_kind
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 
@@ -99,10 +99,7 @@ def refuse_old(raw, kind: str, version: int, where: str) -> None:
 
 def from_dict(raw, where: str) -> AdoptedRecord:
     refuse_old(raw, ADOPTED_KIND, ADOPTED_VERSION, where)
-    if not isinstance(raw, dict) or raw.get("kind") != ADOPTED_KIND or raw.get("schema_version") != ADOPTED_VERSION:
-        got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
-        raise InputError(f"{where}: expected kind {ADOPTED_KIND!r} schema_version {ADOPTED_VERSION}, got {got!r}.")
-    record = convert(AdoptedRecord, raw, where)
+    record = convert(AdoptedRecord, require_kind(raw, ADOPTED_KIND, ADOPTED_VERSION, where), where)
     for number, question in enumerate(record.questions):
         if question.row_class not in ROW_CLASSES:
             raise InputError(f"{where}.questions[{number}].row_class: expected one of {list(ROW_CLASSES)}, got "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.adopted import Bound, refuse_old
 from sst2_audit.formats.manifest import ManifestFile
-from sst2_audit.formats.schema import convert
+from sst2_audit.formats.schema import convert, require_kind
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 
@@ -87,12 +87,7 @@ def write(path, record: AdoptedGenerationRecord) -> None:
 
 def from_dict(raw, where: str) -> AdoptedGenerationRecord:
     refuse_old(raw, GENERATION_KIND, GENERATION_VERSION, where)
-    version = raw.get("schema_version") if isinstance(raw, dict) else None
-    if not isinstance(raw, dict) or raw.get("kind") != GENERATION_KIND or version != GENERATION_VERSION:
-        got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
-        raise InputError(f"{where}: expected kind {GENERATION_KIND!r} schema_version {GENERATION_VERSION}, got "
-                         f"{got!r}.")
-    record = convert(AdoptedGenerationRecord, raw, where)
+    record = convert(AdoptedGenerationRecord, require_kind(raw, GENERATION_KIND, GENERATION_VERSION, where), where)
     for number, row in enumerate(record.rows):
         if row.row_class not in GENERATION_CLASSES:
             raise InputError(f"{where}.rows[{number}].row_class: expected one of {list(GENERATION_CLASSES)}, got "

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from sst2_audit.formats import strict_json
-from sst2_audit.formats.schema import convert
+from sst2_audit.formats.schema import convert, require_kind
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.sanitize import RUN_NAME
@@ -54,12 +54,7 @@ def write(path, record: AdoptedRun) -> None:
 
 
 def from_dict(raw, where: str) -> AdoptedRun:
-    if not isinstance(raw, dict) or raw.get("kind") != ADOPTED_RUN_KIND or \
-            raw.get("schema_version") != ADOPTED_RUN_VERSION:
-        got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
-        raise InputError(f"{where}: expected kind {ADOPTED_RUN_KIND!r} schema_version {ADOPTED_RUN_VERSION}, got "
-                         f"{got!r}.")
-    record = convert(AdoptedRun, raw, where)
+    record = convert(AdoptedRun, require_kind(raw, ADOPTED_RUN_KIND, ADOPTED_RUN_VERSION, where), where)
     names = [member.task for member in record.tasks]
     if not 0 < len(names) <= MAX_TASKS or len(set(names)) != len(names):
         raise InputError(f"{where}: tasks: expected 1 to {MAX_TASKS} distinct tasks, got {len(names)}.")

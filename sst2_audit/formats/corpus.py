@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from sst2_audit.formats import strict_json
-from sst2_audit.formats.schema import convert
+from sst2_audit.formats.schema import convert, require_kind
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import EXIT_CODES, InputError
 from sst2_audit.util.sanitize import RUN_NAME
@@ -44,10 +44,7 @@ class Corpus:
 
 
 def read(path) -> Corpus:
-    raw = strict_json.read(path)
-    if not isinstance(raw, dict) or raw.get("kind") != CORPUS_KIND or raw.get("schema_version") != CORPUS_VERSION:
-        got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
-        raise InputError(f"{path}: expected kind {CORPUS_KIND!r} schema_version {CORPUS_VERSION}, got {got!r}.")
+    raw = require_kind(strict_json.read(path), CORPUS_KIND, CORPUS_VERSION, str(path))
     corpus = convert(Corpus, raw, str(path))
     for number, entry in enumerate(corpus.runs):
         _checked(entry, f"{path}: runs[{number}]")

@@ -6,7 +6,7 @@ the reviewer's rescored number, so the verdict travels with the records into the
 
 The instance fields follow the package's own lm-eval converter (sample_hash: the sha256 of the JSON of the prompt
 and the reference; evaluation_result_id: the metric, or `metric:filter`); the uuid is derived from the adopted
-record's sha256, so exporting one adoption twice gives the same files."""
+record's sha256: the file names say which adopted record they were exported with."""
 
 import hashlib
 import json

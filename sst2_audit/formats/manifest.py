@@ -117,8 +117,12 @@ WEIGHTS_SUFFIXES = (".safetensors", ".safetensors.index.json")  # what only a mo
 NOT_FETCHED = "not fetched (prepare --no-weights)"  # a weight file's source in a cache prepared without weights
 
 
+def is_weight_file(path: str) -> bool:
+    return path.endswith(WEIGHTS_SUFFIXES)
+
+
 def is_weights(entry: ManifestFile) -> bool:
-    return entry.role == "model" and entry.path.endswith(WEIGHTS_SUFFIXES)
+    return entry.role == "model" and is_weight_file(entry.path)
 
 
 def verify_files(cache: Path, manifest: Manifest, roles=None, weights: bool = True) -> None:

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats import strict_json
-from sst2_audit.formats.schema import convert
+from sst2_audit.formats.schema import convert, require_kind
 from sst2_audit.util import atomic
-from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import canonical_json
 
 PREREG_FILE = "preregistration.json"
@@ -88,10 +87,7 @@ def parse_versioned(data: bytes, where: str, kind):
     """A record of a kind that began at version 1 and has had no other (pre-registration, confirmation, study)."""
     raw = strict_json.loads(data, where)
     expected = next(f.default for f in dataclasses.fields(kind) if f.name == "kind")
-    if not isinstance(raw, dict) or raw.get("kind") != expected or raw.get("schema_version") != 1:
-        got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
-        raise InputError(f"{where}: expected kind {expected!r} schema_version 1, got {got!r}.")
-    return convert(kind, raw, where)
+    return convert(kind, require_kind(raw, str(expected), 1, where), where)
 
 
 def read_versioned(path: Path, kind):

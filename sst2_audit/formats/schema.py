@@ -114,3 +114,11 @@ def convert(kind, value, where):
         raise _fields_error(where, missing, extra, [f.name for f in fields])
     built = {name: typed(hints[name], item, f"{where}.{name}") for name, item in value.items()}
     return kind(**built)
+
+
+def require_kind(raw, kind: str, version: int, where: str) -> dict:
+    """A record's envelope: a JSON object of exactly this kind and schema_version (one message for every kind)."""
+    if not isinstance(raw, dict) or raw.get("kind") != kind or raw.get("schema_version") != version:
+        got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
+        raise InputError(f"{where}: expected kind {kind!r} schema_version {version}, got {got!r}.")
+    return raw

@@ -9,7 +9,7 @@ from pathlib import Path
 from sst2_audit.formats.fields import columns_of
 from sst2_audit.formats.lock import load_lock, Lock, Profile
 from sst2_audit.formats.manifest import (
-    is_weights,
+    is_weight_file,
     Manifest,
     ManifestFile,
     NOT_FETCHED,
@@ -64,14 +64,14 @@ def _not_fetched(resource) -> list:
     """prepare --no-weights: the model's weight files as the manifest records them, pinned, never fetched (a weight
     file the lock does not pin by sha256 cannot be left out: nothing would ever check it)."""
     found = []
-    for locked in resource.files:
+    for locked in resource.files if resource.kind == "model" else ():
+        if not is_weight_file(locked.path):
+            continue
+        if not locked.sha256:
+            raise InputError(f"--no-weights: the lock pins no sha256 for {locked.path}; prepare the profile with its "
+                             "weights once (prepare fills the lock's missing pins), then without.")
         cache_path, role = cache_path_for(resource, locked)
-        entry = ManifestFile(cache_path, role, 0, locked.sha256 or "", NOT_FETCHED, locked.sha256)
-        if resource.kind == "model" and is_weights(entry):
-            if not locked.sha256:
-                raise InputError(f"--no-weights: the lock pins no sha256 for {locked.path}; prepare the profile with "
-                                 "its weights once (prepare fills the lock's missing pins), then without.")
-            found.append(entry)
+        found.append(ManifestFile(cache_path, role, 0, locked.sha256, NOT_FETCHED, locked.sha256))
     return found
 
 

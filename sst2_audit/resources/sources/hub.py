@@ -7,7 +7,7 @@ revision: the LFS sha256 for large files, the git blob sha1 for small ones.
 import re
 from pathlib import Path
 
-from sst2_audit.formats.manifest import WEIGHTS_SUFFIXES
+from sst2_audit.formats.manifest import is_weight_file
 from sst2_audit.resources.sources.interface import cache_path_for, FetchContext, StagedFile
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.hashing import git_blob_sha1, sha256_file
@@ -84,7 +84,7 @@ def fetch(resource, context: FetchContext) -> list:
     download_dir = context.staging / "hub-download"
     staged_files = []
     for number, locked in enumerate(resource.files, start=1):
-        if not context.weights and locked.path.endswith(WEIGHTS_SUFFIXES):
+        if not context.weights and resource.kind == "model" and is_weight_file(locked.path):
             continue  # prepare --no-weights: never downloaded (a 7B model's 14 GB)
         label = f"{repo_id}@{revision[:12]}/{locked.path}"
         say(f"[prepare] {resource.kind} file {number}/{len(resource.files)}: {label}")
