@@ -23,7 +23,7 @@ from sst2_audit.formats.lm_eval_output import PlainOutput
 from sst2_audit.formats.lock import Lock, Profile
 from sst2_audit.formats.releases import release_of
 from sst2_audit.protocol.metrics import METRICS, result_key
-from sst2_audit.protocol.rules import doc_hash, prompt_hash
+from sst2_audit.protocol.rules import doc_hash
 from sst2_audit.scoring.identity import expected_question, tokens_hash
 from sst2_audit.scoring.shards import Shards
 from sst2_audit.scoring.summaries import bootstrap_iters
@@ -299,18 +299,16 @@ def _identity_of(sample, expected) -> tuple:
     want = {"doc_hash": expected.doc_hash, "prompt_hash": expected.prompt_hash,
             "target_hash": sha256_text(str(expected.target))}
     got = {"doc_hash": sample.doc_hash, "prompt_hash": sample.prompt_hash, "target_hash": sample.target_hash}
-    if sample.doc is not None:
-        want["doc_hash (of the logged doc)"] = expected.doc_hash
-        got["doc_hash (of the logged doc)"] = doc_hash(sample.doc)
-    if sample.arguments is not None:  # compared as hashes: no data text in a finding
+    logged = sample.logged  # digests of the text lm-eval's own file logs (our public copy holds none)
+    if logged is not None:  # compared as hashes: no data text in a finding
+        want["doc_hash (of the logged doc)"], got["doc_hash (of the logged doc)"] = expected.doc_hash, logged.doc_hash
         want["arguments (sha256 of each context and continuation)"] = [
             [sha256_text(c), sha256_text(k)] for c, k in zip(expected.contexts, expected.candidates)]
         got["arguments (sha256 of each context and continuation)"] = [
-            [sha256_text(c), sha256_text(k)] for c, k in sample.arguments]
+            [c, k] for c, k in zip(logged.contexts, logged.continuations)]
         want["prompt_hash (of the logged context)"] = expected.prompt_hash
-        got["prompt_hash (of the logged context)"] = prompt_hash(sample.arguments[0][0]) if sample.arguments else None
-    if sample.target is not None:
-        want["target (sha256)"], got["target (sha256)"] = sha256_text(str(expected.target)), sha256_text(sample.target)
+        got["prompt_hash (of the logged context)"] = logged.contexts[0] if logged.contexts else None
+        want["target (sha256)"], got["target (sha256)"] = sha256_text(str(expected.target)), logged.target
     return want, got
 
 

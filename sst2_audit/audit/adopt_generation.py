@@ -64,11 +64,11 @@ def check_identity(adoption, tokenizer) -> LevelResult:
             where = f"doc_id {idx} ({sample.filter})"
             for name, value in want.items():
                 level.expect(where, name, value, getattr(sample, name))
-            if sample.doc is not None:
-                level.expect(where, "doc_hash (of the logged doc)", want["doc_hash"], doc_hash(sample.doc))
-                level.expect(where, "context (sha256)", sha256_text(context), sha256_text(sample.arguments[0][0]))
-                level.expect(where, "generation_kwargs", kwargs, sample.arguments[0][1])
-                level.expect(where, "target (sha256)", want["target_hash"], sha256_text(sample.target))
+            if sample.logged is not None:  # lm-eval's own file: the digests of its text
+                level.expect(where, "doc_hash (of the logged doc)", want["doc_hash"], sample.logged.doc_hash)
+                level.expect(where, "context (sha256)", sha256_text(context), sample.logged.contexts[0])
+                level.expect(where, "generation_kwargs", kwargs, sample.generation_kwargs)
+                level.expect(where, "target (sha256)", want["target_hash"], sample.logged.target)
         tokens = context_tokens(tokenizer, context, settings["add_bos_token"])
         if len(tokens) + spec.generation.max_gen_toks > settings["max_length"]:
             raise InputError(f"row idx {idx}: the context is {len(tokens)} tokens, and with max_gen_toks "

@@ -84,8 +84,8 @@ def main(argv, owns_process: bool = False) -> int:
     spec = spec_for_run(lock, profile, args.task[0] if args.task else None)
     name, out = adopted_target(args, f"adopted-{profile.name}")
     try:
-        output = lm_eval_run.read_plain_output(args.output, spec.name, spec.metrics,
-                                                  spec.shape.sample_filters(spec))
+        output = lm_eval_run.read_plain_output(args.output, spec.name, spec.metrics, spec.shape.sample_filters(spec),
+                                               keep_text=args.export_eee is not None)
     except lm_eval_run.TaskNotInRun as missing:
         raise InputError(f"{missing}; the profile {profile.name} of {lock.given} pins task {spec.name}. "
                          + " ".join(_taken_by(lock, task) for task in missing.tasks)) from None

@@ -1,6 +1,7 @@
 """lm-eval's own output (its results and per-sample logs) as the audit reads it: only the fields it reads are
 typed, the rest is kept."""
 
+import sys
 import typing
 from pathlib import Path
 from dataclasses import dataclass
@@ -10,7 +11,8 @@ from sst2_audit.formats.schema import typed
 from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.util.environment import scrub_absolute_paths
 from sst2_audit.util.errors import InputError
-from sst2_audit.util.hashing import sha256_bytes
+from sst2_audit.protocol.rules import doc_hash
+from sst2_audit.util.hashing import sha256_bytes, sha256_text
 
 
 # lm-eval's own output, as the audit reads it: only the fields it reads are typed, the rest is kept.
@@ -96,9 +98,29 @@ MAX_SAMPLES_BYTES = 512 << 20  # the full MMLU test split's samples with their t
 HASH_FIELDS = ("doc_hash", "prompt_hash", "target_hash")
 
 
-@dataclass
+@dataclass(slots=True)
+class LoggedText:
+    """The sha256 digests of a sample's logged text, taken as its line is read: the identity level compares them with
+    the pinned row's, so the text itself is kept only for an export (the reader's memory stays flat in the file's
+    size: a leaderboard samples file is mostly its few-shot contexts, repeated once per candidate)."""
+    doc_hash: str  # doc_hash() of the logged doc
+    contexts: list  # sha256 of each request's context (arg_0); the first is the logged context's prompt_hash
+    continuations: list  # sha256 of each request's continuation (arg_1); [] for a generate_until request
+    target: str  # sha256 of the logged target
+
+
+def logged_text(doc: dict, arguments: list, target: str, generated: bool = False) -> LoggedText:
+    digests: dict = {}  # a multiple_choice task logs one context per candidate, the same each time: hashed once
+    contexts = [digests.get(context) or digests.setdefault(context, sys.intern(sha256_text(context)))
+                for context, _ in arguments]
+    continuations = [] if generated else [sys.intern(sha256_text(c)) for _, c in arguments]
+    return LoggedText(sys.intern(doc_hash(doc)), contexts, continuations, sys.intern(sha256_text(target)))
+
+
+@dataclass(slots=True)
 class PlainSample:
-    """One logged sample of a plain run. doc, arguments and target carry data text: None in our public copy."""
+    """One logged sample of a plain run. `logged`: the digests of its text (None in our public copy, which holds
+    none); doc, arguments and target: the text itself, kept only when asked (an export)."""
     doc_id: int
     scores: list  # per candidate: the logged log-likelihood (resps[k][0][0]) as a float
     greedy: list  # per candidate: resps[k][0][1]
@@ -109,6 +131,7 @@ class PlainSample:
     metrics: dict  # lm-eval's name -> the logged per-document value (a float, or [gold, prediction])
     filter: str = "none"
     metric_names: list | None = None  # the sample's `metrics`: the names lm-eval logged values of
+    logged: LoggedText | None = None
     doc: dict | None = None
     arguments: list | None = None  # [(context, continuation)] per request
     target: str | None = None
@@ -127,13 +150,16 @@ class PlainOutput:
 
 
 def _number(text, where: str) -> float:
-    """A logged log-likelihood: lm-eval's str(float) in its own file, a float in our public copy."""
+    """A logged log-likelihood: lm-eval's str(float) in its own file (read exactly: the text must be the float's own
+    repr, so " 1.0", "1_0" or "+1.0", which Python's float() would take, are refused), a float in our public copy."""
     value = text
     if type(text) is str:
         try:
             value = float(text)
         except ValueError:
             raise InputError(f"{where}: expected a log-likelihood, got {text[:60]!r}.") from None
+        if repr(value) != text:
+            raise InputError(f"{where}: expected a log-likelihood as Python writes a float, got {text[:60]!r}.")
     return typed(float, value, where)
 
 
@@ -161,7 +187,8 @@ TEXT_FIELDS = ("doc", "arguments", "target")  # in lm-eval's own file, never in 
 SAMPLE_FIELDS = ("doc_id", *TEXT_FIELDS, "resps", "filtered_resps", "filter", "metrics", *HASH_FIELDS)
 
 
-def read_plain_sample(raw, where: str, reported: tuple, public: bool = False, legacy: bool = False) -> PlainSample:
+def read_plain_sample(raw, where: str, reported: tuple, public: bool = False, legacy: bool = False,
+                      keep_text: bool = False) -> PlainSample:
     """One line of a samples file (lm-eval's own or our public copy), typed; a malformed one is exit 2. legacy: the
     results file names no release (lm-eval 0.4.8 and earlier): its lines log neither `filter` nor `metrics` (one
     line per document of a multiple_choice task, filter none; the metrics are the values it logs)."""
@@ -194,14 +221,24 @@ def read_plain_sample(raw, where: str, reported: tuple, public: bool = False, le
         raise InputError(f"{where}: unexpected field(s) {[name[:40] for name in unknown[:5]]} (lm-eval logs "
                          f"{', '.join(SAMPLE_FIELDS)} and each metric's value).")
     metrics = {name: typed(float | list[int], raw[name], f"{where}.{name}") for name in reported if name in raw}
-    return PlainSample(
+    _no_text(raw, where, public)
+    sample = PlainSample(
         typed(int, raw["doc_id"], f"{where}.doc_id"), scores, greedy, kept,
         *_hashes(raw, where), metrics,
         filter=typed(str, raw["filter"], f"{where}.filter"),
-        metric_names=names,
-        doc=typed(dict, raw["doc"], f"{where}.doc") if "doc" in raw else None,
-        arguments=_arguments(raw["arguments"], f"{where}.arguments") if "arguments" in raw else None,
-        target=typed(str, raw["target"], f"{where}.target") if "target" in raw else None)
+        metric_names=names)
+    if not public:
+        doc, arguments = typed(dict, raw["doc"], f"{where}.doc"), _arguments(raw["arguments"], f"{where}.arguments")
+        target = typed(str, raw["target"], f"{where}.target")
+        sample.logged = logged_text(doc, arguments, target)
+        if keep_text:
+            sample.doc, sample.arguments, sample.target = doc, arguments, target
+    return sample
+
+
+def _no_text(raw: dict, where: str, public: bool) -> None:
+    if public and any(name in raw for name in TEXT_FIELDS):
+        raise InputError(f"{where}: a public copy holds no doc, arguments or target (data text).")
 
 
 def public_sample(sample: PlainSample) -> dict:
@@ -222,39 +259,40 @@ def public_results(results: dict) -> dict:
 
 
 def _hashes(raw: dict, where: str) -> tuple[str, str, str]:
-    doc, prompt, target = (typed(str, raw[name], f"{where}.{name}") for name in HASH_FIELDS)
+    """lm-eval's three hashes, interned: the digests of an honest line's text are the same strings, kept once."""
+    doc, prompt, target = (sys.intern(typed(str, raw[name], f"{where}.{name}")) for name in HASH_FIELDS)
     return doc, prompt, target
 
 
 def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics, public: bool,
-                     filters=None) -> PlainOutput:
-    """The results and samples files (lm-eval's own, or our public copy of them), strictly and within limits."""
+                     filters=None, keep_text: bool = False) -> PlainOutput:
+    """The results and samples files (lm-eval's own, or our public copy of them), strictly and within limits; the
+    samples file streamed line by line, each sample's text reduced to its digests unless keep_text (an export)."""
     results_bytes = strict_json.read_bytes(results_path, MAX_RESULTS_BYTES)
     results = check_lm_eval_results(strict_json.loads(results_bytes, str(results_path)), task, str(results_path),
                                     metrics, filters or ("none",))
-    samples_bytes = strict_json.read_bytes(samples_path, MAX_SAMPLES_BYTES)
     reported = tuple(METRICS[m].reported_as for m in metrics) if filters is None else ()
-    lines = enumerate(strict_json.loads_lines(samples_bytes, str(samples_path)), start=1)
     legacy = "lm_eval_version" not in results
     if legacy and filters is not None and not public:
         raise InputError(f"{results_path}: a generate_until run that names no lm-eval release (0.4.8 or earlier): its "
                          "samples lines name no filter (one block of lines per filter), which adopt does not read "
                          "yet; its multiple_choice tasks are read.")
-    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported, public, legacy) if filters is None
-               else read_generated_sample(raw, f"{samples_path}:{number}", public) for number, raw in lines]
+    lines = strict_json.Lines(samples_path, MAX_SAMPLES_BYTES)
+    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported, public, legacy, keep_text)
+               if filters is None else read_generated_sample(raw, f"{samples_path}:{number}", public, keep_text)
+               for number, raw in lines]
     if not samples:
         raise InputError(f"{samples_path}: no samples.")
-    if public and any(s.doc is not None or s.arguments is not None or s.target is not None for s in samples):
-        raise InputError(f"{samples_path}: a public copy holds no doc, arguments or target (data text).")
     return PlainOutput(Path(results_path), Path(samples_path), task, results, samples, sha256_bytes(results_bytes),
-                       sha256_bytes(samples_bytes), public)
+                       str(lines.sha256), public)
 
 
 # --- a generate_until task's samples: one line per document and filter (SOURCE_MAP step 80) ----------------------
-@dataclass
+@dataclass(slots=True)
 class GeneratedSample:
     """One logged line of a generate_until task. The texts are None in our public copy (a generation can quote the
-    data): it keeps their sha256 instead."""
+    data): it keeps their sha256 instead. `logged`: the digests of the doc, context and target (lm-eval's own file);
+    the generation and the answer are kept (the rescore reads them); doc, arguments, target only when asked."""
     doc_id: int
     filter: str
     exact_match: float
@@ -265,6 +303,8 @@ class GeneratedSample:
     target_hash: str
     response: str | None = None
     filtered: str | None = None
+    logged: LoggedText | None = None
+    generation_kwargs: dict | None = None  # the logged request's (arg_1)
     doc: dict | None = None
     arguments: list | None = None  # [(context, generation_kwargs)]
     target: str | None = None
@@ -276,7 +316,7 @@ PUBLIC_GENERATED_FIELDS = ("doc_id", "resps_sha256", "filtered_resps_sha256", "f
                            *HASH_FIELDS)
 
 
-def read_generated_sample(raw, where: str, public: bool = False) -> GeneratedSample:
+def read_generated_sample(raw, where: str, public: bool = False, keep_text: bool = False) -> GeneratedSample:
     raw = typed(dict, raw, where)
     fields = PUBLIC_GENERATED_FIELDS if public else GENERATED_FIELDS
     missing, unknown = [n for n in fields if n not in raw], sorted(set(raw) - set(fields))
@@ -303,13 +343,18 @@ def read_generated_sample(raw, where: str, public: bool = False) -> GeneratedSam
     else:
         response, filtered = shapes[0][0][0], shapes[1][0]
         response_sha, filtered_sha = sha256_bytes(response.encode()), sha256_bytes(filtered.encode())
-    return GeneratedSample(
+    sample = GeneratedSample(
         typed(int, raw["doc_id"], f"{where}.doc_id"), typed(str, raw["filter"], f"{where}.filter"),
         typed(float, raw["exact_match"], f"{where}.exact_match"), response_sha, filtered_sha,
-        *_hashes(raw, where), response, filtered,
-        doc=typed(dict, raw["doc"], f"{where}.doc") if not public else None,
-        arguments=_generation_arguments(raw["arguments"], f"{where}.arguments") if not public else None,
-        target=typed(str, raw["target"], f"{where}.target") if not public else None)
+        *_hashes(raw, where), response, filtered)
+    if not public:
+        doc, arguments = typed(dict, raw["doc"], f"{where}.doc"), _generation_arguments(raw["arguments"],
+                                                                                       f"{where}.arguments")
+        target = typed(str, raw["target"], f"{where}.target")
+        sample.logged, sample.generation_kwargs = logged_text(doc, arguments, target, generated=True), arguments[0][1]
+        if keep_text:
+            sample.doc, sample.arguments, sample.target = doc, arguments, target
+    return sample
 
 
 def _generation_arguments(raw, where: str) -> list:

@@ -28,12 +28,23 @@ def _type_name(hint) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
+_EXACT = (bool, int, str, dict, list)  # checked by exact type: True is no int, 1 no float
+
+
+@functools.cache
+def _shape(hint) -> tuple:
+    """What typed() asks of a hint, once per hint."""
+    return typing.get_origin(hint), typing.get_args(hint), dataclasses.is_dataclass(hint), typing.is_typeddict(hint)
+
+
 def typed(hint, value, where):
     """Check a plain JSON value against a type hint: exact types, finite floats, no bool for int.
 
     A TypedDict stays a dict, with exactly its keys; a dataclass is built.
     """
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint in _EXACT and type(value) is hint or hint is float and type(value) is float and math.isfinite(value):
+        return value  # the common case first: a samples file checks millions of scalars
+    origin, args, is_dataclass, is_typeddict = _shape(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -49,9 +60,9 @@ def typed(hint, value, where):
                          f"{type(value).__name__} {str(value)[:60]!r}.")
     if hint is typing.Any or hint is object:
         return value
-    if dataclasses.is_dataclass(hint):
+    if is_dataclass:
         return convert(hint, value, where)
-    if typing.is_typeddict(hint):
+    if is_typeddict:
         return _object(_hints(hint), value, where, hint.__required_keys__)
     if hint is bool:
         ok = type(value) is bool

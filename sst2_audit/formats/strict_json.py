@@ -6,6 +6,7 @@ so duplicates are refused; NaN/Infinity are not JSON; a 5000-digit integer or de
 nesting is refused by the parser's own limits and reported here.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -18,8 +19,9 @@ MAX_RECORD_BYTES = 16 << 20  # a full 64-row run.json is about 75 KB
 MAX_DEPTH = 64
 
 
-def read_bytes(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
-    """A regular file's bytes, at most `limit`; links, FIFOs and devices are refused before opening."""
+def open_regular(path: Path, limit: int):
+    """A regular file opened for reading, at most `limit` bytes; links, FIFOs and devices are refused before opening
+    and a file swapped between the check and the open is refused too."""
     path = Path(path)
     try:
         info = os.lstat(path)
@@ -34,9 +36,16 @@ def read_bytes(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
         raise InputError(f"{path}: cannot read ({error.strerror}).") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # swapped between lstat and open
-            raise InputError(f"{path}: expected a regular file.")
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # swapped between lstat and open
+        handle.close()
+        raise InputError(f"{path}: expected a regular file.")
+    return handle
+
+
+def read_bytes(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
+    """A regular file's bytes, at most `limit`; links, FIFOs and devices are refused before opening."""
+    with open_regular(path, limit) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise InputError(f"{path}: more than the limit of {limit} bytes for a record.")
@@ -44,11 +53,13 @@ def read_bytes(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
 
 
 def _no_duplicates(pairs):
-    seen = {}
-    for key, value in pairs:
-        if key in seen:
-            raise ValueError(f"duplicate key {key!r}")
-        seen[key] = value
+    seen = dict(pairs)  # in C: the per-object cost of a samples file's millions of objects
+    if len(seen) != len(pairs):
+        keys = set()
+        for key, _ in pairs:  # the first repeated key, named
+            if key in keys:
+                raise ValueError(f"duplicate key {key!r}")
+            keys.add(key)
     return seen
 
 
@@ -57,13 +68,12 @@ def _no_constant(name):
 
 
 def _depth(value, where: str, level: int = 0) -> None:
+    """A container nested at most MAX_DEPTH deep (only containers are visited: a samples line holds thousands of
+    scalars)."""
     if level > MAX_DEPTH:
         raise InputError(f"{where}: nested deeper than {MAX_DEPTH} levels.")
-    if isinstance(value, dict):
-        for item in value.values():
-            _depth(item, where, level + 1)
-    elif isinstance(value, list):
-        for item in value:
+    for item in (value.values() if type(value) is dict else value):
+        if type(item) is dict or type(item) is list:
             _depth(item, where, level + 1)
 
 
@@ -102,7 +112,8 @@ def loads(data: bytes, where: str):
     except (ValueError, RecursionError) as error:  # duplicate key, NaN, too many digits, too deep
         reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
         raise InputError(f"{where}: not acceptable JSON ({reason}).") from None
-    _depth(value, where)
+    if (type(value) is dict or type(value) is list) and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+        _depth(value, where)  # fewer opening brackets than the limit cannot nest deeper than it
     if SURROGATE_ESCAPE.search(text):
         field = _lone_surrogate(value)
         if field:
@@ -122,3 +133,28 @@ def loads_lines(data: bytes, where: str) -> list:
 
 def read_lines(path: Path, limit: int = MAX_RECORD_BYTES) -> list:
     return loads_lines(read_bytes(path, limit), str(path))
+
+
+MAX_LINE_BYTES = 64 << 20  # one JSON Lines value: a leaderboard sample with its ten 5-shot contexts is about 60 KB
+
+
+class Lines:
+    """JSON Lines read one line at a time, each strict (memory: one line, not the file), the file's sha256 and size
+    taken on the way: `sha256` is set once every line was read. Blank lines are skipped, as loads_lines does."""
+
+    def __init__(self, path: Path, limit: int):
+        self.path, self.limit, self.sha256, self.size = Path(path), limit, None, 0
+
+    def __iter__(self):
+        digest, where = hashlib.sha256(), str(self.path)
+        with open_regular(self.path, self.limit) as handle:
+            for number, line in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), start=1):
+                digest.update(line)
+                self.size += len(line)
+                if self.size > self.limit:
+                    raise InputError(f"{where}: more than the limit of {self.limit} bytes for a record.")
+                if len(line) > MAX_LINE_BYTES:
+                    raise InputError(f"{where}:{number}: a line of more than {MAX_LINE_BYTES} bytes.")
+                if line.strip():
+                    yield number, loads(line, f"{where}:{number}")
+        self.sha256 = digest.hexdigest()
