@@ -1,9 +1,10 @@
-"""Make a real lighteval details file (issue 62, the next step: its reader is not built yet): lighteval 0.13.0 from
-the package registry, installed into a scratch environment with this environment's torch and transformers, run on
-the embedded SmolLM2 model and the embedded profile's demo data with a custom task of our own whose prompt is the
-pinned sst2 YAML's:
+"""Make a real lighteval run (issue 62; tests/data/lighteval-0.13.0 is its output): lighteval 0.13.0 from the
+package registry, installed into a scratch environment with this environment's torch and transformers, run on the
+embedded SmolLM2 model and the embedded profile's demo data with a custom task of our own whose prompt is the pinned
+sst2 YAML's. It runs in a scratch folder with the model and data named by relative paths (`model`, `data`), so its
+files name no machine path:
 
-    .venv/bin/python scripts/make_lighteval_run.py --cache .test-cache/embedded --out /tmp/lighteval-run [--rows 16]
+    .venv/bin/python scripts/make_lighteval_run.py --cache .test-cache/embedded --out tests/data/lighteval-0.13.0
 
 Found on the way (2026-12-06): lighteval 0.13.0 downloads tinyBenchmarks.pkl from a code host while it loads its task
 registry (unreachable here: an empty file is put where it looks first); with xxhash 4 its details logger fails
@@ -23,7 +24,6 @@ from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-RELEASE = "0.13.0"
 TASK = '''from lighteval.metrics.metrics import Metrics
 from lighteval.tasks.lighteval_task import LightevalTaskConfig
 from lighteval.tasks.requests import Doc
@@ -34,22 +34,25 @@ def sst2_prompt(line, task_name=None):
                choices=[" negative", " positive"], gold_index=int(line["label"]))
 
 
-TASKS_TABLE = [LightevalTaskConfig(name="sst2demo", prompt_function=sst2_prompt, hf_repo="DATA", hf_subset="default",
+TASKS_TABLE = [LightevalTaskConfig(name="sst2demo", prompt_function=sst2_prompt, hf_repo="data", hf_subset="default",
                                    hf_avail_splits=["train", "validation"], evaluation_splits=["validation"],
                                    few_shots_split="train", few_shots_select="sequential",
                                    metrics=[Metrics.loglikelihood_acc], version=0)]
 '''
+# before 0.11 a task names its suite and its metrics as `metric`, and a task is named suite|task|shots|truncate
+TASK_FLAT = TASK.replace("metrics=[", 'suite=["custom"], metric=[')
+RELEASES = {"0.13.0": (TASK, "custom|sst2demo|0"), "0.10.0": (TASK_FLAT, "custom|sst2demo|0|0")}
 
 
-def scratch_environment(venv: Path) -> Path:
+def scratch_environment(venv: Path, release: str) -> Path:
     lighteval = venv / "bin" / "lighteval"
     if not lighteval.is_file():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         pins = [f"{name}=={metadata.version(name)}" for name in ("torch", "transformers", "tokenizers")]
-        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"lighteval=={RELEASE}", "xxhash<4", *pins],
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"lighteval=={release}", "xxhash<4", *pins],
                        check=True)
-    site = next((venv / "lib").glob("python3*/site-packages/lighteval/tasks/tasks"))
-    (site / "tinyBenchmarks.pkl").touch()  # its registry downloads this at load otherwise
+    for site in (venv / "lib").glob("python3*/site-packages/lighteval/tasks/tasks"):  # 0.13.0's registry folder
+        (site / "tinyBenchmarks.pkl").touch()  # its registry downloads this at load otherwise
     return lighteval
 
 
@@ -59,23 +62,31 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="where lighteval's results and details go")
     parser.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "sst2-audit-lighteval")
     parser.add_argument("--rows", type=int, default=16, help="lighteval's --max-samples")
+    parser.add_argument("--release", choices=sorted(RELEASES), default="0.13.0")
     args = parser.parse_args()
-    lighteval = scratch_environment(args.venv)
+    lighteval = scratch_environment(args.venv, args.release)
+    task, name = RELEASES[args.release]
     settings = json.loads((REPO / "resources.lock.json").read_text())["run_settings"]
     with tempfile.TemporaryDirectory(prefix="sst2-audit-lighteval-") as scratch:
         folder = Path(scratch)
         shutil.copytree(args.cache / "data", folder / "data")
         shutil.copytree(args.cache / "model", folder / "model")
-        (folder / "tasks.py").write_text(TASK.replace("DATA", str(folder / "data")))
+        (folder / "tasks.py").write_text(task)
+        # the lock's numeric mode, dtype and attention, on the CPU: what the reviewer's rescore computes
+        (folder / "model.yaml").write_text(
+            "model_parameters:\n  model_name: model\n  dtype: float32\n  batch_size: 1\n  device: cpu\n"
+            f"  model_loading_kwargs:\n    attn_implementation: {settings['attention']}\n")
         env = {**os.environ, **settings["numeric_mode"], "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-        done = subprocess.run([str(lighteval), "accelerate", f"model_name={folder / 'model'},dtype=float32,batch_size=1",
-                               "custom|sst2demo|0", "--custom-tasks", "tasks.py", "--output-dir", str(args.out),
+        done = subprocess.run([str(lighteval), "accelerate", "model.yaml",
+                               name, "--custom-tasks", "tasks.py", "--output-dir", "out",
                                "--save-details", "--max-samples", str(args.rows)],
                               cwd=str(folder), env=env, capture_output=True, text=True)
         if done.returncode != 0:
             print(done.stderr[-3000:], file=sys.stderr)
             return 1
-    print(f"lighteval {RELEASE}: {', '.join(str(p) for p in sorted(args.out.rglob('*.*')))}")
+        shutil.rmtree(folder / "out" / "cache", ignore_errors=True)
+        shutil.copytree(folder / "out", args.out, dirs_exist_ok=False)
+    print(f"lighteval {args.release}: {', '.join(str(p) for p in sorted(args.out.rglob('*.*')))}")
     return 0
 
 

@@ -1,5 +1,6 @@
-"""Adopt many lm-eval output folders in one process (forked from the warm interpreter): the generated mutations
-of tests/test_adopt.py. argv: REPORT LOCK CACHE FOLDER...; writes {folder: {code, stderr}} to REPORT."""
+"""Adopt many lm-eval (or lighteval) output folders in one process (forked from the warm interpreter): the generated
+mutations of tests/test_adopt.py, test_legacy_writer.py and test_lighteval.py. argv: REPORT LOCK CACHE FOLDER...
+(FOLDER@structural: that one without the rescore); writes {folder: {code, stderr}} to REPORT."""
 
 import contextlib
 import io
@@ -8,6 +9,7 @@ import sys
 import tempfile
 
 from sst2_audit.cli import adopt_main
+from sst2_audit.formats.lighteval_details import is_lighteval_run
 
 
 def main(report: str, lock: str, cache: str, *folders: str) -> None:
@@ -15,8 +17,10 @@ def main(report: str, lock: str, cache: str, *folders: str) -> None:
     for folder in folders:
         out, err = io.StringIO(), io.StringIO()
         with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = adopt_main([folder, "--lock", lock, "--profile", "embedded", "--cache", cache, "--seed", "1",
-                               "--out", f"{scratch}/adopted"])
+            path, _, how = folder.partition("@")
+            kept = [] if is_lighteval_run(path) else ["--out", f"{scratch}/adopted"]  # a lighteval run: printed
+            code = adopt_main([path, "--lock", lock, "--profile", "embedded", "--cache", cache, "--seed", "1", *kept,
+                               *(["--structural"] if how == "structural" else [])])
         found[folder] = {"code": code, "stderr": err.getvalue()[-2000:], "stdout": out.getvalue()[:300]}
     with open(report, "w") as handle:
         json.dump(found, handle)

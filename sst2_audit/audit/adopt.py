@@ -19,6 +19,7 @@ from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.audit.row_set import check_row_set, RowSet
 from sst2_audit.audit.verdict import Outcome
 from sst2_audit.formats.adopted import AdoptedQuestion
+from sst2_audit.formats.lighteval_details import LightevalOutput
 from sst2_audit.formats.lm_eval_output import PlainOutput
 from sst2_audit.formats.lock import Lock, Profile
 from sst2_audit.formats.releases import release_of
@@ -46,7 +47,7 @@ class Adoption:
     profile: Profile
     spec: TaskSpec
     cache: Path
-    output: PlainOutput
+    output: PlainOutput | LightevalOutput  # lm-eval's files, or a lighteval run's (audit/adopt_lighteval.py)
     rescore: str | int = "all"  # "all", a number of rows, or 0 (--structural)
     seed: int | None = None
     bound_given: float | None = None
@@ -323,7 +324,9 @@ def _rows_named(adoption: Adoption, level: LevelResult) -> None:
             adoption.questions[sample.doc_id] = question
 
 
-def check_identity(adoption: Adoption, tokenizer) -> LevelResult:
+def check_identity(adoption: Adoption, tokenizer, identity_of=None) -> LevelResult:
+    """Every logged row against the reviewer's row its doc_id names; identity_of(sample, expected) gives the
+    (expected, logged) fields the writer logs (default: lm-eval's, _identity_of)."""
     level, settings, located = LevelResult("identity"), adoption.settings, None
     _rows_named(adoption, level)
     if level.problems:
@@ -335,7 +338,7 @@ def check_identity(adoption: Adoption, tokenizer) -> LevelResult:
         question = adoption.questions.get(sample.doc_id)
         expected = expected_question(adoption.split_rows.by_idx[sample.doc_id], adoption.spec, tokenizer,
                                      settings["max_length"], settings["add_bos_token"], shots)
-        want, got = _identity_of(sample, expected)
+        want, got = (identity_of or _identity_of)(sample, expected)
         for name in want:
             if not level.expect(f"doc_id {sample.doc_id}", name, want[name], got[name]) and name == "doc_hash":
                 located = located or _located(adoption)
@@ -345,7 +348,7 @@ def check_identity(adoption: Adoption, tokenizer) -> LevelResult:
                                    "row of the split")
         public = expected.public_fields()
         question.doc_hash, question.prompt_hash = expected.doc_hash, expected.prompt_hash
-        question.target_hash = want["target_hash"]
+        question.target_hash = sha256_text(str(expected.target))
         question.context_length, question.shots = public["context_length"], public["shots"]
         question.candidate_token_counts = public["candidate_token_counts"]
         question.candidate_tokens_sha256 = tokens_hash(expected.candidate_token_ids)
@@ -365,7 +368,7 @@ def seeded_docs_note(adoption: Adoption) -> str:
 def prepare_rows(adoption: Adoption, roles) -> None:
     """The reviewer's rows, hashed against the lock before they are read (exit 1 when a cache file differs)."""
     adoption.data = verified_rows(adoption.lock, adoption.profile, adoption.spec, adoption.cache, roles=roles,
-                                  random_seed=adoption.output.results["config"]["random_seed"])  # the run's claim
+                                  random_seed=adoption.output.random_seed)  # the run's claim
     if len(adoption.output.samples) > 2 * len(adoption.split_rows.by_idx) + 16:
         raise InputError(f"{adoption.output.samples_path}: {len(adoption.output.samples)} samples for a split of "
                          f"{len(adoption.split_rows.by_idx)} rows; refused before any per-row work.")
@@ -377,7 +380,7 @@ def record_levels(adoption: Adoption, tokenizer) -> Outcome:
     row the doc_id really names (a mislabelled run, lm-eval #4084, is named as such, not as wrong values)."""
     outcome = Outcome([], rescored_as=adoption.shape.rescored_as)
     identity, arithmetic = adoption.shape.record_checks()
-    for check in (check_claims, lambda a: identity(a, tokenizer()), arithmetic):
+    for check in (adoption.shape.claims_level() or check_claims, lambda a: identity(a, tokenizer()), arithmetic):
         level = check(adoption)
         outcome.levels.append(level)
         if not level.passed:

@@ -70,7 +70,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
         return None
     level = LevelResult(f"rescore ({adoption.rescore} rows, seed {seed})")
     for idx in chosen:
-        adoption.questions[idx].rescored = scored[idx]
+        adoption.questions[idx].rescored = adoption.shape.as_logged(scored[idx])
     flips = _classed(adoption, chosen)
     bits = [idx for idx in chosen if adoption.questions[idx].row_class == BITS]
     if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):

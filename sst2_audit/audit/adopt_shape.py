@@ -48,6 +48,14 @@ class AdoptShape(ABC):
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         """adopted.json against the record the levels re-derived here."""
 
+    def claims_level(self) -> Callable | None:
+        """The claims level(adoption) of the run's writer; None: lm-eval's (audit/adopt.py::check_claims)."""
+        return None
+
+    def as_logged(self, scores: list) -> list:
+        """A rescore's scores as the run's writer logs them (lighteval 0.11+ rounds), compared with the logged."""
+        return scores
+
     @abstractmethod
     def exported_rows(self, adoption) -> list:
         """The rows as Every Eval Ever instances need them (formats/every_eval_ever.py::ExportedRow), from lm-eval's

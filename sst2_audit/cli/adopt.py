@@ -9,12 +9,13 @@ from sst2_audit.audit.adopt_shapes import shape_for
 from sst2_audit.audit.adopt_rescore import record, run_levels
 from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
+from sst2_audit.cli.adopt_lighteval import adopt_lighteval
 from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
 from sst2_audit.cli.adopt_shared import (adopted_target, audit_task, export_eee, export_ready, logged, print_outcome,
                                          write_task)
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_format, with_profile)
-from sst2_audit.formats import lm_eval_run
+from sst2_audit.formats import lighteval_details, lm_eval_run
 from sst2_audit.formats.lm_eval_run import read_run_index
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import cache_for
@@ -41,7 +42,8 @@ def _parser() -> Parser:
                     epilog="example:\n  sst2-audit adopt OUT --profile embedded --bundle\n\n" + AUDIT_EXIT_CODES)
     with_profile(parser)
     with_format(parser)
-    parser.add_argument("output", type=Path, help="lm-eval's --output_path folder, or its results_<date>.json")
+    parser.add_argument("output", type=Path, help="lm-eval's --output_path folder, or its results_<date>.json (or a "
+                                                  "lighteval run's --output-dir, or its results file, with --profile)")
     parser.add_argument("--task", action="append", metavar="TASK",
                         help="adopt only this task of the run (repeat for more; default: every task the run logged)")
     parser.add_argument("--run-name", help="the adopted folder's name (default: adopted-<profile>-<UTC time>, or "
@@ -70,6 +72,8 @@ def main(argv, owns_process: bool = False) -> int:
         no_model_in_this_process()
     lock = load_lock(args.lock)
     numeric_mode(lock)
+    if lighteval_details.is_lighteval_run(args.output):
+        return adopt_lighteval(args, lock)
     if args.profile is None:  # the run is read first: its tasks choose the reviewer's profiles (issue 65)
         index = read_run_index(args.output)
         plan = plan_run(lock, index, args.task)

@@ -148,6 +148,10 @@ class PlainOutput:
     samples_sha256: str
     public: bool  # our public copy (no text), not lm-eval's own file
 
+    @property
+    def random_seed(self) -> int:
+        return self.results["config"]["random_seed"]  # typed by check_lm_eval_results
+
 
 def _number(text, where: str) -> float:
     """A logged log-likelihood: lm-eval's str(float) in its own file (read exactly: the text must be the float's own

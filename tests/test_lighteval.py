@@ -1,0 +1,270 @@
+"""A lighteval run adopted (issue 62): tests/data/lighteval-0.13.0 and lighteval-0.10.0 are real lighteval runs (the
+0.11+ schema and the flat one before it) of the embedded model on the embedded profile's demo data, 16 rows of
+--max-samples, made by scripts/make_lighteval_run.py with the lock's numeric mode, dtype and attention. Adopted
+rescored (PASS: bit for bit, 0.13.0 at the 10 digits it logs), model-free (exit 4), against the shipped lock's sealed
+rows (exit 4), tampered with row by row, and mutated."""
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sst2_audit.audit.adopt_lighteval import as_logged, mean_and_stderr, row_rule
+from sst2_audit.formats.lighteval_details import read_details
+from support.paths import LOCK, REPO, VENV_BIN
+from support.processes import run_script
+
+RUNS = {"0.13.0": REPO / "tests" / "data" / "lighteval-0.13.0", "0.10.0": REPO / "tests" / "data" / "lighteval-0.10.0"}
+ADOPT = str(VENV_BIN / "sst2-audit")
+
+
+def adopt(run: Path, cache: Path, *args, cwd: Path, lock: Path = LOCK):
+    return run_script(ADOPT, "adopt", run, "--lock", lock, "--profile", "embedded", "--cache", cache, *args, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def open_lock(tmp_path_factory) -> Path:
+    """The shipped lock with no sealed rows (lighteval's 16 rows hold 5 of the shipped lock's sealed rows)."""
+    raw = json.loads(LOCK.read_text())
+    raw["split"]["confirm_rows"] = 0
+    lock = tmp_path_factory.mktemp("open-lock") / "open.lock.json"
+    lock.write_text(json.dumps(raw, indent=2))
+    return lock
+
+
+def details(run: Path) -> Path:
+    return next(run.glob("details/model/*/*.parquet"))
+
+
+def results(run: Path) -> Path:
+    return next(run.glob("results/model/results_*.json"))
+
+
+def rows_of(run: Path) -> list:
+    import pyarrow.parquet as parquet
+
+    return parquet.read_table(details(run)).to_pylist()
+
+
+def write_rows(run: Path, rows: list) -> None:
+    import pyarrow
+    import pyarrow.parquet as parquet
+
+    schema = parquet.read_schema(details(run))
+    parquet.write_table(pyarrow.Table.from_pylist(rows, schema=schema), details(run))
+
+
+def copy(release: str, target: Path) -> Path:
+    shutil.copytree(RUNS[release], target)
+    return target
+
+
+@pytest.mark.parametrize("release, precision", [("0.13.0", "equal at the 10 digits lighteval logs"),
+                                                ("0.10.0", "bit for bit")])
+def test_a_lighteval_run_is_rescored_and_passes(embedded_cache, open_lock, tmp_path, release, precision):
+    done = adopt(RUNS[release], embedded_cache, "--seed", "5", lock=open_lock, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("VERDICT"))
+    assert lines[verdict] == (f"VERDICT: PASS: every level passed and every scored row was rescored, {precision}; "
+                              "exit 0" if release == "0.13.0" else
+                              "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0")
+    assert lines[verdict + 1] == "sst2 acc: reported 0.562 (their scores) / rescored 0.562 (yours, 16 rows)"
+    claims = 4 if release == "0.13.0" else 5  # before 0.11: the row count too (no doc id to name the rows)
+    for line in (f"claims: PASS ({claims} checks)", "identity: PASS (80 checks)", "arithmetic: PASS (18 checks)",
+                 "rescore (all rows, seed 5): PASS (16 checks)", "  rows: 16 bit for bit",
+                 "  rows: 16 of 264, lighteval's row rule: the split shuffled by random.Random(42), the first 16, in "
+                 "that order (max_samples 16)"):
+        assert line in lines, line
+    assert "nothing written: a lighteval run's adoption is printed, not kept as a folder yet" in done.stdout
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_model_free_and_sealed_rows_say_what_was_not_verified(embedded_cache, open_lock, tmp_path):
+    done = adopt(RUNS["0.13.0"], embedded_cache, "--structural", lock=open_lock, cwd=tmp_path)
+    assert done.returncode == 4, done.stdout[-2000:]
+    assert done.stdout.startswith("VERDICT: SCORES NOT VERIFIED: none of the 16 logged rows was rescored "
+                                  "(--structural); exit 4\nsst2 acc: reported 0.562 (their scores) / not rescored here")
+    sealed = adopt(RUNS["0.10.0"], embedded_cache, "--seed", "3", cwd=tmp_path)  # the shipped lock: 128 sealed rows
+    assert sealed.returncode == 4, sealed.stdout[-2000:]
+    assert sealed.stdout.startswith("VERDICT: SCORES NOT VERIFIED: 5 logged rows are sealed confirmation rows of the "
+                                    "lock, never rescored here (ids [5, 221, 223, 241, 257]); exit 4\nsst2 acc: "
+                                    "reported 0.562 (their scores) / rescored 0.545 (yours, 11 rows)")
+    assert "rescore (all rows, seed 3): PASS (11 checks)" in sealed.stdout
+    assert "  rows: 11 bit for bit, 5 sealed" in sealed.stdout
+
+
+def test_the_row_rule_and_the_aggregates_are_lightevals_own():
+    assert row_rule(264, 16) == [111, 257, 241, 175, 5, 221, 245, 223, 9, 123, 235, 51, 263, 218, 197, 234]
+    assert sorted(row_rule(7, None)) == list(range(7))
+    assert mean_and_stderr([1.0] * 9 + [0.0] * 7) == (0.5625, 0.128086884574495)
+    assert as_logged(-4.681996345520020) == -4.6819963455 and as_logged(-5.080164909362793) == -5.0801649094
+
+
+def _stale_prompt(rows: list, flat: bool) -> int:
+    at = 3
+    if flat:
+        rows[at]["full_prompt"] = rows[at]["full_prompt"].replace("Question:", "Question :")
+    else:
+        rows[at]["doc"]["query"] = rows[at]["doc"]["query"].replace("Question:", "Question :")
+    return at
+
+
+def _few_shot_leak(rows: list, flat: bool) -> int:
+    """The row's own sentence and answer put in front of its prompt, as a leaked shot."""
+    at = 5
+    key = ("full_prompt",) if flat else ("doc", "query")
+    holder = rows[at] if flat else rows[at]["doc"]
+    prompt = holder[key[-1]]
+    holder[key[-1]] = prompt + " negative\n\n" + prompt
+    return at
+
+
+def _gold_flipped(rows: list, flat: bool) -> int:
+    at = 7
+    if flat:
+        rows[at]["gold_index"] = [1 - rows[at]["gold_index"][0]]
+    else:
+        rows[at]["doc"]["gold_index"] = 1 - rows[at]["doc"]["gold_index"]
+    return at
+
+
+@pytest.mark.parametrize("release", ["0.13.0", "0.10.0"])
+@pytest.mark.parametrize("tamper, field", [(_stale_prompt, "query (sha256 of the scored context)"),
+                                           (_few_shot_leak, "query (sha256 of the scored context)"),
+                                           (_gold_flipped, "gold_index")])
+def test_a_tampered_row_is_named(embedded_cache, open_lock, tmp_path, release, tamper, field):
+    run = copy(release, tmp_path / "run")
+    rows = rows_of(run)
+    at = tamper(rows, release == "0.10.0")
+    write_rows(run, rows)
+    done = adopt(run, embedded_cache, "--structural", lock=open_lock, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout[-2000:]
+    idx = row_rule(264, 16)[at]
+    assert f"  - doc_id {idx}: {field}: expected " in done.stdout
+
+
+@pytest.mark.parametrize("release", ["0.13.0", "0.10.0"])
+def test_a_mislabelled_or_duplicated_row_is_named(embedded_cache, open_lock, tmp_path, release):
+    run = copy(release, tmp_path / "run")
+    rows = rows_of(run)
+    rows[2] = json.loads(json.dumps(rows[1]))  # row 1 logged twice, row 2's doc gone
+    write_rows(run, rows)
+    done = adopt(run, embedded_cache, "--structural", lock=open_lock, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout[-2000:]
+    if release == "0.13.0":  # the doc id is logged: the row rule names the position
+        assert "  - doc_id 257: at row 2 of the details, where lighteval's row rule: the split shuffled by " \
+               "random.Random(42), the first 16, in that order puts row idx 241" in done.stdout
+    else:  # no doc id: the row the rule names there is not the logged one
+        assert "  - doc_id 241: query (sha256 of the scored context): expected " in done.stdout
+
+
+@pytest.mark.parametrize("release", ["0.13.0", "0.10.0"])
+def test_an_edited_aggregate_is_re_derived_from_the_rows(embedded_cache, open_lock, tmp_path, release):
+    run = copy(release, tmp_path / "run")
+    raw = json.loads(results(run).read_text())
+    task = next(key for key in raw["results"] if key != "all")
+    raw["results"][task]["acc"] = 0.625
+    results(run).write_text(json.dumps(raw, indent=2))
+    done = adopt(run, embedded_cache, "--structural", lock=open_lock, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert f"  - results: results.{task}.acc: expected 0.5625, got 0.625" in done.stdout
+
+
+def test_a_score_moved_is_caught_by_the_rescore(embedded_cache, open_lock, tmp_path):
+    run = copy("0.13.0", tmp_path / "run")
+    rows = rows_of(run)
+    honest = list(rows[0]["model_response"]["logprobs"])
+    rows[0]["model_response"]["logprobs"][1] -= 0.5  # the argmax stays: only the rescore sees it
+    write_rows(run, rows)
+    done = adopt(run, embedded_cache, "--seed", "1", lock=open_lock, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert (f"  - row idx 111: logged scores {rows[0]['model_response']['logprobs']!r}, rescored here {honest!r}: "
+            "0.5 apart, beyond the bound") in done.stdout
+
+
+def _mutated(rows: list, flat: bool, rng: random.Random) -> list:
+    rows = json.loads(json.dumps(rows))
+    at = rng.randrange(len(rows))
+    row = rows[at]
+    kind = rng.choice(("drop", "double", "swap", "value"))
+    if kind == "drop":
+        return rows[:at] + rows[at + 1:]
+    if kind == "double":
+        return rows[:at] + [row] + rows[at:]
+    if kind == "swap":
+        other = (at + rng.randrange(1, len(rows))) % len(rows)
+        rows[at], rows[other] = rows[other], rows[at]
+        return rows
+    doc = row if flat else row["doc"]
+    response = row if flat else row["model_response"]
+    metric = row["metrics" if flat else "metric"]
+    field = rng.choice(("prompt", "choice", "gold", "metric", "input", "continuation", "id"))
+    if field == "prompt":
+        key = "full_prompt" if flat else "query"
+        text = doc[key]
+        spot = rng.randrange(len(text))
+        doc[key] = text[:spot] + rng.choice("xQ \n") + text[spot + 1:]
+    elif field == "choice":
+        doc["choices"][rng.randrange(2)] = rng.choice((" Negative", " pos", "negative"))
+    elif field == "gold":
+        doc["gold_index"] = [1 - doc["gold_index"][0]] if flat else 1 - doc["gold_index"]
+    elif field == "metric":
+        metric["acc"] = 1 - metric["acc"]
+    elif field == "input":
+        tokens = response["input_tokens"][0] if flat else response["input_tokens"]
+        tokens[rng.randrange(len(tokens))] += rng.choice((1, -1, 7))
+    elif field == "continuation":
+        tokens = response["cont_tokens" if flat else "output_tokens"][0]
+        tokens[0] += 1
+    elif flat:
+        row["padded"][0] += 1
+    else:
+        doc["id"] = str(int(doc["id"]) + rng.choice((1, -1, 1000)))
+    return rows
+
+
+@pytest.mark.slow
+def test_generated_mutations_of_lighteval_runs_never_pass(embedded_cache, open_lock, tmp_path):
+    """210 mutations of the two real runs (rows dropped, doubled, swapped; a prompt, choice, gold index, metric,
+    input or continuation token, doc id or padding changed; a results number), model-free (each changes something
+    the levels check without the model), and a bit of the parquet file flipped, rescored: each exit 1 or 2, no
+    traceback; a flipped bit passes only where what the audit reads is unchanged."""
+    rng, cases = random.Random(620), {}
+    for number in range(210):
+        release = ("0.13.0", "0.10.0")[number % 2]
+        run = copy(release, tmp_path / f"m{number}")
+        if number % 7 == 0:  # a bit of the parquet file: pyarrow's error, or a value the levels check, or none
+            data = bytearray(details(run).read_bytes())
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+            details(run).write_bytes(bytes(data))
+            kind = "bit"  # rescored: a flipped bit in a log-likelihood is the rescore's to find
+        elif number % 7 == 1:
+            raw = json.loads(results(run).read_text())
+            task = next(key for key in raw["results"] if key != "all")
+            raw["results"][task][rng.choice(("acc", "acc_stderr"))] += rng.choice((0.0625, -1e-12))
+            results(run).write_text(json.dumps(raw))
+            kind = "results"
+        else:
+            original = rows_of(run)
+            mutated = original
+            while mutated == original:  # a character replaced by itself is no mutation
+                mutated = _mutated(original, release == "0.10.0", rng)
+            write_rows(run, mutated)
+            kind = "rows"
+        cases[f"{run}" if kind == "bit" else f"{run}@structural"] = kind
+    report = tmp_path / "codes.json"
+    done = run_script(str(Path(__file__).parent / "adopt_many.py"), report, open_lock, embedded_cache, *cases,
+                      cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    codes = json.loads(report.read_text())
+    bad = {case: found for case, found in codes.items()
+           if found["code"] not in ((0, 1, 2) if cases[case] == "bit" else (1, 2)) or "Traceback" in found["stderr"]
+           or "internal error" in found["stderr"]}
+    assert len(codes) == 210 and bad == {}
+    for case in (case for case, found in codes.items() if found["code"] == 0):  # parquet holds no checksum: a bit
+        release = ("0.13.0", "0.10.0")[int(Path(case).name[1:]) % 2]  # of what no level reads changes nothing read
+        assert read_details(details(Path(case)))[0] == read_details(details(RUNS[release]))[0], case
+    assert {found["code"] for found in codes.values()} >= {1, 2}
