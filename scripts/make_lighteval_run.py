@@ -1,16 +1,19 @@
-"""Make a real lighteval run (issue 62; tests/data/lighteval-0.13.0 is its output): lighteval 0.13.0 from the
-package registry, installed into a scratch environment with this environment's torch and transformers, run on the
-embedded SmolLM2 model and the embedded profile's demo data with a custom task of our own whose prompt is the pinned
-sst2 YAML's. It runs in a scratch folder with the model and data named by relative paths (`model`, `data`), so its
-files name no machine path:
+"""Make a real lighteval run (issue 62; tests/data/lighteval-0.13.0 and lighteval-0.10.0 are its output): lighteval
+from the package registry, installed into a scratch environment with this environment's torch and transformers, run
+on the embedded SmolLM2 model and the embedded profile's demo data with a custom task of our own whose prompt is the
+pinned sst2 YAML's, in a model config of the lock's dtype and attention on the CPU. It runs in a scratch folder with
+the model and data named by relative paths (`model`, `data`), so its files name no machine path:
 
     .venv/bin/python scripts/make_lighteval_run.py --cache .test-cache/embedded --out tests/data/lighteval-0.13.0
+    .venv/bin/python scripts/make_lighteval_run.py --cache .test-cache/embedded --out tests/data/lighteval-0.10.0 \
+        --release 0.10.0 --venv /tmp/lighteval-0.10.0
 
 Found on the way (2026-12-06): lighteval 0.13.0 downloads tinyBenchmarks.pkl from a code host while it loads its task
 registry (unreachable here: an empty file is put where it looks first); with xxhash 4 its details logger fails
 ("Strings must be encoded before hashing": it hashes str), so xxhash < 4 is installed; it writes its response cache
 into the model folder, so the model is copied, never linked from the cache. Its details are parquet in the post-0.11
-schema (doc / model_response / metric structs), logprobs rounded to 10 decimals.
+schema (doc / model_response / metric structs), logprobs rounded to 10 digits by that cache. lighteval 0.10.0 (the
+flat schema, full floats) pins numpy 1.26, so its scratch environment also takes `pyarrow<19` and `datasets<4`.
 """
 
 import argparse
@@ -49,8 +52,9 @@ def scratch_environment(venv: Path, release: str) -> Path:
     if not lighteval.is_file():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         pins = [f"{name}=={metadata.version(name)}" for name in ("torch", "transformers", "tokenizers")]
-        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"lighteval=={release}", "xxhash<4", *pins],
-                       check=True)
+        older = ["pyarrow<19", "datasets<4"] if release == "0.10.0" else []  # numpy 1.26, which lighteval 0.10 pins
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"lighteval=={release}", "xxhash<4", *pins,
+                        *older], check=True)
     for site in (venv / "lib").glob("python3*/site-packages/lighteval/tasks/tasks"):  # 0.13.0's registry folder
         (site / "tinyBenchmarks.pkl").touch()  # its registry downloads this at load otherwise
     return lighteval
