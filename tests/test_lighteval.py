@@ -268,3 +268,26 @@ def test_generated_mutations_of_lighteval_runs_never_pass(embedded_cache, open_l
         release = ("0.13.0", "0.10.0")[int(Path(case).name[1:]) % 2]  # of what no level reads changes nothing read
         assert read_details(details(Path(case)))[0] == read_details(details(RUNS[release]))[0], case
     assert {found["code"] for found in codes.values()} >= {1, 2}
+
+
+def test_a_corpus_of_lighteval_runs_takes_the_profile_they_are_held_to(embedded_cache, open_lock, tmp_path):
+    folder = tmp_path / "details"
+    for release, run in RUNS.items():
+        shutil.copytree(run, folder / f"lighteval-{release}")
+    common = ("--lock", open_lock, "--cache", embedded_cache, "--structural")
+    refused = run_script(ADOPT, "corpus", folder, *common, "--out", tmp_path / "c1", cwd=tmp_path)
+    assert refused.returncode == 4, refused.stdout[-2000:] + refused.stderr[-2000:]
+    corpus = json.loads((tmp_path / "c1" / "corpus.json").read_text())
+    assert corpus["lighteval_profile"] is None
+    assert [(run["exit_code"], run["adopted"]) for run in corpus["runs"]] == [(2, None), (2, None)]
+    assert all("with --profile NAME (adopt or corpus)" in run["reason"] for run in corpus["runs"])
+    held = run_script(ADOPT, "corpus", folder, *common, "--profile", "embedded", "--out", tmp_path / "c2",
+                      cwd=tmp_path)
+    assert held.returncode == 4, held.stdout[-2000:] + held.stderr[-2000:]
+    corpus = json.loads((tmp_path / "c2" / "corpus.json").read_text())
+    assert corpus["lighteval_profile"] == "embedded"
+    assert [(run["exit_code"], run["verdict"], run["adopted"]) for run in corpus["runs"]] == \
+        [(4, "SCORES NOT VERIFIED", None)] * 2
+    assert [run["numbers"][0]["reported"] for run in corpus["runs"]] == [0.5625, 0.5625]
+    mixed = run_script(ADOPT, "corpus", folder, *common, "--out", tmp_path / "c2", cwd=tmp_path)
+    assert mixed.returncode == 2 and "Choose another --out: a corpus's entries are never mixed." in mixed.stderr

@@ -20,7 +20,7 @@ NOT_YET = ("--bundle", "bundle"), ("--export-eee", "export_eee"), ("--out", "out
 def adopt_lighteval(args, lock) -> int:
     if args.profile is None:
         raise InputError(f"{args.output}: a lighteval run names lighteval's tasks, which no lock pins: say which "
-                         "profile of your lock its prompts are held to, with --profile NAME.")
+                         "profile of your lock its prompts are held to, with --profile NAME (adopt or corpus).")
     given = [option for option, name in NOT_YET if getattr(args, name, None)]
     if given:
         raise InputError(f"{args.output}: a lighteval run's adoption is printed, not written, for now: "

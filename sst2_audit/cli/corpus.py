@@ -18,6 +18,7 @@ from sst2_audit.cli.adopt import rescore_rows
 from sst2_audit.cli.common import common, Parser
 from sst2_audit.formats import corpus as corpus_format
 from sst2_audit.formats.corpus import Corpus, CorpusEntry
+from sst2_audit.formats.lighteval_details import is_lighteval_run
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.util import atomic, progress
 from sst2_audit.util.errors import EXIT_BUG, EXIT_FAIL, EXIT_LIMITED, EXIT_PASS, EXIT_USAGE, InputError
@@ -44,12 +45,15 @@ def _parser() -> Parser:
     parser.add_argument("--structural", action="store_true",
                         help="every level but the rescore, for every run (each exit 4 at best): no model is loaded")
     parser.add_argument("--seed", type=int, help="seed of each run's --rescore draw (default: drawn fresh per run)")
+    parser.add_argument("--profile", help="the profile of your lock a lighteval run's prompts are held to (an "
+                                          "lm-eval run is matched to its profile by its tasks; without it a "
+                                          "lighteval run is refused, exit 2, as its entry)")
     return parser
 
 
 def _runs(folder: Path, out: Path) -> list:
     if not folder.is_dir():
-        raise InputError(f"{folder}: expected a folder of lm-eval output folders.")
+        raise InputError(f"{folder}: expected a folder of lm-eval (or lighteval) output folders.")
     found = sorted(path for path in folder.rglob("results_*.json")
                    if path.is_file() and out.resolve() not in path.resolve().parents)
     if not found:
@@ -65,18 +69,21 @@ def _started(args, lock_sha: str) -> tuple[Path, Corpus]:
     rescore = "none" if args.structural else str(args.rescore)
     if (out / corpus_format.CORPUS_FILE).is_file():
         earlier = corpus_format.read(out / corpus_format.CORPUS_FILE)
-        if (earlier.lock_sha256, earlier.rescore) != (lock_sha, rescore):
+        if (earlier.lock_sha256, earlier.rescore, earlier.lighteval_profile) != (lock_sha, rescore, args.profile):
             raise InputError(f"{out}: an earlier pass adopted its runs against lock sha256 {earlier.lock_sha256[:16]} "
-                             f"with rescore {earlier.rescore}; this pass's are {lock_sha[:16]} and {rescore}. Choose "
-                             "another --out: a corpus's entries are never mixed.")
+                             f"with rescore {earlier.rescore} and lighteval profile {earlier.lighteval_profile}; this "
+                             f"pass's are {lock_sha[:16]}, {rescore} and {args.profile}. Choose another --out: a "
+                             "corpus's entries are never mixed.")
         return out, earlier
     atomic.new_directory(out, "corpus folder")
-    return out, Corpus(str(args.folder), lock_sha, rescore, [])
+    return out, Corpus(str(args.folder), lock_sha, rescore, [], args.profile)
 
 
 def _adopt_argv(args, results: Path, target: Path) -> list:
-    return [str(results), "--lock", str(args.lock), "--cache", str(args.cache), "--out", str(target),
-            "--run-name", target.name, "--format", "json",
+    """adopt's words for one run: a lighteval run's adoption is printed, not kept, and takes --profile."""
+    kept = ((["--profile", args.profile] if args.profile else []) if is_lighteval_run(results)
+            else ["--out", str(target), "--run-name", target.name])
+    return [str(results), "--lock", str(args.lock), "--cache", str(args.cache), *kept, "--format", "json",
             *(["--structural"] if args.structural else ["--rescore", str(args.rescore)]),
             *(["--seed", str(args.seed)] if args.seed is not None else []),
             *(["--threads", str(args.threads)] if args.threads else [])]

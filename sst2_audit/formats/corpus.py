@@ -39,6 +39,7 @@ class Corpus:
     lock_sha256: str  # the reviewer's lock every run was adopted against
     rescore: str  # "all", a number of rows, or "none" (--structural)
     runs: list[CorpusEntry]
+    lighteval_profile: str | None = None  # --profile: the profile a lighteval run's prompts are held to
     schema_version: int = CORPUS_VERSION
     kind: str = CORPUS_KIND
 
