@@ -117,6 +117,9 @@ def check_claims(adoption) -> LevelResult:
 def identity_for(flat: bool):
     """The (expected, logged) fields of one row: the digests lighteval's details give, against the pinned row's."""
     def identity_of(sample, expected) -> tuple:
+        if len(set(expected.contexts)) > 1:
+            raise InputError(f"row idx {expected.idx}: a multiple-input task (each choice in its own context) is not "
+                             "one lighteval query: a lighteval run of it is not held to this profile.")
         inputs = ([tokens_hash([list(context) + list(continuation[:-1])]) for context, continuation in
                    zip(expected.contexts_tokens, expected.candidate_token_ids)] if flat
                   else [tokens_hash([expected.context_tokens])])
