@@ -352,7 +352,9 @@ def check_identity(adoption: Adoption, tokenizer, identity_of=None) -> LevelResu
         question.context_length, question.shots = public["context_length"], public["shots"]
         question.candidate_token_counts = public["candidate_token_counts"]
         question.candidate_tokens_sha256 = tokens_hash(expected.candidate_token_ids)
-        question.pairs = expected.pairs()  # the rescore's input; not a record field
+        # the rescore's input, not a record field: kept only when a rescore will read it (a row's token lists are
+        # most of an adoption's memory: about 25 KB a row of a 400-token context, measured)
+        question.pairs = expected.pairs() if adoption.rescore else None
     if adoption.spec.draws_random:
         level.notes.append(seeded_docs_note(adoption))
     return level
