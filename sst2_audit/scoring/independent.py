@@ -44,12 +44,16 @@ def move_trailing_whitespace(context: str, continuation: str) -> tuple:
     return kept, context[len(kept):] + continuation
 
 
-def encode_pair(tokenizer, context: str, continuation: str, bos: bool = False) -> EncodedPair:
+def encode_pair(tokenizer, context: str, continuation: str, bos: bool = False,
+                known: dict | None = None) -> EncodedPair:
     """bos: the profile's add_bos_token, as lm-eval passes it on (add_special_tokens=add_bos_token):
-    the tokenizer adds its own special tokens; BOS must then open the context, and only then."""
+    the tokenizer adds its own special tokens; BOS must then open the context, and only then. known: the context
+    tokens of the question's other candidates (one context, encoded once: the same call gives the same ids)."""
     context, continuation = move_trailing_whitespace(context, continuation)
     whole = list(tokenizer(context + continuation, add_special_tokens=bos)["input_ids"])
-    context_tokens = list(tokenizer(context, add_special_tokens=bos)["input_ids"])
+    context_tokens = (known or {}).get(context) or list(tokenizer(context, add_special_tokens=bos)["input_ids"])
+    if known is not None:
+        known[context] = context_tokens
     bos_id = getattr(tokenizer, "bos_token_id", None)
     if bos and (bos_id is None or context_tokens[:1] != [bos_id]):
         raise BoundaryError(f"add_bos_token is pinned, but the tokenizer did not open the context with its BOS token "
@@ -80,7 +84,8 @@ def check_length(pair: EncodedPair, max_length: int, idx: int) -> None:
 
 def encode_question(tokenizer, requests, idx: int, max_length: int, bos: bool = False) -> list:
     """Every (context, continuation) request of a question encoded (task/spec.TaskSpec.requests), none too long."""
-    pairs = [encode_pair(tokenizer, context, candidate, bos) for context, candidate in requests]
+    known: dict = {}
+    pairs = [encode_pair(tokenizer, context, candidate, bos, known) for context, candidate in requests]
     for pair in pairs:
         check_length(pair, max_length, idx)
     return pairs
