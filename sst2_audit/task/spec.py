@@ -10,6 +10,7 @@ asks for a task by name.
 """
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,6 +240,12 @@ class TaskSpec:
 _ENVIRONMENT = None
 
 
+@functools.lru_cache(maxsize=1024)
+def _compiled(template: str):
+    """A task's few templates compiled once (lm-eval compiles one per call: the same template renders the same)."""
+    return _ENVIRONMENT.from_string(template)  # type: ignore[union-attr]  # render() made the environment first
+
+
 def render(template: str, doc: dict) -> str:
     """A Jinja2 template rendered as lm_eval.utils.apply_template does (SOURCE_MAP step 9b)."""
     global _ENVIRONMENT
@@ -249,7 +256,7 @@ def render(template: str, doc: dict) -> str:
                                    keep_trailing_newline=True)  # own call (utils.py), the class, kept as it is
         _ENVIRONMENT.filters["regex_replace"] = lambda s, pattern, repl, count=0: re.sub(pattern, repl, s, count=count)
     try:
-        return _ENVIRONMENT.from_string(template).render(**doc)
+        return _compiled(template).render(**doc)
     except Exception as error:  # a template naming a field the data lacks, etc.
         raise InputError(f"template {template[:60]!r}: cannot render it for this document ({error}).") from None
 
