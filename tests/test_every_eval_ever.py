@@ -94,3 +94,14 @@ def test_a_failed_adoption_exports_nothing(embedded_cache, open_lock, tmp_path):
     done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", results, "--lock", open_lock, "--profile", "embedded",
                       "--cache", embedded_cache, "--export-eee", tmp_path / "eee", cwd=tmp_path)
     assert done.returncode == 1 and not (tmp_path / "eee").exists(), done.stdout
+
+
+def test_an_export_folder_that_cannot_be_written_is_refused_before_any_work(embedded_cache, open_lock, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", RUN, "--lock", open_lock, "--profile", "embedded",
+                      "--cache", embedded_cache, "--export-eee", blocker / "eee", "--out", tmp_path / "adopted",
+                      cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"--export-eee {blocker / 'eee'}: cannot create the folder ({blocker} is a file)" in done.stderr
+    assert "[verify" not in done.stderr and not (tmp_path / "adopted").exists()  # no level ran, nothing written

@@ -87,13 +87,16 @@ def export_eee(args, ready, adoption, files: dict) -> None:
 
 def adopted_target(args, stem: str) -> tuple:
     """(run name, folder) of an adoption: --run-name or `<stem>-<UTC time>`, --out or runs/<name>; refused before
-    any work when the folder or the bundle exists (nothing is overwritten)."""
+    any work when the folder or the bundle exists (nothing is overwritten), or when --export-eee's folder cannot be
+    written."""
     name = args.run_name or f"{stem}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     if not RUN_NAME.match(name):
         raise InputError(f"--run-name {name!r}: letters, digits, '.', '_' and '-' only.")
     out = args.out or Path("runs") / name
     if out.exists():
         raise InputError(f"{out} already exists; an adopted folder is never overwritten.")
+    if getattr(args, "export_eee", None) is not None:  # a folder that cannot take the export: said before any work
+        atomic.require_writable_folder(args.export_eee, "--export-eee")
     if args.bundle:
         adopted_bundle.bundle_path(name, args.results)
     return name, out
