@@ -5,8 +5,10 @@ refused; corpus.json's generated edits refused as bad input."""
 
 import csv
 import json
+import re
 import random
 import shutil
+import sys
 
 import pytest
 
@@ -67,6 +69,10 @@ def test_many_runs_are_adopted_in_one_pass_ranked_and_resumed(embedded_cache, op
     table = list(csv.DictReader((out / "corpus.csv").open()))
     assert [(row["results"].split("/")[0], row["rescored"], row["verdict"]) for row in table] == [
         ("org__broken", "", "ERROR"), ("org__edited", "", "FAIL"), ("org__honest", "0.375", "PASS")]
+    page = (out / "corpus.html").read_text()
+    assert "<b>VERDICT: FAIL</b> (exit 1):\n1 ERROR, 1 FAIL, 1 PASS</p>" in page
+    assert [name.split("/")[0] for name in re.findall(r'<td class="n">\d+</td><td><code>([^<]*)</code>', page)] == \
+        ["org__edited", "org__broken", "org__honest"]  # ranked as the console ranks them: failures, refused, passes
     adopted = out / entries["org__honest"]["adopted"]
     again = run_script(COMMAND, "audit", "--out", adopted, "--lock", open_lock, "--cache", embedded_cache, cwd=tmp_path)
     assert again.returncode == 0 and "adopted record: PASS" in again.stdout, again.stdout + again.stderr
@@ -124,3 +130,29 @@ def test_a_corpus_record_edited_is_refused_as_bad_input(embedded_cache, tmp_path
         assert again.returncode == 2 and "corpus.json" in again.stderr and "Traceback" not in again.stderr, \
             (number, again.stderr)
     shutil.rmtree(out)
+
+
+def test_the_corpus_page_escapes_what_runs_said_and_answers_first_in_chromium(tmp_path):
+    """corpus.html is a pure function of corpus.json: a hostile results path and finding are escaped, never markup;
+    in headless Chromium the page fits 1280 px and its verdict is on the first screen."""
+    from sst2_audit.formats.corpus import Corpus, CorpusEntry
+    from sst2_audit.pages.corpus import render_corpus
+
+    hostile = '<script>alert(1)</script>"&'
+    runs = [CorpusEntry(f"org__{n}/{hostile}/results_{n}.json", "0" * 64, None if n % 3 else f"run-{n}", n % 5 and 1,
+                        "FAIL" if n % 5 else "PASS", "VERDICT", (hostile + " ") * (n % 4) * 20,
+                        [{"task": "sst2", "metric": "acc", "reported": 0.375, "rescored": None, "rows": 16,
+                          "whose": "yours"}]) for n in range(40)]
+    page = render_corpus(Corpus("details", "a" * 64, "all", runs, "embedded"))
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;&quot;&amp;" in page
+    assert "<b>VERDICT: FAIL</b> (exit 1):\n32 FAIL, 8 PASS</p>" in page
+    assert render_corpus(Corpus("details", "a" * 64, "all", runs, "embedded")) == page  # the same record, the same bytes
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed here (apt-get install chromium; .ci/run installs it)")
+    sys.path.insert(0, str(REPO / "scripts"))
+    from screenshot_report import screenshot
+
+    (tmp_path / "corpus.html").write_text(page)
+    size = screenshot(tmp_path / "corpus.html", tmp_path / "corpus.png")
+    assert size["window"] == 1280 and size["width"] <= 1280 and size["wide"] == [], size
+    assert size["verdict"] is not None and size["verdict"][1] <= 800, size

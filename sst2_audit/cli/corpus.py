@@ -20,8 +20,9 @@ from sst2_audit.formats import corpus as corpus_format
 from sst2_audit.formats.corpus import Corpus, CorpusEntry
 from sst2_audit.formats.lighteval_details import is_lighteval_run
 from sst2_audit.formats.lock import load_lock
+from sst2_audit.pages.corpus import render_corpus
 from sst2_audit.util import atomic, progress
-from sst2_audit.util.errors import EXIT_BUG, EXIT_FAIL, EXIT_LIMITED, EXIT_PASS, EXIT_USAGE, InputError
+from sst2_audit.util.errors import EXIT_PASS, InputError
 from sst2_audit.util.hashing import sha256_file, sha256_text
 from sst2_audit.util.sanitize import printable
 
@@ -156,30 +157,22 @@ def main(argv, adopt) -> int:
             entry = _entry(relative, sha, target, code, said)
         corpus.runs.append(entry)
         corpus_format.write(out, corpus)
+        atomic.write_text(out / corpus_format.CORPUS_PAGE, render_corpus(corpus), overwrite=True)
         progress.say(printable(f"[corpus {number}/{len(runs)}] {relative}: "
                                f"{'kept from the last pass: ' if (relative, sha) in done else ''}{_shown(entry)}"))
     return _summary(out, corpus)
 
 
 def _summary(out: Path, corpus: Corpus) -> int:
-    codes = [entry.exit_code for entry in corpus.runs]
-    code = (EXIT_BUG if EXIT_BUG in codes else EXIT_FAIL if EXIT_FAIL in codes
-            else EXIT_PASS if set(codes) == {EXIT_PASS} else EXIT_LIMITED)
+    code, head = corpus_format.pass_verdict(corpus)
     counts = collections.Counter(entry.verdict for entry in corpus.runs)
-    head = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_LIMITED: "NOT EVERY RUN VERIFIED",
-            EXIT_BUG: "INTERNAL ERROR"}[code]
     print(f"VERDICT: {head}: {len(corpus.runs)} runs: "
           + ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items())) + f"; exit {code}")
-    ranked = sorted(corpus.runs, key=lambda entry: (_rank(entry.exit_code), entry.results))
-    for entry in ranked:
+    for entry in corpus_format.ranked(corpus):
         if entry.exit_code != EXIT_PASS:
             print(printable(f"  {entry.results}: {_shown(entry)}"))
-    print(printable(f"corpus: {out / corpus_format.CORPUS_FILE} and {corpus_format.CORPUS_TABLE}; each run's words in "
-                    f"{out / 'logs'}"))
+    print(printable(f"corpus: {out / corpus_format.CORPUS_FILE}, {corpus_format.CORPUS_TABLE} and "
+                    f"{corpus_format.CORPUS_PAGE} (the runs ranked); each run's words in {out / 'logs'}"))
     sys.stdout.flush()
     return code
 
-
-def _rank(code: int) -> int:
-    """What was found first: failures, our bugs, refused input, runs not verified, then passes."""
-    return {EXIT_FAIL: 0, EXIT_BUG: 1, EXIT_USAGE: 2, EXIT_LIMITED: 3, EXIT_PASS: 4}.get(code, 1)

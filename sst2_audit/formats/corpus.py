@@ -13,10 +13,10 @@ from pathlib import PurePosixPath
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.schema import convert, require_kind
 from sst2_audit.util import atomic
-from sst2_audit.util.errors import EXIT_CODES, InputError
+from sst2_audit.util.errors import EXIT_BUG, EXIT_CODES, EXIT_FAIL, EXIT_LIMITED, EXIT_PASS, EXIT_USAGE, InputError
 from sst2_audit.util.sanitize import RUN_NAME
 
-CORPUS_FILE, CORPUS_TABLE = "corpus.json", "corpus.csv"
+CORPUS_FILE, CORPUS_TABLE, CORPUS_PAGE = "corpus.json", "corpus.csv", "corpus.html"
 CORPUS_KIND, CORPUS_VERSION = "sst2-audit/corpus", 1
 SHA256, VERDICT_WORDS = re.compile(r"[0-9a-f]{64}"), re.compile(r"[A-Z][A-Z ,]{1,80}")
 
@@ -88,6 +88,24 @@ def table(corpus: Corpus) -> str:
                              _cell(number.get("reported")), _cell(number.get("rescored")), _cell(number.get("rows")),
                              entry.verdict, entry.exit_code, entry.reason])
     return out.getvalue()
+
+
+def rank(code: int) -> int:
+    """What was found first: failures, our bugs, refused input, runs not verified, then passes."""
+    return {EXIT_FAIL: 0, EXIT_BUG: 1, EXIT_USAGE: 2, EXIT_LIMITED: 3, EXIT_PASS: 4}.get(code, 1)
+
+
+def pass_verdict(corpus: Corpus) -> tuple[int, str]:
+    """(exit code, words) of the pass: the worst of its runs (a run refused as bad input leaves it unverified)."""
+    codes = [entry.exit_code for entry in corpus.runs]
+    code = (EXIT_BUG if EXIT_BUG in codes else EXIT_FAIL if EXIT_FAIL in codes
+            else EXIT_PASS if codes and set(codes) == {EXIT_PASS} else EXIT_LIMITED)
+    return code, {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_LIMITED: "NOT EVERY RUN VERIFIED",
+                  EXIT_BUG: "INTERNAL ERROR"}[code]
+
+
+def ranked(corpus: Corpus) -> list:
+    return sorted(corpus.runs, key=lambda entry: (rank(entry.exit_code), entry.results))
 
 
 def _cell(value) -> str:
