@@ -16,7 +16,7 @@ from support.processes import run_script
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.cli import audit_main
 from sst2_audit.task.dataset import read_parquet
-from sst2_audit.scoring.identity import tokens_hash
+from sst2_audit.util.hashing import tokens_hash
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from support.processes import one_paragraph, run_cli, run_script, tree_state
 from sst2_audit.util.commands import command_line
 from sst2_audit.formats import records
 from sst2_audit.task.dataset import read_parquet
-from sst2_audit.scoring.identity import tokens_hash
+from sst2_audit.util.hashing import tokens_hash
 
 
 def test_smoke_run_passes_and_says_it_is_the_demo(embedded_cache, tmp_path):

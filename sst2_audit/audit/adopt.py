@@ -25,7 +25,7 @@ from sst2_audit.formats.lock import Lock, Profile
 from sst2_audit.formats.releases import release_of
 from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.protocol.rules import doc_hash
-from sst2_audit.scoring.identity import expected_question, tokens_hash
+from sst2_audit.scoring.identity import expected_question
 from sst2_audit.scoring.shards import Shards
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.config import differences, taskconfig_defaults
@@ -34,7 +34,7 @@ from sst2_audit.task.hooks import stable
 from sst2_audit.task.rows import shot_plan, SplitRows, verified_rows
 from sst2_audit.task.spec import TaskSpec
 from sst2_audit.util.errors import CheckFailed, InputError, InternalError
-from sst2_audit.util.hashing import sha256_text
+from sst2_audit.util.hashing import sha256_text, tokens_hash
 
 CLAIMED = ("model", "model_args", "model_dtype", "model_revision", "model_sha", "device", "batch_size",
            "random_seed", "numpy_seed", "torch_seed", "fewshot_seed", "limit")

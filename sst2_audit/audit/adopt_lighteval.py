@@ -12,12 +12,11 @@ import random
 
 from sst2_audit.audit import adopt, adopt_rescore
 from sst2_audit.audit.adopt_choice import ChoiceAdoption
-from sst2_audit.audit.adopt_scores import bound_for, DTYPE_WORDS, GPU_FLOAT32
+from sst2_audit.audit.adopt_scores import bound_for, dtype_claimed
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.row_set import RowSet
-from sst2_audit.formats.lighteval_details import tokens_hash
 from sst2_audit.util.errors import InputError, InternalError
-from sst2_audit.util.hashing import sha256_text
+from sst2_audit.util.hashing import sha256_text, tokens_hash
 
 SHUFFLE_SEED = 42  # lighteval's LightevalTask.get_docs: random.Random(42).shuffle(docs), then the first max_samples
 
@@ -58,14 +57,6 @@ def mean_and_stderr(values: list) -> tuple[float, float]:
     return float(mu), stddev / math.sqrt(len(values))
 
 
-def _dtype(claims) -> tuple:
-    dtype = DTYPE_WORDS.get(claims.dtype) if claims.dtype else None
-    device = claims.said.get("device")
-    if dtype == "float32" and isinstance(device, str) and device.startswith("cuda"):
-        return "float32-gpu", f"the dtype the run claims (float32) on device {device}: {GPU_FLOAT32}"
-    return dtype, f"the dtype the run claims ({dtype})" if dtype else ""
-
-
 def _rows_checked(adoption, level: LevelResult) -> None:
     """The logged rows against lighteval's row rule; before 0.11 no doc id is logged: each row is named by the rule's
     position, and the identity level holds it to that row."""
@@ -102,7 +93,7 @@ def check_claims(adoption) -> LevelResult:
                  sorted({row.fewshots for row in adoption.output.samples}))
     _rows_checked(adoption, level)
     if not level.problems:
-        adoption.dtype, words = _dtype(claims)
+        adoption.dtype, words = dtype_claimed((claims.dtype,), (claims.said.get("device"),))
         adoption.bound = bound_for(adoption.bound_given, adoption.dtype, False, words)
     adoption.claims = {"model_name": claims.said.get("model_name"), "model_dtype": claims.dtype,
                        "device": claims.said.get("device"), "batch_size": claims.said.get("batch_size")}

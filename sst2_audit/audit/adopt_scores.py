@@ -51,16 +51,21 @@ def claimed_dtype(results: dict, model_args: dict) -> tuple:
     a forger would write. float32 on a CUDA device is its own claim (GPU_FLOAT32)."""
     logged = results.get("config")
     config = logged if isinstance(logged, dict) else {}
-    said = {DTYPE_WORDS[v] for v in (config.get("model_dtype"), model_args.get("dtype"), model_args.get("torch_dtype"))
-            if isinstance(v, str) and v in DTYPE_WORDS}
+    # a device is said in the results config or in model_args (someone else's values: text, or anything JSON holds)
+    return dtype_claimed((config.get("model_dtype"), model_args.get("dtype"), model_args.get("torch_dtype")),
+                         (config.get("device"), model_args.get("device")))
+
+
+def dtype_claimed(values, devices) -> tuple:
+    """(dtype, words) from every field a run says its dtype in (the narrowest where they disagree) and every field
+    it says its device in: any writer's (lm-eval's results and model_args, lighteval's model config)."""
+    said = {DTYPE_WORDS[v] for v in values if isinstance(v, str) and v in DTYPE_WORDS}
     if not said:
         return None, ""
     dtype = min(said, key=NARROWEST.index)
     words = f"the dtype the run claims ({dtype})" if len(said) == 1 else (
         f"the narrowest of the dtypes the run claims ({', '.join(sorted(said))}: {dtype})")
-    # a device is said in the results config or in model_args (someone else's values: text, or anything JSON holds)
-    device = next((d for d in (config.get("device"), model_args.get("device"))
-                   if isinstance(d, str) and d.startswith("cuda")), None)
+    device = next((d for d in devices if isinstance(d, str) and d.startswith("cuda")), None)
     if dtype == "float32" and device:
         return "float32-gpu", f"{words} on device {device}: {GPU_FLOAT32}"
     return dtype, words

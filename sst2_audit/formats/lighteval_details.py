@@ -20,19 +20,14 @@ from pathlib import Path
 
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.lm_eval_output import MAX_RESULTS_BYTES, MAX_SAMPLES_BYTES
-from sst2_audit.formats.schema import typed
+from sst2_audit.formats.schema import field_at, typed
 from sst2_audit.util.errors import InputError
-from sst2_audit.util.hashing import canonical_json, sha256_text
+from sst2_audit.util.hashing import sha256_text, tokens_hash
 
 STRUCTS = ("doc", "model_response", "metric")  # the post-0.11 schema's top-level columns
 FLAT = ("full_prompt", "choices", "gold_index", "predictions", "input_tokens", "cont_tokens", "padded", "metrics",
         "num_effective_few_shots")  # the pre-0.11 schema's, as read
 BATCH_ROWS = 256
-
-
-def tokens_hash(token_lists) -> str:
-    """As scoring/identity.py::tokens_hash: the sha256 of the token id lists' canonical JSON."""
-    return sha256_text(canonical_json([list(ids) for ids in token_lists]))
 
 
 @dataclass(slots=True)
@@ -106,8 +101,8 @@ def find_files(path: Path, task: str | None) -> tuple[Path, Path, str]:
     root = results_path.parent.parent.parent
     model = results_path.parent.relative_to(root / "results")
     raw = strict_json.loads(strict_json.read_bytes(results_path, MAX_RESULTS_BYTES), str(results_path))
-    tasks = sorted(key for key in typed(dict, _field(raw, ("results",), results_path), f"{results_path}: results")
-                   if key != "all")
+    reported = typed(dict, field_at(raw, ("results",), str(results_path)), f"{results_path}: results")
+    tasks = sorted(key for key in reported if key != "all")
     if task is None and len(tasks) != 1:
         raise InputError(f"{results_path}: the run reports the tasks {tasks}; name one with --task.")
     key = task or tasks[0]
@@ -120,28 +115,19 @@ def find_files(path: Path, task: str | None) -> tuple[Path, Path, str]:
     return results_path, details, key
 
 
-def _field(raw, keys: tuple, where):
-    value = raw
-    for key in keys:
-        if not isinstance(value, dict) or key not in value:
-            raise InputError(f"{where}: field {'.'.join(keys)} is missing.")
-        value = value[key]
-    return value
-
-
 def check_results(raw, task: str, where: str) -> LightevalClaims:
     typed(dict, raw, where)
-    results = typed(dict, _field(raw, ("results", task), where), f"{where}: results.{task}")
-    reported = {name: typed(float, _field(results, (name,), f"{where}: results.{task}"), f"{where}: results.{task}."
+    results = typed(dict, field_at(raw, ("results", task), where), f"{where}: results.{task}")
+    reported = {name: typed(float, field_at(results, (name,), f"{where}: results.{task}"), f"{where}: results.{task}."
                             f"{name}") for name in ("acc", "acc_stderr")}
-    tasks = typed(dict, _field(raw, ("config_tasks",), where), f"{where}: config_tasks")
+    tasks = typed(dict, field_at(raw, ("config_tasks",), where), f"{where}: config_tasks")
     key = task if task in tasks else task.rsplit("|", 1)[0]  # before 0.11 keyed without the shots field
-    config = typed(dict, _field(tasks, (key,), f"{where}: config_tasks"), f"{where}: config_tasks.{key}")
+    config = typed(dict, field_at(tasks, (key,), f"{where}: config_tasks"), f"{where}: config_tasks.{key}")
     shots = config.get("num_fewshots") if "num_fewshots" in config else task.rsplit("|", 1)[-1]
     if type(shots) is str and shots.isdigit() and shots.isascii() and len(shots) < 4:
         shots = int(shots)
     metrics = typed(list[dict], config.get("metrics", config.get("metric")), f"{where}: config_tasks.{key}.metrics")
-    general = typed(dict, _field(raw, ("config_general",), where), f"{where}: config_general")
+    general = typed(dict, field_at(raw, ("config_general",), where), f"{where}: config_general")
     model = general.get("model_config") if isinstance(general.get("model_config"), dict) else general
     dtype = model.get("dtype", general.get("model_dtype"))
     return LightevalClaims(

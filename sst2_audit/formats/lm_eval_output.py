@@ -7,7 +7,7 @@ from pathlib import Path
 from dataclasses import dataclass
 
 from sst2_audit.formats import strict_json
-from sst2_audit.formats.schema import typed
+from sst2_audit.formats.schema import field_at, typed
 from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.util.environment import scrub_absolute_paths
 from sst2_audit.util.errors import InputError
@@ -80,12 +80,7 @@ def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",), filters=
     for path, hint in (*(entry for pair in reported for entry in pair),
                        (("n-shot", task), int), (("n-samples", task), dict),
                        (("config", "random_seed"), int), (("transformers_version",), str)):
-        value = raw
-        for key in path:
-            if not isinstance(value, dict) or key not in value:
-                raise InputError(f"{where}: field {'.'.join(map(str, path))} is missing.")
-            value = value[key]
-        typed(hint, value, f"{where}: {'.'.join(path)}")
+        typed(hint, field_at(raw, path, where), f"{where}: {'.'.join(path)}")
     return raw
 
 

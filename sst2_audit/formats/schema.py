@@ -133,3 +133,13 @@ def require_kind(raw, kind: str, version: int, where: str) -> dict:
         got = (raw.get("kind"), raw.get("schema_version")) if isinstance(raw, dict) else type(raw).__name__
         raise InputError(f"{where}: expected kind {kind!r} schema_version {version}, got {got!r}.")
     return raw
+
+
+def field_at(raw, keys: tuple, where: str):
+    """The value at a path of nested objects, or exit 2 naming the path that is missing."""
+    value = raw
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            raise InputError(f"{where}: field {'.'.join(map(str, keys))} is missing.")
+        value = value[key]
+    return value

@@ -10,15 +10,11 @@ from dataclasses import dataclass
 
 from sst2_audit.task.dataset import Row
 from sst2_audit.util.errors import InputError
-from sst2_audit.util.hashing import canonical_json, sha256_text
+from sst2_audit.util.hashing import sha256_text, tokens_hash
 from sst2_audit.scoring.independent import EncodedPair, encode_question
 from sst2_audit.protocol.rules import doc_hash, prompt_hash
 from sst2_audit.formats.records import Mismatch
 from sst2_audit.protocol.metrics import choice_count_needed, needs_nonempty_choices
-
-
-def tokens_hash(token_lists) -> str:
-    return sha256_text(canonical_json([list(ids) for ids in token_lists]))
 
 
 @dataclass(frozen=True)

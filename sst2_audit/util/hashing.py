@@ -33,3 +33,8 @@ def sha256_text(text: str) -> str:
 
 def canonical_json(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def tokens_hash(token_lists) -> str:
+    """The sha256 of token id lists' canonical JSON: how records, and lighteval's logged tokens, are compared."""
+    return sha256_text(canonical_json([list(ids) for ids in token_lists]))
