@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.lm_eval_files import copy_run, edit_sample, mutations, rehash
+from support.lm_eval_files import adopt_each, copy_run, edit_sample, misbehaved, mutations, rehash
 from support.paths import LOCK, REPO, VENV_BIN
 from support.processes import run_script
 
@@ -129,15 +129,8 @@ def test_an_edited_aggregate_is_re_derived_from_the_rows(embedded_cache, tmp_pat
 def test_generated_mutations_of_a_leaderboard_era_run_never_pass(embedded_cache, open_lock, tmp_path):
     """210 mutations (bytes, values, lines) of the real 0.4.4 files, every row rescored: each exit 1 or 2, one
     paragraph, none PASS."""
-    cases = mutations(RUN, tmp_path, random.Random(62), 210)
-    report = tmp_path / "codes.json"
-    done = run_script(str(Path(__file__).parent / "adopt_many.py"), report, open_lock, embedded_cache, *cases,
-                      cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    codes = json.loads(report.read_text())
-    bad = {case: found for case, found in codes.items()
-           if found["code"] not in (1, 2) or "Traceback" in found["stderr"] or "internal error" in found["stderr"]}
-    assert len(codes) == 210 and bad == {}
+    codes = adopt_each(mutations(RUN, tmp_path, random.Random(62), 210), open_lock, embedded_cache, tmp_path)
+    assert len(codes) == 210 and misbehaved(codes) == {}
     assert {found["code"] for found in codes.values()} == {1, 2}
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from sst2_audit.audit.adopt_lighteval import as_logged, mean_and_stderr, row_rule
 from sst2_audit.formats.lighteval_details import read_details
+from support.lm_eval_files import adopt_each, misbehaved
 from support.paths import LOCK, REPO, VENV_BIN
 from support.processes import run_script
 
@@ -255,15 +256,8 @@ def test_generated_mutations_of_lighteval_runs_never_pass(embedded_cache, open_l
             write_rows(run, mutated)
             kind = "rows"
         cases[f"{run}" if kind == "bit" else f"{run}@structural"] = kind
-    report = tmp_path / "codes.json"
-    done = run_script(str(Path(__file__).parent / "adopt_many.py"), report, open_lock, embedded_cache, *cases,
-                      cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    codes = json.loads(report.read_text())
-    bad = {case: found for case, found in codes.items()
-           if found["code"] not in ((0, 1, 2) if cases[case] == "bit" else (1, 2)) or "Traceback" in found["stderr"]
-           or "internal error" in found["stderr"]}
-    assert len(codes) == 210 and bad == {}
+    codes = adopt_each(list(cases), open_lock, embedded_cache, tmp_path)
+    assert len(codes) == 210 and misbehaved(codes, lambda case: (0, 1, 2) if cases[case] == "bit" else (1, 2)) == {}
     for case in (case for case, found in codes.items() if found["code"] == 0):  # parquet holds no checksum: a bit
         release = ("0.13.0", "0.10.0")[int(Path(case).name[1:]) % 2]  # of what no level reads changes nothing read
         assert read_details(details(Path(case)))[0] == read_details(details(RUNS[release]))[0], case

@@ -109,3 +109,20 @@ def mutations(source: Path, base: Path, rng: random.Random, count: int) -> list:
     return cases
 
 
+
+
+def adopt_each(cases: list, lock, cache, cwd: Path) -> dict:
+    """Every case adopted in one process (tests/adopt_many.py): {case: {code, stderr, stdout}}."""
+    from support.processes import run_script
+
+    report = cwd / "codes.json"
+    done = run_script(str(Path(__file__).resolve().parent.parent / "adopt_many.py"), report, lock, cache, *cases,
+                      cwd=cwd)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(report.read_text())
+
+
+def misbehaved(codes: dict, allowed=lambda case: (1, 2)) -> dict:
+    """The cases whose exit code allowed(case) does not hold, or that printed a traceback or our bug's message."""
+    return {case: found for case, found in codes.items() if found["code"] not in allowed(case)
+            or "Traceback" in found["stderr"] or "internal error" in found["stderr"]}
