@@ -1,8 +1,6 @@
 """sst2-audit adopt LIGHTEVAL-OUT --profile NAME: a lighteval run (its --output-dir, or its results file) held to
 a profile of the reviewer's lock (audit/adopt_lighteval.py). The verdict is printed; nothing is written yet."""
 
-import time
-
 from sst2_audit.audit.adopt import Adoption
 from sst2_audit.audit.adopt_lighteval import LightevalChoiceAdoption, refuse_unsupported, schema_words
 from sst2_audit.audit.adopt_rescore import run_levels
@@ -37,10 +35,7 @@ def adopt_lighteval(args, lock) -> int:
     adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore, args.seed,
                         args.bound, shape=LightevalChoiceAdoption(output.flat))
     seed = shards.seed(args.seed)
-    timings: dict = {}
-    start = time.perf_counter()
-    outcome = run_levels(adoption, timings, seed)
-    timings["total"] = round(time.perf_counter() - start, 3)
+    outcome = run_levels(adoption, {}, seed)  # the timings are a written record's: nothing is written here
     head = [f"adoption of the lighteval run {output.results_path} ({output.samples_path.name}, "
             f"{schema_words(output.flat)}): task {output.task}, "
             f"{logged(output)}, held to the reviewer's lock {lock.given} profile {profile.name} (task {spec.name})"]
