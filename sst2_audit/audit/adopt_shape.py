@@ -11,6 +11,7 @@ from sst2_audit.audit.findings import LevelResult
 
 class AdoptShape(ABC):
     rescored_as: str  # how a PASS says every row was checked
+    writes_record = True  # False: the verdict is printed, no adopted folder, bundle or export is written yet
 
     @abstractmethod
     def record_checks(self) -> tuple[Callable, Callable]:

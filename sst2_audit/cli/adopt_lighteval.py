@@ -8,29 +8,34 @@ from sst2_audit.cli.adopt_shared import logged, print_outcome
 from sst2_audit.cli.common import lock_and_profile, spec_for_run
 from sst2_audit.formats import lighteval_details
 from sst2_audit.formats.manifest import cache_for
-from sst2_audit.scoring.shards import from_launcher
+from sst2_audit.scoring.shards import from_launcher, launched
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.sanitize import printable
 
 NOT_YET = ("--bundle", "bundle"), ("--export-eee", "export_eee"), ("--out", "out"), ("--run-name", "run_name")
 
 
+def refuse_not_written(args, what: str) -> None:
+    """An adoption whose verdict is printed, not written (a lighteval run, a loglikelihood_rolling task): the options
+    that write, and a launcher's processes, are refused before any work (exit 2)."""
+    given = [option for option, name in NOT_YET if getattr(args, name, None)]
+    if given:
+        raise InputError(f"{args.output}: {what} is printed, not written, for now: {', '.join(given)} cannot be "
+                         "used with it.")
+    if launched() > 1:
+        raise InputError(f"{what} runs in one process for now: run it without a launcher.")
+
+
 def adopt_lighteval(args, lock) -> int:
     if args.profile is None:
         raise InputError(f"{args.output}: a lighteval run names lighteval's tasks, which no lock pins: say which "
                          "profile of your lock its prompts are held to, with --profile NAME (adopt or corpus).")
-    given = [option for option, name in NOT_YET if getattr(args, name, None)]
-    if given:
-        raise InputError(f"{args.output}: a lighteval run's adoption is printed, not written, for now: "
-                         f"{', '.join(given)} cannot be used with it.")
-    shards = from_launcher()
-    if shards.world > 1:
-        shards.close()
-        raise InputError("a lighteval run is adopted in one process for now: run it without a launcher.")
+    refuse_not_written(args, "a lighteval run's adoption")
     lock, profile = lock_and_profile(args, lock)
     args.cache = cache_for(args.cache, profile.name)
     spec = spec_for_run(lock, profile, None)
     refuse_unsupported(spec, lock.settings_for(profile.name, spec))
+    shards = from_launcher()
     output = lighteval_details.read_run(args.output, args.task[0] if args.task else None)
     adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore, args.seed,
                         args.bound, shape=LightevalChoiceAdoption(output.flat))

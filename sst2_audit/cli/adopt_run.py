@@ -42,7 +42,7 @@ def _adoptions(args, lock, index, plan, shards, seed: int) -> tuple:
         spec = spec_for_run(lock, profile, None)
         output = lm_eval_output.read_plain_files(
             index.results_path, index.samples_path(task), task, spec.metrics, public=False,
-            filters=spec.shape.sample_filters(spec), keep_text=getattr(args, "export_eee", None) is not None)
+            **spec.shape.samples_args(spec), keep_text=getattr(args, "export_eee", None) is not None)
         say(f"[task {number}/{len(plan.members)}] {task} (profile {profile_name})")
         adoptions[task] = Adoption(lock, profile, spec, cache_for(args.cache, profile_name), output,
                                    0 if args.structural else args.rescore, args.seed, args.bound, shards=shards,

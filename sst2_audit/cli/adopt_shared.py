@@ -112,7 +112,7 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
     spec = spec_for(lock, profile.task)
     files = folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE
     output = lm_eval_output.read_plain_files(*files, spec.name, spec.metrics, public=True,
-                                             filters=spec.shape.sample_filters(spec))
+                                             **spec.shape.samples_args(spec))
     rows = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     bound = claimed.bound.absolute if claimed.bound.basis.startswith("the reviewer's") else None
     adoption = Adoption(lock, profile, spec, cache, output, rows, args.seed, bound, models=models,

@@ -63,12 +63,14 @@ def _responses(resp, here: str) -> list:
     return resp
 
 
-def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",), filters=("none",)) -> dict:
-    """The results fields the audit compares, typed; the dict is returned unchanged."""
+def check_lm_eval_results(raw, task: str, where: str, metrics=("acc",), filters=("none",), stderr_hint=float) -> dict:
+    """The results fields the audit compares, typed; the dict is returned unchanged. stderr_hint: str where lm-eval
+    reports none ("N/A": a perplexity)."""
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(raw).__name__}.")
     names = [METRICS[m].reported_as if m in METRICS else m for m in metrics]  # mc2 is lm-eval's `acc`
-    reported = tuple(((("results", task, result_key(m, f)), float), (("results", task, result_key(m, f, True)), float))
+    reported = tuple(((("results", task, result_key(m, f)), float), (("results", task, result_key(m, f, True)),
+                                                                     stderr_hint))
                      for m in names for f in filters)
     # the release first: a run of another release is named as such before a field it lacks stops the parse; a
     # minimised results file without `configs` is read, and the claims level says what it cannot compare
@@ -264,20 +266,22 @@ def _hashes(raw: dict, where: str) -> tuple[str, str, str]:
 
 
 def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics, public: bool,
-                     filters=None, keep_text: bool = False) -> PlainOutput:
+                     filters=None, keep_text: bool = False, reader=None, stderr_hint=float) -> PlainOutput:
     """The results and samples files (lm-eval's own, or our public copy of them), strictly and within limits; the
-    samples file streamed line by line, each sample's text reduced to its digests unless keep_text (an export)."""
+    samples file streamed line by line, each sample's text reduced to its digests unless keep_text (an export).
+    A row's layout by its task's shape (task/shapes.py::samples_args): filters, a generate_until task's; reader,
+    a reader of another shape's rows (raw, where, public, keep_text); neither, multiple_choice rows."""
     results_bytes = strict_json.read_bytes(results_path, MAX_RESULTS_BYTES)
     results = check_lm_eval_results(strict_json.loads(results_bytes, str(results_path)), task, str(results_path),
-                                    metrics, filters or ("none",))
-    reported = tuple(METRICS[m].reported_as for m in metrics) if filters is None else ()
+                                    metrics, filters or ("none",), stderr_hint)
+    reported = tuple(METRICS[m].reported_as for m in metrics) if filters is None and reader is None else ()
     legacy = "lm_eval_version" not in results
-    if legacy and filters is not None and not public:
-        raise InputError(f"{results_path}: a generate_until run that names no lm-eval release (0.4.8 or earlier): its "
-                         "samples lines name no filter (one block of lines per filter), which adopt does not read "
-                         "yet; its multiple_choice tasks are read.")
+    if legacy and (filters is not None or reader is not None) and not public:
+        raise InputError(f"{results_path}: a run that names no lm-eval release (0.4.8 or earlier): adopt reads its "
+                         "multiple_choice tasks only (its samples lines name no filter and no metrics).")
     lines = strict_json.Lines(samples_path, MAX_SAMPLES_BYTES)
-    samples = [read_plain_sample(raw, f"{samples_path}:{number}", reported, public, legacy, keep_text)
+    samples = [reader(raw, f"{samples_path}:{number}", public, keep_text) if reader is not None
+               else read_plain_sample(raw, f"{samples_path}:{number}", reported, public, legacy, keep_text)
                if filters is None else read_generated_sample(raw, f"{samples_path}:{number}", public, keep_text)
                for number, raw in lines]
     if not samples:

@@ -84,12 +84,11 @@ def logged_tasks(folder: Path, date_id: str) -> list:
     return sorted(found)
 
 
-def read_plain_output(path, task: str, metrics, filters=None, keep_text: bool = False) -> PlainOutput:
+def read_plain_output(path, task: str, metrics, keep_text: bool = False, **layout) -> PlainOutput:
     """A plain lm-eval run's results and samples of `task`, found as lm-eval names them, read once, strictly.
-    filters: a generate_until task's filter names (its samples are GeneratedSample); None: multiple_choice.
-    keep_text: keep each sample's text (an export), not only its digests."""
-    return read_plain_files(*find_plain_output(path, task), task, metrics, public=False, filters=filters,
-                            keep_text=keep_text)
+    layout: how a row of the task's shape is read (task/shapes.py::samples_args); keep_text: keep each sample's text
+    (an export), not only its digests."""
+    return read_plain_files(*find_plain_output(path, task), task, metrics, public=False, keep_text=keep_text, **layout)
 
 
 @dataclass(frozen=True)

@@ -281,6 +281,8 @@ def _fitted_settings(spec, raw: dict, base: dict, settings: dict, data_folder: P
     exit 2 naming the row and the option where none can (the run would otherwise stop late). base: the settings
     the run will use (the new lock's settings_for the profile)."""
 
+    if spec.shape.rolls:  # every window is cut to max_length (scoring/rolling.py): no text is too long
+        return settings, f"rolling windows of max_length {base['max_length']} tokens (a loglikelihood_rolling task)"
     tokens, idx = _longest_input(spec, raw, base, data_folder, columns, load_tokenizer(model))
     if tokens <= base["max_length"]:
         return settings, f"longest scored input {tokens} tokens (row idx {idx}), within max_length {base['max_length']}"

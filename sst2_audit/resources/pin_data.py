@@ -114,11 +114,7 @@ def _renders(spec, rows, origin: Path) -> None:
     for number, row in enumerate(rows):
         doc = row.as_doc()
         try:
-            if spec.shape.decodes:
-                spec.reference(doc), spec.text(doc), spec.prefix(doc)
-            else:
-                spec.gold(doc, spec.choices(doc))
-                spec.requests(doc, spec.prefix(doc))
+            spec.shape.renders(spec, doc)
         except Exception as error:  # Jinja2's UndefinedError, a KeyError, a bad index: the data is not the task's
             raise InputError(f"{origin}: task {spec.name}'s templates do not render on row {number + 1} of "
                              f"{len(rows)} ({type(error).__name__}: {str(error)[:160]}); the data's columns are "

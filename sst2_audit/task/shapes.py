@@ -5,7 +5,10 @@ keyed by the shape's name. A new shape is one class here and one module in audit
 
 from abc import ABC, abstractmethod
 
+from sst2_audit.formats.lm_eval_rolling import read_rolling_sample
 from sst2_audit.protocol.generation import FILTERS
+from sst2_audit.protocol.perplexity import ROLLING_METRICS
+from sst2_audit.util.errors import InputError
 
 
 class TaskShape(ABC):
@@ -14,6 +17,7 @@ class TaskShape(ABC):
     name: str  # lm-eval's output_type
     decodes: bool  # the model generates tokens: a context and every token the decode may add must fit
     bound_unit: str  # what a claimed dtype's bound is over: "NATS" (scores) or "LOGITS" (near ties of a decode)
+    rolls: bool = False  # scored in rolling windows of max_length tokens: no input is ever too long
     protocol_words: str  # what the audit re-derives for a task of this shape (`run --list-tasks`)
 
     @abstractmethod
@@ -29,8 +33,14 @@ class TaskShape(ABC):
         """The filter names lm-eval logs each row under, sorted."""
 
     @abstractmethod
-    def sample_filters(self, spec) -> list | None:
-        """The filters the samples reader expects (formats/lm_eval_output.py): None reads multiple_choice rows."""
+    def samples_args(self, spec) -> dict:
+        """How the samples reader reads a row of this shape (formats/lm_eval_output.py::read_plain_files's keywords):
+        {} reads multiple_choice rows."""
+
+    def renders(self, spec, doc: dict) -> None:
+        """Everything a row of this shape needs rendered, rendered (`--pin` checks every row before a model load)."""
+        spec.gold(doc, spec.choices(doc))
+        spec.requests(doc, spec.prefix(doc))
 
 
 class MultipleChoice(TaskShape):
@@ -46,8 +56,8 @@ class MultipleChoice(TaskShape):
     def logged_filters(self, spec) -> list:
         return ["none"]  # a multiple_choice task's only filter
 
-    def sample_filters(self, spec) -> list | None:
-        return None
+    def samples_args(self, spec) -> dict:
+        return {}
 
 
 class GenerateUntil(TaskShape):
@@ -63,14 +73,40 @@ class GenerateUntil(TaskShape):
     def logged_filters(self, spec) -> list:
         return sorted(spec.generation.filter_names)
 
-    def sample_filters(self, spec) -> list | None:
-        return list(spec.generation.filter_names)
+    def samples_args(self, spec) -> dict:
+        return {"filters": list(spec.generation.filter_names)}
+
+    def renders(self, spec, doc: dict) -> None:
+        spec.reference(doc), spec.text(doc), spec.prefix(doc)
 
 
-SHAPES: dict[str, TaskShape] = {shape.name: shape for shape in (MultipleChoice(), GenerateUntil())}
+class LoglikelihoodRolling(TaskShape):
+    """lm-eval's perplexity tasks: one request per document, the whole of doc_to_target's text, scored in rolling
+    windows (scoring/rolling.py); the metrics are ratios of summed log-likelihoods to words or bytes."""
+    name, decodes, bound_unit, rolls = "loglikelihood_rolling", False, "NATS", True
+    protocol_words = "rolling windows of max_length tokens, " + ", ".join(ROLLING_METRICS)
+
+    def requests(self, spec, doc: dict, prefix: str) -> list:
+        return [(spec.rolling_text(doc), "")]  # lm-eval's construct_requests: (doc_to_target,), no context
+
+    def context_requests(self, spec, doc: dict, context: str, target_delimiter: str) -> list:
+        raise InputError(f"task {spec.name}: a loglikelihood_rolling task has no prompt a chat template renders.")
+
+    def logged_filters(self, spec) -> list:
+        return ["none"]
+
+    def samples_args(self, spec) -> dict:
+        return {"reader": read_rolling_sample, "stderr_hint": str}
+
+    def renders(self, spec, doc: dict) -> None:
+        spec.rolling_text(doc), spec.rolling_counts(doc)
+
+
+SHAPES: dict[str, TaskShape] = {shape.name: shape for shape in (MultipleChoice(), GenerateUntil(),
+                                                                LoglikelihoodRolling())}
 
 
 def shape_of(output_type) -> TaskShape:
     """The shape of a task the spec reader accepted (task/support.py refuses the other output types first): a
     config that leaves output_type out is read as multiple_choice, as the spec reader always has."""
-    return SHAPES["generate_until" if output_type == "generate_until" else "multiple_choice"]
+    return SHAPES[output_type if output_type in ("generate_until", "loglikelihood_rolling") else "multiple_choice"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sst2_audit.formats.releases import require_release_scope
 from sst2_audit.protocol.generation import generation_rule, GenerationRule
+from sst2_audit.protocol.perplexity import ROLLING_METRICS
 from sst2_audit.task.dataset import read_table, Row
 from sst2_audit.task import hook_check
 from sst2_audit.task.evaluator_pin import installed_root, verify_pinned
@@ -67,7 +68,7 @@ class TaskSpec:
 
     def true_choices(self, doc: dict, count: int) -> list | None:
         """A value metric's true choices (mc2: the choices labelled 1), None for an argmax task."""
-        if self.results_rule is None:
+        if self.results_rule is None or not self.results_rule.labels:
             return None
         labels: object = doc
         for key in self.results_rule.labels:
@@ -214,6 +215,24 @@ class TaskSpec:
         if isinstance(setting, Hook):
             return setting(doc)
         return setting
+
+    def rolling_text(self, doc: dict) -> str:
+        """A loglikelihood_rolling task's one request: doc_to_target's text, scored whole (task/shapes.py)."""
+        text = self.target(doc)
+        if not isinstance(text, str) or not text:
+            raise InputError(f"task {self.name}: doc_to_target gave {type(text).__name__} {str(text)[:40]!r}; a "
+                             "loglikelihood_rolling request scores a non-empty text.")
+        return text
+
+    def rolling_counts(self, doc: dict) -> dict:
+        """{metric: the words or bytes lm-eval divides by}: of doc_to_target's text, or of the field a recognised
+        process_results counts (wikitext's: the page before its detokenizer)."""
+        counted = self.results_rule.counted if self.results_rule is not None else None
+        text = doc.get(counted) if counted else self.rolling_text(doc)
+        if not isinstance(text, str):
+            raise InputError(f"task {self.name}: the field {counted!r} its process_results counts is "
+                             f"{type(text).__name__}, not text.")
+        return {name: ROLLING_METRICS[name].count(text) for name in self.metrics}
 
     def reference(self, doc: dict) -> str:
         """A generate_until task's gold answer as process_results compares it: doc_to_target, cast to the

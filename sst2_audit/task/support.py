@@ -8,6 +8,7 @@ from pathlib import Path
 from sst2_audit.formats.releases import scope_reason
 from sst2_audit.protocol.generation import generation_reason
 from sst2_audit.protocol.metrics import choice_count_needed, yaml_metrics
+from sst2_audit.protocol.perplexity import ROLLING_METRICS
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.task.hook_check import draws_random
 from sst2_audit.task.hooks import code_reason, find, Hook, HOOK_KEYS, RESULTS_KEY, source_sha256
@@ -19,11 +20,13 @@ from sst2_audit.util.errors import CheckFailed, InputError
 
 @dataclass(frozen=True)
 class ResultsRule:
-    """A process_results hook we re-derive: the metric of METRICS computing it, the YAML metric_list it must
-    come with (lm-eval's names), and the document field holding the 0/1 label of each choice."""
-    metric: str
+    """A process_results hook we re-derive: the metric of METRICS computing it (None: the YAML's metrics), the YAML
+    metric_list it must come with (lm-eval's names), and the document field holding the 0/1 label of each choice;
+    or, for a loglikelihood_rolling task, the document field whose words and bytes it counts."""
+    metric: str | None
     metric_list: tuple
-    labels: tuple  # the path of keys to the choices' labels in a document
+    labels: tuple = ()  # the path of keys to the choices' labels in a document
+    counted: str | None = None  # a rolling task's: the field counted (default: doc_to_target's text)
 
 
 # process_results hooks recognised by the sha256 of the function's own source (hooks.source_sha256): the
@@ -32,6 +35,10 @@ RESULTS_RULES = {
     # truthfulqa/utils.py and okapi/truthfulqa_multilingual/utils.py process_results_mc2 (SOURCE_MAP step 62)
     "e4c822b6b242625dce81f4a63c00630d81b4cd406ccebe64e8399091917e6d14":
         ResultsRule("mc2", ("acc",), ("mc2_targets", "labels")),
+    # wikitext/preprocess_wikitext.py process_results: the words and bytes of doc["page"], before the detokenizer
+    # doc_to_target applies (SOURCE_MAP step 97)
+    "63f322707ad6f395b690b41477c74228b2f48d6bc5a87643c7b89c2aa3c059a2":
+        ResultsRule(None, tuple(ROLLING_METRICS), counted="page"),
 }
 
 
@@ -104,7 +111,7 @@ def metrics_of(config: dict, rule: ResultsRule | None) -> tuple:
     process_results hook's metric (lm-eval reports it under the YAML's name)."""
     names = tuple(m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list")
                   or [{"metric": "acc"}])
-    return (rule.metric,) if rule is not None and names == rule.metric_list else names
+    return (rule.metric,) if rule is not None and rule.metric and names == rule.metric_list else names
 
 
 def unsupported_reason(config: dict, reading=None) -> str | None:
@@ -116,8 +123,11 @@ def unsupported_reason(config: dict, reading=None) -> str | None:
         if config.get("process_results") is not None:
             return "has its own process_results (a generate_until task: exact_match alone is re-derived)"
         return generation_reason(config) or _shared_reason(config)
+    if config.get("output_type") == "loglikelihood_rolling":
+        return rolling_reason(config, rule)
     if config.get("output_type") != "multiple_choice":
-        return f"output_type is {config.get('output_type')!r}, not multiple_choice or generate_until"
+        return (f"output_type is {config.get('output_type')!r}, not multiple_choice, generate_until or "
+                "loglikelihood_rolling")
     if config.get("process_results") is not None:
         if rule is None:  # a plain (not `!function`) process_results, or one hook_reason did not accept
             return "has its own process_results"
@@ -139,6 +149,25 @@ def unsupported_reason(config: dict, reading=None) -> str | None:
     if config.get("filter_list"):
         return "applies filters"
     return _shared_reason(config)
+
+
+def rolling_reason(config: dict, rule: ResultsRule | None) -> str | None:
+    """Why a loglikelihood_rolling config is outside the protocol, or None: its metrics lm-eval's perplexities,
+    counted by lm-eval's own rule or a recognised process_results (wikitext's), no shots, no filters."""
+    names = [m.get("metric") if isinstance(m, dict) else m for m in config.get("metric_list") or []]
+    other = [str(name) for name in names if name not in ROLLING_METRICS]
+    if not names or other or len(set(names)) != len(names):
+        return (f"reports metrics {other or names} (a loglikelihood_rolling task: {', '.join(ROLLING_METRICS)}, each "
+                "once)")
+    if config.get("process_results") is not None and (rule is None or rule.counted is None):
+        return "has its own process_results (a loglikelihood_rolling task: lm-eval's counts or wikitext's)"
+    if config.get("num_fewshot") or config.get("fewshot_config") or config.get("filter_list"):
+        return "sets shots or filters (a loglikelihood_rolling request is the document's text alone)"
+    if config.get("doc_to_target") is None:
+        return "has no doc_to_target (the text a loglikelihood_rolling request scores)"
+    if not (config.get("test_split") or config.get("validation_split")):
+        return "names neither a test nor a validation split"
+    return None
 
 
 def _shared_reason(config: dict) -> str | None:
