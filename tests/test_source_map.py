@@ -16,7 +16,7 @@ FACTS = REPO.parent / "shared" / "facts" / "lm-eval-v0.4.9.2.sha256"
 def test_every_row_is_verified_against_the_installed_evaluator():
     rows, problems = source_map.check(MAP, installed_root())
     assert problems == []
-    assert len(rows) == 90
+    assert len(rows) == 96
     functions = {row.function for row in rows}
     for step in ("doc_to_text", "doc_to_choice", "doc_to_target", "TaskConfig", "ConfigurableTask.__init__",
                  "ConfigurableTask.construct_requests", "Instance", "TemplateLM._encode_pair", "HFLM.tok_encode",

@@ -23,7 +23,7 @@ from sst2_audit.pages.report import json_summary, quiet_line, run_summary
 from sst2_audit.run import job as run_job
 from sst2_audit.run.group import run_group, summary_lines
 from sst2_audit.run.job import default_run_name
-from sst2_audit.task.shapes import shape_of
+from sst2_audit.task.shapes import shape_of, SHAPES
 from sst2_audit.task.support import list_installed
 from sst2_audit.util.commands import command_line
 from sst2_audit.scoring.shards import from_launcher, launched
@@ -61,6 +61,10 @@ def main(argv) -> int:
     lock, profile = lock_and_profile(args)
     _rows(parser, args, lock, profile)
     spec = spec_for_run(lock, profile, args.task)
+    if not spec.shape.runs:
+        raise InputError(f"profile {profile.name}: task {spec.name} is a {spec.shape.name} task, which `run` does not "
+                         "score yet (multiple_choice only): make a plain lm_eval run of it and audit that with "
+                         f"`sst2-audit adopt LM-EVAL-OUT --lock {lock.given} --profile {profile.name}` (docs/cli.md).")
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke, args.rows)
     if not RUN_NAME.match(name):  # it names folders and the bundle file
         raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 100), "
@@ -170,8 +174,9 @@ def _parser() -> Parser:
                         help="list the installed multiple_choice tasks whose name matches PATTERN (a glob, default *): "
                              "pinned, supported or refused and why, then exit")
     parser.add_argument("--supported", action="store_true", help="with --list-tasks: only pinned and supported tasks")
-    parser.add_argument("--output-type", choices=("multiple_choice", "generate_until"), default="multiple_choice",
-                        help="with --list-tasks: the tasks of this output_type (generate_until: adopted runs only)")
+    parser.add_argument("--output-type", choices=tuple(SHAPES), default="multiple_choice",
+                        help="with --list-tasks: the tasks of this output_type (generate_until, loglikelihood_rolling: "
+                             "adopted runs only)")
     parser.add_argument("--group", metavar="NAME", help="run every subtask of the lock's group NAME (its first rows "
                         "dev rows each; --cache holds one prepared cache per profile: sst2-audit prepare --group) "
                         "and write group.json")

@@ -18,6 +18,7 @@ class TaskShape(ABC):
     decodes: bool  # the model generates tokens: a context and every token the decode may add must fit
     bound_unit: str  # what a claimed dtype's bound is over: "NATS" (scores) or "LOGITS" (near ties of a decode)
     rolls: bool = False  # scored in rolling windows of max_length tokens: no input is ever too long
+    runs: bool = False  # `run` scores it (its stages in run/job.py); else a plain lm_eval run of it is adopted
     protocol_words: str  # what the audit re-derives for a task of this shape (`run --list-tasks`)
 
     @abstractmethod
@@ -44,7 +45,7 @@ class TaskShape(ABC):
 
 
 class MultipleChoice(TaskShape):
-    name, decodes, bound_unit = "multiple_choice", False, "NATS"
+    name, decodes, bound_unit, runs = "multiple_choice", False, "NATS", True
     protocol_words = "acc, acc_norm, f1, mcc, a re-derived mc2"
 
     def requests(self, spec, doc: dict, prefix: str) -> list:

@@ -1,0 +1,282 @@
+"""loglikelihood_rolling (issue 60, the third task shape): the rolling window rule and the perplexity metrics against
+lm-eval's own on generated cases, and a plain `lm_eval` run of a wikitext-shaped demo of our own (pages generated
+here, each marked "Demo") pinned as lm-eval's wikitext task (its YAML, its detokenizer hook and its process_results),
+adopted bit for bit, and tampered with. Runs in both releases."""
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from support.builders import built_once, tiny_model_folder
+from support.lm_eval_files import adopt_each, misbehaved
+from support.paths import LOCK, REPO, VENV_BIN
+from support.processes import run_cli, run_script
+from test_leaderboard import release_cache  # noqa: F401 - the fixture: the embedded cache under this release's lock
+from sst2_audit.formats.releases import installed_version
+
+RELEASE_LOCK = {"0.4.9.2": LOCK, "0.4.13": REPO / "lm-eval-0.4.13.lock.json"}[installed_version()]
+WORDS = ("demo river stone lantern quiet harbour meadow copper signal orchard window autumn bridge letter sparrow "
+         "kettle ladder velvet compass garden").split()
+MAX_LENGTH = 64  # the profile's: the demo pages take 1 to 3 rolling windows each
+
+
+def demo_pages(count: int, seed: int, split: str) -> list:
+    """wikitext-shaped rows (`page`, with wikitext's ' @-@ ', ' , ' and heading marks) of our own: a demo."""
+    rng, rows = random.Random(seed), []
+    for n in range(count):
+        paragraphs = [f" = Demo {split} page {n} = \n {' '.join(rng.choice(WORDS) for _ in range(rng.randint(8, 30)))}"
+                      f" @-@ {rng.randint(1, 99)} , ( a demo ) . \n" for _ in range(rng.randint(1, 3))]
+        rows.append({"page": "".join(paragraphs)})
+    return rows
+
+
+# --- the window rule and the metrics, against lm-eval's own ------------------------------------------------------
+
+def test_the_rolling_windows_equal_lm_eval_s_on_generated_token_lists():
+    """20,000 generated token lists and max lengths: our windows are lm-eval's get_rolling_token_windows made
+    disjoint, exactly, every token predicted once and no model input over max_length."""
+    from lm_eval import utils
+
+    from sst2_audit.scoring.rolling import rolling_windows
+
+    rng = random.Random(60)
+    for _ in range(20000):
+        tokens, length = [rng.randint(3, 50) for _ in range(rng.randint(0, 80))], rng.randint(1, 24)
+        theirs = [utils.make_disjoint_window(w) for w in utils.get_rolling_token_windows(tokens, 1, length, 1)]
+        ours = rolling_windows(tokens, 1, length)
+        assert [(list(w.context_tokens), list(w.continuation_tokens)) for w in ours] == theirs, (tokens, length)
+        assert [t for w in ours for t in w.continuation_tokens] == tokens
+        assert all(len(w.input_tokens) <= length for w in ours)
+
+
+def test_the_perplexities_and_counts_equal_lm_eval_s_on_generated_documents():
+    """300 generated sets of documents (spaces, newlines, accents): the words and bytes lm-eval's ConfigurableTask
+    counts, and its weighted_perplexity and bits_per_byte of the pairs, equal ours exactly."""
+    from lm_eval.api.metrics import bits_per_byte, weighted_perplexity
+    from lm_eval.api.task import ConfigurableTask
+
+    from sst2_audit.protocol.perplexity import ROLLING_METRICS
+
+    rng, pieces = random.Random(61), ["demo", " ", "\n", "  ", "é", "ß", "\t", "word", ".", "≈"]
+    for _ in range(300):
+        texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(rng.randint(1, 8))]
+        scores = [-rng.uniform(0.1, 500.0) for _ in texts]
+        words = [(s, ConfigurableTask.count_words(t)) for s, t in zip(scores, texts)]
+        nbytes = [(s, ConfigurableTask.count_bytes(t)) for s, t in zip(scores, texts)]
+        assert words == [(s, ROLLING_METRICS["word_perplexity"].count(t)) for s, t in zip(scores, texts)]
+        assert nbytes == [(s, ROLLING_METRICS["bits_per_byte"].count(t)) for s, t in zip(scores, texts)]
+        assert ROLLING_METRICS["word_perplexity"].aggregate(words) == weighted_perplexity(words)
+        assert ROLLING_METRICS["byte_perplexity"].aggregate(nbytes) == weighted_perplexity(nbytes)
+        assert ROLLING_METRICS["bits_per_byte"].aggregate(nbytes) == bits_per_byte(nbytes)
+
+
+def test_loglikelihood_rolling_configs_are_listed_with_their_reasons():
+    """`run --list-tasks --output-type loglikelihood_rolling`: wikitext within the protocol (its process_results
+    recognised by its source's hash); a rolling task with another metric refused with the reason."""
+    from sst2_audit.task.support import list_installed, unsupported_reason
+
+    found = {task: reason for task, _, reason in list_installed("*", installed_version(), "loglikelihood_rolling")}
+    assert found["wikitext"] is None
+    assert unsupported_reason({"output_type": "loglikelihood_rolling", "metric_list": [{"metric": "acc"}],
+                               "doc_to_target": "{{page}}", "test_split": "test"}) == (
+        "reports metrics ['acc'] (a loglikelihood_rolling task: word_perplexity, byte_perplexity, bits_per_byte, "
+        "each once)")
+
+
+# --- a plain lm_eval run of a wikitext-shaped demo, adopted ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wiki(release_cache, tmp_path_factory) -> Path:
+    """A tiny model and 200 demo pages pinned as wikitext (max_length 64), prepared, and a real `lm_eval` console run
+    of its first 6 dev rows: built once per test run."""
+    return built_once(tmp_path_factory, f"wiki-{installed_version()}", lambda folder: _build(folder, release_cache))
+
+
+def _build(folder: Path, release_cache: Path) -> None:
+    from test_adopt import plain_lm_eval
+
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task.rows import verified_rows
+    from sst2_audit.task.spec import spec_for
+    from sst2_audit.task.support import installed_tasks_root
+
+    model, data = tiny_model_folder(folder / "model", 31, release_cache), folder / "data"
+    data.mkdir()
+    for split, count, seed in (("train", 4, 1), ("validation", 4, 2), ("test", 200, 3)):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in demo_pages(count, seed, split)))
+    lock = folder / "wiki.lock.json"
+    done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--pin", "wiki", "--task", "wikitext", "--model", model,
+                      "--data", data, "--new-lock", lock, "--max-length", str(MAX_LENGTH))
+    assert done.returncode == 0 and "rolling windows of max_length 64 tokens" in done.stdout, done.stdout + done.stderr
+    done = run_script("prepare.py", "--lock", lock, "--profile", "wiki", "--cache", folder / "cache")
+    assert done.returncode == 0, done.stderr
+    # the user's YAML: lm-eval's own wikitext.yaml and hook file, its data fields pointed at the verified cache
+    installed = installed_tasks_root() / "wikitext"
+    shutil.copy(installed / "preprocess_wikitext.py", folder / "preprocess_wikitext.py")
+    lines = [line for line in (installed / "wikitext.yaml").read_text().splitlines()
+             if not line.startswith(("dataset_path", "dataset_name"))]
+    files = "".join(f"    {split}: {folder / 'cache' / 'data' / f'{split}.parquet'}\n"
+                    for split in ("train", "validation", "test"))
+    (folder / "wikitext.yaml").write_text("dataset_path: parquet\n" + "\n".join(lines) + "\ndataset_kwargs:\n"
+                                          "  data_files:\n" + files)
+    reviewer = load_lock(lock)
+    spec = spec_for(reviewer, "wikitext")
+    ids = sorted(verified_rows(reviewer, reviewer.profile("wiki"), spec, folder / "cache", roles=()).split.dev_ids[:6])
+    plain_lm_eval(folder, "plain", ids, task="wikitext", max_length=MAX_LENGTH)
+
+
+def _adopt(wiki: Path, output, *args, cwd: Path):
+    return run_script(str(VENV_BIN / "sst2-audit"), "adopt", output, "--lock", wiki / "wiki.lock.json", "--profile",
+                      "wiki", "--cache", wiki / "cache", *args, cwd=cwd)
+
+
+def _lines(folder: Path) -> tuple:
+    samples = next(folder.glob("*/samples_*.jsonl"))
+    return samples, [json.loads(line) for line in samples.read_text().splitlines()]
+
+
+def test_a_plain_wikitext_run_is_rescored_bit_for_bit_in_its_rolling_windows(wiki, tmp_path):
+    """The run's 6 documents (1 to 3 windows each) rescored on the independent path: each summed log-likelihood
+    equals lm-eval's bit for bit, the three perplexities re-derived exactly and the reviewer's numbers lead; the
+    verdict is printed and nothing written; --run-name is refused (exit 2) before any work, and so is `run` of the
+    profile (it scores multiple_choice tasks only)."""
+    done = _adopt(wiki, wiki / "plain", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0"
+    results = json.loads(next((wiki / "plain").glob("*/results_*.json")).read_text())["results"]["wikitext"]
+    assert lines[1] == f"wikitext word_perplexity: reported {results['word_perplexity,none']:.3f} (their scores) / " \
+                       f"rescored {results['word_perplexity,none']:.3f} (yours, 6 rows)"
+    assert "  rows: 6 bit for bit" in lines and "arithmetic: PASS (36 checks)" in lines
+    assert lines[-1] == "nothing written: a loglikelihood_rolling task's adoption is printed, not kept as a folder yet"
+    assert not (tmp_path / "runs").exists()
+    from sst2_audit.scoring.model import load_tokenizer
+    from sst2_audit.scoring.rolling import rolling_windows, text_tokens
+
+    tokenizer, (_, logged) = load_tokenizer(wiki / "cache" / "model"), _lines(wiki / "plain")
+    windows = [len(rolling_windows(text_tokens(tokenizer, line["target"]), 1, MAX_LENGTH)) for line in logged]
+    assert min(windows) >= 1 and max(windows) >= 2  # the window rule is exercised, not only one window
+    run = run_cli("run.py", "--lock", wiki / "wiki.lock.json", "--profile", "wiki", "--cache", wiki / "cache", "--smoke")
+    assert run.returncode == 2 and run.stderr.startswith(
+        "error: profile wiki: task wikitext is a loglikelihood_rolling task, which `run` does not score yet"), run.stderr
+    refused = _adopt(wiki, wiki / "plain", "--run-name", "r", cwd=tmp_path)
+    assert refused.returncode == 2 and "a loglikelihood_rolling task's adoption (task wikitext) is printed, not " \
+                                       "written, for now: --run-name cannot be used with it." in refused.stderr
+
+
+def _forged(wiki: Path, target: Path, change, results_change=None) -> tuple:
+    """A copy of the run with change(lines) applied to its samples (and results_change(results) to its results)."""
+    shutil.copytree(wiki / "plain", target)
+    samples, lines = _lines(target)
+    doc_id = sorted(line["doc_id"] for line in lines)[1]
+    samples.write_text("".join(json.dumps(line) + "\n" for line in change(lines, doc_id)))
+    if results_change:
+        path = next(target.glob("*/results_*.json"))
+        path.write_text(json.dumps(results_change(json.loads(path.read_text()))))
+    return target, doc_id
+
+
+def _score(line: dict, value: float) -> dict:
+    """One document's log-likelihood changed everywhere lm-eval logs it."""
+    return dict(line, resps=[[repr(value)]], filtered_resps=[repr(value)],
+                **{name: [value, line[name][1]] for name in line["metrics"]})
+
+
+def _rederived(folder: Path):
+    """The results' perplexities re-derived from the (forged) samples as lm-eval would, so only the rescore can
+    tell."""
+    from sst2_audit.protocol.perplexity import ROLLING_METRICS
+
+    _, lines = _lines(folder)
+
+    def change(results: dict) -> dict:
+        ordered = sorted(lines, key=lambda line: line["doc_id"])
+        for name, metric in ROLLING_METRICS.items():
+            results["results"]["wikitext"][f"{name},none"] = metric.aggregate([tuple(line[name]) for line in ordered])
+        return results
+    return change
+
+
+@pytest.mark.parametrize("what", ["score", "count", "aggregate", "stderr", "mislabel"])
+def test_a_forged_wikitext_run_is_caught_with_its_row_named(wiki, tmp_path, what):
+    """A document's log-likelihood raised by 2 nats everywhere and the perplexities recomputed (the rescore: exit 1,
+    the row named); a word count changed (arithmetic); a reported perplexity edited; its stderr "N/A" made a number;
+    two documents' doc_ids swapped (identity, the mislabel located)."""
+    if what == "score":
+        folder, doc_id = _forged(wiki, tmp_path / "f", lambda lines, d: [
+            _score(line, float(line["resps"][0][0]) + 2.0) if line["doc_id"] == d else line for line in lines])
+        results = next(folder.glob("*/results_*.json"))
+        results.write_text(json.dumps(_rederived(folder)(json.loads(results.read_text()))))
+        expected = f"row idx {doc_id}: logged log-likelihood"
+    elif what == "count":
+        folder, doc_id = _forged(wiki, tmp_path / "f", lambda lines, d: [
+            dict(line, word_perplexity=[line["word_perplexity"][0], line["word_perplexity"][1] + 1])
+            if line["doc_id"] == d else line for line in lines])
+        expected = f"doc_id {doc_id}: word_perplexity ([log-likelihood, words]): expected"
+    elif what in ("aggregate", "stderr"):
+        key, value = ("word_perplexity,none", 12.5) if what == "aggregate" else ("bits_per_byte_stderr,none", "0.01")
+        folder, doc_id = _forged(wiki, tmp_path / "f", lambda lines, d: lines,
+                                 lambda r: {**r, "results": {"wikitext": {**r["results"]["wikitext"], key: value}}})
+        expected = f"results: {key}: expected"
+    else:
+        def swap(lines, d):
+            first, second = lines[0]["doc_id"], lines[1]["doc_id"]
+            return [dict(line, doc_id={first: second, second: first}.get(line["doc_id"], line["doc_id"]))
+                    for line in lines]
+        folder, doc_id = _forged(wiki, tmp_path / "f", swap)
+        expected = "(mislabelled: lm-eval #4084)"
+    done = _adopt(wiki, folder, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: FAIL") and expected in done.stdout, done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def _mutations(wiki: Path, base: Path, count: int) -> list:
+    """count generated mutations of the run: a field dropped, retyped or changed, a digit of a logged number changed,
+    a line deleted, duplicated or cut, a lone surrogate in a text, a results number edited."""
+    rng, cases = random.Random(62), []
+    for number in range(count):
+        folder = base / f"m{number}"
+        shutil.copytree(wiki / "plain", folder)
+        samples, lines = _lines(folder)
+        results_path = next(folder.glob("*/results_*.json"))
+        results, line = json.loads(results_path.read_text()), rng.choice(lines)
+        kind = number % 8
+        if kind == 0:
+            line.pop(rng.choice(sorted(line)))
+        elif kind == 1:
+            line[rng.choice(sorted(line))] = rng.choice([None, 3, "x", [], {}, 1.5])
+        elif kind == 2:
+            text = line["resps"][0][0]
+            at = rng.choice([i for i, c in enumerate(text) if c.isdigit()])
+            line["resps"][0][0] = text[:at] + str((int(text[at]) + rng.randint(1, 9)) % 10) + text[at + 1:]
+        elif kind == 3:
+            name = rng.choice(line["metrics"])
+            line[name] = [line[name][0], line[name][1] + rng.choice([-1, 1, 1000])]
+        elif kind == 4:
+            lines.append(dict(line)) if rng.random() < 0.5 else lines.remove(line)
+        elif kind == 5:
+            line["doc"] = {"page": line["doc"]["page"] + "\ud800"}
+        elif kind == 6:
+            key = rng.choice([k for k in results["results"]["wikitext"] if "," in k])  # a "metric,filter" number
+            results["results"]["wikitext"][key] = rng.choice([v for v in (0.5, "N/A", None, 1e308)
+                                                              if v != results["results"]["wikitext"][key]])
+        else:
+            line["doc_id"] = rng.choice([line["doc_id"] + 1, -1, 10 ** 6, 0])
+        samples.write_text("".join(json.dumps(one) + "\n" for one in lines))
+        results_path.write_text(json.dumps(results))
+        cases.append(str(folder))
+    return cases
+
+
+@pytest.mark.slow
+def test_generated_mutations_of_a_wikitext_run_are_refused_or_failed_never_passed(wiki, tmp_path):
+    """64 generated mutations of the run, adopted in one process: every one exit 1 (a check failed) or 2 (bad
+    input), with no traceback and no internal error."""
+    cases = _mutations(wiki, tmp_path, 64)
+    codes = adopt_each(["--profile=wiki", "--printed", *cases], wiki / "wiki.lock.json", wiki / "cache", tmp_path)
+    assert len(codes) == 64
+    assert misbehaved(codes) == {}
