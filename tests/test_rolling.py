@@ -138,12 +138,13 @@ def _lines(folder: Path) -> tuple:
     return samples, [json.loads(line) for line in samples.read_text().splitlines()]
 
 
-def test_a_plain_wikitext_run_is_rescored_bit_for_bit_in_its_rolling_windows(wiki, tmp_path):
+def test_a_plain_wikitext_run_is_rescored_bit_for_bit_in_its_rolling_windows_and_its_folder_and_bundle_pass(
+        wiki, tmp_path):
     """The run's 6 documents (1 to 3 windows each) rescored on the independent path: each summed log-likelihood
     equals lm-eval's bit for bit, the three perplexities re-derived exactly and the reviewer's numbers lead; the
-    verdict is printed and nothing written; --run-name is refused (exit 2) before any work, and so is `run` of the
-    profile (it scores multiple_choice tasks only)."""
-    done = _adopt(wiki, wiki / "plain", cwd=tmp_path)
+    adopted folder (no data text) and its bundle audit PASS; --export-eee is refused (exit 2) before any work, and so
+    is `run` of the profile (it scores multiple_choice tasks only)."""
+    done = _adopt(wiki, wiki / "plain", "--run-name", "w", "--bundle", "--results", tmp_path / "results", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0"
@@ -151,20 +152,52 @@ def test_a_plain_wikitext_run_is_rescored_bit_for_bit_in_its_rolling_windows(wik
     assert lines[1] == f"wikitext word_perplexity: reported {results['word_perplexity,none']:.3f} (their scores) / " \
                        f"rescored {results['word_perplexity,none']:.3f} (yours, 6 rows)"
     assert "  rows: 6 bit for bit" in lines and "arithmetic: PASS (36 checks)" in lines
-    assert lines[-1] == "nothing written: a loglikelihood_rolling task's adoption is printed, not kept as a folder yet"
-    assert not (tmp_path / "runs").exists()
-    from sst2_audit.scoring.model import load_tokenizer
-    from sst2_audit.scoring.rolling import rolling_windows, text_tokens
-
-    tokenizer, (_, logged) = load_tokenizer(wiki / "cache" / "model"), _lines(wiki / "plain")
-    windows = [len(rolling_windows(text_tokens(tokenizer, line["target"]), 1, MAX_LENGTH)) for line in logged]
-    assert min(windows) >= 1 and max(windows) >= 2  # the window rule is exercised, not only one window
+    record = json.loads((tmp_path / "runs" / "w" / "adopted.json").read_text())
+    assert record["kind"] == "sst2-audit/adopted-rolling" and record["rescored_summary"] == {
+        **{name: results[f"{name},none"] for name in ("word_perplexity", "byte_perplexity", "bits_per_byte")},
+        "rows": 6}
+    assert record["reported"]["bits_per_byte_stderr"] == "N/A" and record["row_classes"]["bit for bit"] == 6
+    assert max(row["windows"] for row in record["rows"]) >= 2  # the window rule is exercised, not only one window
+    public = (tmp_path / "runs" / "w" / "lm_eval_samples.public.jsonl").read_text()
+    assert "Demo" not in public and "demo" not in public  # no data text in the public copy
+    for target in (["--out", tmp_path / "runs" / "w"], ["--bundle-file", tmp_path / "results" / "w.tar.gz"]):
+        audited = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--lock", wiki / "wiki.lock.json", "--cache",
+                             wiki / "cache", *target, cwd=tmp_path)
+        assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
+        assert "adopted record: PASS (81 checks)" in audited.stdout.splitlines()
     run = run_cli("run.py", "--lock", wiki / "wiki.lock.json", "--profile", "wiki", "--cache", wiki / "cache", "--smoke")
     assert run.returncode == 2 and run.stderr.startswith(
         "error: profile wiki: task wikitext is a loglikelihood_rolling task, which `run` does not score yet"), run.stderr
-    refused = _adopt(wiki, wiki / "plain", "--run-name", "r", cwd=tmp_path)
-    assert refused.returncode == 2 and "a loglikelihood_rolling task's adoption (task wikitext) is printed, not " \
-                                       "written, for now: --run-name cannot be used with it." in refused.stderr
+    refused = _adopt(wiki, wiki / "plain", "--export-eee", tmp_path / "eee", cwd=tmp_path)
+    assert refused.returncode == 2 and "--export-eee: task wikitext is a loglikelihood_rolling task, whose adoption " \
+                                       "is not exported as Every Eval Ever records yet" in refused.stderr
+
+
+@pytest.mark.parametrize("field", ["rescored_summary", "rescored", "row_class", "counts"])
+def test_an_edited_adopted_rolling_record_fails_its_audit(wiki, tmp_path, field):
+    """adopted.json edited after the adoption (its summary, a row's rescored score, a row's class, a row's counts):
+    the audit of the folder is exit 1 naming what differs."""
+    done = _adopt(wiki, wiki / "plain", "--run-name", "e", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    path = tmp_path / "runs" / "e" / "adopted.json"
+    record = json.loads(path.read_text())
+    row = record["rows"][2]
+    if field == "rescored_summary":
+        record["rescored_summary"]["word_perplexity"] *= 0.9
+    elif field == "rescored":
+        row["rescored"] += 1.0
+    elif field == "row_class":
+        row["row_class"] = "within the bound"
+    else:
+        row["counts"]["word_perplexity"] += 1
+    path.write_text(json.dumps(record))
+    audited = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--lock", wiki / "wiki.lock.json", "--cache",
+                         wiki / "cache", "--out", tmp_path / "runs" / "e", cwd=tmp_path)
+    assert audited.returncode == 1 and audited.stdout.startswith("VERDICT: FAIL (adopted record)"), audited.stdout
+    expected = {"rescored_summary": "adopted.json: rescored_summary (re-derived from its rows' rescored scores)",
+                "rescored": f"row idx {row['idx']}: rescored", "row_class": f"row idx {row['idx']}: row_class",
+                "counts": f"row idx {row['idx']}: counts"}[field]
+    assert expected in audited.stdout, audited.stdout
 
 
 def _forged(wiki: Path, target: Path, change, results_change=None) -> tuple:
@@ -277,6 +310,6 @@ def test_generated_mutations_of_a_wikitext_run_are_refused_or_failed_never_passe
     """64 generated mutations of the run, adopted in one process: every one exit 1 (a check failed) or 2 (bad
     input), with no traceback and no internal error."""
     cases = _mutations(wiki, tmp_path, 64)
-    codes = adopt_each(["--profile=wiki", "--printed", *cases], wiki / "wiki.lock.json", wiki / "cache", tmp_path)
+    codes = adopt_each(["--profile=wiki", *cases], wiki / "wiki.lock.json", wiki / "cache", tmp_path)
     assert len(codes) == 64
     assert misbehaved(codes) == {}

@@ -60,7 +60,8 @@ class Adoption:
     dtype: str | None = None  # the dtype the run claims (adopt_scores.claimed_dtype): what widened the bound
     rederived: dict = field(default_factory=dict)
     shards: Shards = field(default_factory=Shards)  # the processes the rescore's rows are shared among
-    # a generate_until task's rows (audit/adopt_generation.py): context tokens, references, logged lines by filter
+    # a generate_until task's rows (audit/adopt_generation.py): context tokens, references, logged lines by filter;
+    # a loglikelihood_rolling task's (audit/adopt_rolling.py): contexts holds each document's windows
     contexts: dict = field(default_factory=dict)
     references: dict = field(default_factory=dict)
     lines: dict = field(default_factory=dict)

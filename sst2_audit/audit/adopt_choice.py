@@ -4,7 +4,7 @@ bit for bit (or to a claimed dtype's bound), the metrics re-aggregated from the 
 from sst2_audit.audit import adopt, adopt_export, adopt_rescore, adopted_level
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.findings import LevelResult
-from sst2_audit.formats import adopted, lm_eval_output
+from sst2_audit.formats import lm_eval_output
 from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.scoring.identity import longest_recorded
 from sst2_audit.scoring.summaries import bootstrap_iters
@@ -35,8 +35,6 @@ class ChoiceAdoption(AdoptShape):
     def public_sample(self, sample) -> dict:
         return lm_eval_output.public_sample(sample)
 
-    def write(self, path, record) -> None:
-        adopted.write(path, record)
 
     def take_claims(self, adoption, claimed) -> None:
         return None  # a score is rescored from the row alone: nothing the record claims is taken again

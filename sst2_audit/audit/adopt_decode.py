@@ -5,7 +5,7 @@ reviewer's own number from a pure greedy decode."""
 from sst2_audit.audit import adopt_export, adopt_generation, adopt_rescore, adopted_level
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.findings import LevelResult
-from sst2_audit.formats import adopted_generation, lm_eval_output
+from sst2_audit.formats import lm_eval_output
 from sst2_audit.protocol.generation import EXACT_MATCH
 from sst2_audit.protocol.metrics import result_key
 
@@ -35,8 +35,6 @@ class DecodeAdoption(AdoptShape):
     def public_sample(self, sample) -> dict:
         return lm_eval_output.public_generated_sample(sample)
 
-    def write(self, path, record) -> None:
-        adopted_generation.write(path, record)
 
     def take_claims(self, adoption, claimed) -> None:
         # the near ties the record says were taken: a claim each, re-decoded and held to the hash

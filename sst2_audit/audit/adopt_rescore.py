@@ -35,9 +35,10 @@ def _chosen(adoption, seed: int) -> tuple:
     return sorted(chosen), sorted(sealed & set(adoption.questions)), open_ids
 
 
-def _scored(adoption, model, chosen: list) -> dict | None:
+def _scored(adoption, model, chosen: list, pairs_of=None) -> dict | None:
     """{idx: rescored candidate scores} of every chosen row at rank 0 (None on the other ranks): each process
-    scores its share (scoring/shards.py), at the threads its share of the cores gives."""
+    scores its share (scoring/shards.py), at the threads its share of the cores gives. pairs_of(idx): a row's
+    requests (default: its question's pairs; a rolling task's windows)."""
     import torch
 
     shards, settings = adoption.shards, adoption.settings
@@ -47,7 +48,8 @@ def _scored(adoption, model, chosen: list) -> dict | None:
     with phase(f"rescore: {len(chosen)} rows on the independent path{share}"), torch.inference_mode():
         scored, ticker = {}, Ticker("rescore", len(mine))
         for number, idx in enumerate(mine, start=1):
-            scored[idx] = list(scorer.score(idx, adoption.questions[idx].pairs).candidate_scores)
+            pairs = adoption.questions[idx].pairs if pairs_of is None else pairs_of(idx)
+            scored[idx] = list(scorer.score(idx, pairs).candidate_scores)
             ticker.tick(number)
     return shards.gather(scored)
 

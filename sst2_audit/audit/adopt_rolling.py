@@ -1,18 +1,20 @@
 """A loglikelihood_rolling task's adoption (audit/adopt_shape.py; lm-eval's perplexity tasks): every logged
 document's text held to the pinned row, each logged [log-likelihood, count] and the task's perplexities re-derived,
 and each text rescored on the independent path in lm-eval's rolling windows (scoring/rolling.py), its summed
-log-likelihood held bit for bit (or to a claimed dtype's bound over all its predicted tokens). The verdict is
-printed; an adopted folder, bundle and export are not written for this shape yet (writes_record)."""
+log-likelihood held bit for bit (or to a claimed dtype's bound over all its predicted tokens). Kept as an adopted
+folder and bundle (formats/adopted_rolling.py) like any adoption; no Every Eval Ever export yet (exports)."""
 
+import dataclasses
 import math
 import typing
-from dataclasses import dataclass, field
 
-from sst2_audit.audit import adopt, adopt_rescore
+from sst2_audit.audit import adopt, adopt_rescore, adopted_level
 from sst2_audit.audit.adopt_scores import bound_for
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.findings import LevelResult
-from sst2_audit.formats.adopted import BITS, NOT_DRAWN, OUT, ROW_CLASSES, SEALED, WITHIN
+from sst2_audit.formats.adopted import BITS, OUT, SEALED, WITHIN
+from sst2_audit.formats.adopted_rolling import AdoptedRollingRecord, ROLLING_CLASSES, RolledRow
+from sst2_audit.protocol.drift import DRIFT_BOUND
 from sst2_audit.formats.lm_eval_rolling import public_rolled_sample
 from sst2_audit.protocol.metrics import result_key
 from sst2_audit.protocol.perplexity import NO_STDERR, ROLLING_METRICS
@@ -20,22 +22,7 @@ from sst2_audit.protocol.rules import doc_hash
 from sst2_audit.scoring.rolling import prefix_token, rolling_windows, text_tokens
 from sst2_audit.task.rows import shown_ids
 from sst2_audit.util.errors import InternalError
-from sst2_audit.util.hashing import sha256_text
-
-
-@dataclass
-class RolledQuestion:
-    """One logged document as the levels find it; `pairs`: its windows, the rescore's input (kept only then)."""
-    idx: int
-    logged: float  # the run's summed log-likelihood (a claim)
-    counts: dict  # metric -> the words or bytes of the reviewer's row
-    tokens: int = 0  # the tokens its windows predict, by the reviewer's tokenizer
-    windows: int = 0
-    pairs: list | None = None
-    rescored: float | None = None
-    row_class: str = NOT_DRAWN
-    max_abs_diff: float | None = None
-    window_scores: list = field(default_factory=list)
+from sst2_audit.util.hashing import sha256_text, tokens_hash
 
 
 def check_identity(adoption, tokenizer) -> LevelResult:
@@ -67,11 +54,13 @@ def check_identity(adoption, tokenizer) -> LevelResult:
                 level.notes.append(f"logged doc_id {sample.doc_id} holds the doc of row idx {holders} (mislabelled: "
                                    "lm-eval #4084)" if holders else f"logged doc_id {sample.doc_id}: its doc is no "
                                    "row of the split")
-        windows = rolling_windows(text_tokens(tokenizer, text, settings["add_bos_token"]), prefix,
-                                  settings["max_length"])
-        adoption.questions[sample.doc_id] = RolledQuestion(
-            sample.doc_id, sample.score, spec.rolling_counts(row.doc),
-            sum(len(w.continuation_tokens) for w in windows), len(windows), windows if adoption.rescore else None)
+        tokens = text_tokens(tokenizer, text, settings["add_bos_token"])
+        windows = rolling_windows(tokens, prefix, settings["max_length"])
+        adoption.questions[sample.doc_id] = RolledRow(
+            sample.doc_id, want["doc_hash"], want["prompt_hash"], want["target_hash"], spec.rolling_counts(row.doc),
+            len(tokens), tokens_hash([tokens]), len(windows), sample.score)
+        if adoption.rescore:  # the rescore's input, kept only when a rescore will read it
+            adoption.contexts[sample.doc_id] = windows
     return level
 
 
@@ -99,31 +88,33 @@ def check_arithmetic(adoption) -> LevelResult:
     return level
 
 
-def _bound(question: RolledQuestion, bound) -> float:
+def _bound(rescored: float, tokens: int, bound) -> float:
     """A document's bound (nats): its predicted tokens are one continuation of a sum, as a candidate's are."""
-    return bound.relative * abs(question.rescored or 0.0) + bound.absolute + bound.per_token * math.sqrt(
-        max(question.tokens, 1))
+    return bound.relative * abs(rescored) + bound.absolute + bound.per_token * math.sqrt(max(tokens, 1))
+
+
+def row_class_of(logged: float, rescored: float, tokens: int, bound) -> str:
+    return (BITS if logged == rescored else
+            WITHIN if abs(logged - rescored) <= _bound(rescored, tokens, bound) else OUT)
 
 
 def _classed(adoption, chosen: list) -> None:
     for idx in chosen:
-        question = adoption.questions[idx]
-        question.max_abs_diff = abs(question.logged - question.rescored)
-        question.row_class = (BITS if question.logged == question.rescored else
-                              WITHIN if question.max_abs_diff <= _bound(question, adoption.bound) else OUT)
+        row = adoption.questions[idx]
+        row.max_abs_diff = abs(row.logged - row.rescored)
+        row.row_class = row_class_of(row.logged, row.rescored, row.tokens, adoption.bound)
 
 
 def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     """Each chosen document's windows scored on the independent path and summed in window order (lm-eval's
     Python sum); sealed rows never reach the model."""
     chosen, sealed, open_ids = adopt_rescore._chosen(adoption, seed)
-    scored = adopt_rescore._scored(adoption, model, chosen)
+    scored = adopt_rescore._scored(adoption, model, chosen, adoption.contexts.__getitem__)
     if scored is None:
         return None
     level = LevelResult(f"rescore ({adoption.rescore} rows, seed {seed})")
     for idx in chosen:
-        question = adoption.questions[idx]
-        question.window_scores, question.rescored = scored[idx], sum(scored[idx])
+        adoption.questions[idx].rescored = sum(scored[idx])  # lm-eval's Python sum, in window order
     _classed(adoption, chosen)
     bits = [idx for idx in chosen if adoption.questions[idx].row_class == BITS]
     if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
@@ -133,17 +124,17 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
         _classed(adoption, chosen)
     for idx in sealed:
         adoption.questions[idx].row_class = SEALED
-    counts = {name: sum(q.row_class == name for q in adoption.questions.values()) for name in ROW_CLASSES}
+    counts = {name: sum(q.row_class == name for q in adoption.questions.values()) for name in ROLLING_CLASSES}
     level.checks = len(chosen)
     level.notes.append(f"bound: {adoption.bound.per_score} over each document's predicted tokens "
                        f"({adoption.bound.basis})")
-    level.notes.append("rows: " + ", ".join(f"{counts[name]} {name}" for name in ROW_CLASSES if counts[name]))
+    level.notes.append("rows: " + ", ".join(f"{counts[name]} {name}" for name in ROLLING_CLASSES if counts[name]))
     for question in (adoption.questions[idx] for idx in chosen):
         if question.row_class == OUT:
             level.fail(f"row idx {question.idx}: logged log-likelihood {question.logged!r}, rescored here "
                        f"{question.rescored!r} over {question.windows} rolling window(s) of {question.tokens} "
                        f"tokens: {question.max_abs_diff:.4g} apart, beyond the bound "
-                       f"{_bound(question, adoption.bound):.4g}",
+                       f"{_bound(question.rescored, question.tokens, adoption.bound):.4g}",
                        row=question.idx)
     adopt_rescore._sampled(level, sealed, chosen, open_ids, adoption.rescore)
     if counts[WITHIN] and not level.problems:
@@ -154,51 +145,97 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     return level
 
 
-def rescored_numbers(adoption) -> tuple:
-    """({metric: the reviewer's number}, rows) from the rescored documents, in doc_id order."""
-    rescored = [adoption.questions[idx] for idx in sorted(adoption.questions)
-                if adoption.questions[idx].rescored is not None]
-    return ({metric: ROLLING_METRICS[metric].aggregate([(q.rescored, q.counts[metric]) for q in rescored])
-             for metric in adoption.spec.metrics} if rescored else {}), len(rescored)
+def rescored_summary(rows, metrics) -> dict:
+    """{metric: the reviewer's number, "rows": how many} from the rescored documents, in doc_id order; {} when none
+    was rescored."""
+    rescored = sorted((row for row in rows if row.rescored is not None), key=lambda row: row.idx)
+    if not rescored:
+        return {}
+    return {**{metric: ROLLING_METRICS[metric].aggregate([(row.rescored, row.counts[metric]) for row in rescored])
+               for metric in metrics}, "rows": len(rescored)}
 
 
-def _not_written(what: str) -> typing.NoReturn:
-    raise InternalError(f"a loglikelihood_rolling adoption writes no {what} (cli/adopt.py refuses first)")
+def rolling_record(adoption, common: dict) -> AdoptedRollingRecord:
+    reported = adoption.output.results["results"][adoption.spec.name]
+    rows = [adoption.questions[idx] for idx in sorted(adoption.questions)]
+    return AdoptedRollingRecord(
+        **common, metrics=list(adoption.spec.metrics),
+        reported={key: reported[result_key(m, stderr=bool(suffix))] for m in adoption.spec.metrics
+                  for key, suffix in ((m, ""), (f"{m}_stderr", "_stderr"))},
+        rederived=adoption.rederived, rescored_summary=rescored_summary(rows, adoption.spec.metrics),
+        row_classes={name: sum(row.row_class == name for row in rows) for name in ROLLING_CLASSES},
+        row_set=dataclasses.asdict(adoption.row_set), rows=rows)
+
+
+ROLLED_FIELDS = ("doc_hash", "prompt_hash", "target_hash", "counts", "tokens", "tokens_sha256", "windows", "logged")
+
+
+def check_adopted(claimed, rederived, bits: bool) -> LevelResult:
+    """A loglikelihood_rolling task's adopted.json against the record re-derived here: its own summary and classes
+    from its rows first, then every row's fields, and each recorded rescore against this machine's (bits where it
+    runs the lock's numeric mode, else the drift bound between CPUs)."""
+    level = LevelResult("adopted record")
+    level.expect("adopted.json", "rescored_summary (re-derived from its rows' rescored scores)",
+                 rescored_summary(claimed.rows, claimed.metrics), claimed.rescored_summary)
+    level.expect("adopted.json", "row_classes (counted from its rows)",
+                 {name: sum(row.row_class == name for row in claimed.rows) for name in ROLLING_CLASSES},
+                 claimed.row_classes)
+    for name in adopted_level.RECORD_FIELDS:
+        level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
+    level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))
+    mine = {row.idx: row for row in rederived.rows}
+    level.expect("adopted.json", "rows (doc_ids)", sorted(mine), [row.idx for row in claimed.rows])
+    drifted = 0
+    for row in claimed.rows:
+        where, here = f"row idx {row.idx}", mine.get(row.idx)
+        if row.rescored is not None:
+            level.expect(where, "row_class (its scores under the recorded bound)",
+                         row_class_of(row.logged, row.rescored, row.tokens, claimed.bound), row.row_class)
+        if here is None:
+            continue
+        for name in ROLLED_FIELDS:
+            level.expect(where, name, getattr(here, name), getattr(row, name))
+        drifted += adopted_level._rescored(level, where, None if row.rescored is None else [row.rescored],
+                             None if here.rescored is None else [here.rescored], bits)
+        if here.rescored is not None or here.row_class == "sealed":
+            level.expect(where, "row_class", here.row_class, row.row_class)
+    if drifted:
+        level.drift_only = True
+        level.drift_reason = (f"{drifted} recorded rescore(s) equal this machine's within the drift bound "
+                              f"{DRIFT_BOUND:g} only: this machine does not run the lock's numeric mode")
+    return level
 
 
 class RollingAdoption(AdoptShape):
     rescored_as = "rescored bit for bit"
-    writes_record = False
+    exports = False
 
     def record_checks(self) -> tuple:
         return check_identity, check_arithmetic
 
     def longest(self, adoption) -> int:
-        return max((len(w.input_tokens) for q in adoption.questions.values() for w in q.pairs or ()), default=0)
+        return max((len(w.input_tokens) for windows in adoption.contexts.values() for w in windows), default=0)
 
     def rescore(self, adoption, model, tokenizer, seed: int) -> LevelResult | None:
         return check_rescore(adoption, model, seed)
 
     def reviewer_pairs(self, adoption) -> tuple:
         reported = adoption.output.results["results"].get(adoption.spec.name, {})
-        mine, rows = rescored_numbers(adoption)
-        return "yours", [(metric, reported.get(result_key(metric)), mine.get(metric), rows)
+        mine = rescored_summary(adoption.questions.values(), adoption.spec.metrics)
+        return "yours", [(metric, reported.get(result_key(metric)), mine.get(metric), mine.get("rows", 0))
                          for metric in adoption.spec.metrics]
 
     def record(self, adoption, common: dict):
-        _not_written("adopted record")
+        return rolling_record(adoption, common)
 
     def public_sample(self, sample) -> dict:
         return public_rolled_sample(sample)
 
-    def write(self, path, record) -> None:
-        _not_written("adopted.json")
-
     def take_claims(self, adoption, claimed) -> None:
-        _not_written("adopted record to take claims from")
+        return None  # a document's score is rescored from its row alone
 
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
-        _not_written("adopted record to re-check")
+        return check_adopted(claimed, here, bits)
 
-    def exported_rows(self, adoption) -> list:
-        _not_written("Every Eval Ever export")
+    def exported_rows(self, adoption) -> typing.NoReturn:
+        raise InternalError("a loglikelihood_rolling adoption is not exported (cli/adopt.py refuses --export-eee)")

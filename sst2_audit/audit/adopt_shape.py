@@ -11,7 +11,7 @@ from sst2_audit.audit.findings import LevelResult
 
 class AdoptShape(ABC):
     rescored_as: str  # how a PASS says every row was checked
-    writes_record = True  # False: the verdict is printed, no adopted folder, bundle or export is written yet
+    exports = True  # False: no Every Eval Ever export of this shape yet (--export-eee refused before any work)
 
     @abstractmethod
     def record_checks(self) -> tuple[Callable, Callable]:
@@ -31,15 +31,12 @@ class AdoptShape(ABC):
 
     @abstractmethod
     def record(self, adoption, common: dict):
-        """The adopted record (formats/adopted.py or adopted_generation.py) from the fields every shape shares."""
+        """The adopted record (formats/adopted.py, adopted_generation.py, adopted_rolling.py: each an AdoptedCommon)
+        from the fields every shape shares."""
 
     @abstractmethod
     def public_sample(self, sample) -> dict:
         """A logged sample as the public copy keeps it: no text of the data."""
-
-    @abstractmethod
-    def write(self, path, record) -> None:
-        """adopted.json, written last."""
 
     @abstractmethod
     def take_claims(self, adoption, claimed) -> None:

@@ -134,3 +134,4 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
                 ("closest_step", "closest_margin", "ties", "left_at") if bits and same else ()):
             level.expect(where, name, getattr(here, name), getattr(row, name))
     return level
+

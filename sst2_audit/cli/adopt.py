@@ -9,10 +9,10 @@ from sst2_audit.audit.adopt_shapes import shape_for
 from sst2_audit.audit.adopt_rescore import record, run_levels
 from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
-from sst2_audit.cli.adopt_lighteval import adopt_lighteval, refuse_not_written
+from sst2_audit.cli.adopt_lighteval import adopt_lighteval
 from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
 from sst2_audit.cli.adopt_shared import (adopted_target, audit_task, export_eee, export_ready, logged, print_outcome,
-                                         write_task)
+                                         refuse_unexported, write_task)
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_format, with_profile)
 from sst2_audit.formats import lighteval_details, lm_eval_run
@@ -86,8 +86,7 @@ def main(argv, owns_process: bool = False) -> int:
     lock, profile = lock_and_profile(args, lock)
     args.cache = cache_for(args.cache, profile.name)  # a cache of many profiles holds this one in <cache>/<profile>
     spec = spec_for_run(lock, profile, args.task[0] if args.task else None)
-    if not shape_for(spec).writes_record:
-        refuse_not_written(args, f"a {spec.shape.name} task's adoption (task {spec.name})")
+    refuse_unexported(args, spec)
     name, out = adopted_target(args, f"adopted-{profile.name}")
     try:
         output = lm_eval_run.read_plain_output(args.output, spec.name, spec.metrics, **spec.shape.samples_args(spec),
@@ -129,9 +128,6 @@ def _report(args, adoption, outcome, kept: tuple) -> int:
     print_outcome(outcome, head, adoption, output.results_path)
     if outcome.failed:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
-        return outcome.exit_code
-    if not adoption.shape.writes_record:
-        print(f"nothing written: a {spec.shape.name} task's adoption is printed, not kept as a folder yet")
         return outcome.exit_code
     files = write_task(out, adoption, record(adoption, name, seed, timings))
     print(f"adopted: {printable(out)} (audit it: {printable(command_line('audit', *audit_words(args, out)))})")

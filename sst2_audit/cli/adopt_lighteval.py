@@ -16,8 +16,8 @@ NOT_YET = ("--bundle", "bundle"), ("--export-eee", "export_eee"), ("--out", "out
 
 
 def refuse_not_written(args, what: str) -> None:
-    """An adoption whose verdict is printed, not written (a lighteval run, a loglikelihood_rolling task): the options
-    that write, and a launcher's processes, are refused before any work (exit 2)."""
+    """An adoption whose verdict is printed, not written (a lighteval run): the options that write, and a launcher's
+    processes, are refused before any work (exit 2)."""
     given = [option for option, name in NOT_YET if getattr(args, name, None)]
     if given:
         raise InputError(f"{args.output}: {what} is printed, not written, for now: {', '.join(given)} cannot be "

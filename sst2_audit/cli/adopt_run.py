@@ -16,7 +16,8 @@ from sst2_audit.audit.adopt_run import check_groups, group_numbers, UNPINNED
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.bundle import adopted as adopted_bundle
-from sst2_audit.cli.adopt_shared import adopted_target, audit_task, export_eee, export_ready, write_task
+from sst2_audit.cli.adopt_shared import (adopted_target, audit_task, export_eee, export_ready, refuse_unexported,
+                                         write_task)
 from sst2_audit.cli.common import audit_words, show_verdict, spec_for_run
 from sst2_audit.formats import adopted_run, lm_eval_output, records, strict_json
 from sst2_audit.formats.adopted import ADOPTED_FILE
@@ -37,6 +38,8 @@ def _adoptions(args, lock, index, plan, shards, seed: int) -> tuple:
     adoptions = {}
     outcomes = {}
     timings: dict = {}
+    for _, profile_name in plan.members:  # before any work
+        refuse_unexported(args, spec_for_run(lock, lock.profile(profile_name), None))
     for number, (task, profile_name) in enumerate(plan.members, start=1):
         profile = lock.profile(profile_name)
         spec = spec_for_run(lock, profile, None)

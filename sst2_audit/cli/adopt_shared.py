@@ -13,7 +13,8 @@ from sst2_audit.audit.adopt_shapes import shape_for
 from sst2_audit.audit.adopt_rescore import record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.common import show_verdict
-from sst2_audit.formats import adopted, adopted_generation as generation, every_eval_ever, lm_eval_output, records
+from sst2_audit.formats import adopted, every_eval_ever, lm_eval_output, records
+from sst2_audit.formats.adopted_read import read_adopted
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
@@ -57,7 +58,7 @@ def write_task(out: Path, adoption, adopted_record) -> dict:
     try:
         for name, body in files.items():
             atomic.write_bytes(out / name, body)
-        adoption.shape.write(out / adopted.ADOPTED_FILE, adopted_record)
+        adopted.write(out / adopted.ADOPTED_FILE, adopted_record)
     except BaseException:
         for name in (*files, adopted.ADOPTED_FILE):
             (out / name).unlink(missing_ok=True)
@@ -85,6 +86,13 @@ def export_eee(args, ready, adoption, files: dict) -> None:
           f"{len(exported.rows)} rows, verdict on each)")
 
 
+def refuse_unexported(args, spec) -> None:
+    """--export-eee with a task whose shape is not exported yet: exit 2 before any work."""
+    if getattr(args, "export_eee", None) is not None and not shape_for(spec).exports:
+        raise InputError(f"--export-eee: task {spec.name} is a {spec.shape.name} task, whose adoption is not "
+                         "exported as Every Eval Ever records yet; adopt it without --export-eee.")
+
+
 def adopted_target(args, stem: str) -> tuple:
     """(run name, folder) of an adoption: --run-name or `<stem>-<UTC time>`, --out or runs/<name>; refused before
     any work when the folder or the bundle exists (nothing is overwritten), or when --export-eee's folder cannot be
@@ -105,7 +113,7 @@ def adopted_target(args, stem: str) -> tuple:
 def audit_task(args, folder: Path, models: dict, results_sha256: str | None = None) -> tuple:
     """(outcome, adoption, claimed record) of one task's adopted folder; results_sha256: the run record's, which
     the task's adopted.json must name (a member of another run is a FAIL of the run)."""
-    claimed = generation.read_adopted(folder / adopted.ADOPTED_FILE)
+    claimed = read_adopted(folder / adopted.ADOPTED_FILE)
     lock = args.reviewer_lock
     profile = lock.profile(claimed.profile)
     cache = cache_for(args.cache, profile.name)

@@ -8,7 +8,6 @@ bound, a flip, out of the bound, sealed) is what the adoption found. No data tex
 import dataclasses
 from dataclasses import dataclass
 
-from sst2_audit.formats import strict_json
 from sst2_audit.formats.manifest import ManifestFile
 from sst2_audit.formats.schema import convert, require_kind
 from sst2_audit.util import atomic
@@ -16,9 +15,9 @@ from sst2_audit.util.errors import InputError
 
 ADOPTED_FILE = "adopted.json"
 ADOPTED_KIND, ADOPTED_VERSION = "sst2-audit/adopted", 2
+SEALED, NOT_DRAWN = "sealed", "not drawn"  # the classes of a row not rescored, whatever the task's shape
 # each row's class, in the order a verdict names them
-BITS, WITHIN, FLIP, OUT, SEALED, NOT_DRAWN = ("bit for bit", "within the bound", "prediction flip", "out of the bound",
-                                              "sealed", "not drawn")
+BITS, WITHIN, FLIP, OUT = "bit for bit", "within the bound", "prediction flip", "out of the bound"
 ROW_CLASSES = (BITS, WITHIN, FLIP, OUT, SEALED, NOT_DRAWN)
 
 
@@ -56,12 +55,13 @@ class Bound:
     margin_per_token: float = 0.0
 
 
-@dataclass
-class AdoptedRecord:
+@dataclass(kw_only=True)
+class AdoptedCommon:
+    """What adopted.json holds for a task of every shape; each shape's record adds its numbers and rows (this
+    module's AdoptedRecord, adopted_generation.py, adopted_rolling.py; read by kind: adopted_read.py)."""
     run_name: str
     profile: str
     task: str
-    metrics: list[str]
     demo: bool
     notice: str
     lock_sha256: str
@@ -69,25 +69,40 @@ class AdoptedRecord:
     source: dict[str, str]  # the adopted files' names and sha256, as given (lm-eval's own files)
     claims: dict  # what the run says of itself and nothing here can check (model, dtype, device, batch size)
     config_differences: dict  # the logged task config's differences from the pinned YAML (data fields only)
-    bound: Bound
-    rescore: dict  # {"rows": "all" or N, "seed": S}
+    bound: Bound  # a score's (a generate_until task's: a near tie's margin, in logits)
+    rescore: dict  # {"rows": "all" or N, "seed": S, "processes": P}
     platform: dict  # this machine's numeric platform (numeric.fingerprint)
     bits_required: bool  # this machine runs the lock's numeric mode
     versions: dict[str, str | None]
+    row_classes: dict[str, int]
+    row_set: dict  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
+    timings: dict[str, float]
+
+
+@dataclass(kw_only=True)
+class AdoptedRecord(AdoptedCommon):
+    """A multiple_choice task's."""
+    metrics: list[str]
     reported: dict[str, float]  # the results file's numbers (metric, metric_stderr)
     rederived: dict[str, float]  # the same from the logged per-document values, by lm-eval's aggregation
     rescored_summary: dict[str, float | int]  # the metric from the rescored scores, and the rows rescored
-    row_classes: dict[str, int]
-    row_set: dict  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
     flips: dict  # per metric, the prediction flips' directions; the sign test's failures (audit/adopt_scores.py)
     questions: list[AdoptedQuestion]
-    timings: dict[str, float]
     schema_version: int = ADOPTED_VERSION
     kind: str = ADOPTED_KIND
 
 
-def write(path, record: AdoptedRecord) -> None:
+def write(path, record: AdoptedCommon) -> None:
+    """adopted.json of any shape's record, written last and atomically."""
     atomic.write_json(path, dataclasses.asdict(record))
+
+
+def check_classes(rows: list, classes: tuple, where: str, field: str) -> None:
+    """Each row's row_class one of its shape's classes (exit 2 naming the row)."""
+    for number, row in enumerate(rows):
+        if row.row_class not in classes:
+            raise InputError(f"{where}.{field}[{number}].row_class: expected one of {list(classes)}, got "
+                             f"{row.row_class[:40]!r}.")
 
 
 def refuse_old(raw, kind: str, version: int, where: str) -> None:
@@ -100,12 +115,5 @@ def refuse_old(raw, kind: str, version: int, where: str) -> None:
 def from_dict(raw, where: str) -> AdoptedRecord:
     refuse_old(raw, ADOPTED_KIND, ADOPTED_VERSION, where)
     record = convert(AdoptedRecord, require_kind(raw, ADOPTED_KIND, ADOPTED_VERSION, where), where)
-    for number, question in enumerate(record.questions):
-        if question.row_class not in ROW_CLASSES:
-            raise InputError(f"{where}.questions[{number}].row_class: expected one of {list(ROW_CLASSES)}, got "
-                             f"{question.row_class[:40]!r}.")
+    check_classes(record.questions, ROW_CLASSES, where, "questions")
     return record
-
-
-def read(path) -> AdoptedRecord:
-    return from_dict(strict_json.read(path), str(path))

@@ -7,18 +7,14 @@ logged text takes another token than its maximum only where that token's logit i
 machine's rounding may pick it), or a generation that differs (no token within the bound keeps to the logged text).
 """
 
-import dataclasses
 from dataclasses import dataclass
 
-from sst2_audit.formats import strict_json
-from sst2_audit.formats.adopted import Bound, refuse_old
-from sst2_audit.formats.manifest import ManifestFile
+from sst2_audit.formats.adopted import AdoptedCommon, check_classes, NOT_DRAWN, refuse_old, SEALED
 from sst2_audit.formats.schema import convert, require_kind
-from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 
 GENERATION_KIND, GENERATION_VERSION = "sst2-audit/adopted-generation", 2
-SAME, DRIFT, DIFFERS, SEALED, NOT_DRAWN = ("token for token", "near-tie drift", "differs", "sealed", "not drawn")
+SAME, DRIFT, DIFFERS = "token for token", "near-tie drift", "differs"
 GENERATION_CLASSES = (SAME, DRIFT, DIFFERS, SEALED, NOT_DRAWN)
 
 
@@ -49,49 +45,26 @@ class GeneratedRow:
     greedy_exact_match: dict[str, float] | None = None  # per filter
 
 
-@dataclass
-class AdoptedGenerationRecord:
-    run_name: str
-    profile: str
-    task: str
+@dataclass(kw_only=True)
+class AdoptedGenerationRecord(AdoptedCommon):
+    """A generate_until task's (its bound: the margin, in logits, under which a differing step is a near tie)."""
     filters: list[str]
-    demo: bool
-    notice: str
-    lock_sha256: str
-    resources: list[ManifestFile]
-    source: dict[str, str]
-    claims: dict
-    config_differences: dict
     generation_kwargs: dict  # the task's, as every logged request must carry them
-    bound: Bound  # the margin (logits) under which a differing step is a near tie
-    rescore: dict
-    platform: dict
-    bits_required: bool
-    versions: dict[str, str | None]
     reported: dict[str, float]  # "exact_match,<filter>" and its stderr, as the results file says
     rederived: dict[str, float]  # the same from the logged per-document values
     rescored_summary: dict[str, float | int]  # exact_match per filter over the re-decoded rows, and the rows
     greedy_summary: dict[str, float | int]  # exact_match per filter of the reviewer's pure greedy decode
-    row_classes: dict[str, int]
-    row_set: dict  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
     answer_changes: dict  # per filter, greedy answers against the logged ones: directions and the sign test
     rows: list[GeneratedRow]
-    timings: dict[str, float]
     schema_version: int = GENERATION_VERSION
     kind: str = GENERATION_KIND
-
-
-def write(path, record: AdoptedGenerationRecord) -> None:
-    atomic.write_json(path, dataclasses.asdict(record))
 
 
 def from_dict(raw, where: str) -> AdoptedGenerationRecord:
     refuse_old(raw, GENERATION_KIND, GENERATION_VERSION, where)
     record = convert(AdoptedGenerationRecord, require_kind(raw, GENERATION_KIND, GENERATION_VERSION, where), where)
+    check_classes(record.rows, GENERATION_CLASSES, where, "rows")
     for number, row in enumerate(record.rows):
-        if row.row_class not in GENERATION_CLASSES:
-            raise InputError(f"{where}.rows[{number}].row_class: expected one of {list(GENERATION_CLASSES)}, got "
-                             f"{row.row_class[:40]!r}.")
         for tie in row.ties or ():
             if not _tie(tie):
                 raise InputError(f"{where}.rows[{number}].ties: expected {{\"step\": a step >= 0, \"gap\" and "
@@ -106,16 +79,3 @@ def _tie(tie: dict) -> bool:
 
     return (set(tie) in ({"step", "gap", "logit"}, {"step", "gap", "logit", "rank"}) and whole(tie["step"], 0)
             and all(type(tie[k]) in (int, float) for k in ("gap", "logit")) and whole(tie.get("rank", 1), 1))
-
-
-def read(path) -> AdoptedGenerationRecord:
-    return from_dict(strict_json.read(path), str(path))
-
-
-def read_adopted(path):
-    """An adopted folder's adopted.json of either kind: a multiple_choice task's or a generate_until task's."""
-    from sst2_audit.formats import adopted
-
-    raw = strict_json.read(path)
-    return (from_dict if isinstance(raw, dict) and raw.get("kind") == GENERATION_KIND else adopted.from_dict)(
-        raw, str(path))

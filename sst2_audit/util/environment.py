@@ -80,9 +80,11 @@ _ABSOLUTE = re.compile(r"(?:(?<=^)|(?<=[=\s,'\"(\[]))(?:/|~/|[A-Za-z]:\\)[^\s,'\
 
 
 def scrub_absolute_paths(value):
-    """Someone else's machine paths (an adopted lm-eval run's model and data folders) become `<path>`."""
+    """Someone else's machine paths (an adopted lm-eval run's model and data folders) become `<path>`. A hook's
+    source as lm-eval logs it in a task's config (a function's code) is kept: its string literals are not paths
+    (wikitext's detokenizer holds `"/' [0-9]/"`), and the claims level compares it with the pinned hook's."""
     if isinstance(value, str):
-        return _ABSOLUTE.sub("<path>", value)
+        return value if value.startswith("def ") and "\n" in value else _ABSOLUTE.sub("<path>", value)
     if isinstance(value, dict):
         return {scrub_absolute_paths(k): scrub_absolute_paths(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
