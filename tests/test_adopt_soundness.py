@@ -314,11 +314,11 @@ def test_a_lone_surrogate_in_any_string_field_is_bad_input(plain, tmp_path, seed
 def _questions(plain: Path, tmp_path: Path) -> list:
     """The 16 rows of the real float32 run as the rescore level holds them (their float32 rescore, token counts,
     choice lengths, labels), from its adopted.json."""
-    from sst2_audit.formats.adopted import read
+    from sst2_audit.formats.adopted_read import read_adopted
 
     done = adopt(plain, plain / "sorted", "--run-name", "base", "--seed", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stdout
-    return read(tmp_path / "runs" / "base" / "adopted.json").questions
+    return read_adopted(tmp_path / "runs" / "base" / "adopted.json").questions
 
 
 def test_generated_forgeries_that_flip_one_way_never_pass_and_honest_noise_never_fails(plain, tmp_path):
