@@ -91,7 +91,7 @@ def test_loglikelihood_rolling_configs_are_listed_with_their_reasons():
 @pytest.fixture(scope="module")
 def wiki(release_cache, tmp_path_factory) -> Path:
     """A tiny model and 200 demo pages pinned as wikitext (max_length 64), prepared, and a real `lm_eval` console run
-    of its first 6 dev rows: built once per test run."""
+    of its first 6 dev rows in float32 and in bfloat16: built once per test run."""
     return built_once(tmp_path_factory, f"wiki-{installed_version()}", lambda folder: _build(folder, release_cache))
 
 
@@ -126,6 +126,7 @@ def _build(folder: Path, release_cache: Path) -> None:
     spec = spec_for(reviewer, "wikitext")
     ids = sorted(verified_rows(reviewer, reviewer.profile("wiki"), spec, folder / "cache", roles=()).split.dev_ids[:6])
     plain_lm_eval(folder, "plain", ids, task="wikitext", max_length=MAX_LENGTH)
+    plain_lm_eval(folder, "bf16", ids, task="wikitext", max_length=MAX_LENGTH, dtype="bfloat16")
 
 
 def _adopt(wiki: Path, output, *args, cwd: Path):
@@ -265,6 +266,29 @@ def test_a_forged_wikitext_run_is_caught_with_its_row_named(wiki, tmp_path, what
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: FAIL") and expected in done.stdout, done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_a_bfloat16_run_is_within_drift_never_a_pass_and_a_forgery_inside_the_bound_is_not_one_either(wiki, tmp_path):
+    """The bfloat16 run: every document within the bound its claimed dtype gives (exit 4, the dtype named as the
+    likely cause), the reviewer's float32 perplexities leading. Every document then raised by 1 nat (within the bound)
+    and the perplexities recomputed (a forger spending the bound on a better number): still exit 4 with the reviewer's
+    numbers unchanged, never a PASS."""  # every bound is at least 1.038 nats (a bfloat16 claim's fit, one token)
+    done = _adopt(wiki, wiki / "bf16", "--out", tmp_path / "a", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: 6 rescored row(s) within the bound")
+    assert "likely causes the run's files show: the dtype the run claims, bfloat16" in done.stdout
+    plain = _adopt(wiki, wiki / "plain", "--out", tmp_path / "b", cwd=tmp_path)
+    mine = [line.split(" / ")[1] for line in plain.stdout.splitlines()[1:4]]
+    assert [line.split(" / ")[1] for line in done.stdout.splitlines()[1:4]] == mine
+    folder = tmp_path / "f"
+    shutil.copytree(wiki / "bf16", folder)
+    samples, lines = _lines(folder)
+    samples.write_text("".join(json.dumps(_score(line, float(line["resps"][0][0]) + 1.0)) + "\n" for line in lines))
+    results = next(folder.glob("*/results_*.json"))
+    results.write_text(json.dumps(_rederived(folder)(json.loads(results.read_text()))))
+    forged = _adopt(wiki, folder, "--out", tmp_path / "c", cwd=tmp_path)
+    assert forged.returncode == 4 and "6 rescored row(s) within the bound" in forged.stdout, forged.stdout
+    assert [line.split(" / ")[1] for line in forged.stdout.splitlines()[1:4]] == mine  # the reviewer's own numbers
 
 
 def _mutations(wiki: Path, base: Path, count: int) -> list:

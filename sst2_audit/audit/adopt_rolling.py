@@ -93,6 +93,13 @@ def _bound(rescored: float, tokens: int, bound) -> float:
     return bound.relative * abs(rescored) + bound.absolute + bound.per_token * math.sqrt(max(tokens, 1))
 
 
+def score_words(bound) -> str:
+    """The bound's rule for one score (a document has no margin between candidates to hold)."""
+    if not bound.per_token:
+        return bound.per_score
+    return f"|logged - rescored| <= {bound.relative:g} * |rescored| + {bound.per_token:g} * sqrt(tokens)"
+
+
 def row_class_of(logged: float, rescored: float, tokens: int, bound) -> str:
     return (BITS if logged == rescored else
             WITHIN if abs(logged - rescored) <= _bound(rescored, tokens, bound) else OUT)
@@ -126,7 +133,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
         adoption.questions[idx].row_class = SEALED
     counts = {name: sum(q.row_class == name for q in adoption.questions.values()) for name in ROLLING_CLASSES}
     level.checks = len(chosen)
-    level.notes.append(f"bound: {adoption.bound.per_score} over each document's predicted tokens "
+    level.notes.append(f"bound: {score_words(adoption.bound)} over each document's predicted tokens "
                        f"({adoption.bound.basis})")
     level.notes.append("rows: " + ", ".join(f"{counts[name]} {name}" for name in ROLLING_CLASSES if counts[name]))
     for question in (adoption.questions[idx] for idx in chosen):
@@ -139,7 +146,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     adopt_rescore._sampled(level, sealed, chosen, open_ids, adoption.rescore)
     if counts[WITHIN] and not level.problems:
         level.drift_only = True
-        level.drift_reason = (f"{counts[WITHIN]} rescored row(s) within the bound {adoption.bound.per_score} "
+        level.drift_reason = (f"{counts[WITHIN]} rescored row(s) within the bound {score_words(adoption.bound)} "
                               f"({adoption.bound.basis}): consistent with rounding; your perplexities above are "
                               "the measurement" + adopt.drift_causes(adoption))
     return level
