@@ -234,11 +234,12 @@ def _rederived(folder: Path):
     return change
 
 
-@pytest.mark.parametrize("what", ["score", "count", "aggregate", "stderr", "mislabel"])
+@pytest.mark.parametrize("what", ["score", "count", "aggregate", "stderr", "mislabel", "max_length"])
 def test_a_forged_wikitext_run_is_caught_with_its_row_named(wiki, tmp_path, what):
     """A document's log-likelihood raised by 2 nats everywhere and the perplexities recomputed (the rescore: exit 1,
     the row named); a word count changed (arithmetic); a reported perplexity edited; its stderr "N/A" made a number;
-    two documents' doc_ids swapped (identity, the mislabel located)."""
+    two documents' doc_ids swapped (identity, the mislabel located); the logged max_length not the profile's (claims:
+    the windows would be others)."""
     if what == "score":
         folder, doc_id = _forged(wiki, tmp_path / "f", lambda lines, d: [
             _score(line, float(line["resps"][0][0]) + 2.0) if line["doc_id"] == d else line for line in lines])
@@ -250,6 +251,9 @@ def test_a_forged_wikitext_run_is_caught_with_its_row_named(wiki, tmp_path, what
             dict(line, word_perplexity=[line["word_perplexity"][0], line["word_perplexity"][1] + 1])
             if line["doc_id"] == d else line for line in lines])
         expected = f"doc_id {doc_id}: word_perplexity ([log-likelihood, words]): expected"
+    elif what == "max_length":  # a run whose windows were cut at another length
+        folder, doc_id = _forged(wiki, tmp_path / "f", lambda lines, d: lines, lambda r: {**r, "max_length": 128})
+        expected = "results: max_length (the rolling windows are cut at it): expected 64, got 128"
     elif what in ("aggregate", "stderr"):
         key, value = ("word_perplexity,none", 12.5) if what == "aggregate" else ("bits_per_byte_stderr,none", "0.01")
         folder, doc_id = _forged(wiki, tmp_path / "f", lambda lines, d: lines,

@@ -25,6 +25,20 @@ from sst2_audit.util.errors import InternalError
 from sst2_audit.util.hashing import sha256_text, tokens_hash
 
 
+def check_claims(adoption) -> LevelResult:
+    """lm-eval's claims (audit/adopt.py::check_claims), and the one a document's windows hang on: the max_length the
+    run's model cut them at (results `max_length`, what lm-eval's HFLM used) against the profile's."""
+    level = adopt.check_claims(adoption)
+    logged = adoption.output.results.get("max_length")
+    if logged is None:
+        level.unchecked.append("results: max_length is not logged: the rolling windows' length is not checked before "
+                               "the rescore (a run cut at another length differs there, row by row)")
+    else:
+        level.expect("results", "max_length (the rolling windows are cut at it)", adoption.settings["max_length"],
+                     logged)
+    return level
+
+
 def check_identity(adoption, tokenizer) -> LevelResult:
     """Every logged document against the reviewer's row its doc_id names: the doc, the one request's text (lm-eval's
     prompt_hash and target_hash are both of it) and, in lm-eval's own file, the logged doc, request and target."""
@@ -233,6 +247,9 @@ class RollingAdoption(AdoptShape):
 
     def record_checks(self) -> tuple:
         return check_identity, check_arithmetic
+
+    def claims_level(self):
+        return check_claims
 
     def longest(self, adoption) -> int:
         return max((len(w.input_tokens) for windows in adoption.contexts.values() for w in windows), default=0)
