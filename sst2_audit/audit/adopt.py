@@ -60,8 +60,10 @@ class Adoption:
     dtype: str | None = None  # the dtype the run claims (adopt_scores.claimed_dtype): what widened the bound
     rederived: dict = field(default_factory=dict)
     shards: Shards = field(default_factory=Shards)  # the processes the rescore's rows are shared among
-    # a generate_until task's rows (audit/adopt_generation.py): context tokens, references, logged lines by filter;
-    # a loglikelihood_rolling task's (audit/adopt_rolling.py): contexts holds each document's windows
+    # doc_id -> the rescore's input (scoring/independent.py::EncodedPair list): a multiple_choice row's candidates, a
+    # loglikelihood_rolling document's windows; kept only when a rescore reads them
+    requests: dict = field(default_factory=dict)
+    # a generate_until task's rows (audit/adopt_generation.py): context tokens, references, logged lines by filter
     contexts: dict = field(default_factory=dict)
     references: dict = field(default_factory=dict)
     lines: dict = field(default_factory=dict)
@@ -355,7 +357,8 @@ def check_identity(adoption: Adoption, tokenizer, identity_of=None) -> LevelResu
         question.candidate_tokens_sha256 = tokens_hash(expected.candidate_token_ids)
         # the rescore's input, not a record field: kept only when a rescore will read it (a row's token lists are
         # most of an adoption's memory: about 25 KB a row of a 400-token context, measured)
-        question.pairs = expected.pairs() if adoption.rescore else None
+        if adoption.rescore:
+            adoption.requests[sample.doc_id] = expected.pairs()
     if adoption.spec.draws_random:
         level.notes.append(seeded_docs_note(adoption))
     return level

@@ -35,10 +35,9 @@ def _chosen(adoption, seed: int) -> tuple:
     return sorted(chosen), sorted(sealed & set(adoption.questions)), open_ids
 
 
-def _scored(adoption, model, chosen: list, pairs_of=None) -> dict | None:
-    """{idx: rescored candidate scores} of every chosen row at rank 0 (None on the other ranks): each process
-    scores its share (scoring/shards.py), at the threads its share of the cores gives. pairs_of(idx): a row's
-    requests (default: its question's pairs; a rolling task's windows)."""
+def _scored(adoption, model, chosen: list) -> dict | None:
+    """{idx: rescored scores of its requests} of every chosen row at rank 0 (None on the other ranks): each process
+    scores its share (scoring/shards.py), at the threads its share of the cores gives."""
     import torch
 
     shards, settings = adoption.shards, adoption.settings
@@ -48,8 +47,7 @@ def _scored(adoption, model, chosen: list, pairs_of=None) -> dict | None:
     with phase(f"rescore: {len(chosen)} rows on the independent path{share}"), torch.inference_mode():
         scored, ticker = {}, Ticker("rescore", len(mine))
         for number, idx in enumerate(mine, start=1):
-            pairs = adoption.questions[idx].pairs if pairs_of is None else pairs_of(idx)
-            scored[idx] = list(scorer.score(idx, pairs).candidate_scores)
+            scored[idx] = list(scorer.score(idx, adoption.requests[idx]).candidate_scores)
             ticker.tick(number)
     return shards.gather(scored)
 

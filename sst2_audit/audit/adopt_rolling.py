@@ -74,7 +74,7 @@ def check_identity(adoption, tokenizer) -> LevelResult:
             sample.doc_id, want["doc_hash"], want["prompt_hash"], want["target_hash"], spec.rolling_counts(row.doc),
             len(tokens), tokens_hash([tokens]), len(windows), sample.score)
         if adoption.rescore:  # the rescore's input, kept only when a rescore will read it
-            adoption.contexts[sample.doc_id] = windows
+            adoption.requests[sample.doc_id] = windows
     return level
 
 
@@ -143,7 +143,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     chosen, sealed, open_ids = adopt_rescore._chosen(adoption, seed)
     if adoption.bound_given is None and adoption.dtype == "float32":
         adoption.bound = document_bound(adoption.bound)
-    scored = adopt_rescore._scored(adoption, model, chosen, adoption.contexts.__getitem__)
+    scored = adopt_rescore._scored(adoption, model, chosen)
     if scored is None:
         return None
     level = LevelResult(f"rescore ({adoption.rescore} rows, seed {seed})")
@@ -252,7 +252,7 @@ class RollingAdoption(AdoptShape):
         return check_claims
 
     def longest(self, adoption) -> int:
-        return max((len(w.input_tokens) for windows in adoption.contexts.values() for w in windows), default=0)
+        return max((len(w.input_tokens) for windows in adoption.requests.values() for w in windows), default=0)
 
     def rescore(self, adoption, model, tokenizer, seed: int) -> LevelResult | None:
         return check_rescore(adoption, model, seed)
