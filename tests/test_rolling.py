@@ -4,8 +4,10 @@ here, each marked "Demo") pinned as lm-eval's wikitext task (its YAML, its detok
 adopted bit for bit, and tampered with. Runs in both releases."""
 
 import json
+import os
 import random
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -90,18 +92,14 @@ def test_loglikelihood_rolling_configs_are_listed_with_their_reasons():
 
 @pytest.fixture(scope="module")
 def wiki(release_cache, tmp_path_factory) -> Path:
-    """A tiny model and 200 demo pages pinned as wikitext (max_length 64), prepared, and a real `lm_eval` console run
-    of its first 6 dev rows in float32 and in bfloat16: built once per test run."""
+    """A tiny model and 200 demo pages pinned as wikitext (max_length 64), prepared, and real `lm_eval` console runs
+    of its first 6 dev rows: in float32 by the command `prepare --lm-eval-files` prints, run verbatim, and in
+    bfloat16: built once per test run."""
     return built_once(tmp_path_factory, f"wiki-{installed_version()}", lambda folder: _build(folder, release_cache))
 
 
 def _build(folder: Path, release_cache: Path) -> None:
     from test_adopt import plain_lm_eval
-
-    from sst2_audit.formats.lock import load_lock
-    from sst2_audit.task.rows import verified_rows
-    from sst2_audit.task.spec import spec_for
-    from sst2_audit.task.support import installed_tasks_root
 
     model, data = tiny_model_folder(folder / "model", 31, release_cache), folder / "data"
     data.mkdir()
@@ -113,19 +111,23 @@ def _build(folder: Path, release_cache: Path) -> None:
     assert done.returncode == 0 and "rolling windows of max_length 64 tokens" in done.stdout, done.stdout + done.stderr
     done = run_script("prepare.py", "--lock", lock, "--profile", "wiki", "--cache", folder / "cache")
     assert done.returncode == 0, done.stderr
-    # the user's YAML: lm-eval's own wikitext.yaml and hook file, its data fields pointed at the verified cache
-    installed = installed_tasks_root() / "wikitext"
-    shutil.copy(installed / "preprocess_wikitext.py", folder / "preprocess_wikitext.py")
-    lines = [line for line in (installed / "wikitext.yaml").read_text().splitlines()
-             if not line.startswith(("dataset_path", "dataset_name"))]
-    files = "".join(f"    {split}: {folder / 'cache' / 'data' / f'{split}.parquet'}\n"
-                    for split in ("train", "validation", "test"))
-    (folder / "wikitext.yaml").write_text("dataset_path: parquet\n" + "\n".join(lines) + "\ndataset_kwargs:\n"
-                                          "  data_files:\n" + files)
-    reviewer = load_lock(lock)
-    spec = spec_for(reviewer, "wikitext")
-    ids = sorted(verified_rows(reviewer, reviewer.profile("wiki"), spec, folder / "cache", roles=()).split.dev_ids[:6])
-    plain_lm_eval(folder, "plain", ids, task="wikitext", max_length=MAX_LENGTH)
+    # the task's files and the exact lm_eval command, from `prepare --lm-eval-files` (the YAML pointed at the cache,
+    # the pinned hook file beside it), the command run verbatim as a user runs it in that folder
+    done = run_script("prepare.py", "--lock", lock, "--profile", "wiki", "--cache", "cache", "--lm-eval-files",
+                      "files", "--lm-eval-rows", "6", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    command = done.stdout.strip().splitlines()[-1]
+    assert command.startswith("env ") and " lm_eval --model hf " in command and "max_length=64" in command
+    assert sorted(p.name for p in (folder / "files").iterdir()) == ["preprocess_wikitext.py", "samples.json",
+                                                                    "wikitext.yaml"]
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+           "HF_DATASETS_CACHE": str(folder / "datasets-plain")}
+    ran = subprocess.run(command.replace("--output_path lm-eval-out", "--output_path plain"), shell=True,
+                         capture_output=True, text=True, env=env, cwd=folder)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    for name in ("wikitext.yaml", "preprocess_wikitext.py"):  # where plain_lm_eval finds them, for the bfloat16 run
+        shutil.copy(folder / "files" / name, folder / name)
+    ids = json.loads((folder / "files" / "samples.json").read_text())["wikitext"]
     plain_lm_eval(folder, "bf16", ids, task="wikitext", max_length=MAX_LENGTH, dtype="bfloat16")
 
 

@@ -1,5 +1,6 @@
 """prepare --lm-eval-files DIR: what a plain `lm_eval` run needs for `adopt` to find it bit for bit with a profile:
-the task's official YAML with only its data fields pointed at the verified cache, the profile's first dev rows in
+the task's official YAML with only its data fields pointed at the verified cache (and its pinned hook files beside it,
+each `!function` naming its module there), the profile's first dev rows in
 hash order as a --samples file (sorted by id: lm-eval 0.4.9.2 mislabels unsorted ids, #4084), and the exact command
 line: the lock's numeric mode as environment variables, its dtype, max_length and attention in model_args, batch 1 on
 the CPU, its seed and shots. Three choices a user had to find alone before (issue 60)."""
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from sst2_audit.formats.releases import release_of
 from sst2_audit.task.config import data_config
+from sst2_audit.task.hooks import pinned_bytes
 from sst2_audit.task.rows import verified_rows
 from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
@@ -20,10 +22,13 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # the data is the
 
 def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, rows: int | None, output: str) -> str:
     """Writes folder/<task>.yaml and folder/samples.json; returns the `lm_eval` command line (paths as given)."""
-    if spec.shape.decodes or spec.hooks:
-        raise InputError(f"--lm-eval-files: task {spec.name} " + ("is generate_until" if spec.shape.decodes else
-                         "calls Python code of its own (hooks)") + "; the files are written for multiple_choice "
-                         "tasks of plain YAML. Write its YAML by hand (docs/cli.md, adopt).")
+    if spec.shape.decodes:
+        raise InputError(f"--lm-eval-files: task {spec.name} is generate_until; the files are written for "
+                         "multiple_choice and loglikelihood_rolling tasks. Write its YAML by hand (docs/cli.md, adopt).")
+    modules = {Path(hook.path).name for hook in spec.hooks}
+    if len(modules) != len({Path(hook.path) for hook in spec.hooks}) or f"{spec.name}.yaml" in modules:
+        raise InputError(f"--lm-eval-files: task {spec.name}'s hooks live in files of one name in several folders; "
+                         "write its YAML and hook files by hand (docs/cli.md, adopt).")
     settings = lock.settings_for(profile.name, spec)
     data = verified_rows(lock, profile, spec, cache, roles=())
     count = len(data.split.dev_ids) if rows is None else rows
@@ -31,14 +36,18 @@ def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, row
         raise InputError(f"--lm-eval-rows: expected 1 to {len(data.split.dev_ids)} (the profile's dev rows), got "
                          f"{count}.")
     files = {split: str(Path(given_cache) / "data" / f"{split}.parquet") for split in spec.splits}
-    config = data_config(spec, files, callables=False)
+    hooked = {hook.key for hook in spec.hooks}
+    config = {key: value for key, value in data_config(spec, files, callables=False).items() if key not in hooked}
     if settings["num_fewshot"]:
         config["num_fewshot"] = settings["num_fewshot"]
     atomic.new_directory(folder, "--lm-eval-files")
     import yaml
 
     task_yaml, samples = Path(folder) / f"{spec.name}.yaml", Path(folder) / SAMPLES_FILE
-    atomic.write_bytes(task_yaml, yaml.safe_dump(config, sort_keys=False).encode())
+    for hook in {hook.path: hook for hook in spec.hooks}.values():  # the pinned code beside the YAML, once a file
+        atomic.write_bytes(Path(folder) / Path(hook.path).name, pinned_bytes(hook))
+    tags = "".join(f"{hook.key}: !function {Path(hook.path).stem}.{hook.function}\n" for hook in spec.hooks)
+    atomic.write_bytes(task_yaml, (yaml.safe_dump(config, sort_keys=False) + tags).encode())
     atomic.write_bytes(samples, (json.dumps({spec.name: sorted(data.split.dev_ids[:count])}) + "\n").encode())
     model_args = (f"pretrained={Path(given_cache) / 'model'},dtype={settings['dtype']},max_length="
                   f"{settings['max_length']},attn_implementation={settings['attention']}"

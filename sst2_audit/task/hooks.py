@@ -175,6 +175,11 @@ def _namespace(module, data: bytes) -> None:
     module.__dict__["__builtins__"] = {**builtins.__dict__, "__import__": imports}
 
 
+def pinned_bytes(hook: Hook) -> bytes:
+    """The hook's file, its bytes the lock's pin (a changed file is a failed check)."""
+    return _pinned_bytes(hook)
+
+
 def _pinned_bytes(hook: Hook) -> bytes:
     data = Path(hook.file).read_bytes()
     actual = hashlib.sha256(data).hexdigest()
