@@ -24,7 +24,8 @@ def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, row
     """Writes folder/<task>.yaml and folder/samples.json; returns the `lm_eval` command line (paths as given)."""
     if spec.shape.decodes:
         raise InputError(f"--lm-eval-files: task {spec.name} is generate_until; the files are written for "
-                         "multiple_choice and loglikelihood_rolling tasks. Write its YAML by hand (docs/cli.md, adopt).")
+                         "multiple_choice and loglikelihood_rolling tasks. Write its YAML by hand (docs/cli.md, "
+                         "adopt).")
     modules = {Path(hook.path).name for hook in spec.hooks}
     if len(modules) != len({Path(hook.path) for hook in spec.hooks}) or f"{spec.name}.yaml" in modules:
         raise InputError(f"--lm-eval-files: task {spec.name}'s hooks live in files of one name in several folders; "
