@@ -88,6 +88,38 @@ def test_loglikelihood_rolling_configs_are_listed_with_their_reasons():
         "each once)")
 
 
+def test_generated_hostile_rolling_lines_are_read_or_refused_as_bad_input_never_anything_else():
+    """3,000 generated lines (a valid line with fields dropped, retyped, nested or given odd numbers): the reader gives
+    a sample whose numbers are the line's own, or exit 2's InputError; no other exception."""
+    from sst2_audit.formats.lm_eval_rolling import read_rolling_sample
+    from sst2_audit.util.errors import InputError
+
+    valid = {"doc_id": 3, "doc": {"page": " = Demo = \n a b "}, "target": "= Demo =\na b",
+             "arguments": {"gen_args_0": {"arg_0": "= Demo =\na b"}}, "resps": [["-12.5"]], "filtered_resps": ["-12.5"],
+             "filter": "none", "metrics": ["word_perplexity", "bits_per_byte"], "doc_hash": "d", "prompt_hash": "p",
+             "target_hash": "t", "word_perplexity": [-12.5, 5], "bits_per_byte": [-12.5, 17]}
+    odd = [None, True, 1, -1, 1.5, float("nan"), "x", "-12.50", " -12.5", "1e999", [], [[]], {}, {"arg_0": 1},
+           [-12.5], [-12.5, 5, 1], [-12.5, "5"], [-12.5, 5.0], ["-12.5"], [["-12.5", "-1.0"]]]
+    # (a lone surrogate never reaches this reader: the strict JSON reader refuses the line first, a mutation below)
+    rng, read = random.Random(63), 0
+    for _ in range(3000):
+        line = json.loads(json.dumps(valid))
+        for _ in range(rng.randint(1, 3)):
+            key = rng.choice(sorted(line) + ["extra"])
+            if rng.random() < 0.2:
+                line.pop(key, None)
+            else:
+                line[key] = rng.choice(odd)
+        try:
+            sample = read_rolling_sample(line, "x.jsonl:1", public=rng.random() < 0.3)
+        except InputError:
+            continue
+        read += 1
+        assert sample.score == float(line["resps"][0][0]) and sample.metrics == {
+            name: line[name] for name in line["metrics"]}
+    assert read > 0  # some changes leave a readable line (an unchecked hash's text, say)
+
+
 # --- a plain lm_eval run of a wikitext-shaped demo, adopted ------------------------------------------------------
 
 @pytest.fixture(scope="module")
