@@ -77,15 +77,25 @@ def test_the_perplexities_and_counts_equal_lm_eval_s_on_generated_documents():
 
 def test_loglikelihood_rolling_configs_are_listed_with_their_reasons():
     """`run --list-tasks --output-type loglikelihood_rolling`: wikitext within the protocol (its process_results
-    recognised by its source's hash); a rolling task with another metric refused with the reason."""
+    recognised by its source's hash), paloma's 16 (their doc_to_decontamination_query hook is one lm-eval never
+    calls) and the pile's; 41 of 0.4.9.2's 51 configs, 56 of 0.4.13's 66. A rolling task with another metric or
+    another aggregation is refused with the reason."""
     from sst2_audit.task.support import list_installed, unsupported_reason
 
     found = {task: reason for task, _, reason in list_installed("*", installed_version(), "loglikelihood_rolling")}
-    assert found["wikitext"] is None
-    assert unsupported_reason({"output_type": "loglikelihood_rolling", "metric_list": [{"metric": "acc"}],
-                               "doc_to_target": "{{page}}", "test_split": "test"}) == (
+    assert found["wikitext"] is None and found["paloma_c4_en"] is None and found["pile_arxiv"] is None
+    assert sum(task.startswith("paloma_") and reason is None for task, reason in found.items()) == 16
+    assert (len(found), sum(reason is None for reason in found.values())) == {"0.4.9.2": (51, 41),
+                                                                              "0.4.13": (66, 56)}[installed_version()]
+    assert "process_results" in found["c4"]  # c4's own process_results is not re-derived
+    plain = {"output_type": "loglikelihood_rolling", "doc_to_target": "{{page}}", "test_split": "test"}
+    assert unsupported_reason({**plain, "metric_list": [{"metric": "acc"}]}) == (
         "reports metrics ['acc'] (a loglikelihood_rolling task: word_perplexity, byte_perplexity, bits_per_byte, "
         "each once)")
+    assert unsupported_reason({**plain, "metric_list": [{"metric": "word_perplexity", "aggregation": "mean"}]}) == (
+        "aggregates word_perplexity by 'mean' (re-derived: weighted_perplexity)")
+    assert unsupported_reason({**plain, "metric_list": [{"metric": "bits_per_byte",
+                                                         "aggregation": "bits_per_byte"}]}) is None
 
 
 def test_generated_hostile_rolling_lines_are_read_or_refused_as_bad_input_never_anything_else():

@@ -31,6 +31,7 @@ class RollingMetric:
     unit: Literal["words", "bytes"]  # what the document's count is of
     statistic: Callable  # the pairs [log-likelihood, count] in doc_id order -> the reported number
     what: str  # one line: what the number is
+    aggregation: str  # lm-eval's registered name of the statistic (a YAML may name it; another is refused)
 
     def count(self, text: str) -> int:
         return count_words(text) if self.unit == "words" else count_bytes(text)
@@ -41,9 +42,9 @@ class RollingMetric:
 
 ROLLING_METRICS = {
     "word_perplexity": RollingMetric("word_perplexity", "words", lambda pairs: math.exp(-_weighted_mean(pairs)),
-                                     "exp(-sum of log-likelihoods / sum of words)"),
+                                     "exp(-sum of log-likelihoods / sum of words)", "weighted_perplexity"),
     "byte_perplexity": RollingMetric("byte_perplexity", "bytes", lambda pairs: math.exp(-_weighted_mean(pairs)),
-                                     "exp(-sum of log-likelihoods / sum of UTF-8 bytes)"),
+                                     "exp(-sum of log-likelihoods / sum of UTF-8 bytes)", "weighted_perplexity"),
     "bits_per_byte": RollingMetric("bits_per_byte", "bytes", lambda pairs: -_weighted_mean(pairs) / math.log(2),
-                                   "-(sum of log-likelihoods / sum of UTF-8 bytes) / ln 2"),
+                                   "-(sum of log-likelihoods / sum of UTF-8 bytes) / ln 2", "bits_per_byte"),
 }

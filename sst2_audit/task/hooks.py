@@ -29,6 +29,10 @@ HOOK_KEYS = ("process_docs", "doc_to_text", "doc_to_target", "doc_to_choice")  #
 # lm-eval alone runs a process_results hook; the independent path re-derives its metric with its own code, so
 # only a function whose exact source we have read and re-implemented is accepted (task/support.RESULTS_RULES).
 RESULTS_KEY = "process_results"
+# hooks lm-eval's evaluation never calls: doc_to_decontamination_query's only caller is ConfigurableTask's method of
+# that name, which nothing calls in 0.4.9.2 or 0.4.13 (paloma's YAMLs set one). Pinned and checked like any hook,
+# never run by either path.
+INERT_KEYS = ("doc_to_decontamination_query",)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ class TaskSpec:
     @property
     def rederived_hooks(self) -> tuple:
         """The process_results hook lm-eval alone runs, whose metric the independent path re-derives."""
-        return tuple(hook for hook in self.hooks if hook.key not in HOOK_KEYS)
+        return tuple(hook for hook in self.hooks if hook.key == RESULTS_KEY)
 
     def true_choices(self, doc: dict, count: int) -> list | None:
         """A value metric's true choices (mc2: the choices labelled 1), None for an argmax task."""
@@ -338,7 +338,7 @@ def spec_for(lock, name: str) -> TaskSpec:
 
     # each hook carries the lock's pin: it is loaded only from bytes of that sha256 (hooks.load)
     pinned = tuple(dataclasses.replace(hook, sha256=lock.evaluator.files[hook.path]) for hook in spec.hooks)
-    rendering = {hook.key: hook for hook in pinned if hook.key not in ("process_docs", RESULTS_KEY)}  # doc_to_*
+    rendering = {hook.key: hook for hook in pinned if hook.key in HOOK_KEYS and hook.key != "process_docs"}  # doc_to_*
     require_release_scope(lock.evaluator.version, str(lock.given or lock.path), task=f"task {name}",
                           fewshot_keys=list(spec.official.get("fewshot_config") or {}), includes=spec.widest_include)
     return dataclasses.replace(spec, hooks=pinned, **rendering)

@@ -11,7 +11,7 @@ from sst2_audit.protocol.metrics import choice_count_needed, yaml_metrics
 from sst2_audit.protocol.perplexity import ROLLING_METRICS
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.task.hook_check import draws_random
-from sst2_audit.task.hooks import code_reason, find, Hook, HOOK_KEYS, RESULTS_KEY, source_sha256
+from sst2_audit.task.hooks import code_reason, find, Hook, HOOK_KEYS, INERT_KEYS, RESULTS_KEY, source_sha256
 from sst2_audit.task.yaml_file import read as read_yaml
 from sst2_audit.util.errors import CheckFailed, InputError
 
@@ -59,7 +59,7 @@ def hook_reason(config: dict, reading) -> tuple:
     functions = sorted(key for key, value in config.items() if isinstance(value, yaml.Node))
     if not functions:
         return None, None
-    other = [key for key in functions if key not in (*HOOK_KEYS, RESULTS_KEY)]
+    other = [key for key in functions if key not in (*HOOK_KEYS, RESULTS_KEY, *INERT_KEYS)]
     if other:
         return (f"uses `!function` hooks for {', '.join(other)} (shared hooks: {', '.join(HOOK_KEYS)}; "
                 f"a {RESULTS_KEY} hook only where its metric is re-derived)"), None
@@ -159,6 +159,11 @@ def rolling_reason(config: dict, rule: ResultsRule | None) -> str | None:
     if not names or other or len(set(names)) != len(names):
         return (f"reports metrics {other or names} (a loglikelihood_rolling task: {', '.join(ROLLING_METRICS)}, each "
                 "once)")
+    for entry in config.get("metric_list") or []:  # lm-eval's own aggregation of each, or none named
+        metric = ROLLING_METRICS[entry["metric"]] if isinstance(entry, dict) else None
+        if metric is not None and entry.get("aggregation", metric.aggregation) != metric.aggregation:
+            return (f"aggregates {metric.name} by {str(entry.get('aggregation'))[:40]!r} (re-derived: "
+                    f"{metric.aggregation})")
     if config.get("process_results") is not None and (rule is None or rule.counted is None):
         return "has its own process_results (a loglikelihood_rolling task: lm-eval's counts or wikitext's)"
     if config.get("num_fewshot") or config.get("fewshot_config") or config.get("filter_list"):
