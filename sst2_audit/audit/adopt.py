@@ -9,6 +9,7 @@ rescore (every row but the sealed ones, or a drawn sample). The model is loaded 
 passed. The same levels re-check an adopted folder's public copy (audit --out), which lacks the text fields.
 """
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,6 +84,15 @@ class Adoption:
     @property
     def settings(self) -> dict:
         return self.lock.settings_for(self.profile.name, self.spec)
+
+    @functools.cached_property
+    def located(self) -> dict:
+        """doc_hash -> the row positions holding that doc: where a mislabelled sample's doc really is (built when a
+        logged doc_hash first differs)."""
+        found: dict = {}
+        for idx, row in self.split_rows.by_idx.items():
+            found.setdefault(doc_hash(row.as_doc()), []).append(idx)
+        return found
 
 
 def parse_model_args(logged, release) -> dict:
@@ -225,24 +235,6 @@ def _alias(adoption: Adoption, logged) -> tuple:
     return expected, logged
 
 
-def drift_causes(adoption: Adoption) -> str:
-    """What the run's own files show that makes scores differ from the reviewer's float32 CPU rescore: words for a
-    drift verdict (empty when nothing is seen; the numeric mode's environment variables are never logged)."""
-    config = adoption.output.results.get("config") or {}
-    seen, attention = [], adoption.model_args.get("attn_implementation")
-    if attention != adoption.settings["attention"]:
-        seen.append(f"attention {attention!r} (model_args attn_implementation; unset: transformers picks sdpa) where "
-                    f"your lock computes {adoption.settings['attention']!r}")
-    if adoption.dtype not in (None, "float32"):
-        seen.append(f"the dtype the run claims, {adoption.dtype}")
-    device = config.get("device")
-    if isinstance(device, str) and not device.startswith("cpu"):
-        seen.append(f"device {device!r}")
-    return (f"; likely causes the run's files show: {'; '.join(seen)}" if seen else
-            "; the run's files show no cause (attention, dtype, device as your lock's): a run made outside your "
-            "lock's numeric mode (its environment variables, docs/cli.md) rounds differently and is not logged")
-
-
 def _row_facts(adoption: Adoption, sample, level: LevelResult) -> AdoptedQuestion | None:
     """The row a sample's doc_id names, as the arithmetic level needs it (label, choice lengths): no tokenizer."""
     row = adoption.split_rows.by_idx.get(sample.doc_id)
@@ -290,14 +282,6 @@ def check_arithmetic(adoption: Adoption) -> LevelResult:
     return level
 
 
-def _located(adoption: Adoption) -> dict:
-    """doc_hash -> the row positions holding that doc: names where a mislabelled sample's doc really is."""
-    found: dict = {}
-    for idx, row in adoption.split_rows.by_idx.items():
-        found.setdefault(doc_hash(row.as_doc()), []).append(idx)
-    return found
-
-
 def _identity_of(sample, expected) -> tuple:
     """(expected, logged) field values of one sample; the text fields only where the file has them."""
     want = {"doc_hash": expected.doc_hash, "prompt_hash": expected.prompt_hash,
@@ -316,6 +300,17 @@ def _identity_of(sample, expected) -> tuple:
     return want, got
 
 
+def expect_identity(level: LevelResult, adoption: Adoption, sample, want: dict, got: dict) -> None:
+    """One sample's (expected, logged) identity fields compared; a doc_hash that differs is located among the split's
+    rows (lm-eval #4084's mislabelling named as such)."""
+    for name in want:
+        if not level.expect(f"doc_id {sample.doc_id}", name, want[name], got[name]) and name == "doc_hash":
+            holders = adoption.located.get(sample.doc_hash)
+            level.notes.append(f"logged doc_id {sample.doc_id} holds the doc of row idx {holders} (mislabelled: "
+                               "lm-eval #4084)" if holders else f"logged doc_id {sample.doc_id}: its doc is no "
+                               "row of the split")
+
+
 def _rows_named(adoption: Adoption, level: LevelResult) -> None:
     """Each sample's doc_id a row of the split, logged once: the questions the later levels fill in."""
     for sample in adoption.output.samples:
@@ -330,7 +325,7 @@ def _rows_named(adoption: Adoption, level: LevelResult) -> None:
 def check_identity(adoption: Adoption, tokenizer, identity_of=None) -> LevelResult:
     """Every logged row against the reviewer's row its doc_id names; identity_of(sample, expected) gives the
     (expected, logged) fields the writer logs (default: lm-eval's, _identity_of)."""
-    level, settings, located = LevelResult("identity"), adoption.settings, None
+    level, settings = LevelResult("identity"), adoption.settings
     _rows_named(adoption, level)
     if level.problems:
         return level
@@ -341,14 +336,7 @@ def check_identity(adoption: Adoption, tokenizer, identity_of=None) -> LevelResu
         question = adoption.questions.get(sample.doc_id)
         expected = expected_question(adoption.split_rows.by_idx[sample.doc_id], adoption.spec, tokenizer,
                                      settings["max_length"], settings["add_bos_token"], shots)
-        want, got = (identity_of or _identity_of)(sample, expected)
-        for name in want:
-            if not level.expect(f"doc_id {sample.doc_id}", name, want[name], got[name]) and name == "doc_hash":
-                located = located or _located(adoption)
-                holders = located.get(sample.doc_hash)
-                level.notes.append(f"logged doc_id {sample.doc_id} holds the doc of row idx {holders} (mislabelled: "
-                                   "lm-eval #4084)" if holders else f"logged doc_id {sample.doc_id}: its doc is no "
-                                   "row of the split")
+        expect_identity(level, adoption, sample, *(identity_of or _identity_of)(sample, expected))
         public = expected.public_fields()
         question.doc_hash, question.prompt_hash = expected.doc_hash, expected.prompt_hash
         question.target_hash = sha256_text(str(expected.target))

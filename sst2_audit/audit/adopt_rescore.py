@@ -7,7 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sst2_audit.audit import adopt, adopt_generation
-from sst2_audit.audit.adopt_scores import bound_for, candidate_bounds, FLIP_ALPHA, flip_test, row_class, TIE_BUDGET
+from sst2_audit.audit.adopt_scores import (bound_for, candidate_bounds, drift_causes, FLIP_ALPHA, flip_test, row_class,
+                                          TIE_BUDGET)
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.rescore import draw, sample_odds
 from sst2_audit.formats import adopted, adopted_generation as generation
@@ -62,6 +63,14 @@ def _classed(adoption, chosen: list) -> dict:
     return flips
 
 
+def claim_not_taken(adoption, chosen: list, bits: list):
+    """The float32 bound of a run claiming a reduced precision whose rescored rows hold bits equal to the float32
+    rescore: a reduced-precision sum is never the float32 rescore's bits, so such rows say the run was float32."""
+    return bound_for(None, "float32", False, f"float32: {len(bits)} of {len(chosen)} rescored rows of this run, which "
+                     f"claims {adoption.dtype}, equal the float32 rescore bit for bit (row idx {shown_ids(bits, 4)}), "
+                     "so the claim is not taken")
+
+
 def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     """The rescore level at rank 0; None on the other ranks (they only score their share)."""
     chosen, sealed, open_ids = _chosen(adoption, seed)
@@ -74,10 +83,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     flips = _classed(adoption, chosen)
     bits = [idx for idx in chosen if adoption.questions[idx].row_class == BITS]
     if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
-        # a reduced-precision sum is never the float32 rescore's bits: such rows say the run was float32
-        adoption.bound = bound_for(None, "float32", False, f"float32: {len(bits)} of {len(chosen)} rescored rows of "
-                                   f"this run, which claims {adoption.dtype}, equal the float32 rescore bit for bit "
-                                   f"(row idx {shown_ids(bits, 4)}), so the claim is not taken")
+        adoption.bound = claim_not_taken(adoption, chosen, bits)
         flips = _classed(adoption, chosen)
     for idx in sealed:
         adoption.questions[idx].row_class = SEALED
@@ -102,7 +108,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
         level.drift_reason = (f"{within} rescored row(s) within the bound {adoption.bound.per_score} "
                               f"({adoption.bound.basis}), {counts[FLIP]} of them prediction flips at near ties "
                               f"({'; '.join(adoption.flips.words()) or 'none'}): consistent with rounding"
-                              + adopt.drift_causes(adoption))
+                              + drift_causes(adoption))
     return level
 
 
@@ -170,7 +176,7 @@ def check_generation_rescore(adoption, model, tokenizer, seed: int) -> LevelResu
     if counts[generation.DRIFT] and not level.problems:
         level.drift_only = True
         level.drift_reason = (f"{counts[generation.DRIFT]} generation(s) differ at near ties within the tie budget "
-                              f"{TIE_BUDGET:g} a row: consistent with rounding" + adopt.drift_causes(adoption))
+                              f"{TIE_BUDGET:g} a row: consistent with rounding" + drift_causes(adoption))
     return level
 
 

@@ -5,11 +5,10 @@ log-likelihood held bit for bit (or to a claimed dtype's bound over all its pred
 folder and bundle (formats/adopted_rolling.py) like any adoption; no Every Eval Ever export yet (exports)."""
 
 import dataclasses
-import math
 import typing
 
 from sst2_audit.audit import adopt, adopt_rescore, adopted_level
-from sst2_audit.audit.adopt_scores import bound_for
+from sst2_audit.audit.adopt_scores import drift_causes, score_bound
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats.adopted import BITS, OUT, SEALED, WITHIN
@@ -20,7 +19,6 @@ from sst2_audit.protocol.metrics import result_key
 from sst2_audit.protocol.perplexity import NO_STDERR, ROLLING_METRICS
 from sst2_audit.protocol.rules import doc_hash
 from sst2_audit.scoring.rolling import prefix_token, rolling_windows, text_tokens
-from sst2_audit.task.rows import shown_ids
 from sst2_audit.util.errors import InternalError
 from sst2_audit.util.hashing import sha256_text, tokens_hash
 
@@ -43,7 +41,7 @@ def check_identity(adoption, tokenizer) -> LevelResult:
     """Every logged document against the reviewer's row its doc_id names: the doc, the one request's text (lm-eval's
     prompt_hash and target_hash are both of it) and, in lm-eval's own file, the logged doc, request and target."""
     level, spec, settings = LevelResult("identity"), adoption.spec, adoption.settings
-    prefix, located = prefix_token(tokenizer), None
+    prefix = prefix_token(tokenizer)
     for sample in adoption.output.samples:
         where = f"doc_id {sample.doc_id}"
         row = adoption.split_rows.by_idx.get(sample.doc_id)
@@ -52,22 +50,17 @@ def check_identity(adoption, tokenizer) -> LevelResult:
                                        f"not a row of the {spec.eval_split} split ({len(adoption.split_rows.by_idx)} "
                                        "rows)"), row=sample.doc_id)
             continue
-        text, doc = spec.rolling_text(row.doc), row.as_doc()
-        want: dict = {"doc_hash": doc_hash(doc), "prompt_hash": sha256_text(text), "target_hash": sha256_text(text)}
+        text = spec.rolling_text(row.doc)
+        digest = sha256_text(text)
+        want: dict = {"doc_hash": doc_hash(row.as_doc()), "prompt_hash": digest, "target_hash": digest}
         got: dict = {"doc_hash": sample.doc_hash, "prompt_hash": sample.prompt_hash, "target_hash": sample.target_hash}
         if sample.logged is not None:  # lm-eval's own file: its text, compared as digests (no data in a finding)
-            want.update({"doc_hash (of the logged doc)": want["doc_hash"], "arguments (sha256 of the text)": [
-                sha256_text(text)], "target (sha256)": sha256_text(text)})
+            want.update({"doc_hash (of the logged doc)": want["doc_hash"], "arguments (sha256 of the text)": [digest],
+                         "target (sha256)": digest})
             got.update({"doc_hash (of the logged doc)": sample.logged.doc_hash,
                         "arguments (sha256 of the text)": sample.logged.contexts,
                         "target (sha256)": sample.logged.target})
-        for name in want:
-            if not level.expect(where, name, want[name], got[name]) and name == "doc_hash":
-                located = located or adopt._located(adoption)
-                holders = located.get(sample.doc_hash)
-                level.notes.append(f"logged doc_id {sample.doc_id} holds the doc of row idx {holders} (mislabelled: "
-                                   "lm-eval #4084)" if holders else f"logged doc_id {sample.doc_id}: its doc is no "
-                                   "row of the split")
+        adopt.expect_identity(level, adoption, sample, want, got)
         tokens = text_tokens(tokenizer, text, settings["add_bos_token"])
         windows = rolling_windows(tokens, prefix, settings["max_length"])
         adoption.questions[sample.doc_id] = RolledRow(
@@ -102,11 +95,6 @@ def check_arithmetic(adoption) -> LevelResult:
     return level
 
 
-def _bound(rescored: float, tokens: int, bound) -> float:
-    """A document's bound (nats): its predicted tokens are one continuation of a sum, as a candidate's are."""
-    return bound.relative * abs(rescored) + bound.absolute + bound.per_token * math.sqrt(max(tokens, 1))
-
-
 def document_bound(bound):
     """A float32 claim's bound for a document: the drift bound between CPUs per sqrt(predicted token), not per score.
     A document's sum runs over hundreds of tokens' terms, and rounding adds up: measured (docs/measurements.md,
@@ -127,7 +115,7 @@ def score_words(bound) -> str:
 
 def row_class_of(logged: float, rescored: float, tokens: int, bound) -> str:
     return (BITS if logged == rescored else
-            WITHIN if abs(logged - rescored) <= _bound(rescored, tokens, bound) else OUT)
+            WITHIN if abs(logged - rescored) <= score_bound(rescored, tokens, bound) else OUT)  # one continuation
 
 
 def _classed(adoption, chosen: list) -> None:
@@ -152,10 +140,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     _classed(adoption, chosen)
     bits = [idx for idx in chosen if adoption.questions[idx].row_class == BITS]
     if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
-        adoption.bound = document_bound(bound_for(
-            None, "float32", False, f"float32: {len(bits)} of {len(chosen)} rescored rows of this run, which claims "
-            f"{adoption.dtype}, equal the float32 rescore bit for bit (row idx {shown_ids(bits, 4)}), so the claim is "
-            "not taken"))
+        adoption.bound = document_bound(adopt_rescore.claim_not_taken(adoption, chosen, bits))
         _classed(adoption, chosen)
     for idx in sealed:
         adoption.questions[idx].row_class = SEALED
@@ -169,14 +154,14 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
             level.fail(f"row idx {question.idx}: logged log-likelihood {question.logged!r}, rescored here "
                        f"{question.rescored!r} over {question.windows} rolling window(s) of {question.tokens} "
                        f"tokens: {question.max_abs_diff:.4g} apart, beyond the bound "
-                       f"{_bound(question.rescored, question.tokens, adoption.bound):.4g}",
+                       f"{score_bound(question.rescored, question.tokens, adoption.bound):.4g}",
                        row=question.idx)
     adopt_rescore._sampled(level, sealed, chosen, open_ids, adoption.rescore)
     if counts[WITHIN] and not level.problems:
         level.drift_only = True
         level.drift_reason = (f"{counts[WITHIN]} rescored row(s) within the bound {score_words(adoption.bound)} "
                               f"({adoption.bound.basis}): consistent with rounding; your perplexities above are "
-                              "the measurement" + adopt.drift_causes(adoption))
+                              "the measurement" + drift_causes(adoption))
     return level
 
 
@@ -215,11 +200,7 @@ def check_adopted(claimed, rederived, bits: bool) -> LevelResult:
     level.expect("adopted.json", "row_classes (counted from its rows)",
                  {name: sum(row.row_class == name for row in claimed.rows) for name in ROLLING_CLASSES},
                  claimed.row_classes)
-    for name in adopted_level.RECORD_FIELDS:
-        level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
-    level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))
-    mine = {row.idx: row for row in rederived.rows}
-    level.expect("adopted.json", "rows (doc_ids)", sorted(mine), [row.idx for row in claimed.rows])
+    mine = adopted_level.compared_record(level, claimed, rederived, adopted_level.RECORD_FIELDS, "rows")
     drifted = 0
     for row in claimed.rows:
         where, here = f"row idx {row.idx}", mine.get(row.idx)
@@ -231,13 +212,10 @@ def check_adopted(claimed, rederived, bits: bool) -> LevelResult:
         for name in ROLLED_FIELDS:
             level.expect(where, name, getattr(here, name), getattr(row, name))
         drifted += adopted_level._rescored(level, where, None if row.rescored is None else [row.rescored],
-                             None if here.rescored is None else [here.rescored], bits)
+                                           None if here.rescored is None else [here.rescored], bits)
         if here.rescored is not None or here.row_class == "sealed":
             level.expect(where, "row_class", here.row_class, row.row_class)
-    if drifted:
-        level.drift_only = True
-        level.drift_reason = (f"{drifted} recorded rescore(s) equal this machine's within the drift bound "
-                              f"{DRIFT_BOUND:g} only: this machine does not run the lock's numeric mode")
+    adopted_level.drift_said(level, drifted)
     return level
 
 

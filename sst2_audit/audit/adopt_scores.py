@@ -114,11 +114,15 @@ def bound_for(given: float | None, dtype: str | None, decodes: bool = False, wor
                  basis + f", fitted to measured honest drift x{SAFETY:g}", per_token, relative, 0.0, margin_per_token)
 
 
+def score_bound(score: float, tokens: int, bound: Bound) -> float:
+    """One rescored score's bound (nats), from the score and the tokens its sum runs over."""
+    return bound.relative * abs(score) + bound.absolute + bound.per_token * math.sqrt(max(tokens, 1))
+
+
 def candidate_bounds(question, bound: Bound) -> list:
     """Each candidate's bound (nats), from its rescored score and its continuation's token count."""
     counts = question.candidate_token_counts or [1] * len(question.rescored)
-    return [bound.relative * abs(score) + bound.absolute + bound.per_token * math.sqrt(max(tokens, 1))
-            for score, tokens in zip(question.rescored, counts)]
+    return [score_bound(score, tokens, bound) for score, tokens in zip(question.rescored, counts)]
 
 
 def margin_bound(question, bound: Bound, i: int, j: int) -> float:
@@ -213,3 +217,21 @@ def flip_test(flips: list) -> FlipTest:
                                 f"two-sided sign test p = {p:.3g} < {FLIP_ALPHA:g}: rounding flips near ties both "
                                 "ways, these run one way")
     return test
+
+
+def drift_causes(adoption) -> str:
+    """What the run's own files show that makes scores differ from the reviewer's float32 CPU rescore: words for a
+    drift verdict (empty when nothing is seen; the numeric mode's environment variables are never logged)."""
+    config = adoption.output.results.get("config") or {}
+    seen, attention = [], adoption.model_args.get("attn_implementation")
+    if attention != adoption.settings["attention"]:
+        seen.append(f"attention {attention!r} (model_args attn_implementation; unset: transformers picks sdpa) where "
+                    f"your lock computes {adoption.settings['attention']!r}")
+    if adoption.dtype not in (None, "float32"):
+        seen.append(f"the dtype the run claims, {adoption.dtype}")
+    device = config.get("device")
+    if isinstance(device, str) and not device.startswith("cpu"):
+        seen.append(f"device {device!r}")
+    return (f"; likely causes the run's files show: {'; '.join(seen)}" if seen else
+            "; the run's files show no cause (attention, dtype, device as your lock's): a run made outside your "
+            "lock's numeric mode (its environment variables, docs/cli.md) rounds differently and is not logged")

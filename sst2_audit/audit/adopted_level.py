@@ -57,15 +57,30 @@ def _own_arithmetic(level: LevelResult, claimed, iters: int) -> None:
                  claimed.flips)
 
 
+def compared_record(level: LevelResult, claimed, rederived, names, rows: str) -> dict:
+    """The record's fields `names`, its bound and its rows' doc_ids (the field `rows`) against the record re-derived
+    here; returns the re-derived rows by doc_id."""
+    for name in names:
+        level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
+    level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))
+    mine = {row.idx: row for row in getattr(rederived, rows)}
+    level.expect("adopted.json", f"{rows} (doc_ids)", sorted(mine), [row.idx for row in getattr(claimed, rows)])
+    return mine
+
+
+def drift_said(level: LevelResult, drifted: int) -> None:
+    """Recorded rescores equal to this machine's within the drift bound only: drift, said with its cause."""
+    if drifted:
+        level.drift_only = True
+        level.drift_reason = (f"{drifted} recorded rescore(s) equal this machine's within the drift bound "
+                              f"{DRIFT_BOUND:g} only: this machine does not run the lock's numeric mode")
+
+
 def check(claimed, rederived, bits: bool, iters: int = 0) -> LevelResult:
     """adopted.json against the record the levels re-derived here."""
     level = LevelResult("adopted record")
     _own_arithmetic(level, claimed, iters)
-    for name in RECORD_FIELDS:
-        level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
-    level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))
-    mine = {q.idx: q for q in rederived.questions}
-    level.expect("adopted.json", "questions (doc_ids)", sorted(mine), [q.idx for q in claimed.questions])
+    mine = compared_record(level, claimed, rederived, RECORD_FIELDS, "questions")
     drifted = 0
     for question in claimed.questions:
         here = mine.get(question.idx)
@@ -77,10 +92,7 @@ def check(claimed, rederived, bits: bool, iters: int = 0) -> LevelResult:
         drifted += _rescored(level, where, question.rescored, here.rescored, bits)
         if here.rescored is not None or here.row_class in ("sealed",):
             level.expect(where, "row_class", here.row_class, question.row_class)
-    if drifted:
-        level.drift_only = True
-        level.drift_reason = (f"{drifted} recorded rescore(s) equal this machine's within the drift bound "
-                              f"{DRIFT_BOUND:g} only: this machine does not run the lock's numeric mode")
+    drift_said(level, drifted)
     return level
 
 
@@ -107,11 +119,8 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
     wherever this machine re-decoded the row; the margins only where it runs the lock's numeric mode."""
     level = LevelResult("adopted record")
     _own_generation_arithmetic(level, claimed)
-    for name in (*(f for f in RECORD_FIELDS if f != "metrics"), "filters", "generation_kwargs"):
-        level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
-    level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))
-    mine = {row.idx: row for row in rederived.rows}
-    level.expect("adopted.json", "rows (doc_ids)", sorted(mine), [row.idx for row in claimed.rows])
+    mine = compared_record(level, claimed, rederived,
+                           (*(f for f in RECORD_FIELDS if f != "metrics"), "filters", "generation_kwargs"), "rows")
     for row in claimed.rows:
         here = mine.get(row.idx)
         if here is None:

@@ -97,12 +97,18 @@ def write(path, record: AdoptedCommon) -> None:
     atomic.write_json(path, dataclasses.asdict(record))
 
 
-def check_classes(rows: list, classes: tuple, where: str, field: str) -> None:
-    """Each row's row_class one of its shape's classes (exit 2 naming the row)."""
-    for number, row in enumerate(rows):
+def read_record(record_type, raw, where: str, field: str, classes: tuple):
+    """adopted.json of one shape's record type (its kind and schema_version are the type's defaults): the envelope,
+    the typed fields, and each row's row_class (the rows in `field`) one of the shape's classes (exit 2 naming the
+    row)."""
+    kind, version = record_type.kind, record_type.schema_version
+    refuse_old(raw, kind, version, where)
+    record = convert(record_type, require_kind(raw, kind, version, where), where)
+    for number, row in enumerate(getattr(record, field)):
         if row.row_class not in classes:
             raise InputError(f"{where}.{field}[{number}].row_class: expected one of {list(classes)}, got "
                              f"{row.row_class[:40]!r}.")
+    return record
 
 
 def refuse_old(raw, kind: str, version: int, where: str) -> None:
@@ -113,7 +119,4 @@ def refuse_old(raw, kind: str, version: int, where: str) -> None:
 
 
 def from_dict(raw, where: str) -> AdoptedRecord:
-    refuse_old(raw, ADOPTED_KIND, ADOPTED_VERSION, where)
-    record = convert(AdoptedRecord, require_kind(raw, ADOPTED_KIND, ADOPTED_VERSION, where), where)
-    check_classes(record.questions, ROW_CLASSES, where, "questions")
-    return record
+    return read_record(AdoptedRecord, raw, where, "questions", ROW_CLASSES)

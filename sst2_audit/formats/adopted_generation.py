@@ -9,8 +9,7 @@ machine's rounding may pick it), or a generation that differs (no token within t
 
 from dataclasses import dataclass
 
-from sst2_audit.formats.adopted import AdoptedCommon, check_classes, NOT_DRAWN, refuse_old, SEALED
-from sst2_audit.formats.schema import convert, require_kind
+from sst2_audit.formats.adopted import AdoptedCommon, NOT_DRAWN, read_record, SEALED
 from sst2_audit.util.errors import InputError
 
 GENERATION_KIND, GENERATION_VERSION = "sst2-audit/adopted-generation", 2
@@ -61,9 +60,7 @@ class AdoptedGenerationRecord(AdoptedCommon):
 
 
 def from_dict(raw, where: str) -> AdoptedGenerationRecord:
-    refuse_old(raw, GENERATION_KIND, GENERATION_VERSION, where)
-    record = convert(AdoptedGenerationRecord, require_kind(raw, GENERATION_KIND, GENERATION_VERSION, where), where)
-    check_classes(record.rows, GENERATION_CLASSES, where, "rows")
+    record = read_record(AdoptedGenerationRecord, raw, where, "rows", GENERATION_CLASSES)
     for number, row in enumerate(record.rows):
         for tie in row.ties or ():
             if not _tie(tie):

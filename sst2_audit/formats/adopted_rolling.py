@@ -4,9 +4,7 @@ hashes, its counts and the sha256 of its tokens."""
 
 from dataclasses import dataclass
 
-from sst2_audit.formats.adopted import (AdoptedCommon, BITS, check_classes, NOT_DRAWN, OUT, refuse_old, SEALED,
-                                        WITHIN)
-from sst2_audit.formats.schema import convert, require_kind
+from sst2_audit.formats.adopted import AdoptedCommon, BITS, NOT_DRAWN, OUT, read_record, SEALED, WITHIN
 
 ROLLING_KIND, ROLLING_VERSION = "sst2-audit/adopted-rolling", 1
 ROLLING_CLASSES = (BITS, WITHIN, OUT, SEALED, NOT_DRAWN)
@@ -41,7 +39,4 @@ class AdoptedRollingRecord(AdoptedCommon):
 
 
 def from_dict(raw, where: str) -> AdoptedRollingRecord:
-    refuse_old(raw, ROLLING_KIND, ROLLING_VERSION, where)
-    record = convert(AdoptedRollingRecord, require_kind(raw, ROLLING_KIND, ROLLING_VERSION, where), where)
-    check_classes(record.rows, ROLLING_CLASSES, where, "rows")
-    return record
+    return read_record(AdoptedRollingRecord, raw, where, "rows", ROLLING_CLASSES)

@@ -150,7 +150,7 @@ class PlainOutput:
         return self.results["config"]["random_seed"]  # typed by check_lm_eval_results
 
 
-def _number(text, where: str) -> float:
+def logged_float(text, where: str) -> float:
     """A logged log-likelihood: lm-eval's str(float) in its own file (read exactly: the text must be the float's own
     repr, so " 1.0", "1_0" or "+1.0", which Python's float() would take, are refused), a float in our public copy."""
     value = text
@@ -208,12 +208,12 @@ def read_plain_sample(raw, where: str, reported: tuple, public: bool = False, le
     for number, (resp, one) in enumerate(zip(resps, filtered)):
         here = f"{where}.resps[{number}]"
         for position, pair in enumerate(_responses(resp, here)[1:], start=1):  # padding: read, typed, not used
-            _number(pair[0], f"{here}[{position}][0]"), _flag(pair[1], f"{here}[{position}][1]")
+            logged_float(pair[0], f"{here}[{position}][0]"), _flag(pair[1], f"{here}[{position}][1]")
         if not (type(one) is list and len(one) == 2):
             raise InputError(f"{where}.filtered_resps[{number}]: expected [log-likelihood, is_greedy].")
-        scores.append(_number(resp[0][0], f"{here}[0][0]"))
+        scores.append(logged_float(resp[0][0], f"{here}[0][0]"))
         greedy.append(_flag(resp[0][1], f"{here}[0][1]"))
-        kept.append(_number(one[0], f"{where}.filtered_resps[{number}][0]"))
+        kept.append(logged_float(one[0], f"{where}.filtered_resps[{number}][0]"))
     names = typed(list[str], raw["metrics"], f"{where}.metrics")
     if sorted(set(names)) != sorted(set(reported)):
         raise InputError(f"{where}.metrics: expected the task's metrics {sorted(set(reported))}, got {names[:8]!r}.")
@@ -225,7 +225,7 @@ def read_plain_sample(raw, where: str, reported: tuple, public: bool = False, le
     _no_text(raw, where, public)
     sample = PlainSample(
         typed(int, raw["doc_id"], f"{where}.doc_id"), scores, greedy, kept,
-        *_hashes(raw, where), metrics,
+        *logged_hashes(raw, where), metrics,
         filter=typed(str, raw["filter"], f"{where}.filter"),
         metric_names=names)
     if not public:
@@ -259,7 +259,7 @@ def public_results(results: dict) -> dict:
     return public
 
 
-def _hashes(raw: dict, where: str) -> tuple[str, str, str]:
+def logged_hashes(raw: dict, where: str) -> tuple[str, str, str]:
     """lm-eval's three hashes, interned: the digests of an honest line's text are the same strings, kept once."""
     doc, prompt, target = (sys.intern(typed(str, raw[name], f"{where}.{name}")) for name in HASH_FIELDS)
     return doc, prompt, target
@@ -279,11 +279,11 @@ def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics,
     if legacy and (filters is not None or reader is not None) and not public:
         raise InputError(f"{results_path}: a run that names no lm-eval release (0.4.8 or earlier): adopt reads its "
                          "multiple_choice tasks only (its samples lines name no filter and no metrics).")
+    if reader is None:  # a row of a multiple_choice task, or of a generate_until task's (its filters)
+        reader = read_generated_sample if filters is not None else (
+            lambda raw, where, public, keep: read_plain_sample(raw, where, reported, public, legacy, keep))
     lines = strict_json.Lines(samples_path, MAX_SAMPLES_BYTES)
-    samples = [reader(raw, f"{samples_path}:{number}", public, keep_text) if reader is not None
-               else read_plain_sample(raw, f"{samples_path}:{number}", reported, public, legacy, keep_text)
-               if filters is None else read_generated_sample(raw, f"{samples_path}:{number}", public, keep_text)
-               for number, raw in lines]
+    samples = [reader(raw, f"{samples_path}:{number}", public, keep_text) for number, raw in lines]
     if not samples:
         raise InputError(f"{samples_path}: no samples.")
     return PlainOutput(Path(results_path), Path(samples_path), task, results, samples, sha256_bytes(results_bytes),
@@ -349,7 +349,7 @@ def read_generated_sample(raw, where: str, public: bool = False, keep_text: bool
     sample = GeneratedSample(
         typed(int, raw["doc_id"], f"{where}.doc_id"), typed(str, raw["filter"], f"{where}.filter"),
         typed(float, raw["exact_match"], f"{where}.exact_match"), response_sha, filtered_sha,
-        *_hashes(raw, where), response, filtered)
+        *logged_hashes(raw, where), response, filtered)
     if not public:
         doc, arguments = typed(dict, raw["doc"], f"{where}.doc"), _generation_arguments(raw["arguments"],
                                                                                        f"{where}.arguments")

@@ -5,7 +5,8 @@ rolling window (`resps [["<float>"]]`, a string where lm-eval's sanitizer ran), 
 
 from dataclasses import dataclass
 
-from sst2_audit.formats.lm_eval_output import _hashes, _number, HASH_FIELDS, logged_text, LoggedText, TEXT_FIELDS
+from sst2_audit.formats.lm_eval_output import (HASH_FIELDS, logged_float, logged_hashes, logged_text, LoggedText,
+                                              TEXT_FIELDS)
 from sst2_audit.formats.schema import typed
 from sst2_audit.protocol.perplexity import ROLLING_METRICS
 from sst2_audit.util.errors import InputError
@@ -55,8 +56,9 @@ def read_rolling_sample(raw, where: str, public: bool = False, keep_text: bool =
         if len(pair) != 2:
             raise InputError(f"{where}.{name}: expected [log-likelihood, count], got {str(pair)[:60]!r}.")
         metrics[name] = [typed(float, pair[0], f"{where}.{name}[0]"), typed(int, pair[1], f"{where}.{name}[1]")]
-    sample = RolledSample(typed(int, raw["doc_id"], f"{where}.doc_id"), _number(resps[0][0], f"{where}.resps[0][0]"),
-                          _number(filtered[0], f"{where}.filtered_resps[0]"), *_hashes(raw, where), metrics,
+    sample = RolledSample(typed(int, raw["doc_id"], f"{where}.doc_id"),
+                          logged_float(resps[0][0], f"{where}.resps[0][0]"),
+                          logged_float(filtered[0], f"{where}.filtered_resps[0]"), *logged_hashes(raw, where), metrics,
                           filter=typed(str, raw["filter"], f"{where}.filter"), metric_names=names)
     if not public:
         doc, arguments = typed(dict, raw["doc"], f"{where}.doc"), _text_argument(raw["arguments"], where)
