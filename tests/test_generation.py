@@ -465,3 +465,21 @@ def test_a_generation_steered_through_near_ties_fails_and_the_reviewer_s_greedy_
     assert lines[1].startswith(f"{GSM} exact_match,strict-match: reported ") and \
         lines[1].endswith("(your greedy decode, 6 rows)"), lines[1]
     assert "not tampering" not in done.stdout
+
+
+def test_run_of_a_generate_until_profile_is_lm_eval_s_command_line_re_decoded_token_for_token(gsm, tmp_path):
+    """`run` of the 3-shot profile: lm_eval's own command line (the task YAML `prepare --lm-eval-files` writes, the
+    shots drawn by lm-eval) on the first 3 dev rows, then every generation re-decoded on the independent path: PASS,
+    token for token, an adopted folder that `audit --out` passes, its generations in the private folder only."""
+    done = run_script(str(VENV_BIN / "sst2-audit"), "run", "--lock", gsm / "gsm.lock.json", "--profile", "gsm",
+                      "--cache", gsm / "cache-gsm", "--rows", "3", "--run-name", "g", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("VERDICT: PASS") and "  rows: 3 token for token" in lines, done.stdout
+    record = json.loads((tmp_path / "runs" / "g" / "adopted.json").read_text())
+    assert record["kind"] == "sst2-audit/adopted-generation" and [len(row["shots"]) for row in record["rows"]] == [3] * 3
+    assert "####" in next((tmp_path / "private" / "g" / "lm-eval-out").glob("*/samples_*.jsonl")).read_text()
+    assert "####" not in (tmp_path / "runs" / "g" / "lm_eval_samples.public.jsonl").read_text()
+    audited = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--out", tmp_path / "runs" / "g", "--lock",
+                         gsm / "gsm.lock.json", "--cache", gsm / "cache-gsm", cwd=tmp_path)
+    assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr

@@ -187,8 +187,7 @@ def test_a_plain_wikitext_run_is_rescored_bit_for_bit_in_its_rolling_windows_and
         wiki, tmp_path):
     """The run's 6 documents (1 to 3 windows each) rescored on the independent path: each summed log-likelihood
     equals lm-eval's bit for bit, the three perplexities re-derived exactly and the reviewer's numbers lead; the
-    adopted folder (no data text) and its bundle audit PASS; --export-eee is refused (exit 2) before any work, and so
-    is `run` of the profile (it scores multiple_choice tasks only)."""
+    adopted folder (no data text) and its bundle audit PASS; --export-eee is refused (exit 2) before any work."""
     done = _adopt(wiki, wiki / "plain", "--run-name", "w", "--bundle", "--results", tmp_path / "results", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
@@ -210,9 +209,6 @@ def test_a_plain_wikitext_run_is_rescored_bit_for_bit_in_its_rolling_windows_and
                              wiki / "cache", *target, cwd=tmp_path)
         assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
         assert "adopted record: PASS (81 checks)" in audited.stdout.splitlines()
-    run = run_cli("run.py", "--lock", wiki / "wiki.lock.json", "--profile", "wiki", "--cache", wiki / "cache", "--smoke")
-    assert run.returncode == 2 and run.stderr.startswith(
-        "error: profile wiki: task wikitext is a loglikelihood_rolling task, which `run` does not score yet"), run.stderr
     refused = _adopt(wiki, wiki / "plain", "--export-eee", tmp_path / "eee", cwd=tmp_path)
     assert refused.returncode == 2 and "--export-eee: task wikitext is a loglikelihood_rolling task, whose adoption " \
                                        "is not exported as Every Eval Ever records yet" in refused.stderr
@@ -385,3 +381,35 @@ def test_generated_mutations_of_a_wikitext_run_are_refused_or_failed_never_passe
     codes = adopt_each(["--profile=wiki", *cases], wiki / "wiki.lock.json", wiki / "cache", tmp_path)
     assert len(codes) == 64
     assert misbehaved(codes) == {}
+
+
+def test_run_of_a_rolling_profile_is_lm_eval_s_command_line_adopted_bit_for_bit(wiki, tmp_path):
+    """`run` of the profile: lm_eval's own command line (the files `prepare --lm-eval-files` writes) on its first 4 dev
+    rows in a process of its own, then every row rescored: PASS, its documents bit for bit, an adopted folder that
+    `audit --out` passes, lm-eval's output with the data text in the private folder only; a folder that exists and
+    the options of the two-path run are refused before any work (exit 2)."""
+    base = ["--lock", wiki / "wiki.lock.json", "--profile", "wiki", "--cache", wiki / "cache"]
+    done = run_script(str(VENV_BIN / "sst2-audit"), "run", *base, "--rows", "4", "--run-name", "r", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0"
+    assert "  rows: 4 bit for bit" in lines and lines[-1].startswith("adopted: runs/r (audit it: "), done.stdout
+    assert "[official path] lm_eval on the first 4 dev rows (hash order) in its own process" in done.stderr
+    private = tmp_path / "private" / "r"
+    assert sorted(p.name for p in private.iterdir()) == ["datasets", "lm-eval-files", "lm-eval-out", "lm_eval.command",
+                                                         "lm_eval.log"]
+    assert (private / "lm_eval.command").read_text().startswith("env ")
+    assert "Demo" in next((private / "lm-eval-out").glob("*/samples_wikitext_*.jsonl")).read_text()
+    assert not any("Demo" in f.read_text() for f in (tmp_path / "runs" / "r").iterdir())
+    record = json.loads((tmp_path / "runs" / "r" / "adopted.json").read_text())
+    assert record["kind"] == "sst2-audit/adopted-rolling" and record["row_classes"]["bit for bit"] == 4
+    audited = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--out", tmp_path / "runs" / "r", "--lock",
+                         wiki / "wiki.lock.json", "--cache", wiki / "cache", cwd=tmp_path)
+    assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
+    again = run_script(str(VENV_BIN / "sst2-audit"), "run", *base, "--smoke", "--run-name", "r", cwd=tmp_path)
+    assert again.returncode == 2 and "--out runs/r already exists; a finished run is never overwritten" in again.stderr
+    for option in ("--unsorted-ids", "--quiet", "--json"):
+        refused = run_cli("run.py", *base, "--smoke", option)
+        assert refused.returncode == 2 and refused.stderr.startswith(
+            f"error: {option}: task wikitext is a loglikelihood_rolling task, whose run is lm_eval's own command "
+            "line adopted with every row rescored"), refused.stderr

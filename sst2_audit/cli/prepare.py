@@ -47,11 +47,11 @@ def main(argv) -> int:
     code = _prepare_one(args, lock, profile)
     if args.lm_eval_files is not None:
         target = prepare_target(args.cache, profile.name)
-        line = lm_eval_files.write(lock, profile, spec_for_run(lock, profile, None), target, target,
-                                   args.lm_eval_files, args.lm_eval_rows, "lm-eval-out")
+        command = lm_eval_files.write(lock, profile, spec_for_run(lock, profile, None), target, target,
+                                      args.lm_eval_files, args.lm_eval_rows, "lm-eval-out")
         print(f"lm-eval files: {args.lm_eval_files} (the task YAML and the rows); run lm_eval in this folder, "
               "then adopt lm-eval-out:")
-        print(line)
+        print(command.line())
     return code
 
 

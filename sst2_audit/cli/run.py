@@ -15,6 +15,7 @@ from sst2_audit.cli.common import (
     with_profile,
 )
 from sst2_audit.cli.experiments import confirm_main, preregister_main, study_main
+from sst2_audit.cli.run_plain import run_plain
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.decision import RETIRED, RULES
@@ -61,10 +62,6 @@ def main(argv) -> int:
     lock, profile = lock_and_profile(args)
     _rows(parser, args, lock, profile)
     spec = spec_for_run(lock, profile, args.task)
-    if not spec.shape.runs:
-        raise InputError(f"profile {profile.name}: task {spec.name} is a {spec.shape.name} task, which `run` does not "
-                         "score yet (multiple_choice only): make a plain lm_eval run of it and audit that with "
-                         f"`sst2-audit adopt LM-EVAL-OUT --lock {lock.given} --profile {profile.name}` (docs/cli.md).")
     name = args.run_name or run_job.default_run_name(profile.name, args.smoke, args.rows)
     if not RUN_NAME.match(name):  # it names folders and the bundle file
         raise InputError(f"--run-name {name!r}: expected letters, digits, '.', '_' or '-' (at most 100), "
@@ -75,9 +72,10 @@ def main(argv) -> int:
     if public_dir == private_dir or public_dir in private_dir.parents or private_dir in public_dir.parents:
         raise InputError(f"--out {out} and --private {private} must be different folders, neither inside the other: "
                          "the private records (sentences, prompts) must never sit with the public ones.")
-
-    set_quiet(args.quiet or args.json or args.format == "json")
     args.cache = cache_for(args.cache, profile.name)  # a cache of many profiles holds this one in <cache>/<profile>
+    if not spec.shape.runs:  # generate_until, loglikelihood_rolling: lm_eval's command line, adopted
+        return run_plain(args, lock, profile, spec, name, out, private)
+    set_quiet(args.quiet or args.json or args.format == "json")
     record = _shared(run_job.RunOptions(lock, profile, args.cache, out, private, name, spec, smoke=args.smoke,
                                         sort_ids=not args.unsorted_ids, rows=args.rows))
     if isinstance(record, int):  # a process other than rank 0: its exit code, rank 0's
@@ -175,8 +173,8 @@ def _parser() -> Parser:
                              "pinned, supported or refused and why, then exit")
     parser.add_argument("--supported", action="store_true", help="with --list-tasks: only pinned and supported tasks")
     parser.add_argument("--output-type", choices=tuple(SHAPES), default="multiple_choice",
-                        help="with --list-tasks: the tasks of this output_type (generate_until, loglikelihood_rolling: "
-                             "adopted runs only)")
+                        help="with --list-tasks: the tasks of this output_type (a generate_until or "
+                             "loglikelihood_rolling profile's run is lm_eval's command line, adopted)")
     parser.add_argument("--group", metavar="NAME", help="run every subtask of the lock's group NAME (its first rows "
                         "dev rows each; --cache holds one prepared cache per profile: sst2-audit prepare --group) "
                         "and write group.json")

@@ -3,10 +3,12 @@ the task's official YAML with only its data fields pointed at the verified cache
 each `!function` naming its module there), the profile's first dev rows in
 hash order as a --samples file (sorted by id: lm-eval 0.4.9.2 mislabels unsorted ids, #4084), and the exact command
 line: the lock's numeric mode as environment variables, its dtype, max_length and attention in model_args, batch 1 on
-the CPU, its seed and shots. Three choices a user had to find alone before (issue 60)."""
+the CPU, its seed and shots. Three choices a user had to find alone before (issue 60). `run` of a generate_until or
+loglikelihood_rolling profile runs the same files and line itself (run/plain.py)."""
 
 import json
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats.releases import release_of
@@ -20,12 +22,22 @@ SAMPLES_FILE = "samples.json"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # the data is the cache's: nothing is fetched
 
 
-def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, rows: int | None, output: str) -> str:
-    """Writes folder/<task>.yaml and folder/samples.json; returns the `lm_eval` command line (paths as given)."""
-    if spec.shape.decodes:
-        raise InputError(f"--lm-eval-files: task {spec.name} is generate_until; the files are written for "
-                         "multiple_choice and loglikelihood_rolling tasks. Write its YAML by hand (docs/cli.md, "
-                         "adopt).")
+@dataclass(frozen=True)
+class LmEvalCommand:
+    """The plain `lm_eval` run of a profile: its environment variables and its arguments after `lm_eval`."""
+
+    env: dict
+    argv: list
+
+    def line(self) -> str:
+        """As a user types it: `env K=V ... lm_eval ARGS`."""
+        words = ["env", *(f"{k}={v}" for k, v in sorted(self.env.items())), "lm_eval", *self.argv]
+        return " ".join(shlex.quote(word) for word in words)
+
+
+def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, rows: int | None,
+          output: str) -> LmEvalCommand:
+    """Writes folder/<task>.yaml and folder/samples.json; returns the `lm_eval` command (paths as given)."""
     modules = {Path(hook.path).name for hook in spec.hooks}
     if len(modules) != len({Path(hook.path) for hook in spec.hooks}) or f"{spec.name}.yaml" in modules:
         raise InputError(f"--lm-eval-files: task {spec.name}'s hooks live in files of one name in several folders; "
@@ -53,11 +65,10 @@ def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, row
     model_args = (f"pretrained={Path(given_cache) / 'model'},dtype={settings['dtype']},max_length="
                   f"{settings['max_length']},attn_implementation={settings['attention']}"
                   + (",add_bos_token=True" if settings["add_bos_token"] else ""))
-    words = ["env", *(f"{k}={v}" for k, v in sorted({**settings["numeric_mode"], **OFFLINE}.items())), "lm_eval",
-             "--model", "hf", "--model_args", model_args, "--tasks", str(task_yaml), "--samples", str(samples),
+    words = ["--model", "hf", "--model_args", model_args, "--tasks", str(task_yaml), "--samples", str(samples),
              "--log_samples", "--output_path", output, "--device", settings["device"], "--batch_size",
              str(settings["batch_size"]), "--seed", str(settings["seed"]), *_chat_words(settings, lock)]
-    return " ".join(shlex.quote(word) for word in words)
+    return LmEvalCommand({**settings["numeric_mode"], **OFFLINE}, words)
 
 
 def _chat_words(settings: dict, lock) -> list:
