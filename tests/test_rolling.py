@@ -416,28 +416,31 @@ def test_run_of_a_rolling_profile_is_lm_eval_s_command_line_adopted_bit_for_bit(
 
 
 def test_a_run_terminated_while_lm_eval_runs_leaves_nothing_and_its_child_goes_with_it(wiki, tmp_path):
-    """A plain `kill` (SIGTERM) of `run` while its lm_eval process works: exit 143, the lm_eval child ended too, and
-    no private or public folder left to block a rerun of the same name."""
+    """A plain `kill` (SIGTERM) of `run` while its lm_eval process starts or works (0, 10 ms and 1 s after its log
+    opens: the first lands inside Popen on most tries, which once left the child running): exit 143, the lm_eval
+    child ended too, and no private or public folder left to block a rerun of the same name."""
     import signal
     import time
 
-    argv = [str(VENV_BIN / "sst2-audit"), "run", "--lock", str(wiki / "wiki.lock.json"), "--profile", "wiki",
-            "--cache", str(wiki / "cache"), "--smoke", "--run-name", "t"]
-    process = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = tmp_path / "private" / "t" / "lm_eval.log"
-    while not log.is_file() and process.poll() is None:
-        time.sleep(0.05)
-    assert process.poll() is None, process.communicate()
-    process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 143, out + err
-    assert "terminated (SIGTERM); nothing half-written was kept" in err
-    assert not (tmp_path / "private" / "t").exists() and not (tmp_path / "runs").exists()
-    marker = str(tmp_path / "private" / "t").encode()  # lm_eval's arguments name its files there
-    alive = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            alive += [cmdline] if marker in cmdline.read_bytes() else []
-        except OSError:  # a process that ended while read
-            pass
-    assert alive == []
+    for delay in (0, 0.01, 1.0):
+        argv = [str(VENV_BIN / "sst2-audit"), "run", "--lock", str(wiki / "wiki.lock.json"), "--profile", "wiki",
+                "--cache", str(wiki / "cache"), "--smoke", "--run-name", "t"]
+        process = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        log = tmp_path / "private" / "t" / "lm_eval.log"
+        while not log.is_file() and process.poll() is None:
+            time.sleep(0.001)
+        time.sleep(delay)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 143, (delay, out + err)
+        assert "terminated (SIGTERM); nothing half-written was kept" in err
+        assert not (tmp_path / "private" / "t").exists() and not (tmp_path / "runs").exists()
+        marker = str(tmp_path / "private" / "t").encode()  # lm_eval's arguments name its files there
+        alive = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                alive += [cmdline] if marker in cmdline.read_bytes() else []
+            except OSError:  # a process that ended while read
+                pass
+        assert alive == [], delay

@@ -7,6 +7,7 @@ independent path, so the public folder is an adopted folder that `audit --out` r
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -48,19 +49,36 @@ def official_run(lock, profile, spec, cache: Path, private: Path, rows: int | No
     say(f"[official path] lm_eval on the first {count} dev rows (hash order) in its own process; what it prints: "
         f"{private / LOG}")
     with phase("official path: lm_eval"), open(private / LOG, "wb") as log:
-        process = subprocess.Popen([*lm_eval_program(), *command.argv], stdout=log, stderr=subprocess.STDOUT,
-                                   env=env, cwd=private)
-        try:
-            _wait(process, private / LOG)
-        except BaseException:  # Ctrl-C, SIGTERM: the child goes with the run
-            process.kill()
-            process.wait()
-            raise
-    if process.returncode != 0:
-        tail = (private / LOG).read_text(errors="replace").strip().splitlines()[-5:]
-        raise InternalError(f"lm_eval exited {process.returncode} on the files this run wrote "
-                            f"({private / FILES}); its last lines: {' | '.join(tail)} (all of it: {private / LOG})")
+        _run_child([*lm_eval_program(), *command.argv], log, env, private)
     return private / OUTPUT
+
+
+def _run_child(argv: list, log, env: dict, cwd: Path) -> None:
+    """lm_eval in a process of its own; Ctrl-C or SIGTERM ends it with the run. The two signals are held while it
+    starts (a handler raising inside Popen would leave the started child unnamed, running on after the run), then
+    raised again where the child is known. Held by handler, not by mask: any thread may take a signal."""
+    held: list = []
+    handlers = {number: signal.signal(number, lambda caught, _: held.append(caught))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    restore = lambda: [signal.signal(number, handler) for number, handler in handlers.items()]  # noqa: E731
+    try:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    except BaseException:
+        restore()
+        raise
+    try:
+        restore()  # inside: a signal from here on meets the child's cleanup below
+        for number in held:  # the run's own handler, as if the signal came now
+            signal.raise_signal(number)
+        _wait(process, Path(log.name))
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    if process.returncode != 0:
+        tail = Path(log.name).read_text(errors="replace").strip().splitlines()[-5:]
+        raise InternalError(f"lm_eval exited {process.returncode} on the files this run wrote ({cwd / FILES}); its "
+                            f"last lines: {' | '.join(tail)} (all of it: {log.name})")
 
 
 def _wait(process, log: Path, every: float = 10.0) -> None:
