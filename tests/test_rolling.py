@@ -403,9 +403,18 @@ def test_run_of_a_rolling_profile_is_lm_eval_s_command_line_adopted_bit_for_bit(
     assert not any("Demo" in f.read_text() for f in (tmp_path / "runs" / "r").iterdir())
     record = json.loads((tmp_path / "runs" / "r" / "adopted.json").read_text())
     assert record["kind"] == "sst2-audit/adopted-rolling" and record["row_classes"]["bit for bit"] == 4
-    audited = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--out", tmp_path / "runs" / "r", "--lock",
-                         wiki / "wiki.lock.json", "--cache", wiki / "cache", cwd=tmp_path)
+    reviewer = ["--lock", wiki / "wiki.lock.json", "--cache", wiki / "cache"]
+    audited = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--out", tmp_path / "runs" / "r", *reviewer,
+                         "--bundle", cwd=tmp_path)  # packed after the audit passed, as a two-path run's is
     assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
+    assert audited.stdout.splitlines()[-1] == "bundle: results/r.tar.gz"
+    unpacked = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--bundle-file", "results/r.tar.gz", *reviewer,
+                          cwd=tmp_path)
+    assert unpacked.returncode == 0 and "adopted record: PASS (59 checks)" in unpacked.stdout, unpacked.stdout
+    for refused in (["--bundle-file", "results/r.tar.gz", "--bundle"], ["--out", tmp_path / "runs" / "r",
+                                                                          "--bundle"]):
+        done = run_cli("audit.py", *refused, *reviewer, "--results", tmp_path / "results")
+        assert done.returncode == 2, done.stderr  # a bundle is not packed again; nor one that exists
     again = run_script(str(VENV_BIN / "sst2-audit"), "run", *base, "--smoke", "--run-name", "r", cwd=tmp_path)
     assert again.returncode == 2 and "--out runs/r already exists; a finished run is never overwritten" in again.stderr
     for option in ("--unsorted-ids", "--quiet", "--json"):

@@ -17,6 +17,8 @@ from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profi
                                    with_format, with_profile)
 from sst2_audit.formats import lighteval_details, lm_eval_run
 from sst2_audit.formats.lm_eval_run import read_run_index
+from sst2_audit.formats.adopted import ADOPTED_FILE
+from sst2_audit.formats.adopted_read import read_adopted
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.scoring.model import no_model_in_this_process
@@ -154,8 +156,23 @@ def audit_adopted(args, path: Path, scratch: Path) -> int:
         sums = f"bundle SHA256SUMS and members: PASS ({checks} checks)"
     else:
         folder = path
+    packed = _to_pack(args, folder)
     outcome, adoption, claimed = audit_task(args, folder, {})
     head = [f"audit of the adopted run {claimed.run_name} in {path}: task {adoption.spec.name}, "
             f"{logged(adoption.output)}, against the reviewer's lock {adoption.lock.given}"] + ([sums] if sums else [])
     print_outcome(outcome, head, adoption, path)
+    if packed is not None and not outcome.failed:  # a `run` of another shape, or an adoption kept without --bundle
+        if {name: (folder / name).read_bytes() for name in packed} != packed:
+            raise CheckFailed(f"{folder}: a file changed while it was audited; nothing packed.")
+        bundle = adopted_bundle.pack(folder, packed, claimed.run_name, adoption.lock, adoption.cache, args.results)
+        print(f"bundle: {printable(bundle)}")
     return outcome.exit_code
+
+
+def _to_pack(args, folder: Path) -> dict | None:
+    """audit --out ADOPTED --bundle: the folder's files as read before the audit (packed only as read), the bundle's
+    name refused before any work when it exists."""
+    if not getattr(args, "bundle", False):
+        return None
+    adopted_bundle.bundle_path(read_adopted(folder / ADOPTED_FILE).run_name, args.results)
+    return {name: (folder / name).read_bytes() for name in adopted_bundle.PUBLIC_FILES}

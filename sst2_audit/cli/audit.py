@@ -64,7 +64,8 @@ def _parser() -> Parser:
     parser.add_argument("--trust-bundle-lock", action="store_true",
                         help="audit against the lock the run or bundle carries instead of --lock (said in the report)")
     parser.add_argument("--bundle", action="store_true", help="pack results/<run-name>.tar.gz after a passing audit "
-                        "(a group folder: one bundle of group.json, GROUP.md and each subtask's run bundle)")
+                        "(a group folder: one bundle of group.json, GROUP.md and each subtask's run bundle; one task's "
+                        "adopted folder: after an audit that did not fail)")
     parser.add_argument("--results", type=Path, default=Path("results"),
                         help="where --bundle writes (default: results/)")
     parser.add_argument("--report", type=Path, metavar="PATH",
@@ -126,9 +127,11 @@ def _adopted(args) -> int | None:
     target = args.run or args.bundle_file
     if target is None or not (is_adopted(target) or is_adopted_run(target)):
         return None
-    if args.bundle or args.report or args.trust_bundle_lock or args.arithmetic_only:
-        raise InputError(f"{target}: an adopted lm-eval run: --bundle (give it to `adopt`), --report, "
-                         "--trust-bundle-lock and --arithmetic-only do not apply; audit it with --lock and --cache.")
+    if (args.bundle and (args.bundle_file or is_adopted_run(target))) or args.report or args.trust_bundle_lock \
+            or args.arithmetic_only:
+        raise InputError(f"{target}: an adopted lm-eval run: --report, --trust-bundle-lock, --arithmetic-only and "
+                         "--bundle of a bundle or of a run of many tasks (give it to `adopt`) do not apply; audit it "
+                         "with --lock and --cache (--bundle packs one task's adopted folder).")
     with tempfile.TemporaryDirectory(prefix="sst2-audit-bundle-") as scratch:
         return audit_adopted(args, target, Path(scratch))
 
