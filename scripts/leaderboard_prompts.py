@@ -8,7 +8,7 @@ from the registry (never installed: its files are read from the zip) and the ins
 
 Prints one line per task and the counts per status: `equal` (every field the same), `differs` (the fields named),
 `only-old` / `only-new`. The written mapping holds sha256s and field names only, no task text;
-tests/test_tasks.py holds the installed release's side of `data/leaderboard-prompts.json` to the installed YAMLs.
+tests/task/test_tasks.py holds the installed release's side of `data/leaderboard-prompts.json` to the installed YAMLs.
 """
 
 import argparse

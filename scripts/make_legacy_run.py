@@ -1,4 +1,4 @@
-"""Re-make the leaderboard-era lm-eval run that tests/test_legacy_writer.py adopts (issue 62): the real `lm_eval`
+"""Re-make the leaderboard-era lm-eval run that tests/formats/test_legacy_writer.py adopts (issue 62): the real `lm_eval`
 console entry point of an older release from the package registry (0.4.4, the first with the leaderboard's task
 folder and chat-template fields; it writes the Open LLM Leaderboard v2 details' format and no lm_eval_version),
 installed into a scratch environment, run on the embedded SmolLM2 model and the embedded profile's demo data:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.paths import DEMOS, REFERENCE_MODE, TEST_CACHE  # tests/ is on sys.path (pytest's rootdir)
+from support.paths import DEMOS, REFERENCE_MODE, RELEASE_LOCK, TEST_CACHE  # tests/ is on sys.path (its rootdir)
 
 # The suite's caches share one store (sst2_audit/resources/store.py): the wheel is downloaded and converted once.
 os.environ.setdefault("SST2_AUDIT_STORE", str(TEST_CACHE / "store"))
@@ -44,6 +44,7 @@ sys.dont_write_bytecode = False
 from sst2_audit.protocol.numeric import activate  # noqa: E402
 from support.builders import (  # noqa: E402
     _demo_task_cache, _demo_task_run, _exclusive, _journey_1, _tiny_inverse_scaling_run, built_once, tiny_model_lock)
+from support.plain_runs import build_plain_runs  # noqa: E402
 from support.processes import run_script  # noqa: E402
 
 activate(REFERENCE_MODE)
@@ -146,3 +147,18 @@ def tokenizer(embedded_cache):
     return AutoTokenizer.from_pretrained(str(embedded_cache / "model"))
 
 
+@pytest.fixture(scope="module")
+def release_cache():
+    """The embedded cache, prepared (or re-verified) under this environment's release's lock (same pins): its
+    tokenizer files are the tiny model's."""
+    folder = TEST_CACHE / "embedded"
+    with _exclusive("store"):
+        done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--profile", "embedded", "--cache", folder)
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+@pytest.fixture(scope="session")
+def plain(embedded_cache, tmp_path_factory) -> Path:
+    """Real plain `lm_eval` runs of the embedded demo on a tiny model (support/plain_runs.py), built once a test run."""
+    return built_once(tmp_path_factory, "plain-lm-eval", lambda folder: build_plain_runs(folder, embedded_cache))

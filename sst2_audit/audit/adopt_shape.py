@@ -1,7 +1,7 @@
 """The seam of an adoption per task shape: what the levels, the rescore, the record and the public copy do
 differently for a multiple_choice and a generate_until task. One implementation per shape
 (audit/adopt_choice.py, audit/adopt_decode.py), picked once per task by audit/adopt_shapes.py and carried by the
-Adoption; nothing else asks which shape a task is (tests/test_layers.py greps for it)."""
+Adoption; nothing else asks which shape a task is (tests/project/test_layers.py greps for it)."""
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable

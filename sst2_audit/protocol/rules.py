@@ -72,7 +72,7 @@ def accuracy_stderr(correct: list) -> float:
 def pairwise_sum(values: list) -> float:
     """np.sum of a contiguous float64 array, in numpy's order (pairwise_sum_DOUBLE): under 8 values one by
     one from 0.0; up to 128, eight running sums combined as ((0+1)+(2+3))+((4+5)+(6+7)), then the remainder;
-    above, the two halves (split at a multiple of 8) summed apart. tests/test_mc2.py holds it to np.sum."""
+    above, the two halves (split at a multiple of 8) summed apart. tests/protocol/test_mc2.py holds it to np.sum."""
     count = len(values)
     if count < 8:
         total = 0.0

@@ -59,7 +59,8 @@ class PairedComparison:
 def bonett_price(both: int, b_only: int, a_only: int, neither: int, z: float = Z95) -> tuple:
     """95 % interval of P(B right) - P(A right) from paired counts: Bonett and Price's (2012) adjusted Wald interval,
     one added to each discordant count and two to the rows (its exact coverage at 64 and 128 rows: 0.94 or more in
-    every cell tests/test_statistics.py computes, where Newcombe's method 10 fell to 0.885 with one-way discordance)."""
+    every cell tests/protocol/test_statistics.py computes, where Newcombe's method 10 fell to 0.885 with one-way
+    discordance)."""
     n = both + b_only + a_only + neither
     p_b, p_a = (b_only + 1) / (n + 2), (a_only + 1) / (n + 2)
     difference = p_b - p_a

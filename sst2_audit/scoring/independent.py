@@ -100,7 +100,7 @@ class IndependentScorer:
     def _log_probs(self, input_tokens: tuple, first: int, end: int):
         """log_softmax of the logits at positions first..end-1 only: lm-eval normalises every position
         (huggingface.py, SOURCE_MAP step 21), but each row's log_softmax depends on that row alone, so the rows
-        scored are the same floats (tests/test_scoring.py holds them equal) for less memory traffic beside
+        scored are the same floats (tests/scoring/test_scoring.py holds them equal) for less memory traffic beside
         lm-eval's pass. The forward itself is the whole input, as lm-eval's."""
         import torch
 

@@ -112,11 +112,11 @@ def mutations(source: Path, base: Path, rng: random.Random, count: int) -> list:
 
 
 def adopt_each(cases: list, lock, cache, cwd: Path) -> dict:
-    """Every case adopted in one process (tests/adopt_many.py): {case: {code, stderr, stdout}}."""
+    """Every case adopted in one process (tests/support/adopt_many.py): {case: {code, stderr, stdout}}."""
     from support.processes import run_script
 
     report = cwd / "codes.json"
-    done = run_script(str(Path(__file__).resolve().parent.parent / "adopt_many.py"), report, lock, cache, *cases,
+    done = run_script(str(Path(__file__).resolve().parent / "adopt_many.py"), report, lock, cache, *cases,
                       cwd=cwd)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(report.read_text())
@@ -126,3 +126,16 @@ def misbehaved(codes: dict, allowed=lambda case: (1, 2)) -> dict:
     """The cases whose exit code allowed(case) does not hold, or that printed a traceback or our bug's message."""
     return {case: found for case, found in codes.items() if found["code"] not in allowed(case)
             or "Traceback" in found["stderr"] or "internal error" in found["stderr"]}
+
+
+def claim_dtype(raw: dict, task: str, dtype: str) -> None:
+    """Every place a results file states its dtype, as a forger edits it: model_dtype, model_args (0.4.9.2's string,
+    0.4.13's dict) and the task metadata lm-eval merges model_args into."""
+    raw["config"]["model_dtype"] = f"torch.{dtype}"
+    if isinstance(raw["config"]["model_args"], dict):
+        raw["config"]["model_args"]["dtype"] = dtype
+    else:
+        raw["config"]["model_args"] = raw["config"]["model_args"].replace("dtype=float32", f"dtype={dtype}")
+    metadata = raw["configs"][task].get("metadata")
+    if isinstance(metadata, dict) and "dtype" in metadata:
+        metadata["dtype"] = dtype

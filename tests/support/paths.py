@@ -14,5 +14,14 @@ REFERENCE_MODE = json.loads(LOCK.read_text())["run_settings"]["numeric_mode"]
 EMBEDDED_COLUMNS = (("sentence", "string"), ("label", "int64"), ("idx", "int32"))
 
 
+def _release_lock() -> Path:
+    from sst2_audit.formats.releases import installed_version
+
+    return {"0.4.9.2": LOCK, "0.4.13": REPO / "lm-eval-0.4.13.lock.json"}[installed_version()]
+
+
+RELEASE_LOCK = _release_lock()  # the lock of this environment's lm-eval release (same pins as LOCK's)
+
+
 def load_lock_json() -> dict:
     return json.loads(LOCK.read_text())

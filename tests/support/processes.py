@@ -11,7 +11,7 @@ from pathlib import Path
 
 from support.paths import REFERENCE_MODE, REPO, VENV_BIN
 
-# Variables read when Python starts or a library is imported (PYTHONPATH: a shadowed lm_eval, tests/shadows.py): a
+# Variables read when Python starts or a library is imported (PYTHONPATH: a shadowed lm_eval, tests/support/shadows.py): a
 # run that sets one needs an interpreter that has not imported yet.
 IMPORT_TIME_VARIABLES = ("PYTHON", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "ATEN_", "MKL_", "ONEDNN_")
 
@@ -35,7 +35,7 @@ def _needs_new_interpreter(args: tuple, env: dict | None, cwd: Path) -> bool:
 def run_script(script: str, *args, env: dict | None = None, cwd: Path | None = None,
                fresh: bool = False) -> subprocess.CompletedProcess:
     """Run an entry script as a user would: a process of its own, real exit code. Forked from the warm interpreter
-    (tests/warm.py: torch, transformers and lm-eval already imported), or with fresh=True, or when env sets a
+    (tests/support/warm.py: torch, transformers and lm-eval already imported), or with fresh=True, or when env sets a
     variable read at import, a new interpreter (what a test of process start-up needs)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
@@ -47,17 +47,17 @@ def run_script(script: str, *args, env: dict | None = None, cwd: Path | None = N
 
 
 class _Warm:
-    """The test process's warm interpreter (tests/warm.py), started at its first use, stopped at exit."""
+    """The test process's warm interpreter (tests/support/warm.py), started at its first use, stopped at exit."""
 
     def __init__(self):
         import atexit
         import tempfile
 
         self.scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-warm-"))
-        self.process = subprocess.Popen([sys.executable, str(REPO / "tests" / "warm.py")], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, str(REPO / "tests" / "support" / "warm.py")], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, cwd=str(REPO), env=dict(os.environ))
         ready = json.loads(self.process.stdout.readline() or "{}")
-        assert "ready" in ready, "the warm interpreter did not start (run tests/warm.py by hand to see why)"
+        assert "ready" in ready, "the warm interpreter did not start (run tests/support/warm.py by hand to see why)"
         atexit.register(self.stop)
 
     def run(self, argv: list, env: dict, cwd: Path) -> subprocess.CompletedProcess:

@@ -1,0 +1,174 @@
+"""Adopting a plain lm-eval run (issue 46): real `lm_eval` console runs on a tiny model over the embedded demo
+data, adopted, tampered with and mutated; the adopted folder and bundle audited."""
+
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.lm_eval_files import adopt_each, edit_sample, misbehaved, mutations, rehash
+from support.paths import LOCK, VENV_BIN
+from support.plain_runs import adopt, ADOPT, audit, copy_sorted, ROWS
+
+def test_a_plain_run_is_adopted_bit_for_bit_and_its_folder_and_bundle_pass(plain, tmp_path):
+    done = adopt(plain, plain / "sorted", "--run-name", "plain", "--bundle", "--seed", "5", cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines[0] == lines[-3] == ("VERDICT: PASS: every level passed and every scored row was rescored bit for "
+                                     "bit; exit 0")
+    assert "  rows: 16 bit for bit" in lines
+    record = json.loads((tmp_path / "runs" / "plain" / "adopted.json").read_text())
+    assert record["row_classes"]["bit for bit"] == ROWS and record["rederived"] == record["reported"]
+    assert record["bound"]["basis"] == "derived from the dtype the run claims (float32)"
+    public = (tmp_path / "runs" / "plain" / "lm_eval_samples.public.jsonl").read_text()
+    sentences = [json.loads(line)["doc"]["sentence"] for line in
+                 next((plain / "sorted").glob("*/samples_*.jsonl")).read_text().splitlines()]
+    assert not any(sentence in public for sentence in sentences)
+    for name in ("adopted.json", "lm_eval_results.json", "lm_eval_samples.public.jsonl"):
+        assert str(plain) not in (tmp_path / "runs" / "plain" / name).read_text(), name
+    done = audit(plain, "--out", "runs/plain", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith("VERDICT: PASS"), done.stdout
+    assert "adopted record: PASS" in done.stdout
+    done = audit(plain, "--bundle-file", "results/plain.tar.gz", "--rescore", "3", "--seed", "2", cwd=tmp_path)
+    assert done.returncode == 4 and done.stdout.startswith("VERDICT: SCORES NOT VERIFIED: 13 of 16 rows not "
+                                                           "rescored (--rescore 3)"), done.stdout
+
+
+def test_unsorted_ids_are_caught_row_by_row_as_mislabelled(plain, tmp_path):
+    done = adopt(plain, plain / "unsorted", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (identity); exit 1"), done.stdout
+    ids = json.loads((plain / "ids.json").read_text())
+    logged = [json.loads(line)["doc_id"] for line in
+              next((plain / "unsorted").glob("*/samples_*.jsonl")).read_text().splitlines()]
+    named = [line for line in done.stdout.splitlines() if "(mislabelled: lm-eval #4084)" in line]
+    # lm-eval pairs the k-th document in dataset order with the k-th id as given: doc_id ids[k] holds sorted(ids)[k]
+    truth = dict(zip(ids, sorted(ids)))
+    wrong = [idx for idx in logged if truth[idx] != idx]
+    assert len(wrong) >= 8 and len(named) == len(wrong)
+    for idx in wrong:
+        assert f"  logged doc_id {idx} holds the doc of row idx [{truth[idx]}] (mislabelled: lm-eval #4084)" in named
+    assert not (tmp_path / "runs").exists()  # a failed adoption writes nothing
+
+
+def test_a_bfloat16_run_is_held_to_the_derived_bound_with_its_flips_listed(plain, tmp_path):
+    done = adopt(plain, plain / "bf16", "--run-name", "bf16", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert done.stdout.startswith("VERDICT: SCORES WITHIN DRIFT, NOT BIT FOR BIT: 16 rescored row(s) within the "
+                                  "bound |logged - rescored| <= 0.0078125 * |rescored| + 1.038 * sqrt(tokens), a margin's "
+                                  "drift <= 0.0078125 * (|a| + |b|) + 0.302 * sqrt(tokens) (derived from the dtype the "
+                                  "run claims (bfloat16), fitted to measured honest drift x2)"), \
+        done.stdout
+    record = json.loads((tmp_path / "runs" / "bf16" / "adopted.json").read_text())
+    flips = [q for q in record["questions"] if q["row_class"] == "prediction flip"]
+    assert record["row_classes"]["within the bound"] + len(flips) == ROWS
+    assert f"{len(flips)} of them prediction flips at near ties" in done.stdout.splitlines()[0]
+    for question in flips:
+        assert any(line.startswith(f"  flip: row idx {question['idx']} (acc): logged predicts ")
+                   for line in done.stdout.splitlines())
+    done = adopt(plain, plain / "bf16", "--bound", "1e-6", "--run-name", "strict", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (rescore (all rows, seed ")
+    assert "beyond the bound" in done.stdout and not (tmp_path / "runs" / "strict").exists()
+
+
+TAMPERING = {
+    # every candidate moved alike: the prediction, the per-document acc and the results stay as they were
+    "score": (lambda r: [resp[0].__setitem__(0, str(float(resp[0][0]) + 0.5)) for resp in r["resps"]],
+              "rescore (all rows, seed 1)", "row idx {idx}: logged scores"),
+    "doc_id": (lambda r: r.__setitem__("doc_id", r["doc_id"] + 1), "identity",
+               "logged doc_id {idx} holds the doc of row idx [{moved}] (mislabelled: lm-eval #4084)"),
+    "context": (lambda r: r["arguments"]["gen_args_1"].__setitem__("arg_0", "Forged context\nAnswer:"), "identity",
+                "doc_id {idx}: arguments (sha256 of each context and continuation)"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(TAMPERING))
+def test_a_tampered_sample_is_caught_with_its_row_named(plain, tmp_path, what):
+    results, samples = copy_sorted(plain, tmp_path / "out")
+    change, level, named = TAMPERING[what]
+    if what == "score":  # the filtered copy follows: only the rescore can tell
+        def change(r, base=change):
+            base(r)
+            r["filtered_resps"] = [resp[0] for resp in r["resps"]]
+    idx = edit_sample(samples, 3, change)
+    if what != "context":  # lm-eval's task hash would name the edit at once: keep it consistent, as a forger would
+        rehash(results, samples)
+    done = adopt(plain, tmp_path / "out", "--seed", "1", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith(f"VERDICT: FAIL ({level}); exit 1"), done.stdout
+    assert named.format(idx=idx, moved=idx - 1) in done.stdout
+
+
+def test_the_results_number_is_re_derived_from_the_samples(plain, tmp_path):
+    results, _ = copy_sorted(plain, tmp_path / "out")
+    raw = json.loads(results.read_text())
+    raw["results"]["sst2"]["acc,none"] += 0.0625  # one more right answer of 16
+    results.write_text(json.dumps(raw))
+    done = adopt(plain, tmp_path / "out", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (arithmetic); exit 1"), done.stdout
+    assert "results: acc,none: expected " in done.stdout
+
+
+def test_generated_mutations_of_the_files_never_pass(plain, tmp_path):
+    """220 mutations (bytes, values, lines) of lm-eval's two files: each exit 1 or 2, one paragraph, none PASS."""
+    cases = mutations(plain / "sorted", tmp_path, random.Random(46), 220)
+    codes = adopt_each(cases, plain / "resources.lock.json", plain / "cache", tmp_path)
+    assert len(codes) == 220
+    assert misbehaved(codes) == {}
+    assert {found["code"] for found in codes.values()} == {1, 2}
+
+
+@pytest.mark.slow
+def test_two_processes_under_torchrun_adopt_the_run_with_the_one_process_records(plain, tmp_path):
+    """`torchrun --standalone --nproc-per-node 2 sst2-audit adopt ...` (torch.distributed, gloo on this CPU): each
+    process rescores every second row, rank 0 gathers, prints and writes; adopted.json equals the one-process
+    adoption's apart from timings, the process count and the threads each process took."""
+    one = adopt(plain, plain / "sorted", "--run-name", "one", "--seed", "3", cwd=tmp_path)
+    assert one.returncode == 0, one.stdout + one.stderr
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    two = subprocess.run([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", ADOPT,
+                          "adopt", str(plain / "sorted"), "--lock", str(plain / LOCK.name), "--profile", "embedded",
+                          "--cache", str(plain / "cache"), "--run-name", "two", "--seed", "3"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert two.stdout.count("VERDICT: PASS") == 2, two.stdout  # first and last line, once: rank 0 alone reports
+    assert "[rescore: 16 rows on the independent path (8 in each of 2 processes)] done in " in two.stderr
+    records = [json.loads((tmp_path / "runs" / name / "adopted.json").read_text()) for name in ("one", "two")]
+    assert [r["rescore"]["processes"] for r in records] == [1, 2]
+    cores = len(os.sched_getaffinity(0))  # the lock's threads 0: the cores this process may run on, shared
+    assert [r["platform"].pop("threads") for r in records] == [cores, max(1, cores // 2)]
+    for record in records:
+        for key in ("timings", "rescore", "run_name"):
+            record.pop(key)
+    assert records[0] == records[1]
+
+
+def test_a_process_that_dies_fails_the_adoption_and_nothing_is_written(plain, tmp_path):
+    """Rank 1 killed (SIGKILL) as soon as torchrun started it: the launcher ends the group, exit non-zero, and no
+    adopted folder exists (rank 0 writes only after every share was gathered)."""
+    import signal
+    import time
+
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    launcher = subprocess.Popen([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
+                                 ADOPT, "adopt", str(plain / "sorted"), "--lock", str(plain / LOCK.name), "--profile",
+                                 "embedded", "--cache", str(plain / "cache"), "--run-name", "dies"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    killed, deadline = None, time.monotonic() + 120
+    while killed is None and launcher.poll() is None and time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and b"\0RANK=1\0" in b"\0" + (proc / "environ").read_bytes() and \
+                        "TORCHELASTIC_RUN_ID" in (proc / "environ").read_text(errors="replace") and \
+                        int((proc / "stat").read_text().split()[3]) == launcher.pid:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    killed = int(proc.name)
+                    break
+            except (OSError, ValueError):
+                continue
+        time.sleep(0.01)
+    out, err = launcher.communicate(timeout=300)
+    assert killed is not None, out + err
+    assert launcher.returncode != 0 and "VERDICT: PASS" not in out, out + err
+    assert not (tmp_path / "runs").exists()

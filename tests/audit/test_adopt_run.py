@@ -1,0 +1,260 @@
+"""A run as it was made (issue 65): real `lm_eval` console runs of two tasks (sst2 + rte demo) and of a group (an
+MMLU demo group of three subjects plus sst2 at 5 shots) on a tiny model, adopted by one `sst2-audit adopt OUT` with no
+--profile; a tampered task, a task no profile pins, a --task selection, an edited run record. Runs under this
+environment's release (.ci/run runs the file under 0.4.9.2 and 0.4.13)."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.builders import built_once, tiny_model_lock
+from support.paths import DEMOS, LOCK, REPO, TEST_CACHE, VENV_BIN
+from support.processes import run_script
+from sst2_audit.formats.releases import installed_version
+from support.lm_eval_files import edit_sample
+
+ROWS = 8
+RELEASE = installed_version()
+LOCKS = {"0.4.9.2": (LOCK, DEMOS),
+         "0.4.13": (REPO / "lm-eval-0.4.13.lock.json", REPO / "demos-lm-eval-0.4.13.lock.json")}[RELEASE]
+SST2 = "sst2"
+
+
+def _task_yamls(lock: Path, profiles: list, base: Path) -> dict:
+    """Each profile prepared into base/cache (one cache, many profiles) and its task YAML with only the data fields
+    pointed at the cache (and the lock's n-shot): {task: (its YAML path, its first ROWS dev ids, sorted)}."""
+    import yaml
+
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.formats.manifest import cache_for
+    from sst2_audit.task.config import data_config
+    from sst2_audit.task.rows import verified_rows
+    from sst2_audit.task.spec import spec_for
+
+    reviewer, found = load_lock(lock), {}
+    for profile in profiles:
+        done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", base / "cache")
+        assert done.returncode == 0, done.stderr
+        cache = cache_for(base / "cache", profile)
+        spec = spec_for(reviewer, reviewer.profile(profile).task)
+        config = data_config(spec, {split: str(cache / "data" / f"{split}.parquet") for split in spec.splits},
+                             callables=False)
+        shots = reviewer.settings_for(profile, spec)["num_fewshot"]
+        config.update({"num_fewshot": shots} if shots else {})
+        path = base / "tasks" / f"{spec.name}.yaml"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        rows = verified_rows(reviewer, reviewer.profile(profile), spec, cache, roles=())
+        found[spec.name] = (path, sorted(rows.split.dev_ids[:ROWS]))
+    return found
+
+
+def _lm_eval(base: Path, tasks: list, ids: dict, name: str = "out", more: tuple = ()) -> Path:
+    """The real lm_eval console entry point over several tasks (YAML paths), float32, eager, batch 1, seed 94."""
+    (base / "samples.json").write_text(json.dumps(ids))
+    model = next((base / "cache").glob("**/model/config.json")).parent
+    argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
+            f"pretrained={model},dtype=float32,max_length=512,attn_implementation=eager", "--tasks", ",".join(tasks),
+            "--samples", str(base / "samples.json"), "--log_samples", "--output_path", str(base / name),
+            "--device", "cpu", "--batch_size", "1", "--seed", "94", *more]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_DATASETS_CACHE": str(base / "datasets")}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(base))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return base / name
+
+
+def _two_tasks(base: Path) -> None:
+    lock = tiny_model_lock(LOCKS[0], base, TEST_CACHE / "embedded")
+    found = _task_yamls(lock, ["embedded", "embedded-rte"], base)
+    _lm_eval(base, [str(path) for path, _ in found.values()], {task: ids for task, (_, ids) in found.items()})
+
+
+def _group(base: Path) -> None:
+    """The MMLU demo group's three subjects as an inline group named mmlu (the pinned group's name, aggregated by
+    size as its YAML says), plus sst2 at 5 shots outside the group (not cola: lm-eval's bootstrap of its mcc stderr
+    took 90 of this fixture's 100 s of lm-eval, in each release)."""
+    import yaml
+
+    lock = tiny_model_lock(LOCKS[1], base, TEST_CACHE / "embedded")
+    subjects = ["embedded-mmlu-elementary-mathematics", "embedded-mmlu-high-school-computer-science",
+                "embedded-mmlu-college-mathematics"]
+    found = _task_yamls(lock, [*subjects, "embedded-sst2-5shot"], base)
+    inline = [yaml.safe_load(path.read_text()) for task, (path, _) in found.items() if task.startswith("mmlu_")]
+    group = base / "include" / "mmlu_demo_group.yaml"
+    group.parent.mkdir()
+    group.write_text(yaml.safe_dump({"group": "mmlu", "task": inline, "metadata": {"version": 2},
+                                     "aggregate_metric_list": [{"metric": "acc", "weight_by_size": True}]}))
+    # 0.4.9.2 takes the group's YAML path (its --include_path breaks the task listing it prints); 0.4.13 reads a
+    # YAML path as one task's config, so the group is found by name in --include_path
+    named, more = (str(group), ()) if RELEASE == "0.4.9.2" else ("mmlu", ("--include_path", str(group.parent)))
+    _lm_eval(base, [named, str(found["sst2"][0])], {task: ids for task, (_, ids) in found.items()}, more=more)
+
+
+@pytest.fixture(scope="session")
+def two_tasks(tmp_path_factory) -> Path:
+    return built_once(tmp_path_factory, f"two-task-run-{RELEASE}", _two_tasks)
+
+
+@pytest.fixture(scope="session")
+def group_run(tmp_path_factory) -> Path:
+    return built_once(tmp_path_factory, f"group-run-{RELEASE}", _group)
+
+
+def sst2_audit(base: Path, *args, cwd: Path, lock: Path):
+    return run_script(str(VENV_BIN / "sst2-audit"), *args, "--lock", base / lock.name, "--cache", base / "cache",
+                      cwd=cwd)
+
+
+def copy_sorted(base: Path, target: Path) -> Path:
+    shutil.copytree(base / "out", target)
+    return next(target.glob("*/results_*.json"))
+
+
+def test_a_two_task_run_is_adopted_in_one_command_and_its_folder_and_bundle_pass(two_tasks, tmp_path):
+    done = sst2_audit(two_tasks, "adopt", two_tasks / "out", "--run-name", "two", "--bundle", "--seed", "1",
+                      "--export-eee", tmp_path / "eee", cwd=tmp_path, lock=LOCKS[0])
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines[0] == lines[-5] == "VERDICT: PASS: every task's audit passed with every scored row rescored bit " \
+                                    "for bit; exit 0"
+    exported = {json.loads(path.read_text())["evaluation_results"][0]["evaluation_name"]: json.loads(path.read_text())
+                for path in (tmp_path / "eee").rglob("*[0-9a-f].json")}
+    assert sorted(exported) == ["rte", "sst2"] and [line.split(":")[0] for line in lines[-3:-1]] == ["every eval ever"] * 2
+    assert {task: record["source_metadata"]["additional_details"]["sst2_audit_verdict"]
+            for task, record in exported.items()} == {"rte": "PASS", "sst2": "PASS"}
+    assert lines[1].startswith("rte acc: reported ") and lines[2].startswith("sst2 acc: reported ")
+    table = lines[lines.index(next(line for line in lines if line.startswith("task  "))):][:3]
+    assert [row.split()[:3] + row.split()[5:6] for row in table[1:]] == [["rte", "embedded-rte", "8", "0"],
+                                                                         ["sst2", "embedded", "8", "0"]]
+    assert "[model] the model this run's earlier task verified and loaded" in done.stderr
+    assert done.stderr.count("rescore: verify and load the model") == 1
+    record = json.loads((tmp_path / "runs" / "two" / "adopted-run.json").read_text())
+    assert [(t["task"], t["profile"], t["exit_code"]) for t in record["tasks"]] == [("rte", "embedded-rte", 0),
+                                                                                   ("sst2", "embedded", 0)]
+    assert sorted(p.name for p in (tmp_path / "runs" / "two").iterdir()) == ["adopted-run.json", "rte", "sst2"]
+    for target in (["--out", "runs/two"], ["--bundle-file", "results/two.tar.gz"]):
+        done = sst2_audit(two_tasks, "audit", *target, cwd=tmp_path, lock=LOCKS[0])
+        assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS: every task's audit passed"), \
+            done.stdout + done.stderr
+        assert done.stdout.count("adopted record: PASS") == 2 and "run record and groups: PASS" in done.stdout
+    done = sst2_audit(two_tasks, "audit", "--out", "runs/two", "--structural", cwd=tmp_path, lock=LOCKS[0])
+    assert done.returncode == 4 and done.stdout.startswith("VERDICT: SCORES NOT VERIFIED: every task's audit found "
+                                                           "no problem"), done.stdout  # the audit's own policy
+
+
+def test_one_task_tampered_fails_the_run_naming_the_task_and_the_row(two_tasks, tmp_path):
+    results = copy_sorted(two_tasks, tmp_path / "out")
+    samples = next(results.parent.glob("samples_rte_*.jsonl"))
+    idx = edit_sample(samples, 2, lambda r: r.__setitem__("doc_id", r["doc_id"] + 1))
+    done = sst2_audit(two_tasks, "adopt", tmp_path / "out", "--seed", "1", cwd=tmp_path, lock=LOCKS[0])
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (rte); exit 1"), done.stdout + done.stderr
+    assert "rte   embedded-rte  8     0.500     not rescored here  1     failed: identity" in done.stdout
+    assert f"logged doc_id {idx} holds the doc of row idx [{idx - 1}]" in done.stdout and "nothing written" in done.stdout and not (tmp_path / "runs").exists()
+
+
+def test_a_task_no_profile_pins_is_listed_with_its_pin_command_and_limits_the_verdict(two_tasks, tmp_path):
+    results = copy_sorted(two_tasks, tmp_path / "out")
+    raw = json.loads(results.read_text())
+    for key in ("results", "configs", "n-shot", "n-samples", "versions", "task_hashes", "higher_is_better"):
+        if SST2 in raw.get(key, {}):
+            raw[key]["my_task"] = raw[key].pop(SST2)
+    raw["group_subtasks"] = {("my_task" if k == SST2 else k): v for k, v in raw.get("group_subtasks", {}).items()}
+    results.write_text(json.dumps(raw))
+    samples = next(results.parent.glob(f"samples_{SST2}_*.jsonl"))
+    samples.rename(samples.with_name(samples.name.replace(f"samples_{SST2}_", "samples_my_task_")))
+    done = sst2_audit(two_tasks, "adopt", tmp_path / "out", "--seed", "1", "--run-name", "one", cwd=tmp_path,
+                      lock=LOCKS[0])
+    first = done.stdout.splitlines()[0]
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert first.startswith("VERDICT: SCORES NOT VERIFIED: every task's audit found no problem but not everything "
+                            "was verified (see each task); task my_task: no profile of the lock pins it, not adopted "
+                            "(pin it: ")
+    assert "--pin NAME --task my_task --model MODEL --data " in first and first.endswith("; exit 4")
+    done = sst2_audit(two_tasks, "audit", "--out", "runs/one", cwd=tmp_path, lock=LOCKS[0])
+    assert done.returncode == 4 and "task my_task: no profile of the lock pins it" in done.stdout.splitlines()[0]
+    record = tmp_path / "runs" / "one" / "adopted-run.json"
+    raw = json.loads(record.read_text())
+    raw["left_out"], raw["limits"] = {}, []  # a forger hides the task the lock does not pin: exit 0 is not bought
+    record.write_text(json.dumps(raw))
+    done = sst2_audit(two_tasks, "audit", "--out", "runs/one", cwd=tmp_path, lock=LOCKS[0])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "task my_task: in the run's results (n-samples) but neither adopted nor listed as left out" in done.stdout
+
+
+def test_a_task_selection_is_named_and_a_run_of_another_task_names_what_takes_it(two_tasks, tmp_path):
+    done = sst2_audit(two_tasks, "adopt", two_tasks / "out", "--task", "rte", "--seed", "1", cwd=tmp_path,
+                      lock=LOCKS[0])
+    assert done.returncode == 4 and "task sst2: not selected (--task), not adopted; exit 4" in \
+        done.stdout.splitlines()[0], done.stdout + done.stderr
+    done = sst2_audit(two_tasks, "adopt", two_tasks / "out", "--task", "cola", cwd=tmp_path, lock=LOCKS[0])
+    assert done.returncode == 2 and "--task cola: the run at " in done.stderr
+    assert "logged samples of task(s) rte, sst2 only." in done.stderr
+
+
+def test_a_group_run_is_adopted_with_the_group_re_aggregated_and_a_forged_group_number_fails(group_run, tmp_path):
+    done = sst2_audit(group_run, "adopt", group_run / "out", "--run-name", "g", "--bundle", "--seed", "1",
+                      cwd=tmp_path, lock=LOCKS[1])
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines[0] == ("VERDICT: PASS: every task's audit passed with every scored row rescored bit for bit and the "
+                        "run's groups were re-aggregated from them; exit 0")
+    group = next(line for line in lines if line.startswith("mmlu acc (group): reported "))
+    reported = json.loads(next((group_run / "out").glob("*/results_*.json")).read_text())["groups"]["mmlu"]
+    assert group == f"mmlu acc (group): reported {reported['acc,none']:.3f} (their scores) / rescored " \
+                    f"{reported['acc,none']:.3f} (yours, re-aggregated)"
+    assert "groups: PASS (2 checks)" in lines
+    record = json.loads((tmp_path / "runs" / "g" / "adopted-run.json").read_text())
+    assert record["groups"][0]["rederived"] == {"acc": reported["acc,none"], "acc_stderr": reported["acc_stderr,none"]}
+    done = sst2_audit(group_run, "audit", "--bundle-file", "results/g.tar.gz", cwd=tmp_path, lock=LOCKS[1])
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = copy_sorted(group_run, tmp_path / "forged")
+    raw = json.loads(results.read_text())
+    raw["groups"]["mmlu"]["acc,none"] += 0.125
+    raw["results"]["mmlu"]["acc,none"] = raw["groups"]["mmlu"]["acc,none"]
+    results.write_text(json.dumps(raw))
+    done = sst2_audit(group_run, "adopt", tmp_path / "forged", "--seed", "1", cwd=tmp_path, lock=LOCKS[1])
+    assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (groups); exit 1"), done.stdout
+    assert "groups.mmlu: acc,none (re-aggregated from the subtasks' re-derived numbers): expected " in done.stdout
+
+
+def test_an_edited_run_record_fails_the_folder_audit(group_run, tmp_path):
+    done = sst2_audit(group_run, "adopt", group_run / "out", "--run-name", "g", "--structural", cwd=tmp_path,
+                      lock=LOCKS[1])
+    assert done.returncode == 4, done.stdout + done.stderr
+    record = tmp_path / "runs" / "g" / "adopted-run.json"
+    raw = json.loads(record.read_text())
+    raw["groups"][0]["rederived"]["acc"] += 0.125
+    record.write_text(json.dumps(raw))
+    done = sst2_audit(group_run, "audit", "--out", "runs/g", "--structural", cwd=tmp_path, lock=LOCKS[1])
+    assert done.returncode == 1 and "adopted-run.json: groups (re-derived here): expected " in done.stdout, \
+        done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_two_processes_under_torchrun_adopt_every_task_with_the_one_process_records(two_tasks, tmp_path):
+    """torchrun over a run of two tasks: every process takes the tasks in the run's order and rescores its share of
+    each; rank 0 alone reports and writes; each task's adopted.json equals the one-process adoption's apart from
+    timings, the process count and the threads."""
+    one = sst2_audit(two_tasks, "adopt", two_tasks / "out", "--run-name", "one", "--seed", "3", cwd=tmp_path,
+                     lock=LOCKS[0])
+    assert one.returncode == 0, one.stdout + one.stderr
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    two = subprocess.run([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
+                          str(VENV_BIN / "sst2-audit"), "adopt", str(two_tasks / "out"), "--lock",
+                          str(two_tasks / LOCKS[0].name), "--cache", str(two_tasks / "cache"), "--run-name", "two",
+                          "--seed", "3"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert two.returncode == 0 and two.stdout.count("VERDICT: PASS: every task's audit passed") == 2, \
+        two.stdout + two.stderr
+    assert two.stderr.count("(4 in each of 2 processes)] done in ") == 2
+    for task in ("rte", "sst2"):
+        records = [json.loads((tmp_path / "runs" / name / task / "adopted.json").read_text()) for name in ("one", "two")]
+        assert [r["rescore"]["processes"] for r in records] == [1, 2]
+        for record in records:
+            for key in ("timings", "rescore", "run_name", "platform"):
+                record.pop(key)
+        assert records[0] == records[1]

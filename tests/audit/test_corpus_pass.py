@@ -1,0 +1,158 @@
+"""`sst2-audit corpus FOLDER` (issue 62): many real lm-eval runs under one folder (the real lm-eval 0.4.4 run of
+tests/data/lm-eval-0.4.4, copies of it edited as a forger would, a file that is no results file), adopted in one
+command: one line per run, corpus.json and corpus.csv, the worst verdict, a pass that resumes, a changed lock
+refused; corpus.json's generated edits refused as bad input."""
+
+import csv
+import json
+import re
+import random
+import shutil
+import sys
+
+import pytest
+
+from support.lm_eval_files import copy_run
+from support.paths import LOCK, REPO, VENV_BIN
+from support.processes import run_script
+
+RUN = REPO / "tests" / "data" / "lm-eval-0.4.4"
+COMMAND = str(VENV_BIN / "sst2-audit")
+
+
+@pytest.fixture(scope="module")
+def open_lock(tmp_path_factory):
+    """The shipped lock without sealed rows (tests/formats/test_legacy_writer.py says why)."""
+    raw = json.loads(LOCK.read_text())
+    raw["split"]["confirm_rows"] = 0
+    lock = tmp_path_factory.mktemp("corpus-lock") / "open.lock.json"
+    lock.write_text(json.dumps(raw, indent=2))
+    return lock
+
+
+def _corpus(folder):
+    copy_run(RUN, folder / "org__honest")
+    results, _ = copy_run(RUN, folder / "org__edited")
+    raw = json.loads(results.read_text())
+    raw["results"]["sst2"]["acc,none"] += 0.0625  # one more right answer of 16: the arithmetic level names it
+    results.write_text(json.dumps(raw))
+    (folder / "org__broken").mkdir()
+    (folder / "org__broken" / "results_2024-01-01T00-00-00.json").write_text('{"results": 3}')
+
+
+def corpus(folder, out, lock, cache, *more, cwd):
+    return run_script(COMMAND, "corpus", folder, "--lock", lock, "--cache", cache, "--out", out, *more, cwd=cwd)
+
+
+def test_many_runs_are_adopted_in_one_pass_ranked_and_resumed(embedded_cache, open_lock, tmp_path):
+    _corpus(tmp_path / "details")
+    out = tmp_path / "corpus"
+    done = corpus(tmp_path / "details", out, open_lock, embedded_cache, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "VERDICT: FAIL: 3 runs: 1 ERROR, 1 FAIL, 1 PASS; exit 1"
+    assert lines[1] == ("  org__edited/results_2026-12-06T15-04-17.226634.json: FAIL (exit 1): sst2 acc 0.438 / - -- "
+                        "results: acc,none: expected 0.375, got 0.4375")
+    assert lines[2].startswith("  org__broken/results_2024-01-01T00-00-00.json: ERROR (exit 2) -- ")
+    assert "[corpus 3/3] org__honest/results_2026-12-06T15-04-17.226634.json: PASS (exit 0): sst2 acc 0.375 / 0.375" \
+        in done.stderr.splitlines()
+    record = json.loads((out / "corpus.json").read_text())
+    assert record["kind"] == "sst2-audit/corpus" and record["rescore"] == "all"
+    entries = {entry["results"].split("/")[0]: entry for entry in record["runs"]}
+    assert {name: (e["exit_code"], e["verdict"]) for name, e in entries.items()} == {
+        "org__broken": (2, "ERROR"), "org__edited": (1, "FAIL"), "org__honest": (0, "PASS")}
+    assert entries["org__broken"]["reason"].endswith("org__broken/results_2024-01-01T00-00-00.json: expected an lm-eval "
+                                                     "results file (an object with a `results` object).")
+    assert entries["org__edited"]["adopted"] is None and entries["org__broken"]["adopted"] is None
+    assert entries["org__honest"]["numbers"] == [{"task": "sst2", "metric": "acc", "reported": 0.375,
+                                                  "rescored": 0.375, "rows": 16, "whose": "yours"}]
+    table = list(csv.DictReader((out / "corpus.csv").open()))
+    assert [(row["results"].split("/")[0], row["rescored"], row["verdict"]) for row in table] == [
+        ("org__broken", "", "ERROR"), ("org__edited", "", "FAIL"), ("org__honest", "0.375", "PASS")]
+    page = (out / "corpus.html").read_text()
+    assert "<b>VERDICT: FAIL</b> (exit 1):\n1 ERROR, 1 FAIL, 1 PASS</p>" in page
+    assert [name.split("/")[0] for name in re.findall(r'<td class="n">\d+</td><td><code>([^<]*)</code>', page)] == \
+        ["org__edited", "org__broken", "org__honest"]  # ranked as the console ranks them: failures, refused, passes
+    adopted = out / entries["org__honest"]["adopted"]
+    again = run_script(COMMAND, "audit", "--out", adopted, "--lock", open_lock, "--cache", embedded_cache, cwd=tmp_path)
+    assert again.returncode == 0 and "adopted record: PASS" in again.stdout, again.stdout + again.stderr
+    # a second pass: every unchanged file kept, a new run adopted
+    copy_run(RUN, tmp_path / "details" / "org__late")
+    resumed = corpus(tmp_path / "details", out, open_lock, embedded_cache, cwd=tmp_path)
+    assert resumed.returncode == 1 and resumed.stdout.startswith("VERDICT: FAIL: 4 runs: 1 ERROR, 1 FAIL, 2 PASS")
+    assert resumed.stderr.count("kept from the last pass") == 3, resumed.stderr
+    assert "[corpus 4/4] org__late/results_2026-12-06T15-04-17.226634.json: PASS (exit 0)" in resumed.stderr
+    # a run gone from the folder: its entry is dropped and said so, its adopted folder (none here) stays
+    shutil.rmtree(tmp_path / "details" / "org__broken")
+    third = corpus(tmp_path / "details", out, open_lock, embedded_cache, cwd=tmp_path)
+    assert third.returncode == 1 and third.stdout.startswith("VERDICT: FAIL: 3 runs: 1 FAIL, 2 PASS"), third.stdout
+    assert "[corpus] 1 entry of the last pass whose file is no longer under " in third.stderr
+    assert "dropped: org__broken/results_2024-01-01T00-00-00.json" in third.stderr
+    # another lock: refused, nothing of the corpus changed
+    before = (out / "corpus.json").read_bytes()
+    refused = corpus(tmp_path / "details", out, LOCK, embedded_cache, cwd=tmp_path)
+    assert refused.returncode == 2 and "a corpus's entries are never mixed" in refused.stderr, refused.stderr
+    assert (out / "corpus.json").read_bytes() == before
+
+
+def test_a_structural_pass_loads_no_model_and_says_scores_not_verified(embedded_cache, tmp_path):
+    copy_run(RUN, tmp_path / "details" / "a")
+    results, samples = copy_run(RUN, tmp_path / "details" / "b")
+    samples.rename(samples.with_suffix(".json"))  # the leaderboard's earliest name for the samples file
+    done = corpus(tmp_path / "details", tmp_path / "corpus", LOCK, embedded_cache, "--structural", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == "VERDICT: NOT EVERY RUN VERIFIED: 2 runs: 2 SCORES NOT VERIFIED; exit 4"
+    assert "[rescore: verify and load the model" not in "".join(
+        path.read_text() for path in (tmp_path / "corpus" / "logs").iterdir())
+
+
+def test_a_corpus_record_edited_is_refused_as_bad_input(embedded_cache, tmp_path):
+    """40 generated edits of corpus.json (a key dropped or added, a value of another type, bytes): exit 2 naming the
+    file, never a traceback, and the pass does not start."""
+    copy_run(RUN, tmp_path / "details" / "a")
+    out = tmp_path / "corpus"
+    done = corpus(tmp_path / "details", out, LOCK, embedded_cache, "--structural", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    original, rng = (out / "corpus.json").read_bytes(), random.Random(62)
+    for number in range(40):
+        raw = json.loads(original)
+        entry = raw["runs"][0]
+        kind = number % 4
+        if kind == 0:
+            del entry[rng.choice(sorted(entry))]
+        elif kind == 1:
+            raw[rng.choice(("note", "runs_extra"))] = 1
+        elif kind == 2:
+            entry[rng.choice(("exit_code", "numbers", "results_sha256", "verdict"))] = rng.choice(("x", None, 1.5))
+        data = json.dumps(raw).encode() if kind != 3 else original[:rng.randrange(1, len(original) - 1)]
+        (out / "corpus.json").write_bytes(data)
+        again = corpus(tmp_path / "details", out, LOCK, embedded_cache, "--structural", cwd=tmp_path)
+        assert again.returncode == 2 and "corpus.json" in again.stderr and "Traceback" not in again.stderr, \
+            (number, again.stderr)
+    shutil.rmtree(out)
+
+
+def test_the_corpus_page_escapes_what_runs_said_and_answers_first_in_chromium(tmp_path):
+    """corpus.html is a pure function of corpus.json: a hostile results path and finding are escaped, never markup;
+    in headless Chromium the page fits 1280 px and its verdict is on the first screen."""
+    from sst2_audit.formats.corpus import Corpus, CorpusEntry
+    from sst2_audit.pages.corpus import render_corpus
+
+    hostile = '<script>alert(1)</script>"&'
+    runs = [CorpusEntry(f"org__{n}/{hostile}/results_{n}.json", "0" * 64, None if n % 3 else f"run-{n}", n % 5 and 1,
+                        "FAIL" if n % 5 else "PASS", "VERDICT", (hostile + " ") * (n % 4) * 20,
+                        [{"task": "sst2", "metric": "acc", "reported": 0.375, "rescored": None, "rows": 16,
+                          "whose": "yours"}]) for n in range(40)]
+    page = render_corpus(Corpus("details", "a" * 64, "all", runs, "embedded"))
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;&quot;&amp;" in page
+    assert "<b>VERDICT: FAIL</b> (exit 1):\n32 FAIL, 8 PASS</p>" in page
+    assert render_corpus(Corpus("details", "a" * 64, "all", runs, "embedded")) == page  # the same record, the same bytes
+    if shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed here (apt-get install chromium; .ci/run installs it)")
+    sys.path.insert(0, str(REPO / "scripts"))
+    from screenshot_report import screenshot
+
+    (tmp_path / "corpus.html").write_text(page)
+    size = screenshot(tmp_path / "corpus.html", tmp_path / "corpus.png")
+    assert size["window"] == 1280 and size["width"] <= 1280 and size["wide"] == [], size
+    assert size["verdict"] is not None and size["verdict"][1] <= 800, size

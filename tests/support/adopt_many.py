@@ -1,0 +1,33 @@
+"""Adopt many lm-eval (or lighteval) output folders in one process (forked from the warm interpreter): the generated
+mutations of tests/audit/test_adopt.py, test_legacy_writer.py and test_lighteval.py. argv: REPORT LOCK CACHE FOLDER...
+(FOLDER@structural: that one without the rescore; --profile=NAME before the folders: another profile); writes {folder: {code, stderr}} to REPORT."""
+
+import contextlib
+import io
+import json
+import sys
+import tempfile
+
+from sst2_audit.cli import adopt_main
+from sst2_audit.formats.lighteval_details import is_lighteval_run
+
+
+def main(report: str, lock: str, cache: str, *folders: str) -> None:
+    found, profile = {}, "embedded"
+    for folder in folders:
+        if folder.startswith("--profile="):  # before the folders: another profile of the lock
+            profile = folder.partition("=")[2]
+            continue
+        out, err = io.StringIO(), io.StringIO()
+        with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            path, _, how = folder.partition("@")
+            kept = [] if is_lighteval_run(path) else ["--out", f"{scratch}/adopted"]  # a lighteval run: printed
+            code = adopt_main([path, "--lock", lock, "--profile", profile, "--cache", cache, "--seed", "1", *kept,
+                               *(["--structural"] if how == "structural" else [])])
+        found[folder] = {"code": code, "stderr": err.getvalue()[-2000:], "stdout": out.getvalue()[:300]}
+    with open(report, "w") as handle:
+        json.dump(found, handle)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,80 @@
+"""Real plain `lm_eval` console runs of the embedded demo on a tiny model, and adopt / audit of them: what the
+adoption tests of every room share (the `plain` fixture, tests/conftest.py, builds them once a test run)."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from support.builders import prepare_cache, tiny_model_lock
+from support.lm_eval_files import copy_run
+from support.paths import LOCK, VENV_BIN
+from support.processes import run_script
+
+ROWS = 16  # the first dev rows in hash order
+ADOPT = str(VENV_BIN / "sst2-audit")  # the installed command, run as a script (forked from the warm interpreter)
+
+
+def task_yaml(lock: Path, cache: Path, target: Path, profile: str = "embedded") -> list:
+    """The profile's official task YAML with only its data fields pointed at the verified cache (what run's official
+    path hands lm-eval; the CLI takes a YAML path as --tasks); returns the first ROWS dev ids in hash order."""
+    import yaml
+
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.task.config import data_config
+    from sst2_audit.task.rows import verified_rows
+    from sst2_audit.task.spec import spec_for
+
+    reviewer = load_lock(lock)
+    spec = spec_for(reviewer, reviewer.profile(profile).task)
+    files = {split: str(cache / "data" / f"{split}.parquet") for split in spec.splits}
+    target.write_text(yaml.safe_dump(data_config(spec, files, callables=False), sort_keys=False))
+    data = verified_rows(reviewer, reviewer.profile(profile), spec, cache, roles=())
+    return list(data.split.dev_ids[:ROWS])
+
+
+def plain_lm_eval(folder: Path, name: str, ids: list, dtype: str = "float32", task: str = "sst2",
+                  seed: str | None = "94", num_fewshot: int | None = None, max_length: int = 512,
+                  datasets: str | None = None, extra: tuple = (), model: Path | None = None) -> Path:
+    """The real lm_eval console entry point, as a user runs it on folder/<task>.yaml and folder/cache/model: float32,
+    eager attention, batch 1, the lock's seed (None: lm-eval's defaults), in the lock's numeric mode (this process set
+    it, conftest.py): what gives bits on this CPU. datasets: the run whose datasets cache it reads (default its own).
+    extra: more lm_eval arguments (the chat settings); model: another model folder than the cache's."""
+    out = folder / name
+    argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
+            f"pretrained={model or folder / 'cache' / 'model'},dtype={dtype},max_length={max_length},"
+            "attn_implementation=eager",
+            "--tasks", str(folder / f"{task}.yaml"), "--samples", json.dumps({task: ids}), "--log_samples",
+            "--output_path", str(out), "--device", "cpu", "--batch_size", "1", *(["--seed", seed] if seed else []),
+            *(["--num_fewshot", str(num_fewshot)] if num_fewshot is not None else []), *extra]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_DATASETS_CACHE": str(folder / f"datasets-{datasets or name}")}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(folder))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def build_plain_runs(folder: Path, embedded_cache: Path, lock: Path = LOCK, bf16: bool = True) -> None:
+    """`lock` on a tiny model, its cache, and real lm_eval CLI runs of this environment's release: the first ROWS
+    dev ids sorted, unsorted (hash order: lm-eval pairs docs and ids wrongly, #4084) and, with bf16, in bfloat16."""
+    lock = tiny_model_lock(lock, folder, embedded_cache)
+    cache = prepare_cache(lock, "embedded", folder)
+    ids = task_yaml(lock, cache, folder / "sst2.yaml")
+    plain_lm_eval(folder, "sorted", sorted(ids))
+    plain_lm_eval(folder, "unsorted", ids)
+    if bf16:
+        plain_lm_eval(folder, "bf16", sorted(ids), dtype="bfloat16")
+    (folder / "ids.json").write_text(json.dumps(ids))
+
+
+def adopt(plain: Path, output, *args, cwd: Path, lock: str = LOCK.name):
+    return run_script(ADOPT, "adopt", output, "--lock", plain / lock, "--profile", "embedded",
+                      "--cache", plain / "cache", *args, cwd=cwd)
+
+
+def audit(plain: Path, *args, cwd: Path, lock: str = LOCK.name):
+    return run_script(ADOPT, "audit", "--lock", plain / lock, "--cache", plain / "cache", *args, cwd=cwd)
+
+
+def copy_sorted(plain: Path, target: Path) -> tuple:
+    return copy_run(plain / "sorted", target)
