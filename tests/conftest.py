@@ -73,7 +73,8 @@ def pytest_xdist_make_scheduler(config, log):
 # The order the workers take tests in (with --no-loadscope-reorder, pyproject.toml). In a fresh clone the first test
 # that needs the embedded cache converts the GGUF model (about 30 s) and every other model test waits for the store
 # meanwhile: so test_run.py goes first, on one worker, and the other worker takes the tests of these modules that
-# read no cache (147 tests, about 45 s on one worker) before any other model test; the rest follow as collected.
+# read no cache (147 tests, about 45 s on one worker) before any other model test; then the tests marked slow, then
+# the rest, each as collected.
 FIRST_MODULES = ("test_run.py",)
 CACHE_FREE_MODULES = ("test_layers.py", "test_docs.py", "test_lock.py", "test_records.py", "test_source_map.py",
                       "test_bundle_reading.py", "test_verdict_attacks.py", "test_attacks.py")
@@ -85,7 +86,11 @@ def pytest_collection_modifyitems(items: list) -> None:
         module = item.path.name
         if module in FIRST_MODULES:
             return 0
-        return 1 if module in CACHE_FREE_MODULES and not CACHE_FIXTURES & set(item.fixturenames) else 2
+        if module in CACHE_FREE_MODULES and not CACHE_FIXTURES & set(item.fixturenames):
+            return 1
+        # the long tests (marked slow) before the short ones: a 2-minute test taken last leaves the other worker
+        # idle for its length (the room folders had put tests/task/'s longest at the end of the collection)
+        return 2 if item.get_closest_marker("slow") else 3
 
     items.sort(key=place)  # stable: collection order within each place, the same on every worker
 

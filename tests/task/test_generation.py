@@ -452,6 +452,7 @@ def test_a_generation_steered_through_near_ties_fails_and_the_reviewer_s_greedy_
     assert "not tampering" not in done.stdout
 
 
+@pytest.mark.slow
 def test_run_of_a_generate_until_profile_is_lm_eval_s_command_line_re_decoded_token_for_token(gsm, tmp_path):
     """`run` of the 3-shot profile: lm_eval's own command line (the task YAML `prepare --lm-eval-files` writes, the
     shots drawn by lm-eval) on the first 3 dev rows, then every generation re-decoded on the independent path: PASS,
