@@ -24,10 +24,12 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # the data is the
 
 @dataclass(frozen=True)
 class LmEvalCommand:
-    """The plain `lm_eval` run of a profile: its environment variables and its arguments after `lm_eval`."""
+    """The plain `lm_eval` run of a profile: its environment variables, its arguments after `lm_eval`, and how many
+    dev rows its --samples file names."""
 
     env: dict
     argv: list
+    rows: int
 
     def line(self) -> str:
         """As a user types it: `env K=V ... lm_eval ARGS`."""
@@ -68,7 +70,7 @@ def write(lock, profile, spec, cache: Path, given_cache: Path, folder: Path, row
     words = ["--model", "hf", "--model_args", model_args, "--tasks", str(task_yaml), "--samples", str(samples),
              "--log_samples", "--output_path", output, "--device", settings["device"], "--batch_size",
              str(settings["batch_size"]), "--seed", str(settings["seed"]), *_chat_words(settings, lock)]
-    return LmEvalCommand({**settings["numeric_mode"], **OFFLINE}, words)
+    return LmEvalCommand({**settings["numeric_mode"], **OFFLINE}, words, count)
 
 
 def _chat_words(settings: dict, lock) -> list:

@@ -4,7 +4,6 @@ verified cache, the dev rows sorted by id, the lock's numeric mode, dtype, atten
 in a process of its own into the private folder; cli/run.py then adopts what it logged with every row rescored on the
 independent path, so the public folder is an adopted folder that `audit --out` re-checks."""
 
-import json
 import os
 import re
 import signal
@@ -45,9 +44,8 @@ def official_run(lock, profile, spec, cache: Path, private: Path, rows: int | No
     atomic.write_text(private / "lm_eval.command", command.line() + "\n")  # the line a reviewer can run again
     env = {**os.environ, **OFFLINE_ENVIRONMENT, **console.QUIET_ENVIRONMENT, **command.env,
            "HF_DATASETS_CACHE": str(private / "datasets")}
-    count = len(json.loads((private / FILES / lm_eval_files.SAMPLES_FILE).read_text())[spec.name])
-    say(f"[official path] lm_eval on the first {count} dev rows (hash order) in its own process; what it prints: "
-        f"{private / LOG}")
+    say(f"[official path] lm_eval on the first {command.rows} dev rows (hash order) in its own process; what it "
+        f"prints: {private / LOG}")
     with phase("official path: lm_eval"), open(private / LOG, "wb") as log:
         _run_child([*lm_eval_program(), *command.argv], log, env, private)
     return private / OUTPUT
@@ -88,6 +86,13 @@ def _wait(process, log: Path, every: float = 10.0) -> None:
         time.sleep(0.2)
         if time.perf_counter() - last >= every:
             last = time.perf_counter()
-            found = _COUNTER.findall(log.read_text(errors="replace")[-4000:])
+            found = _COUNTER.findall(_tail(log))
             say(f"[official path: lm_eval] {found[-1][1]}/{found[-1][2]} {found[-1][0]} requests" if found else
                 "[official path: lm_eval] loading and building requests")
+
+
+def _tail(log: Path, size: int = 4000) -> str:
+    """The log's last `size` bytes (its progress bar's latest state), not the whole log read again every time."""
+    with open(log, "rb") as handle:
+        handle.seek(max(0, handle.seek(0, os.SEEK_END) - size))
+        return handle.read().decode(errors="replace")

@@ -5,12 +5,12 @@ import json
 import os
 import random
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from support.lm_eval_files import adopt_each, edit_sample, misbehaved, mutations, rehash
 from support.paths import LOCK, VENV_BIN
+from support.processes import kill_rank_one
 from support.plain_runs import adopt, ADOPT, audit, copy_sorted, ROWS
 
 def test_a_plain_run_is_adopted_bit_for_bit_and_its_folder_and_bundle_pass(plain, tmp_path):
@@ -147,27 +147,12 @@ def test_two_processes_under_torchrun_adopt_the_run_with_the_one_process_records
 def test_a_process_that_dies_fails_the_adoption_and_nothing_is_written(plain, tmp_path):
     """Rank 1 killed (SIGKILL) as soon as torchrun started it: the launcher ends the group, exit non-zero, and no
     adopted folder exists (rank 0 writes only after every share was gathered)."""
-    import signal
-    import time
-
     env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     launcher = subprocess.Popen([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
                                  ADOPT, "adopt", str(plain / "sorted"), "--lock", str(plain / LOCK.name), "--profile",
                                  "embedded", "--cache", str(plain / "cache"), "--run-name", "dies"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
-    killed, deadline = None, time.monotonic() + 120
-    while killed is None and launcher.poll() is None and time.monotonic() < deadline:
-        for proc in Path("/proc").iterdir():
-            try:
-                if proc.name.isdigit() and b"\0RANK=1\0" in b"\0" + (proc / "environ").read_bytes() and \
-                        "TORCHELASTIC_RUN_ID" in (proc / "environ").read_text(errors="replace") and \
-                        int((proc / "stat").read_text().split()[3]) == launcher.pid:
-                    os.kill(int(proc.name), signal.SIGKILL)
-                    killed = int(proc.name)
-                    break
-            except (OSError, ValueError):
-                continue
-        time.sleep(0.01)
+    killed = kill_rank_one(launcher)
     out, err = launcher.communicate(timeout=300)
     assert killed is not None, out + err
     assert launcher.returncode != 0 and "VERDICT: PASS" not in out, out + err

@@ -4,15 +4,13 @@ independent one); rank 0 gathers, checks and writes. The records equal the one-p
 
 import json
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from support.paths import VENV_BIN
-from support.processes import run_script
+from support.processes import kill_rank_one, run_script
 from support.paths import RELEASE_LOCK
 
 COMMAND = str(VENV_BIN / "sst2-audit")
@@ -58,20 +56,7 @@ def test_a_run_process_that_dies_fails_the_run_and_nothing_is_left(embedded_cach
     the public nor the private folder is left behind."""
     launcher = _launched("run", "--profile", "embedded", "--cache", embedded_cache, "--run-name", "dies",
                          "--out", tmp_path / "out", "--private", tmp_path / "private", cwd=tmp_path, wait=False)
-    killed, deadline = None, time.monotonic() + 120
-    while killed is None and launcher.poll() is None and time.monotonic() < deadline:
-        for proc in Path("/proc").iterdir():
-            try:
-                if proc.name.isdigit() and b"\0RANK=1\0" in b"\0" + (proc / "environ").read_bytes() and \
-                        "TORCHELASTIC_RUN_ID" in (proc / "environ").read_text(errors="replace") and \
-                        int((proc / "stat").read_text().split()[3]) == launcher.pid:
-                    time.sleep(10)  # most likely inside its share of the 64 rows (the kill is checked at any point)
-                    os.kill(int(proc.name), signal.SIGKILL)
-                    killed = int(proc.name)
-                    break
-            except (OSError, ValueError):
-                continue
-        time.sleep(0.01)
+    killed = kill_rank_one(launcher, after=10)  # most likely inside its share of the 64 rows (checked at any point)
     out, err = launcher.communicate(timeout=600)
     assert killed is not None, out + err
     assert launcher.returncode != 0 and "next          " not in out, out + err

@@ -148,3 +148,25 @@ def run_installed(line: str, cwd: Path, fresh: bool = False) -> subprocess.Compl
     if fresh:
         return subprocess.run([str(script), *words[1:]], capture_output=True, text=True, env=env, cwd=str(cwd))
     return _warm().run([str(script), *words[1:]], env, Path(cwd))
+
+
+def kill_rank_one(launcher: subprocess.Popen, after: float = 0.0, within: float = 120.0) -> int | None:
+    """SIGKILL the rank-1 process a `torchrun` launcher started (found by its environment and parent), `after`
+    seconds once it is seen; its pid, or None when none appeared within `within` s or the launcher ended first."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + within
+    while launcher.poll() is None and time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and b"\0RANK=1\0" in b"\0" + (proc / "environ").read_bytes() and \
+                        "TORCHELASTIC_RUN_ID" in (proc / "environ").read_text(errors="replace") and \
+                        int((proc / "stat").read_text().split()[3]) == launcher.pid:
+                    time.sleep(after)
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    return int(proc.name)
+            except (OSError, ValueError):
+                continue
+        time.sleep(0.01)
+    return None
