@@ -398,6 +398,9 @@ def test_run_of_a_rolling_profile_is_lm_eval_s_command_line_adopted_bit_for_bit(
     assert (private / "lm_eval.command").read_text().startswith("env ")
     assert "Demo" in next((private / "lm-eval-out").glob("*/samples_wikitext_*.jsonl")).read_text()
     assert not any("Demo" in f.read_text() for f in (tmp_path / "runs" / "r").iterdir())
+    # nor a path of this machine: lm-eval's output sat in private/r/ under tmp_path, the cache under the fixture's
+    assert not any(str(tmp_path) in f.read_text() or str(wiki) in f.read_text()
+                   for f in (tmp_path / "runs" / "r").iterdir())
     record = json.loads((tmp_path / "runs" / "r" / "adopted.json").read_text())
     assert record["kind"] == "sst2-audit/adopted-rolling" and record["row_classes"]["bit for bit"] == 4
     reviewer = ["--lock", wiki / "wiki.lock.json", "--cache", wiki / "cache"]
