@@ -12,6 +12,7 @@ mode must be in the environment before `import torch`. Every entry point calls
 activate() with the lock's mode before anything imports torch.
 """
 
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -75,9 +76,11 @@ PROBE_SHAPE = {"tokens": 61, "hidden": 576, "mlp": 1536, "vocabulary": 49152}
 PROBE_THREADS = 1  # computed at a known thread count, whatever the process runs at
 
 
+@functools.cache
 def probe_digest() -> str:
     """sha256 of a fixed float32 forward shaped like the model's (MLP, LM head, log_softmax), at one
-    thread: a machine that runs a numeric mode gives that mode's digest, on any CPU."""
+    thread: a machine that runs a numeric mode gives that mode's digest, on any CPU. Once per process: the mode is
+    fixed when torch first dispatches, and the probe's random operands cost 0.2 s (many adoptions in one process)."""
     import hashlib
 
     import torch

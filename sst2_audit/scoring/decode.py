@@ -137,9 +137,11 @@ class GreedyDecoder:
             while True:
                 length = len(context_tokens) + len(steps)
                 positions = torch.arange(length - step_input.shape[1], length, dtype=torch.long)
-                logits = self.model(input_ids=step_input, attention_mask=torch.ones(1, length, dtype=torch.long),
-                                    position_ids=positions[None], cache_position=positions, past_key_values=cache,
-                                    use_cache=True, logits_to_keep=1).logits[0, -1].float()
+                # no attention_mask: one row has no padding, and transformers builds the same causal mask without
+                # the padding term (bit for bit, tests/task/test_generation.py), where an all-ones mask cost a vmap
+                # of its padding function every step (half a tiny model's decode time)
+                logits = self.model(input_ids=step_input, position_ids=positions[None], cache_position=positions,
+                                    past_key_values=cache, use_cache=True, logits_to_keep=1).logits[0, -1].float()
                 options = self._options(logits, [s.token for s in steps], rule, logged, near, forced or {})
                 if not options:  # stuck: back to the latest step with another token to try
                     if len(steps) > furthest[0]:

@@ -256,7 +256,8 @@ def test_a_forged_generation_answer_or_metric_is_caught_with_its_row_named(gsm, 
 def test_a_bbh_chain_of_thought_shaped_run_is_adopted_token_for_token(release_cache, tmp_path):
     """bbh_cot_fewshot_boolean_expressions (the YAML's 3 literal chain-of-thought shots, max_gen_toks 1024, the
     lookbehind regex filter) pinned from Boolean expressions of our own on a tiny model with max_length 2048; a
-    plain `lm_eval` run of 4 rows adopted: every generation re-decoded token for token, the filter re-derived."""
+    plain `lm_eval` run of 2 rows adopted (each 1,024 tokens of a random model's text, the limit, as a model that
+    never stops gives): every generation re-decoded token for token, the filter re-derived."""
     from support.plain_runs import task_yaml, plain_lm_eval
     from support.demo_data import boolean_expressions
 
@@ -272,15 +273,16 @@ def test_a_bbh_chain_of_thought_shaped_run_is_adopted_token_for_token(release_ca
     done = run_script("prepare.py", "--lock", lock, "--profile", "cot", "--cache", tmp_path / "cache")
     assert done.returncode == 0, done.stderr
     ids = task_yaml(lock, tmp_path / "cache", tmp_path / f"{task}.yaml", profile="cot")
-    plain = plain_lm_eval(tmp_path, "plain", sorted(ids[:4]), task=task, seed=None, max_length=2048)
+    plain = plain_lm_eval(tmp_path, "plain", sorted(ids[:2]), task=task, seed=None, max_length=2048)
     done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", plain, "--lock", lock, "--profile", "cot", "--cache",
                       tmp_path / "cache", "--run-name", "cot", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was re-decoded token for "
-                                  "token") and "  rows: 4 token for token" in done.stdout.splitlines()
+                                  "token") and "  rows: 2 token for token" in done.stdout.splitlines()
     record = json.loads((tmp_path / "runs" / "cot" / "adopted.json").read_text())
     assert record["filters"] == ["get-answer"] and record["generation_kwargs"]["max_gen_toks"] == 1024
-    assert [row["shots"] for row in record["rows"]] == [[0, 1, 2]] * 4
+    assert [row["shots"] for row in record["rows"]] == [[0, 1, 2]] * 2
+    assert [row["generated_tokens"] for row in record["rows"]] == [1024, 1024]
 
 
 @pytest.mark.slow
