@@ -229,7 +229,8 @@ def run_levels(adoption, timings: dict, seed: int):
                                              f"({adoption.no_rescore})")
         return outcome
     if reused:
-        say("[model] the model this run's earlier task verified and loaded (the same files, dtype and attention)")
+        say("[model] the model verified and loaded for an earlier task in this process (the same files, dtype and "
+            "attention)")
         model = reused[0]
     else:
         with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
@@ -241,6 +242,7 @@ def run_levels(adoption, timings: dict, seed: int):
                                       adoption.shape.longest(adoption))
             say_wrapped("memory", memory)
             model, _ = load_model(model_dir, adoption.settings, loaded[0])
+        adoption.models.clear()  # one model held at a time: a corpus of many models' runs loads each in turn
         adoption.models[key] = (model, loaded[0])
     start = time.perf_counter()
     level = adoption.shape.rescore(adoption, model, loaded[0], seed)

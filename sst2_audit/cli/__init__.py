@@ -128,9 +128,11 @@ def audit_main(argv=None, owns_process=None) -> int:
     return _guarded(functools.partial(audit.main, owns_process=owns), sys.argv[1:] if argv is None else argv, "audit")
 
 
-def adopt_main(argv=None, owns_process=None) -> int:
+def adopt_main(argv=None, owns_process=None, models: dict | None = None) -> int:
+    """models: the models this process's earlier adoptions loaded, to serve this one (a corpus pass shares one)."""
     owns = argv is None if owns_process is None else owns_process
-    return _guarded(functools.partial(adopt.main, owns_process=owns), sys.argv[1:] if argv is None else argv, "adopt")
+    return _guarded(functools.partial(adopt.main, owns_process=owns, models=models), sys.argv[1:] if argv is None
+                    else argv, "adopt")
 
 
 def corpus_main(argv=None) -> int:

@@ -66,8 +66,11 @@ def _parser() -> Parser:
     return parser
 
 
-def main(argv, owns_process: bool = False) -> int:
+def main(argv, owns_process: bool = False, models: dict | None = None) -> int:
+    """models: what earlier adoptions in this process loaded (model_key -> (model, tokenizer)); a corpus pass hands
+    one to each of its runs, so a model verified and loaded for one run serves the next (the same hashes)."""
     args = _parser().parse_args(argv)
+    models = {} if models is None else models
     if args.bound is not None and not (args.bound >= 0 and args.bound != float("inf")):
         raise InputError(f"--bound: expected a finite number of nats >= 0, got {args.bound!r}.")
     if owns_process and args.structural:
@@ -75,12 +78,12 @@ def main(argv, owns_process: bool = False) -> int:
     lock = load_lock(args.lock)
     numeric_mode(lock)
     if lighteval_details.is_lighteval_run(args.output):
-        return adopt_lighteval(args, lock)
+        return adopt_lighteval(args, lock, models)
     if args.profile is None:  # the run is read first: its tasks choose the reviewer's profiles (issue 65)
         index = read_run_index(args.output)
         plan = plan_run(lock, index, args.task)
         if len(plan.members) > 1 or plan.left_out or index.groups:
-            return adopt_run(args, lock, index, plan)
+            return adopt_run(args, lock, index, plan, models)
         args.profile, args.task = plan.members[0][1], None
     elif args.task and len(args.task) > 1:
         raise InputError(f"--profile {args.profile} adopts one task; leave out --profile to adopt the tasks "
@@ -100,7 +103,7 @@ def main(argv, owns_process: bool = False) -> int:
     try:
         set_quiet(not shards.lead)
         adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore,
-                            args.seed, args.bound, shards=shards, shape=shape_for(spec))
+                            args.seed, args.bound, shards=shards, models=models, shape=shape_for(spec))
         seed = shards.seed(args.seed)
         timings: dict = {}
         start = time.perf_counter()

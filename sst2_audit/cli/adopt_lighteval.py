@@ -26,7 +26,7 @@ def refuse_not_written(args, what: str) -> None:
         raise InputError(f"{what} runs in one process for now: run it without a launcher.")
 
 
-def adopt_lighteval(args, lock) -> int:
+def adopt_lighteval(args, lock, models: dict) -> int:
     if args.profile is None:
         raise InputError(f"{args.output}: a lighteval run names lighteval's tasks, which no lock pins: say which "
                          "profile of your lock its prompts are held to, with --profile NAME (adopt or corpus).")
@@ -38,7 +38,7 @@ def adopt_lighteval(args, lock) -> int:
     shards = from_launcher()
     output = lighteval_details.read_run(args.output, args.task[0] if args.task else None)
     adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore, args.seed,
-                        args.bound, shape=LightevalChoiceAdoption(output.flat))
+                        args.bound, models=models, shape=LightevalChoiceAdoption(output.flat))
     seed = shards.seed(args.seed)
     outcome = run_levels(adoption, {}, seed)  # the timings are a written record's: nothing is written here
     head = [f"adoption of the lighteval run {output.results_path} ({output.samples_path.name}, "

@@ -32,9 +32,8 @@ from sst2_audit.util.progress import say, set_quiet
 from sst2_audit.util.sanitize import printable
 
 
-def _adoptions(args, lock, index, plan, shards, seed: int) -> tuple:
+def _adoptions(args, lock, index, plan, shards, seed: int, models: dict) -> tuple:
     """({task: Adoption}, {task: Outcome}, {task: timings}): each task's levels in the run's order, one model."""
-    models: dict = {}
     adoptions = {}
     outcomes = {}
     timings: dict = {}
@@ -56,13 +55,13 @@ def _adoptions(args, lock, index, plan, shards, seed: int) -> tuple:
     return adoptions, outcomes, timings
 
 
-def adopt_run(args, lock, index, plan) -> int:
+def adopt_run(args, lock, index, plan, models: dict) -> int:
     name, out = adopted_target(args, "adopted-run")
     shards = from_launcher()  # the same tasks in the same order on every process; rank 0 reports
     try:
         set_quiet(not shards.lead)
         seed = shards.seed(args.seed)
-        adoptions, outcomes, timings = _adoptions(args, lock, index, plan, shards, seed)
+        adoptions, outcomes, timings = _adoptions(args, lock, index, plan, shards, seed, models)
         level = LevelResult("groups")
         passed = {task: adoptions[task] for task, outcome in outcomes.items() if not outcome.failed}
         groups = check_groups(lock, index, passed, level)

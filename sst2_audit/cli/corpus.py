@@ -107,13 +107,14 @@ def _entry(relative: str, sha: str, target: Path, code: int, said: str) -> Corpu
                        [n for n in verdict.get("numbers") or [] if isinstance(n, dict)])
 
 
-def _adopt_one(adopt, argv: list, log: Path) -> tuple[int, str]:
-    """adopt in this process: its verdict object from stdout, its words and progress into the run's log."""
+def _adopt_one(adopt, argv: list, log: Path, models: dict) -> tuple[int, str]:
+    """adopt in this process: its verdict object from stdout, its words and progress into the run's log; models:
+    the pass's loaded model, which serves every run whose lock entry pins the same files, dtype and attention."""
     said, words = io.StringIO(), io.StringIO()
     previous = progress.set_stream(words)
     try:
         with contextlib.redirect_stdout(said), contextlib.redirect_stderr(words):
-            code = adopt(argv, owns_process=False)
+            code = adopt(argv, owns_process=False, models=models)
     finally:
         progress.set_stream(previous)
     atomic.write_text(log, words.getvalue(), overwrite=True)
@@ -144,7 +145,7 @@ def main(argv, adopt) -> int:
         progress.say(printable(f"[corpus] {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} of the last pass whose "
                                f"file is no longer under {args.folder} dropped: {', '.join(gone[:5])}"
                                + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")))
-    corpus.runs = []
+    corpus.runs, models = [], {}
     (out / "logs").mkdir(exist_ok=True)
     for number, results in enumerate(runs, start=1):
         relative, sha = results.relative_to(args.folder).as_posix(), sha256_file(results)
@@ -153,7 +154,8 @@ def main(argv, adopt) -> int:
             target = out / f"run-{sha256_text(relative)[:8]}-{sha[:12]}"  # one folder per file and content
             while target.exists():  # a pass stopped after this run's folder and before its entry: kept as it is
                 target = target.with_name(target.name + "-again")
-            code, said = _adopt_one(adopt, _adopt_argv(args, results, target), out / "logs" / f"{target.name}.log")
+            code, said = _adopt_one(adopt, _adopt_argv(args, results, target), out / "logs" / f"{target.name}.log",
+                                    models)
             entry = _entry(relative, sha, target, code, said)
         corpus.runs.append(entry)
         corpus_format.write(out, corpus)

@@ -131,7 +131,7 @@ def test_a_two_task_run_is_adopted_in_one_command_and_its_folder_and_bundle_pass
     table = lines[lines.index(next(line for line in lines if line.startswith("task  "))):][:3]
     assert [row.split()[:3] + row.split()[5:6] for row in table[1:]] == [["rte", "embedded-rte", "8", "0"],
                                                                          ["sst2", "embedded", "8", "0"]]
-    assert "[model] the model this run's earlier task verified and loaded" in done.stderr
+    assert "[model] the model verified and loaded for an earlier task in this process" in done.stderr
     assert done.stderr.count("rescore: verify and load the model") == 1
     record = json.loads((tmp_path / "runs" / "two" / "adopted-run.json").read_text())
     assert [(t["task"], t["profile"], t["exit_code"]) for t in record["tasks"]] == [("rte", "embedded-rte", 0),

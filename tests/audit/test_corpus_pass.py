@@ -32,6 +32,7 @@ def open_lock(tmp_path_factory):
 
 def _corpus(folder):
     copy_run(RUN, folder / "org__honest")
+    copy_run(RUN, folder / "org__twin")  # the same run published twice: the pass's loaded model serves the second
     results, _ = copy_run(RUN, folder / "org__edited")
     raw = json.loads(results.read_text())
     raw["results"]["sst2"]["acc,none"] += 0.0625  # one more right answer of 16: the arithmetic level names it
@@ -50,17 +51,23 @@ def test_many_runs_are_adopted_in_one_pass_ranked_and_resumed(embedded_cache, op
     done = corpus(tmp_path / "details", out, open_lock, embedded_cache, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "VERDICT: FAIL: 3 runs: 1 ERROR, 1 FAIL, 1 PASS; exit 1"
+    assert lines[0] == "VERDICT: FAIL: 4 runs: 1 ERROR, 1 FAIL, 2 PASS; exit 1"
     assert lines[1] == ("  org__edited/results_2026-12-06T15-04-17.226634.json: FAIL (exit 1): sst2 acc 0.438 / - -- "
                         "results: acc,none: expected 0.375, got 0.4375")
     assert lines[2].startswith("  org__broken/results_2024-01-01T00-00-00.json: ERROR (exit 2) -- ")
-    assert "[corpus 3/3] org__honest/results_2026-12-06T15-04-17.226634.json: PASS (exit 0): sst2 acc 0.375 / 0.375" \
+    assert "[corpus 3/4] org__honest/results_2026-12-06T15-04-17.226634.json: PASS (exit 0): sst2 acc 0.375 / 0.375" \
         in done.stderr.splitlines()
+    logs = {path.name: path.read_text() for path in (out / "logs").iterdir()}
+    loaded = [name for name, words in logs.items() if "[rescore: verify and load the model (hash before load)]" in words]
+    reused = [name for name, words in logs.items() if "[model] the model verified and loaded for an earlier task in "
+              "this process" in words]
+    assert len(loaded) == 1 and len(reused) == 1 and loaded != reused, logs  # one load for the pass's two rescores
     record = json.loads((out / "corpus.json").read_text())
     assert record["kind"] == "sst2-audit/corpus" and record["rescore"] == "all"
     entries = {entry["results"].split("/")[0]: entry for entry in record["runs"]}
     assert {name: (e["exit_code"], e["verdict"]) for name, e in entries.items()} == {
-        "org__broken": (2, "ERROR"), "org__edited": (1, "FAIL"), "org__honest": (0, "PASS")}
+        "org__broken": (2, "ERROR"), "org__edited": (1, "FAIL"), "org__honest": (0, "PASS"), "org__twin": (0, "PASS")}
+    assert entries["org__twin"]["numbers"] == entries["org__honest"]["numbers"]
     assert entries["org__broken"]["reason"].endswith("org__broken/results_2024-01-01T00-00-00.json: expected an lm-eval "
                                                      "results file (an object with a `results` object).")
     assert entries["org__edited"]["adopted"] is None and entries["org__broken"]["adopted"] is None
@@ -68,24 +75,25 @@ def test_many_runs_are_adopted_in_one_pass_ranked_and_resumed(embedded_cache, op
                                                   "rescored": 0.375, "rows": 16, "whose": "yours"}]
     table = list(csv.DictReader((out / "corpus.csv").open()))
     assert [(row["results"].split("/")[0], row["rescored"], row["verdict"]) for row in table] == [
-        ("org__broken", "", "ERROR"), ("org__edited", "", "FAIL"), ("org__honest", "0.375", "PASS")]
+        ("org__broken", "", "ERROR"), ("org__edited", "", "FAIL"), ("org__honest", "0.375", "PASS"),
+        ("org__twin", "0.375", "PASS")]
     page = (out / "corpus.html").read_text()
-    assert "<b>VERDICT: FAIL</b> (exit 1):\n1 ERROR, 1 FAIL, 1 PASS</p>" in page
+    assert "<b>VERDICT: FAIL</b> (exit 1):\n1 ERROR, 1 FAIL, 2 PASS</p>" in page
     assert [name.split("/")[0] for name in re.findall(r'<td class="n">\d+</td><td><code>([^<]*)</code>', page)] == \
-        ["org__edited", "org__broken", "org__honest"]  # ranked as the console ranks them: failures, refused, passes
+        ["org__edited", "org__broken", "org__honest", "org__twin"]  # ranked as the console ranks them: failures, refused, passes
     adopted = out / entries["org__honest"]["adopted"]
     again = run_script(COMMAND, "audit", "--out", adopted, "--lock", open_lock, "--cache", embedded_cache, cwd=tmp_path)
     assert again.returncode == 0 and "adopted record: PASS" in again.stdout, again.stdout + again.stderr
     # a second pass: every unchanged file kept, a new run adopted
     copy_run(RUN, tmp_path / "details" / "org__late")
     resumed = corpus(tmp_path / "details", out, open_lock, embedded_cache, cwd=tmp_path)
-    assert resumed.returncode == 1 and resumed.stdout.startswith("VERDICT: FAIL: 4 runs: 1 ERROR, 1 FAIL, 2 PASS")
-    assert resumed.stderr.count("kept from the last pass") == 3, resumed.stderr
-    assert "[corpus 4/4] org__late/results_2026-12-06T15-04-17.226634.json: PASS (exit 0)" in resumed.stderr
+    assert resumed.returncode == 1 and resumed.stdout.startswith("VERDICT: FAIL: 5 runs: 1 ERROR, 1 FAIL, 3 PASS")
+    assert resumed.stderr.count("kept from the last pass") == 4, resumed.stderr
+    assert "[corpus 4/5] org__late/results_2026-12-06T15-04-17.226634.json: PASS (exit 0)" in resumed.stderr
     # a run gone from the folder: its entry is dropped and said so, its adopted folder (none here) stays
     shutil.rmtree(tmp_path / "details" / "org__broken")
     third = corpus(tmp_path / "details", out, open_lock, embedded_cache, cwd=tmp_path)
-    assert third.returncode == 1 and third.stdout.startswith("VERDICT: FAIL: 3 runs: 1 FAIL, 2 PASS"), third.stdout
+    assert third.returncode == 1 and third.stdout.startswith("VERDICT: FAIL: 4 runs: 1 FAIL, 3 PASS"), third.stdout
     assert "[corpus] 1 entry of the last pass whose file is no longer under " in third.stderr
     assert "dropped: org__broken/results_2024-01-01T00-00-00.json" in third.stderr
     # another lock: refused, nothing of the corpus changed

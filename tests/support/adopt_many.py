@@ -1,6 +1,7 @@
 """Adopt many lm-eval (or lighteval) output folders in one process (forked from the warm interpreter): the generated
 mutations of tests/audit/test_adopt.py, test_legacy_writer.py and test_lighteval.py. argv: REPORT LOCK CACHE FOLDER...
-(FOLDER@structural: that one without the rescore; --profile=NAME before the folders: another profile); writes {folder: {code, stderr}} to REPORT."""
+(FOLDER@structural: that one without the rescore; --profile=NAME before the folders: another profile); writes {folder: {code, stderr}} to REPORT.
+The adoptions share their loaded model as a corpus pass's runs do (cli/corpus.py): verified and loaded once."""
 
 import contextlib
 import io
@@ -13,7 +14,7 @@ from sst2_audit.formats.lighteval_details import is_lighteval_run
 
 
 def main(report: str, lock: str, cache: str, *folders: str) -> None:
-    found, profile = {}, "embedded"
+    found, profile, models = {}, "embedded", {}
     for folder in folders:
         if folder.startswith("--profile="):  # before the folders: another profile of the lock
             profile = folder.partition("=")[2]
@@ -23,7 +24,7 @@ def main(report: str, lock: str, cache: str, *folders: str) -> None:
             path, _, how = folder.partition("@")
             kept = [] if is_lighteval_run(path) else ["--out", f"{scratch}/adopted"]  # a lighteval run: printed
             code = adopt_main([path, "--lock", lock, "--profile", profile, "--cache", cache, "--seed", "1", *kept,
-                               *(["--structural"] if how == "structural" else [])])
+                               *(["--structural"] if how == "structural" else [])], models=models)
         found[folder] = {"code": code, "stderr": err.getvalue()[-2000:], "stdout": out.getvalue()[:300]}
     with open(report, "w") as handle:
         json.dump(found, handle)
