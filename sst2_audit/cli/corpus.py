@@ -145,7 +145,8 @@ def main(argv, adopt) -> int:
         progress.say(printable(f"[corpus] {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} of the last pass whose "
                                f"file is no longer under {args.folder} dropped: {', '.join(gone[:5])}"
                                + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")))
-    corpus.runs, models = [], {}
+    corpus.runs = []
+    models: dict = {}  # the pass's loaded model (adopt_rescore.model_key -> (model, tokenizer))
     (out / "logs").mkdir(exist_ok=True)
     for number, results in enumerate(runs, start=1):
         relative, sha = results.relative_to(args.folder).as_posix(), sha256_file(results)
