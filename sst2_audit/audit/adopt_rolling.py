@@ -2,7 +2,8 @@
 document's text held to the pinned row, each logged [log-likelihood, count] and the task's perplexities re-derived,
 and each text rescored on the independent path in lm-eval's rolling windows (scoring/rolling.py), its summed
 log-likelihood held bit for bit (or to a claimed dtype's bound over all its predicted tokens). Kept as an adopted
-folder and bundle (formats/adopted_rolling.py) like any adoption; no Every Eval Ever export yet (exports)."""
+folder and bundle (formats/adopted_rolling.py) like any adoption; no Every Eval Ever export (exports: its instance
+record requires a per-sample is_correct, which a document's perplexity does not have)."""
 
 import dataclasses
 import typing
@@ -221,7 +222,7 @@ def check_adopted(claimed, rederived, bits: bool) -> LevelResult:
 
 class RollingAdoption(AdoptShape):
     rescored_as = "rescored bit for bit"
-    exports = False
+    exports = False  # Every Eval Ever's instance record requires is_correct: a perplexity has no right answer
 
     def record_checks(self) -> tuple:
         return check_identity, check_arithmetic

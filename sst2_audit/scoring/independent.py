@@ -44,16 +44,16 @@ def move_trailing_whitespace(context: str, continuation: str) -> tuple:
     return kept, context[len(kept):] + continuation
 
 
-def encode_pair(tokenizer, context: str, continuation: str, bos: bool = False,
-                known: dict | None = None) -> EncodedPair:
+def encode_pair(tokenizer, context: str, continuation: str, bos: bool = False) -> EncodedPair:
     """bos: the profile's add_bos_token, as lm-eval passes it on (add_special_tokens=add_bos_token):
-    the tokenizer adds its own special tokens; BOS must then open the context, and only then. known: the context
-    tokens of the question's other candidates (one context, encoded once: the same call gives the same ids)."""
+    the tokenizer adds its own special tokens; BOS must then open the context, and only then."""
     context, continuation = move_trailing_whitespace(context, continuation)
-    whole = list(tokenizer(context + continuation, add_special_tokens=bos)["input_ids"])
-    context_tokens = (known or {}).get(context) or list(tokenizer(context, add_special_tokens=bos)["input_ids"])
-    if known is not None:
-        known[context] = context_tokens
+    whole, context_tokens = tokenizer([context + continuation, context], add_special_tokens=bos)["input_ids"]
+    return _split(tokenizer, context, continuation, bos, list(whole), list(context_tokens))
+
+
+def _split(tokenizer, context: str, continuation: str, bos: bool, whole: list, context_tokens: list) -> EncodedPair:
+    """The whole string's tokens split at the context's (lm-eval's _encode_pair), with the boundary checked."""
     bos_id = getattr(tokenizer, "bos_token_id", None)
     if bos and (bos_id is None or context_tokens[:1] != [bos_id]):
         raise BoundaryError(f"add_bos_token is pinned, but the tokenizer did not open the context with its BOS token "
@@ -84,8 +84,13 @@ def check_length(pair: EncodedPair, max_length: int, idx: int) -> None:
 
 def encode_question(tokenizer, requests, idx: int, max_length: int, bos: bool = False) -> list:
     """Every (context, continuation) request of a question encoded (task/spec.TaskSpec.requests), none too long."""
-    known: dict = {}
-    pairs = [encode_pair(tokenizer, context, candidate, bos, known) for context, candidate in requests]
+    moved = [move_trailing_whitespace(context, candidate) for context, candidate in requests]
+    # every string of the question in one tokenizer call (each text's ids are what a call of its own gives; a fast
+    # tokenizer encodes a batch on every core it may use), a context shared by the candidates encoded once
+    texts = list(dict.fromkeys([context for context, _ in moved] + [context + rest for context, rest in moved]))
+    ids = dict(zip(texts, tokenizer(texts, add_special_tokens=bos)["input_ids"]))
+    pairs = [_split(tokenizer, context, rest, bos, list(ids[context + rest]), list(ids[context]))
+             for context, rest in moved]
     for pair in pairs:
         check_length(pair, max_length, idx)
     return pairs
