@@ -360,8 +360,11 @@ def seeded_docs_note(adoption: Adoption) -> str:
 
 
 def prepare_rows(adoption: Adoption, roles) -> None:
-    """The reviewer's rows, hashed against the lock before they are read (exit 1 when a cache file differs)."""
-    adoption.data = verified_rows(adoption.lock, adoption.profile, adoption.spec, adoption.cache, roles=roles,
+    """The reviewer's rows and the model's files but its weights (the tokenizer and configs the identity level
+    loads), hashed against the lock before they are read (exit 1 when a cache file differs); the weights are hashed
+    before their load, beside the levels (adopt_rescore.run_levels)."""
+    adoption.data = verified_rows(adoption.lock, adoption.profile, adoption.spec, adoption.cache,
+                                  roles=(*roles, "model"), weights=False,
                                   random_seed=adoption.output.random_seed)  # the run's claim
     if len(adoption.output.samples) > 2 * len(adoption.split_rows.by_idx) + 16:
         raise InputError(f"{adoption.output.samples_path}: {len(adoption.output.samples)} samples for a split of "

@@ -199,7 +199,7 @@ def model_key(adoption) -> tuple:
 def run_levels(adoption, timings: dict, seed: int):
     """Every level in order: (outcome, the tokenizer-and-model work done). The model loads only when the
     record levels and the identity level passed, and once per run: adoption.models keeps what was loaded."""
-    with phase("verify the reviewer's data (hash before read)", timings, "verify"):
+    with phase("verify the reviewer's data and tokenizer (hash before read)", timings, "verify"):
         adopt.prepare_rows(adoption, roles=tuple(adoption.spec.splits))
     if adoption.rescore and adoption.split_rows.manifest.weightless:  # the reviewer has the data, not the model
         adoption.rescore, adoption.no_rescore = 0, "your cache holds no weights: prepare --no-weights"

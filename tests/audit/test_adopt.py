@@ -10,7 +10,7 @@ import pytest
 
 from support.lm_eval_files import adopt_each, edit_sample, misbehaved, mutations, rehash
 from support.paths import LOCK, VENV_BIN
-from support.processes import kill_rank_one
+from support.processes import kill_rank_one, run_script
 from support.plain_runs import adopt, ADOPT, audit, copy_sorted, ROWS
 
 def test_a_plain_run_is_adopted_bit_for_bit_and_its_folder_and_bundle_pass(plain, tmp_path):
@@ -108,6 +108,28 @@ def test_the_results_number_is_re_derived_from_the_samples(plain, tmp_path):
     done = adopt(plain, tmp_path / "out", cwd=tmp_path)
     assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (arithmetic); exit 1"), done.stdout
     assert "results: acc,none: expected " in done.stdout
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "tokenizer_config.json"])
+def test_a_changed_tokenizer_file_in_the_reviewer_s_cache_is_exit_1_before_it_is_read(plain, tmp_path, name):
+    """The identity level loads the cache's tokenizer: its files are hashed first, with the data, in every adoption
+    (a structural one loads no weights, and once loaded it held a changed tokenizer_config.json: exit 4), and in the
+    audit of an adopted folder; the file is named and nothing is written."""
+    import shutil
+
+    adopted = adopt(plain, plain / "sorted", "--run-name", "kept", "--structural", cwd=tmp_path)
+    assert adopted.returncode == 4, adopted.stdout + adopted.stderr
+    cache = shutil.copytree(plain / "cache", tmp_path / "cache")  # copies: the store's files stay untouched
+    path = cache / "model" / name
+    path.write_bytes(path.read_bytes().replace(b"}", b" }", 1))  # one byte more, the JSON still valid
+    common = ("--lock", plain / LOCK.name, "--cache", cache)
+    for args in ((plain / "sorted", "--profile", "embedded", "--structural", "--run-name", "a"),
+                 (plain / "sorted", "--profile", "embedded", "--run-name", "b")):
+        done = run_script(ADOPT, "adopt", *args, *common, cwd=tmp_path)
+        assert done.returncode == 1 and f"model/{name}: expected sha256 " in done.stderr, done.stdout + done.stderr
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["kept"]
+    done = run_script(ADOPT, "audit", "--out", tmp_path / "runs" / "kept", "--structural", *common, cwd=tmp_path)
+    assert done.returncode == 1 and f"model/{name}: expected sha256 " in done.stderr, done.stdout + done.stderr
 
 
 def test_generated_mutations_of_the_files_never_pass(plain, tmp_path):
