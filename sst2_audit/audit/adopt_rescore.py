@@ -198,27 +198,29 @@ def model_key(adoption) -> tuple:
 
 def run_levels(adoption, timings: dict, seed: int):
     """Every level in order: (outcome, the tokenizer-and-model work done). The model loads only when the
-    record levels and the identity level passed, and once per run: adoption.models keeps what was loaded."""
+    record levels and the identity level passed, and once per process: adoption.models keeps what was loaded (a
+    tokenizer alone too: the tasks of a run, the runs of a corpus, adopted model-free)."""
     with phase("verify the reviewer's data and tokenizer (hash before read)", timings, "verify"):
         adopt.prepare_rows(adoption, roles=tuple(adoption.spec.splits))
     if adoption.rescore and adoption.split_rows.manifest.weightless:  # the reviewer has the data, not the model
         adoption.rescore, adoption.no_rescore = 0, "your cache holds no weights: prepare --no-weights"
     model_dir, loaded, key = Path(adoption.cache) / "model", [], model_key(adoption)
-    reused = adoption.models.get(key)
+    reused = adoption.models.get(key)  # (the model or None, the tokenizer)
     # the model's files are hashed on the other core while the record levels run and transformers imports; the
     # load waits for the result (hash before load), and nothing is loaded when a level failed
-    hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore and not reused else None
+    hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore and not (reused and reused[0]) else None
     model_hashed = hashing.submit(verify_files, adoption.cache, adoption.split_rows.manifest, ("model",)) \
         if hashing else None
     if hashing:
         hashing.shutdown(wait=False)
 
-    def tokenizer():  # loaded once the claims passed
+    def tokenizer():  # loaded once the claims passed; its files were hashed with the data (prepare_rows)
         if reused:
             loaded.append(reused[1])
             return reused[1]
         with phase("load the tokenizer", timings, "tokenizer"):
             loaded.append(load_tokenizer(model_dir))
+        _hold(adoption.models, key, (None, loaded[0]))
         return loaded[0]
 
     outcome = adopt.record_levels(adoption, tokenizer)
@@ -228,22 +230,8 @@ def run_levels(adoption, timings: dict, seed: int):
             outcome.scores_unverified.append(f"none of the {len(adoption.questions)} logged rows was rescored "
                                              f"({adoption.no_rescore})")
         return outcome
-    if reused:
-        say("[model] the model verified and loaded for an earlier task in this process (the same files, dtype and "
-            "attention)")
-        model = reused[0]
-    else:
-        with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
-            if model_hashed is None:
-                raise InternalError("the model's files were not hashed before its load")
-            model_hashed.result()  # raises what the hashing found: a changed file is exit 1
-            # the headers are read only now that their bytes are the manifest's, and before the load
-            memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local,
-                                      adoption.shape.longest(adoption))
-            say_wrapped("memory", memory)
-            model, _ = load_model(model_dir, adoption.settings, loaded[0])
-        adoption.models.clear()  # one model held at a time: a corpus of many models' runs loads each in turn
-        adoption.models[key] = (model, loaded[0])
+    model = _model(adoption, reused, model_hashed, loaded[0], timings)
+    _hold(adoption.models, key, (model, loaded[0]))
     start = time.perf_counter()
     level = adoption.shape.rescore(adoption, model, loaded[0], seed)
     timings["rescore"] = round(time.perf_counter() - start, 3)
@@ -255,6 +243,31 @@ def run_levels(adoption, timings: dict, seed: int):
         outcome.drift_only = True
         outcome.limits.append(level.drift_reason)
     return outcome
+
+
+def _hold(models: dict, key: tuple, loaded: tuple) -> None:
+    """One model (or tokenizer) held at a time: a corpus of many models' runs loads each in turn."""
+    if key not in models or models[key][0] is None:
+        models.clear()
+        models[key] = loaded
+
+
+def _model(adoption, reused, model_hashed, tokenizer, timings: dict):
+    """The model an earlier adoption of this process verified and loaded, or this cache's, hashed first."""
+    if reused and reused[0] is not None:
+        say("[model] the model verified and loaded for an earlier task in this process (the same files, dtype and "
+            "attention)")
+        return reused[0]
+    model_dir = Path(adoption.cache) / "model"
+    with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
+        if model_hashed is None:
+            raise InternalError("the model's files were not hashed before its load")
+        model_hashed.result()  # raises what the hashing found: a changed file is exit 1
+        # the headers are read only now that their bytes are the manifest's, and before the load
+        memory = memory_statement(model_dir, adoption.settings, available_memory_bytes(), adoption.shards.local,
+                                  adoption.shape.longest(adoption))
+        say_wrapped("memory", memory)
+        return load_model(model_dir, adoption.settings, tokenizer)[0]
 
 
 def reviewer_pairs(adoption) -> tuple:

@@ -110,8 +110,11 @@ def test_a_structural_pass_loads_no_model_and_says_scores_not_verified(embedded_
     done = corpus(tmp_path / "details", tmp_path / "corpus", LOCK, embedded_cache, "--structural", cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr
     assert done.stdout.splitlines()[0] == "VERDICT: NOT EVERY RUN VERIFIED: 2 runs: 2 SCORES NOT VERIFIED; exit 4"
-    assert "[rescore: verify and load the model" not in "".join(
-        path.read_text() for path in (tmp_path / "corpus" / "logs").iterdir())
+    logs = [path.read_text() for path in (tmp_path / "corpus" / "logs").iterdir()]
+    assert "[rescore: verify and load the model" not in "".join(logs)
+    # one tokenizer load for the pass (its files hashed in each run before the identity level reads it)
+    assert sum("[load the tokenizer] done in" in words for words in logs) == 1, logs
+    assert all("[verify the reviewer's data and tokenizer (hash before read)] done in" in words for words in logs)
 
 
 def test_a_corpus_record_edited_is_refused_as_bad_input(embedded_cache, tmp_path):
