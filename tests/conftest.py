@@ -153,13 +153,13 @@ def tokenizer(embedded_cache):
 
 
 @pytest.fixture(scope="session")
-def release_cache(embedded_cache):
+def release_cache(request):
     """The embedded cache, prepared (or re-verified) under this environment's release's lock (same pins), once a
-    worker: its tokenizer files are the tiny models'. Under lm-eval 0.4.9.2 that lock is the shipped one, which
-    embedded_cache has just verified."""
+    worker: its tokenizer files are the tiny models'. Under lm-eval 0.4.9.2 that lock is the shipped one: the
+    embedded_cache fixture's (which the other release's environment refuses, so it is asked for only here)."""
     folder = TEST_CACHE / "embedded"
     if RELEASE_LOCK == LOCK:
-        return embedded_cache
+        return request.getfixturevalue("embedded_cache")
     with _exclusive("store"):
         done = run_script("prepare.py", "--lock", RELEASE_LOCK, "--profile", "embedded", "--cache", folder)
     assert done.returncode == 0, done.stderr
