@@ -206,9 +206,10 @@ def run_levels(adoption, timings: dict, seed: int):
         adoption.rescore, adoption.no_rescore = 0, "your cache holds no weights: prepare --no-weights"
     model_dir, loaded, key = Path(adoption.cache) / "model", [], model_key(adoption)
     reused = adoption.models.get(key)  # (the model or None, the tokenizer)
+    reused_model = reused[0] if reused else None
     # the model's files are hashed on the other core while the record levels run and transformers imports; the
     # load waits for the result (hash before load), and nothing is loaded when a level failed
-    hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore and not (reused and reused[0]) else None
+    hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore and reused_model is None else None
     model_hashed = hashing.submit(verify_files, adoption.cache, adoption.split_rows.manifest, ("model",)) \
         if hashing else None
     if hashing:
@@ -230,7 +231,7 @@ def run_levels(adoption, timings: dict, seed: int):
             outcome.scores_unverified.append(f"none of the {len(adoption.questions)} logged rows was rescored "
                                              f"({adoption.no_rescore})")
         return outcome
-    model = _model(adoption, reused, model_hashed, loaded[0], timings)
+    model = _model(adoption, reused_model, model_hashed, loaded[0], timings)
     _hold(adoption.models, key, (model, loaded[0]))
     start = time.perf_counter()
     level = adoption.shape.rescore(adoption, model, loaded[0], seed)
@@ -252,12 +253,12 @@ def _hold(models: dict, key: tuple, loaded: tuple) -> None:
         models[key] = loaded
 
 
-def _model(adoption, reused, model_hashed, tokenizer, timings: dict):
+def _model(adoption, reused_model, model_hashed, tokenizer, timings: dict):
     """The model an earlier adoption of this process verified and loaded, or this cache's, hashed first."""
-    if reused and reused[0] is not None:
+    if reused_model is not None:
         say("[model] the model verified and loaded for an earlier task in this process (the same files, dtype and "
             "attention)")
-        return reused[0]
+        return reused_model
     model_dir = Path(adoption.cache) / "model"
     with phase("rescore: verify and load the model (hash before load)", timings, "model_load"):
         if model_hashed is None:

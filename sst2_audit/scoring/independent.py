@@ -47,9 +47,17 @@ def move_trailing_whitespace(context: str, continuation: str) -> tuple:
 def encode_pair(tokenizer, context: str, continuation: str, bos: bool = False) -> EncodedPair:
     """bos: the profile's add_bos_token, as lm-eval passes it on (add_special_tokens=add_bos_token):
     the tokenizer adds its own special tokens; BOS must then open the context, and only then."""
-    context, continuation = move_trailing_whitespace(context, continuation)
-    whole, context_tokens = tokenizer([context + continuation, context], add_special_tokens=bos)["input_ids"]
-    return _split(tokenizer, context, continuation, bos, list(whole), list(context_tokens))
+    return _encoded(tokenizer, [move_trailing_whitespace(context, continuation)], bos)[0]
+
+
+def _encoded(tokenizer, moved: list, bos: bool) -> list:
+    """(context, continuation) pairs whose whitespace was moved, encoded: every string in one tokenizer call (each
+    text's ids are what a call of its own gives; a fast tokenizer encodes a batch on every core it may use), a
+    context its candidates share encoded once."""
+    texts = list(dict.fromkeys([context for context, _ in moved] + [context + rest for context, rest in moved]))
+    ids = dict(zip(texts, tokenizer(texts, add_special_tokens=bos)["input_ids"]))
+    return [_split(tokenizer, context, rest, bos, list(ids[context + rest]), list(ids[context]))
+            for context, rest in moved]
 
 
 def _split(tokenizer, context: str, continuation: str, bos: bool, whole: list, context_tokens: list) -> EncodedPair:
@@ -84,13 +92,7 @@ def check_length(pair: EncodedPair, max_length: int, idx: int) -> None:
 
 def encode_question(tokenizer, requests, idx: int, max_length: int, bos: bool = False) -> list:
     """Every (context, continuation) request of a question encoded (task/spec.TaskSpec.requests), none too long."""
-    moved = [move_trailing_whitespace(context, candidate) for context, candidate in requests]
-    # every string of the question in one tokenizer call (each text's ids are what a call of its own gives; a fast
-    # tokenizer encodes a batch on every core it may use), a context shared by the candidates encoded once
-    texts = list(dict.fromkeys([context for context, _ in moved] + [context + rest for context, rest in moved]))
-    ids = dict(zip(texts, tokenizer(texts, add_special_tokens=bos)["input_ids"]))
-    pairs = [_split(tokenizer, context, rest, bos, list(ids[context + rest]), list(ids[context]))
-             for context, rest in moved]
+    pairs = _encoded(tokenizer, [move_trailing_whitespace(context, candidate) for context, candidate in requests], bos)
     for pair in pairs:
         check_length(pair, max_length, idx)
     return pairs
