@@ -15,7 +15,8 @@ from sst2_audit.audit.adopt_choice import ChoiceAdoption
 from sst2_audit.audit.adopt_scores import bound_for, dtype_claimed
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.row_set import RowSet
-from sst2_audit.util.errors import InputError, InternalError
+from sst2_audit.formats import lighteval_details
+from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import sha256_text, tokens_hash
 
 SHUFFLE_SEED = 42  # lighteval's LightevalTask.get_docs: random.Random(42).shuffle(docs), then the first max_samples
@@ -96,7 +97,8 @@ def check_claims(adoption) -> LevelResult:
         adoption.dtype, words = dtype_claimed((claims.dtype,), (claims.said.get("device"),))
         adoption.bound = bound_for(adoption.bound_given, adoption.dtype, False, words)
     adoption.claims = {"model_name": claims.said.get("model_name"), "model_dtype": claims.dtype,
-                       "device": claims.said.get("device"), "batch_size": claims.said.get("batch_size")}
+                       "device": claims.said.get("device"), "batch_size": claims.said.get("batch_size"),
+                       "lighteval_task": task, "lighteval_details": schema_words(adoption.output.flat)}
     level.notes.append(f"the details' schema: {schema_words(adoption.output.flat)} (lighteval logs no release of "
                        "its own)")
     level.notes.append(f"claimed, not checkable here: model {claims.said.get('model_name')!r}, dtype {claims.dtype!r}, "
@@ -150,7 +152,10 @@ def check_arithmetic(adoption) -> LevelResult:
 
 class LightevalChoiceAdoption(ChoiceAdoption):
     """A lighteval run of a multiple_choice profile: the claims, identity and arithmetic levels are lighteval's, the
-    rescore is the tool's (rounded as lighteval 0.11+ logs); nothing is written yet (printed verdict only)."""
+    rescore is the tool's (rounded as lighteval 0.11+ logs); kept as adopted.json beside lighteval's results file and
+    the details' digests (formats/lighteval_details.py::public_copy), which `audit` reads back."""
+    writer = "lighteval"
+    exports = False
 
     def __init__(self, flat: bool):
         self.flat = flat
@@ -171,10 +176,15 @@ class LightevalChoiceAdoption(ChoiceAdoption):
         return "yours", [("acc", adoption.output.claims.reported["acc"], summary.get("acc"), summary.get("rows", 0))]
 
     def record(self, adoption, common: dict):
-        raise InternalError("a lighteval adoption is printed, not written as a folder yet")
+        source = {**common["source"], "writer": self.writer}  # which public copy the folder holds
+        return adopt_rescore.choice_record(adoption, {**common, "source": source},
+                                           reported=dict(adoption.output.claims.reported))
+
+    def public_copy(self, adoption) -> dict[str, bytes]:
+        return lighteval_details.public_copy(adoption.output)
 
     def exported_rows(self, adoption) -> list:
-        raise InputError("--export-eee: a lighteval run is not exported yet (its verdict is printed).")
+        raise InputError("--export-eee: a lighteval run is not exported as Every Eval Ever records yet.")
 
 
 def refuse_unsupported(spec, settings) -> None:

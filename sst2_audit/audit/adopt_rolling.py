@@ -214,7 +214,7 @@ def check_adopted(claimed, rederived, bits: bool) -> LevelResult:
             level.expect(where, name, getattr(here, name), getattr(row, name))
         drifted += adopted_level._rescored(level, where, None if row.rescored is None else [row.rescored],
                                            None if here.rescored is None else [here.rescored], bits)
-        if here.rescored is not None or here.row_class == "sealed":
+        if here.rescored is not None and row.rescored is not None or here.row_class == SEALED:
             level.expect(where, "row_class", here.row_class, row.row_class)
     adopted_level.drift_said(level, drifted)
     return level

@@ -3,15 +3,18 @@ differently for a multiple_choice and a generate_until task. One implementation 
 (audit/adopt_choice.py, audit/adopt_decode.py), picked once per task by audit/adopt_shapes.py and carried by the
 Adoption; nothing else asks which shape a task is (tests/project/test_layers.py greps for it)."""
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from sst2_audit.audit.findings import LevelResult
+from sst2_audit.formats import lm_eval_output, records
 
 
 class AdoptShape(ABC):
     rescored_as: str  # how a PASS says every row was checked
     exports = True  # False: no Every Eval Ever export of this shape yet (--export-eee refused before any work)
+    writer: str | None = None  # whose files the run is, where not lm-eval's (adopted.json's source.writer)
 
     @abstractmethod
     def record_checks(self) -> tuple[Callable, Callable]:
@@ -37,6 +40,14 @@ class AdoptShape(ABC):
     @abstractmethod
     def public_sample(self, sample) -> dict:
         """A logged sample as the public copy keeps it: no text of the data."""
+
+    def public_copy(self, adoption) -> dict[str, bytes]:
+        """The files an adopted folder keeps of the run, by name: lm-eval's results file (paths scrubbed) and each
+        sample as public_sample keeps it (a lighteval run's own copy: audit/adopt_lighteval.py)."""
+        results = json.dumps(lm_eval_output.public_results(adoption.output.results), indent=2, ensure_ascii=False)
+        samples = "".join(json.dumps(self.public_sample(sample), ensure_ascii=False) + "\n"
+                          for sample in adoption.output.samples)
+        return {records.LM_EVAL_RESULTS_FILE: (results + "\n").encode(), records.LM_EVAL_SAMPLES_FILE: samples.encode()}
 
     @abstractmethod
     def take_claims(self, adoption, claimed) -> None:

@@ -8,7 +8,7 @@ from sst2_audit.audit.adopt_generation import answer_changes, exact_match_summar
 from sst2_audit.audit.adopt_rescore import rescored_summary
 from sst2_audit.audit.adopt_scores import flip_test, row_class
 from sst2_audit.audit.findings import LevelResult
-from sst2_audit.formats.adopted import FLIP, ROW_CLASSES
+from sst2_audit.formats.adopted import FLIP, ROW_CLASSES, SEALED
 from sst2_audit.formats.adopted_generation import GENERATION_CLASSES
 from sst2_audit.protocol.drift import DRIFT_BOUND
 
@@ -22,10 +22,8 @@ RECORD_FIELDS = ("profile", "task", "metrics", "demo", "notice", "lock_sha256", 
 def _rescored(level: LevelResult, where: str, claimed, here, bits: bool) -> bool:
     """The recorded rescore against this machine's: bits where this machine runs the lock's mode, else the
     drift bound between CPUs (True: only within that bound)."""
-    if here is None:  # not drawn this time
-        return False
-    if claimed is None:
-        return not level.expect(where, "rescored (the record rescored nothing here)", here, claimed)
+    if here is None or claimed is None:  # not drawn this time, or by the adoption (--structural, --rescore N): the
+        return False  # audit's own rescore level held the row's logged scores, and the record claims no rescore
     if bits or len(claimed) != len(here):
         level.expect(where, "rescored", here, claimed)
         return False
@@ -90,7 +88,7 @@ def check(claimed, rederived, bits: bool, iters: int = 0) -> LevelResult:
         for name in ROW_FIELDS:
             level.expect(where, name, getattr(here, name), getattr(question, name))
         drifted += _rescored(level, where, question.rescored, here.rescored, bits)
-        if here.rescored is not None or here.row_class in ("sealed",):
+        if here.rescored is not None and question.rescored is not None or here.row_class == SEALED:
             level.expect(where, "row_class", here.row_class, question.row_class)
     drift_said(level, drifted)
     return level
@@ -128,8 +126,8 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
         where = f"row idx {row.idx}"
         for name in GENERATED_FIELDS:
             level.expect(where, name, getattr(here, name), getattr(row, name))
-        if here.rescored_response_sha256 is None:
-            continue
+        if here.rescored_response_sha256 is None or row.rescored_response_sha256 is None:
+            continue  # re-decoded here or by the adoption only: the one that did held it to the logged text
         # a near-tie row was followed along the logged text at adoption; the public copy has no text to follow: its
         # recorded ties were taken again, and where that gave the logged hash the row is compared in full, else
         # only its class (the verdict says it was not re-followed)

@@ -17,10 +17,16 @@ from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.sanitize import RUN_NAME
 
 PUBLIC_FILES = (ADOPTED_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE)
-MEMBERS = frozenset({*PUBLIC_FILES, BUNDLE_LOCK, BUNDLE_MANIFEST, SUMS})
+LIGHTEVAL_PUBLIC_FILES = (ADOPTED_FILE, records.LIGHTEVAL_RESULTS_FILE, records.LIGHTEVAL_DETAILS_FILE)
 # a run of many tasks: adopted-run.json, SHA256SUMS and one adopted bundle per task (<task>.tar.gz)
 RUN_LIMITS = Limits(bundle_bytes=64 << 20, unpacked_bytes=72 << 20, member_bytes=MAX_BUNDLE_BYTES,
                     members=MAX_TASKS + 3)
+
+
+def public_files(names) -> tuple:
+    """The public files of an adopted folder or bundle holding `names`: a lighteval run's copy where its details
+    are among them, else lm-eval's."""
+    return LIGHTEVAL_PUBLIC_FILES if records.LIGHTEVAL_DETAILS_FILE in names else PUBLIC_FILES
 
 
 def is_adopted(path: Path) -> bool:
@@ -101,7 +107,7 @@ def _contents(files: dict, lock, cache: Path) -> dict:
     manifest = read_manifest(cache)
     if manifest is None:
         raise InputError(f"{cache}: no manifest; the bundle needs the cache the adoption used (--cache).")
-    contents = {name: files[name] for name in PUBLIC_FILES}
+    contents = {name: files[name] for name in public_files(files)}
     contents[BUNDLE_LOCK] = lock.data
     scrub = {str(Path(cache).resolve()): "<cache>", str(Path.cwd()): "<cwd>", str(Path.home()): "<home>"}
     contents[BUNDLE_MANIFEST] = (json.dumps(scrub_paths(manifest.to_dict(), scrub), indent=2, sort_keys=True)
@@ -111,12 +117,15 @@ def _contents(files: dict, lock, cache: Path) -> dict:
 
 
 def unpack_verified(bundle: Path, target: Path) -> tuple:
-    """(folder, checks): limits, names and SHA256SUMS checked and the members exactly MEMBERS, then written."""
+    """(folder, checks): limits, names and SHA256SUMS checked and the members exactly an adopted folder's public
+    files (lm-eval's or a lighteval run's), the lock, the manifest and SHA256SUMS, then written."""
     _, members = read_members(bundle)
     problems = check_sums(members)
     if problems:
         raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
-    require_exactly(members, MEMBERS, bundle, "an adopted lm-eval run")
+    public = public_files(members)
+    require_exactly(members, frozenset({*public, BUNDLE_LOCK, BUNDLE_MANIFEST, SUMS}), bundle,
+                    "an adopted lighteval run" if public == LIGHTEVAL_PUBLIC_FILES else "an adopted lm-eval run")
     folder = Path(target) / "adopted"
     folder.mkdir(parents=True)
     for name, body in members.items():

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from sst2_audit.audit.adopt import Adoption
 from sst2_audit.audit.adopt_shapes import shape_for
-from sst2_audit.audit.adopt_rescore import record, run_levels
+from sst2_audit.audit.adopt_rescore import run_levels
 from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.adopt_lighteval import adopt_lighteval
 from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
-from sst2_audit.cli.adopt_shared import (adopted_target, audit_task, export_eee, export_ready, logged, print_outcome,
-                                         refuse_unexported, write_task)
-from sst2_audit.cli.common import (AUDIT_EXIT_CODES, audit_words, lock_and_profile, numeric_mode, Parser, spec_for_run,
+from sst2_audit.cli.adopt_shared import (adopted_target, audit_task, logged, print_outcome, refuse_unexported,
+                                         report_task)
+from sst2_audit.cli.common import (AUDIT_EXIT_CODES, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_format, with_profile)
 from sst2_audit.formats import lighteval_details, lm_eval_run
 from sst2_audit.formats.lm_eval_run import read_run_index
@@ -23,7 +23,6 @@ from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.scoring.model import no_model_in_this_process
 from sst2_audit.scoring.shards import from_launcher
-from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import CheckFailed, InputError
 from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import printable
@@ -124,22 +123,11 @@ def _taken_by(lock, task: str) -> str:
 
 
 def _report(args, adoption, outcome, kept: tuple) -> int:
-    """Rank 0: the verdict printed, and the adopted folder (and bundle) written when nothing failed."""
-    (name, out, seed, timings), output, spec, lock = kept, adoption.output, adoption.spec, adoption.lock
-    ready = export_ready(args, adoption, outcome)  # before the verdict: an export that cannot be built is no late error
+    output, spec, lock = adoption.output, adoption.spec, adoption.lock
     head = [f"adoption of {output.results_path} ({output.samples_path.name}): task {spec.name}, "
             f"{logged(output)}, against the reviewer's lock {lock.given} profile "
             f"{adoption.profile.name}"]
-    print_outcome(outcome, head, adoption, output.results_path)
-    if outcome.failed:
-        print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
-        return outcome.exit_code
-    files = write_task(out, adoption, record(adoption, name, seed, timings))
-    print(f"adopted: {printable(out)} (audit it: {printable(command_line('audit', *audit_words(args, out)))})")
-    export_eee(args, ready, adoption, files)
-    if args.bundle:
-        print(f"bundle: {printable(adopted_bundle.pack(out, files, name, lock, args.cache, args.results))}")
-    return outcome.exit_code
+    return report_task(args, adoption, outcome, kept, head)
 
 
 def audit_adopted(args, path: Path, scratch: Path) -> int:
@@ -178,4 +166,5 @@ def _to_pack(args, folder: Path) -> dict | None:
     if not getattr(args, "bundle", False):
         return None
     adopted_bundle.bundle_path(read_adopted(folder / ADOPTED_FILE).run_name, args.results)
-    return {name: (folder / name).read_bytes() for name in adopted_bundle.PUBLIC_FILES}
+    names = {item.name for item in folder.iterdir()}
+    return {name: (folder / name).read_bytes() for name in adopted_bundle.public_files(names)}

@@ -2,18 +2,18 @@
 task's adopted folder written, and the audit of one task's adopted folder (its levels re-run on the reviewer's lock,
 cache and machine, then adopted.json against what they found)."""
 
-import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 from sst2_audit.audit import adopt_export
 from sst2_audit.audit.adopt import Adoption
+from sst2_audit.audit.adopt_lighteval import LightevalChoiceAdoption, refuse_unsupported
 from sst2_audit.audit.adopt_shapes import shape_for
 from sst2_audit.audit.adopt_rescore import record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
-from sst2_audit.cli.common import show_verdict
-from sst2_audit.formats import adopted, every_eval_ever, lm_eval_output, records
+from sst2_audit.cli.common import audit_words, show_verdict
+from sst2_audit.formats import adopted, every_eval_ever, lighteval_details, lm_eval_output, records
 from sst2_audit.formats.adopted_read import read_adopted
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.numeric import runs_the_mode
@@ -21,6 +21,7 @@ from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.shards import Shards
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
+from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.sanitize import printable, RUN_NAME
 
@@ -44,16 +45,10 @@ def print_outcome(outcome, head: list, adoption: Adoption, subject) -> None:
     show_verdict(lines + [outcome.verdict()], outcome, subject, reviewer_json(adoption, found))
 
 
-def _jsonl(rows) -> bytes:
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
-
-
 def write_task(out: Path, adoption, adopted_record) -> dict:
     """The public copy (no data text, someone else's paths as <path>), then adopted.json last: its presence
     means complete. Returns {name: bytes} as written, for the bundle."""
-    results = json.dumps(lm_eval_output.public_results(adoption.output.results), indent=2, ensure_ascii=False)
-    files = {records.LM_EVAL_RESULTS_FILE: (results + "\n").encode(),
-             records.LM_EVAL_SAMPLES_FILE: _jsonl(adoption.shape.public_sample(s) for s in adoption.output.samples)}
+    files = adoption.shape.public_copy(adoption)
     atomic.new_directory(out, "--out")
     try:
         for name, body in files.items():
@@ -66,6 +61,24 @@ def write_task(out: Path, adoption, adopted_record) -> dict:
         raise
     files[adopted.ADOPTED_FILE] = (out / adopted.ADOPTED_FILE).read_bytes()
     return files
+
+
+def report_task(args, adoption, outcome, kept: tuple, head: list) -> int:
+    """Rank 0: the verdict printed (head: what was adopted), and the adopted folder (and bundle, and export) written
+    when nothing failed; kept: (run name, folder, seed, timings)."""
+    name, out, seed, timings = kept
+    ready = export_ready(args, adoption, outcome)  # before the verdict: an export that cannot be built is no late error
+    print_outcome(outcome, head, adoption, adoption.output.results_path)
+    if outcome.failed:
+        print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
+        return outcome.exit_code
+    files = write_task(out, adoption, record(adoption, name, seed, timings))
+    print(f"adopted: {printable(out)} (audit it: {printable(command_line('audit', *audit_words(args, out)))})")
+    export_eee(args, ready, adoption, files)
+    if args.bundle:
+        bundle = adopted_bundle.pack(out, files, name, adoption.lock, adoption.cache, args.results)
+        print(f"bundle: {printable(bundle)}")
+    return outcome.exit_code
 
 
 def export_ready(args, adoption, outcome):
@@ -118,13 +131,10 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
     profile = lock.profile(claimed.profile)
     cache = cache_for(args.cache, profile.name)
     spec = spec_for(lock, profile.task)
-    files = folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE
-    output = lm_eval_output.read_plain_files(*files, spec.name, spec.metrics, public=True,
-                                             **spec.shape.samples_args(spec))
+    output, shape = _public_copy(folder, lock, profile, spec, claimed)
     rows = 0 if args.structural else ("all" if args.rescore is None else args.rescore)
     bound = claimed.bound.absolute if claimed.bound.basis.startswith("the reviewer's") else None
-    adoption = Adoption(lock, profile, spec, cache, output, rows, args.seed, bound, models=models,
-                        shape=shape_for(spec))
+    adoption = Adoption(lock, profile, spec, cache, output, rows, args.seed, bound, models=models, shape=shape)
     adoption.shape.take_claims(adoption, claimed)
     seed = Shards().seed(args.seed)  # one process: the audit of an adopted folder is not shared
     outcome = run_levels(adoption, {}, seed)
@@ -132,6 +142,8 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
         here = record(adoption, claimed.run_name, seed, {})
         bits = runs_the_mode(adoption.settings, here.platform)[0]
         level = adoption.shape.check_adopted(claimed, here, bits, adoption.settings)
+        level.expect("adopted.json", "source.writer (whose files the public copy holds)",
+                     shape.writer, claimed.source.get("writer"))
         if results_sha256 is not None:
             level.expect("adopted.json", "source.results_sha256 (the run record's results file)", results_sha256,
                          claimed.source.get("results_sha256"))
@@ -140,3 +152,16 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
             outcome.drift_only = True
             outcome.limits.append(level.drift_reason)
     return outcome, adoption, claimed
+
+
+def _public_copy(folder: Path, lock, profile, spec, claimed) -> tuple:
+    """(output, shape) of an adopted folder's public copy: a lighteval run's (its details' digests) where the folder
+    holds one, else lm-eval's files; the record's source.writer is held to it after the levels."""
+    if (folder / records.LIGHTEVAL_DETAILS_FILE).is_file():
+        refuse_unsupported(spec, lock.settings_for(profile.name, spec))
+        task = claimed.claims.get("lighteval_task")
+        output = lighteval_details.read_public(folder, task if isinstance(task, str) else None)
+        return output, LightevalChoiceAdoption(output.flat)
+    files = folder / records.LM_EVAL_RESULTS_FILE, folder / records.LM_EVAL_SAMPLES_FILE
+    return (lm_eval_output.read_plain_files(*files, spec.name, spec.metrics, public=True,
+                                            **spec.shape.samples_args(spec)), shape_for(spec))

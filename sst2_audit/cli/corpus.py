@@ -81,10 +81,10 @@ def _started(args, lock_sha: str) -> tuple[Path, Corpus]:
 
 
 def _adopt_argv(args, results: Path, target: Path) -> list:
-    """adopt's words for one run: a lighteval run's adoption is printed, not kept, and takes --profile."""
-    kept = ((["--profile", args.profile] if args.profile else []) if is_lighteval_run(results)
-            else ["--out", str(target), "--run-name", target.name])
-    return [str(results), "--lock", str(args.lock), "--cache", str(args.cache), *kept, "--format", "json",
+    """adopt's words for one run, kept in `target`; a lighteval run takes the profile its prompts are held to."""
+    held = ["--profile", args.profile] if args.profile and is_lighteval_run(results) else []
+    return [str(results), "--lock", str(args.lock), "--cache", str(args.cache), *held, "--out", str(target),
+            "--run-name", target.name, "--format", "json",
             *(["--structural"] if args.structural else ["--rescore", str(args.rescore)]),
             *(["--seed", str(args.seed)] if args.seed is not None else []),
             *(["--threads", str(args.threads)] if args.threads else [])]

@@ -13,14 +13,18 @@ Both details schemas are read (checked against the real writers, scripts/make_li
   no doc id: each row's doc is named by lighteval's row rule (audit/adopt_lighteval.py) and held to it.
 lighteval logs no release of its own (`lighteval_sha` is "?" in a wheel install): the schema is what is known."""
 
+import dataclasses
 import hashlib
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.lm_eval_output import MAX_RESULTS_BYTES, MAX_SAMPLES_BYTES
-from sst2_audit.formats.schema import field_at, typed
+from sst2_audit.formats.records import LIGHTEVAL_DETAILS_FILE, LIGHTEVAL_RESULTS_FILE
+from sst2_audit.formats.schema import convert, field_at, typed
+from sst2_audit.util.environment import scrub_absolute_paths
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import sha256_text, tokens_hash
 
@@ -35,15 +39,15 @@ class LightevalRow:
     """One details row of a loglikelihood task, its text as digests."""
     doc_id: int | None  # doc.id (the doc's position in the evaluated split); None where the schema logs none
     query_sha256: str  # of the context lighteval scored the choices after (doc.query; full_prompt before 0.11)
-    choices_sha256: list  # of each choice, the continuation scored
-    gold: list  # gold_index as a list
-    scores: list  # each choice's summed log-likelihood, as logged
-    greedy: list  # each choice's is-greedy flag, as logged (a bool; before 0.11 a float 0.0 or 1.0)
-    inputs_sha256: list  # tokens_hash([ids]) of the logged model input: [the context's] (0.11+), or per choice
-    input_lengths: list  # their lengths
-    continuations_sha256: list  # tokens_hash([ids]) of each logged continuation's tokens (0.13.0 logs the first
-    # choice's only, whatever the number of choices)
-    metrics: dict  # metric name -> the row's value as a float (lighteval logs acc as an int 0/1)
+    choices_sha256: list[str]  # of each choice, the continuation scored
+    gold: list[int]  # gold_index as a list
+    scores: list[float]  # each choice's summed log-likelihood, as logged
+    greedy: list[bool]  # each choice's is-greedy flag, as logged (a bool; before 0.11 a float 0.0 or 1.0)
+    inputs_sha256: list[str]  # tokens_hash([ids]) of the logged model input: [the context's] (0.11+), or per choice
+    input_lengths: list[int]  # their lengths
+    continuations_sha256: list[str]  # tokens_hash([ids]) of each logged continuation's tokens (0.13.0 logs the
+    # first choice's only, whatever the number of choices)
+    metrics: dict[str, float]  # metric name -> the row's value as a float (lighteval logs acc as an int 0/1)
     fewshots: int
 
 
@@ -101,18 +105,23 @@ def find_files(path: Path, task: str | None) -> tuple[Path, Path, str]:
     root = results_path.parent.parent.parent
     model = results_path.parent.relative_to(root / "results")
     raw = strict_json.loads(strict_json.read_bytes(results_path, MAX_RESULTS_BYTES), str(results_path))
-    reported = typed(dict, field_at(raw, ("results",), str(results_path)), f"{results_path}: results")
-    tasks = sorted(key for key in reported if key != "all")
-    if task is None and len(tasks) != 1:
-        raise InputError(f"{results_path}: the run reports the tasks {tasks}; name one with --task.")
-    key = task or tasks[0]
-    if key not in tasks:
-        raise InputError(f"{results_path}: task {key!r} is not in the run; it reports {tasks}.")
+    key = _task_key(raw, task, str(results_path))
     details = root / "details" / model / stamp / f"details_{key}_{stamp}.parquet"
     if not details.is_file():
         raise InputError(f"{details}: lighteval's details of task {key} are missing (lighteval writes them with "
                          "--save-details).")
     return results_path, details, key
+
+
+def _task_key(raw, task: str | None, where: str) -> str:
+    """The task adopted: `task`, or the one the results report (besides lighteval's "all")."""
+    tasks = sorted(key for key in typed(dict, field_at(raw, ("results",), where), f"{where}: results") if key != "all")
+    if task is None and len(tasks) != 1:
+        raise InputError(f"{where}: the run reports the tasks {tasks}; name one with --task.")
+    key = task or tasks[0]
+    if key not in tasks:
+        raise InputError(f"{where}: task {key!r} is not in the run; it reports {tasks}.")
+    return key
 
 
 def check_results(raw, task: str, where: str) -> LightevalClaims:
@@ -243,3 +252,32 @@ def read_run(path: Path, task: str | None) -> LightevalOutput:
     rows, details_sha256, flat = read_details(details_path)
     return LightevalOutput(results_path, details_path, key, raw, rows, hashlib.sha256(results_bytes).hexdigest(),
                            details_sha256, flat, claims)
+
+
+def public_copy(output: LightevalOutput) -> dict[str, bytes]:
+    """What an adopted folder keeps of a lighteval run: its results file with someone else's paths as <path>, and
+    each details row as the digests it was read into (no data text); a row of the flat schema keeps no doc id, as
+    logged (the row rule names it again when the copy is audited)."""
+    results = json.dumps(scrub_absolute_paths(output.results), indent=2, ensure_ascii=False) + "\n"
+    rows = "".join(json.dumps(dict(dataclasses.asdict(row), doc_id=None if output.flat else row.doc_id)) + "\n"
+                   for row in output.samples)
+    return {LIGHTEVAL_RESULTS_FILE: results.encode(), LIGHTEVAL_DETAILS_FILE: rows.encode()}
+
+
+def read_public(folder: Path, task: str | None) -> LightevalOutput:
+    """An adopted folder's public copy (public_copy), someone else's file like any: strict JSON, every row typed;
+    the schema is the rows': no doc id in any row is the flat one (before 0.11), a doc id in every row the later."""
+    results_path, details_path = Path(folder) / LIGHTEVAL_RESULTS_FILE, Path(folder) / LIGHTEVAL_DETAILS_FILE
+    results_bytes = strict_json.read_bytes(results_path, MAX_RESULTS_BYTES)
+    raw = strict_json.loads(results_bytes, str(results_path))
+    key = _task_key(raw, task, str(results_path))
+    claims = check_results(raw, key, str(results_path))
+    details_bytes = strict_json.read_bytes(details_path, MAX_SAMPLES_BYTES)
+    rows = [convert(LightevalRow, line, f"{details_path}: row {number}")
+            for number, line in enumerate(strict_json.loads_lines(details_bytes, str(details_path)))]
+    named = {row.doc_id is not None for row in rows}
+    if len(named) != 1:
+        raise InputError(f"{details_path}: expected every row to name its doc id (lighteval 0.11 and later) or none "
+                         f"to (before 0.11), got {'both' if named else 'no rows'}.")
+    return LightevalOutput(results_path, details_path, key, raw, rows, hashlib.sha256(results_bytes).hexdigest(),
+                           hashlib.sha256(details_bytes).hexdigest(), named == {False}, claims, public=True)

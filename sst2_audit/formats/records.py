@@ -41,6 +41,9 @@ REPORT_FILE = "report.html"
 LM_EVAL_RESULTS_FILE = "lm_eval_results.json"
 LM_EVAL_SAMPLES_FILE = "lm_eval_samples.public.jsonl"
 LM_EVAL_PRIVATE_SAMPLES_FILE = "lm_eval_samples.jsonl"
+# an adopted lighteval run's public copy: its results file (paths scrubbed) and its details as digests, one row a line
+LIGHTEVAL_RESULTS_FILE = "lighteval_results.json"
+LIGHTEVAL_DETAILS_FILE = "lighteval_details.public.jsonl"
 
 
 class SharedCode(typing.TypedDict):

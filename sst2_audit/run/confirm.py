@@ -19,7 +19,6 @@ from pathlib import Path
 
 from sst2_audit.formats import prereg as formats
 from sst2_audit.formats import records
-from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.decision import outcome, outcome_line
 from sst2_audit.run import job as run_job
 from sst2_audit.task.spec import spec_for

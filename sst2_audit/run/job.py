@@ -16,7 +16,7 @@ from sst2_audit.formats.lock import Lock, Profile
 from sst2_audit.formats.manifest import Manifest, read_manifest, require_matching, verify_files
 from sst2_audit.pages.html_report import render, render_failure
 from sst2_audit.protocol.metrics import METRICS, predictions, result_key
-from sst2_audit.protocol.numeric import fingerprint, one_line, threads_for
+from sst2_audit.protocol.numeric import fingerprint, one_line
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.agreement import compare_scores, describe
 from sst2_audit.scoring.identity import check_logged_samples, expected_question, longest_input, public_target

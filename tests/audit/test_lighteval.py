@@ -62,25 +62,87 @@ def copy(release: str, target: Path) -> Path:
     return target
 
 
-@pytest.mark.parametrize("release, precision", [("0.13.0", "equal at the 10 digits lighteval logs"),
-                                                ("0.10.0", "bit for bit")])
-def test_a_lighteval_run_is_rescored_and_passes(embedded_cache, open_lock, tmp_path, release, precision):
-    done = adopt(RUNS[release], embedded_cache, "--seed", "5", lock=open_lock, cwd=tmp_path)
+def audit(target: Path, cache: Path, *args, cwd: Path, lock: Path):
+    how = "--bundle-file" if target.is_file() else "--out"
+    return run_script(ADOPT, "audit", how, target, "--lock", lock, "--cache", cache, *args, cwd=cwd)
+
+
+@pytest.mark.parametrize("release, verdict", [
+    ("0.13.0", "VERDICT: PASS: every level passed and every scored row was rescored, equal at the 10 digits "
+               "lighteval logs; exit 0"),
+    ("0.10.0", "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0")])
+def test_a_lighteval_run_is_rescored_kept_and_audited(embedded_cache, open_lock, tmp_path, release, verdict):
+    """Adopted rescored (PASS), kept as a folder and a bundle (adopted.json beside lighteval's results file and the
+    details' digests, no data text), and the folder and the bundle audited back to the same PASS."""
+    done = adopt(RUNS[release], embedded_cache, "--seed", "5", "--run-name", "kept", "--bundle", lock=open_lock,
+                 cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    verdict = next(i for i, line in enumerate(lines) if line.startswith("VERDICT"))
-    assert lines[verdict] == (f"VERDICT: PASS: every level passed and every scored row was rescored, {precision}; "
-                              "exit 0" if release == "0.13.0" else
-                              "VERDICT: PASS: every level passed and every scored row was rescored bit for bit; exit 0")
-    assert lines[verdict + 1] == "sst2 acc: reported 0.562 (their scores) / rescored 0.562 (yours, 16 rows)"
+    assert lines[:2] == [verdict, "sst2 acc: reported 0.562 (their scores) / rescored 0.562 (yours, 16 rows)"]
     claims = 4 if release == "0.13.0" else 5  # before 0.11: the row count too (no doc id to name the rows)
     for line in (f"claims: PASS ({claims} checks)", "identity: PASS (80 checks)", "arithmetic: PASS (18 checks)",
                  "rescore (all rows, seed 5): PASS (16 checks)", "  rows: 16 bit for bit",
                  "  rows: 16 of 264, lighteval's row rule: the split shuffled by random.Random(42), the first 16, in "
-                 "that order (max_samples 16)"):
+                 "that order (max_samples 16)", "bundle: results/kept.tar.gz"):
         assert line in lines, line
-    assert "nothing written: a lighteval run's adoption is printed, not kept as a folder yet" in done.stdout
-    assert list(tmp_path.iterdir()) == []  # nothing written
+    kept = tmp_path / "runs" / "kept"
+    assert sorted(path.name for path in kept.iterdir()) == ["adopted.json", "lighteval_details.public.jsonl",
+                                                            "lighteval_results.json"]
+    record = json.loads((kept / "adopted.json").read_text())
+    assert (record["source"]["writer"], record["claims"]["lighteval_task"], record["row_classes"]["bit for bit"]) == \
+        ("lighteval", "sst2demo|0" if release == "0.13.0" else "custom|sst2demo|0", 16)
+    rows = [json.loads(line) for line in (kept / "lighteval_details.public.jsonl").read_text().splitlines()]
+    assert [row["doc_id"] for row in rows] == (row_rule(264, 16) if release == "0.13.0" else [None] * 16)
+    assert "Question" not in (kept / "lighteval_details.public.jsonl").read_text()  # digests, no text
+    for target in (kept, tmp_path / "results" / "kept.tar.gz"):
+        again = audit(target, embedded_cache, "--seed", "5", lock=open_lock, cwd=tmp_path)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+        assert again.stdout.splitlines()[0] == verdict and "adopted record: PASS (" in again.stdout
+    assert "bundle SHA256SUMS and members: PASS (7 checks)" in again.stdout
+
+
+def _edit_record(folder: Path, change) -> None:
+    record = json.loads((folder / "adopted.json").read_text())
+    change(record)
+    (folder / "adopted.json").write_text(json.dumps(record, indent=2))
+
+
+def _edit_rows(folder: Path, change) -> None:
+    path = folder / "lighteval_details.public.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    change(rows)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def _score_moved(rows: list) -> None:
+    rows[0]["scores"][1] -= 0.5  # the argmax stays: only a rescore sees it
+
+
+EDITS = {  # what a submitter edits in an adopted lighteval folder, and what the audit says (exit 1)
+    "writer": (lambda f: _edit_record(f, lambda r: r["source"].pop("writer")), (),
+               "  - adopted.json: source.writer (whose files the public copy holds): expected 'lighteval', got None"),
+    "reported": (lambda f: _edit_record(f, lambda r: r["reported"].update(acc=0.625)), (),
+                 "  - adopted.json: reported: expected "),
+    "doc_id": (lambda f: _edit_rows(f, lambda rows: rows[1].update(doc_id=0)), (),
+               "  - doc_id 0: at row 1 of the details, where lighteval's row rule"),
+    "score": (lambda f: _edit_rows(f, _score_moved), ("--seed", "1"), "  - row idx 111: logged scores "),
+}
+
+
+def test_an_edited_adopted_lighteval_folder_fails(embedded_cache, open_lock, tmp_path):
+    """A structural adoption kept, then edited as a submitter would: the record's writer or reported number, a row's
+    doc id or score in the public copy; each audit exit 1 naming it (the score by the audit's own rescore: a row the
+    adoption did not rescore is held by the audit's). Unedited, the default audit rescores it to PASS."""
+    done = adopt(RUNS["0.13.0"], embedded_cache, "--structural", "--run-name", "kept", lock=open_lock, cwd=tmp_path)
+    assert done.returncode == 4, done.stdout[-3000:] + done.stderr[-2000:]
+    kept = tmp_path / "runs" / "kept"
+    honest = audit(kept, embedded_cache, "--seed", "1", lock=open_lock, cwd=tmp_path)
+    assert honest.returncode == 0, honest.stdout[-3000:]
+    for name, (edit, args, said) in EDITS.items():
+        folder = shutil.copytree(kept, tmp_path / name)
+        edit(folder)
+        found = audit(folder, embedded_cache, *(args or ("--structural",)), lock=open_lock, cwd=tmp_path)
+        assert found.returncode == 1 and said in found.stdout, (name, found.stdout[-3000:], found.stderr[-2000:])
 
 
 def test_model_free_and_sealed_rows_say_what_was_not_verified(embedded_cache, open_lock, tmp_path):
@@ -88,7 +150,8 @@ def test_model_free_and_sealed_rows_say_what_was_not_verified(embedded_cache, op
     assert done.returncode == 4, done.stdout[-2000:]
     assert done.stdout.startswith("VERDICT: SCORES NOT VERIFIED: none of the 16 logged rows was rescored "
                                   "(--structural); exit 4\nsst2 acc: reported 0.562 (their scores) / not rescored here")
-    sealed = adopt(RUNS["0.10.0"], embedded_cache, "--seed", "3", cwd=tmp_path)  # the shipped lock: 128 sealed rows
+    sealed = adopt(RUNS["0.10.0"], embedded_cache, "--seed", "3", "--run-name", "sealed",
+                   cwd=tmp_path)  # the shipped lock: 128 sealed rows
     assert sealed.returncode == 4, sealed.stdout[-2000:]
     assert sealed.stdout.startswith("VERDICT: SCORES NOT VERIFIED: 5 logged rows are sealed confirmation rows of the "
                                     "lock, never rescored here (ids [5, 221, 223, 241, 257]); exit 4\nsst2 acc: "
@@ -280,8 +343,83 @@ def test_a_corpus_of_lighteval_runs_takes_the_profile_they_are_held_to(embedded_
     assert held.returncode == 4, held.stdout[-2000:] + held.stderr[-2000:]
     corpus = json.loads((tmp_path / "c2" / "corpus.json").read_text())
     assert corpus["lighteval_profile"] == "embedded"
-    assert [(run["exit_code"], run["verdict"], run["adopted"]) for run in corpus["runs"]] == \
-        [(4, "SCORES NOT VERIFIED", None)] * 2
+    assert [(run["exit_code"], run["verdict"]) for run in corpus["runs"]] == [(4, "SCORES NOT VERIFIED")] * 2
+    for run in corpus["runs"]:  # each kept as its adopted folder, which the audit reads as any
+        assert (tmp_path / "c2" / run["adopted"] / "lighteval_details.public.jsonl").is_file(), run
     assert [run["numbers"][0]["reported"] for run in corpus["runs"]] == [0.5625, 0.5625]
     mixed = run_script(ADOPT, "corpus", folder, *common, "--out", tmp_path / "c2", cwd=tmp_path)
     assert mixed.returncode == 2 and "Choose another --out: a corpus's entries are never mixed." in mixed.stderr
+
+
+def _public_mutation(files: dict, rng: random.Random) -> dict:
+    """One generated change of a public copy: a byte, a line dropped or doubled, a field's value retyped or dropped,
+    an unknown field, or a results value."""
+    files = dict(files)
+    name = rng.choice(sorted(files))
+    body = files[name]
+    kind = rng.choice(("byte", "line", "value", "drop", "extra")) if name.endswith(".jsonl") else \
+        rng.choice(("byte", "value"))
+    if kind == "byte":
+        data = bytearray(body)
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        files[name] = bytes(data)
+        return files
+    if name.endswith(".jsonl"):
+        lines = body.decode().splitlines(keepends=True)
+        at = rng.randrange(len(lines))
+        if kind == "line":
+            lines = lines[:at] + lines[at + 1:] if rng.random() < 0.5 else lines[:at] + [lines[at]] + lines[at:]
+        else:
+            row = json.loads(lines[at])
+            field = rng.choice(sorted(row))
+            if kind == "drop":
+                row.pop(field)
+            elif kind == "extra":
+                row["text"] = "a sentence"
+            else:
+                row[field] = rng.choice((None, "x", 1, 1.5, True, [], {}, [None], ["x"], "1e999"))
+            lines[at] = json.dumps(row) + "\n"
+        files[name] = "".join(lines).encode()
+        return files
+    raw = json.loads(body)
+    task = next(key for key in raw["results"] if key != "all")
+    raw["results"][task][rng.choice(("acc", "acc_stderr"))] = rng.choice((None, "0.5", 1, float("nan")))
+    files[name] = json.dumps(raw).encode()
+    return files
+
+
+def test_generated_mutations_of_an_adopted_copy_are_read_or_refused(tmp_path):
+    """The public copy of each real run reads back to the rows it was written from; 240 generated mutations of it
+    are each refused (exit 2's InputError naming the file) or read as what they now say, never another error (the
+    levels then hold what is read, as tests above show for edited rows)."""
+    from sst2_audit.formats.lighteval_details import public_copy, read_public, read_run
+    from sst2_audit.util.errors import InputError
+
+    rng, refused = random.Random(621), 0
+    for number in range(240):
+        output = read_run(RUNS[("0.13.0", "0.10.0")[number % 2]], None)
+        files = public_copy(output)
+        if number < 2:  # the copy as written reads back to the rows it came from
+            folder = tmp_path / f"copy{number}"
+            folder.mkdir()
+            for name, body in files.items():
+                (folder / name).write_bytes(body)
+            again = read_public(folder, None)
+            assert (again.samples, again.flat, again.claims) == (output.samples, output.flat, output.claims)
+        folder = tmp_path / f"m{number}"
+        folder.mkdir()
+        for name, body in _public_mutation(files, rng).items():
+            (folder / name).write_bytes(body)
+        try:
+            read_public(folder, "sst2demo|0")
+        except InputError as error:
+            refused += 1
+            assert str(folder) in str(error), str(error)
+    assert 120 < refused < 240
+
+
+def test_what_a_lighteval_adoption_does_not_do_yet_is_refused_before_any_work(embedded_cache, open_lock, tmp_path):
+    done = adopt(RUNS["0.13.0"], embedded_cache, "--export-eee", tmp_path / "eee", lock=open_lock, cwd=tmp_path)
+    assert done.returncode == 2 and "--export-eee: a lighteval run is not exported as Every Eval Ever records yet; " \
+        "adopt it without --export-eee." in done.stderr, done.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []

@@ -10,7 +10,6 @@ import sys
 import tempfile
 
 from sst2_audit.cli import adopt_main
-from sst2_audit.formats.lighteval_details import is_lighteval_run
 
 
 def main(report: str, lock: str, cache: str, *folders: str) -> None:
@@ -22,8 +21,8 @@ def main(report: str, lock: str, cache: str, *folders: str) -> None:
         out, err = io.StringIO(), io.StringIO()
         with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             path, _, how = folder.partition("@")
-            kept = [] if is_lighteval_run(path) else ["--out", f"{scratch}/adopted"]  # a lighteval run: printed
-            code = adopt_main([path, "--lock", lock, "--profile", profile, "--cache", cache, "--seed", "1", *kept,
+            code = adopt_main([path, "--lock", lock, "--profile", profile, "--cache", cache, "--seed", "1",
+                               "--out", f"{scratch}/adopted",
                                *(["--structural"] if how == "structural" else [])], models=models)
         found[folder] = {"code": code, "stderr": err.getvalue()[-2000:], "stdout": out.getvalue()[:300]}
     with open(report, "w") as handle:
