@@ -19,15 +19,20 @@ def choice_rows(adoption) -> list:
     for sample in adoption.output.samples:
         choices = [continuation.strip() for _, continuation in sample.arguments or []]
         best = max(range(len(sample.scores)), key=sample.scores.__getitem__)
-        question = adoption.questions.get(sample.doc_id)
-        audit = {} if question is None else {"row_class": question.row_class, "logged": json.dumps(question.logged),
-                                             "rescored": json.dumps(question.rescored)}
+        audit = row_audit(adoption, sample.doc_id)
         predicted = choices[best] if best < len(choices) else str(best)  # the output and the answer read from it
         rows.append(ExportedRow(sample.doc_id, (sample.arguments or [("", "")])[0][0], sample.target or "", choices,
                                 predicted, predicted, sample.filter,
                                 {name: value for name, value in sample.metrics.items() if isinstance(value, float)},
                                 _hashes(sample), audit))
     return rows
+
+
+def row_audit(adoption, doc_id: int) -> dict:
+    """What the reviewer found of a row: its class, logged and rescored scores (none for a row not adopted)."""
+    question = adoption.questions.get(doc_id)
+    return {} if question is None else {"row_class": question.row_class, "logged": json.dumps(question.logged),
+                                        "rescored": json.dumps(question.rescored)}
 
 
 def generated_rows(adoption) -> list:
@@ -48,9 +53,22 @@ def exported(adoption, outcome) -> ExportedTask:
     if adoption.output.public:
         raise InputError("--export-eee: an adopted folder's public copy holds no text; export at adoption, from "
                          "lm-eval's own files.")
+    whose, pairs = adoption.shape.reviewer_pairs(adoption)
+    library, version, evaluated_at, numbers = adoption.shape.exported_source(adoption, pairs)
+    model = adoption.profile.model
+    model_id = model.get("repo_id") if model.source == "hub" else f"local/{adoption.profile.name}"
+    verdict = {"verdict": head_of(outcome.verdict()), "exit_code": str(outcome.exit_code), "line": outcome.verdict(),
+               "reviewer_numbers": whose, "lock_sha256": adoption.lock.sha256,
+               "tool": f"sst2-audit {metadata.version('sst2-audit')}"}
+    return ExportedTask(adoption.spec.name, str(model_id), version, evaluated_at, _dataset(adoption), numbers,
+                        adoption.shape.exported_rows(adoption), verdict, library)
+
+
+def lm_eval_source(adoption, pairs: list) -> tuple[str, str, str, dict]:
+    """(library, its version, when the run was made, {evaluation_result_id: numbers}) of an lm-eval run: every
+    "metric,filter" number the results report, with the reviewer's beside it (pairs: reviewer_pairs')."""
     results, task = adoption.output.results, adoption.spec.name
     reported = results["results"].get(task, {})
-    whose, pairs = adoption.shape.reviewer_pairs(adoption)
     # a multiple_choice pair names our metric (acc, mc2), a generate_until pair lm-eval's "exact_match,<filter>"
     rescored = {name if "," in name else result_key(METRICS[name].reported_as): ours for name, _, ours, _ in pairs}
     numbers = {}
@@ -61,14 +79,7 @@ def exported(adoption, outcome) -> ExportedTask:
             numbers[result_key_id(metric, filter_name)] = {
                 "metric": metric, "filter": filter_name, "reported": float(value),
                 "stderr": reported.get(result_key(metric, filter_name, True)), "rescored": rescored.get(key)}
-    model = adoption.profile.model
-    model_id = model.get("repo_id") if model.source == "hub" else f"local/{adoption.profile.name}"
-    verdict = {"verdict": head_of(outcome.verdict()), "exit_code": str(outcome.exit_code), "line": outcome.verdict(),
-               "reviewer_numbers": whose, "lock_sha256": adoption.lock.sha256,
-               "tool": f"sst2-audit {metadata.version('sst2-audit')}"}
-    return ExportedTask(task, str(model_id), str(results.get("lm_eval_version") or "unknown"),
-                        str(results.get("date", "")), _dataset(adoption), numbers,
-                        adoption.shape.exported_rows(adoption), verdict)
+    return "lm_eval", str(results.get("lm_eval_version") or "unknown"), str(results.get("date", "")), numbers
 
 
 def with_record(task: ExportedTask, adopted_bytes: bytes) -> ExportedTask:

@@ -9,13 +9,15 @@ same way before it is compared). The lighteval side of the computation is mapped
 import json
 import math
 import random
+from datetime import datetime, timezone
 
-from sst2_audit.audit import adopt, adopt_rescore
+from sst2_audit.audit import adopt, adopt_export, adopt_rescore
 from sst2_audit.audit.adopt_choice import ChoiceAdoption
 from sst2_audit.audit.adopt_scores import bound_for, dtype_claimed
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.row_set import RowSet
 from sst2_audit.formats import lighteval_details
+from sst2_audit.formats.every_eval_ever import ExportedRow
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import sha256_text, tokens_hash
 
@@ -155,7 +157,6 @@ class LightevalChoiceAdoption(ChoiceAdoption):
     rescore is the tool's (rounded as lighteval 0.11+ logs); kept as adopted.json beside lighteval's results file and
     the details' digests (formats/lighteval_details.py::public_copy), which `audit` reads back."""
     writer = "lighteval"
-    exports = False
 
     def __init__(self, flat: bool):
         self.flat = flat
@@ -183,8 +184,36 @@ class LightevalChoiceAdoption(ChoiceAdoption):
     def public_copy(self, adoption) -> dict[str, bytes]:
         return lighteval_details.public_copy(adoption.output)
 
+    def exported_source(self, adoption, pairs: list) -> tuple[str, str, str, dict]:
+        """lighteval logs no release ("?" from a wheel) and no wall-clock time but its files' names."""
+        reported = adoption.output.claims.reported
+        numbers = {"acc": {"metric": "acc", "filter": "none", "reported": reported["acc"],
+                           "stderr": reported["acc_stderr"], "rescored": pairs[0][2]}}
+        return "lighteval", "unknown", made_at(adoption.output.results_path.stem), numbers
+
     def exported_rows(self, adoption) -> list:
-        raise InputError("--export-eee: a lighteval run is not exported as Every Eval Ever records yet.")
+        """Each details row with its text (read with the details for the export): the predicted choice is the
+        logged log-likelihoods' argmax (acc's), the reference the gold choice."""
+        rows = []
+        for sample, (query, choices) in zip(adoption.output.samples, adoption.output.texts or []):
+            best = max(range(len(sample.scores)), key=sample.scores.__getitem__)
+            stripped = [choice.strip() for choice in choices]
+            rows.append(ExportedRow(sample.doc_id, query, stripped[sample.gold[0]], stripped, stripped[best],
+                                    stripped[best], "none", {"acc": sample.metrics["acc"]},
+                                    {"query_sha256": sample.query_sha256}, adopt_export.row_audit(adoption,
+                                                                                                sample.doc_id)))
+        return rows
+
+
+def made_at(stem: str) -> str:
+    """A results file's time as a Unix time string, from its name (results_2026-12-06T18-30-18.356252), read as UTC:
+    lighteval names it by the machine's local time, with no zone (logging/evaluation_tracker.py); "" where the name
+    holds no time."""
+    try:
+        stamp = datetime.strptime(stem.removeprefix("results_"), "%Y-%m-%dT%H-%M-%S.%f")
+    except ValueError:
+        return ""
+    return str(stamp.replace(tzinfo=timezone.utc).timestamp())
 
 
 def refuse_unsupported(spec, settings) -> None:

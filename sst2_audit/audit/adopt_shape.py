@@ -7,6 +7,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
+from sst2_audit.audit import adopt_export
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats import lm_eval_output, records
 
@@ -64,6 +65,11 @@ class AdoptShape(ABC):
     def as_logged(self, scores: list) -> list:
         """A rescore's scores as the run's writer logs them (lighteval 0.11+ rounds), compared with the logged."""
         return scores
+
+    def exported_source(self, adoption, pairs: list) -> tuple[str, str, str, dict]:
+        """(library, its version, when the run was made, {evaluation_result_id: numbers}) for the export's aggregate
+        record (pairs: reviewer_pairs'); lm-eval's by default."""
+        return adopt_export.lm_eval_source(adoption, pairs)
 
     @abstractmethod
     def exported_rows(self, adoption) -> list:

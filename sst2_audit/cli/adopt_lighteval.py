@@ -1,6 +1,7 @@
 """sst2-audit adopt LIGHTEVAL-OUT --profile NAME: a lighteval run (its --output-dir, or its results file) held to
 a profile of the reviewer's lock (audit/adopt_lighteval.py), and kept as an adopted folder (adopted.json, the results
-file and the details' digests) that `audit` re-checks, and with --bundle packed for a reviewer."""
+file and the details' digests) that `audit` re-checks, with --bundle packed for a reviewer, with --export-eee written
+as Every Eval Ever records."""
 
 import time
 
@@ -17,9 +18,6 @@ from sst2_audit.util.errors import InputError
 
 def _refuse_not_yet(args) -> None:
     """What a lighteval run's adoption does not do yet, refused before any work (exit 2)."""
-    if getattr(args, "export_eee", None) is not None:
-        raise InputError(f"{args.output}: --export-eee: a lighteval run is not exported as Every Eval Ever records "
-                         "yet; adopt it without --export-eee.")
     if launched() > 1:
         raise InputError("a lighteval run's adoption runs in one process for now: run it without a launcher.")
 
@@ -35,7 +33,8 @@ def adopt_lighteval(args, lock, models: dict) -> int:
     refuse_unsupported(spec, lock.settings_for(profile.name, spec))
     name, out = adopted_target(args, f"adopted-{profile.name}")
     shards = from_launcher()
-    output = lighteval_details.read_run(args.output, args.task[0] if args.task else None)
+    output = lighteval_details.read_run(args.output, args.task[0] if args.task else None,
+                                        keep_text=getattr(args, "export_eee", None) is not None)
     adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore, args.seed,
                         args.bound, models=models, shape=LightevalChoiceAdoption(output.flat))
     seed = shards.seed(args.seed)

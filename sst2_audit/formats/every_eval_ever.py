@@ -44,6 +44,7 @@ class ExportedTask:
     results: dict[str, dict]  # evaluation_result_id -> {metric, filter, reported, stderr, rescored}
     rows: list[ExportedRow]
     verdict: dict[str, str]  # verdict, exit_code, line, adopted_sha256, tool: the audit's, as strings
+    library: str = "lm_eval"  # the run's writer (eval_library.name): lm_eval or lighteval
 
 
 def _uuid(seed: str) -> str:
@@ -89,7 +90,7 @@ def _aggregate(task: ExportedTask, evaluation_id: str, retrieved: str, samples_p
                             "additional_details": {f"sst2_audit_{k}": v for k, v in task.verdict.items()}},
         "model_info": {"name": name or task.model_id, "id": task.model_id, "developer": developer,
                        "additional_details": {"deployment_type": "self_deployed", "model_availability": "unknown"}},
-        "eval_library": {"name": "lm_eval", "version": task.library_version,
+        "eval_library": {"name": task.library, "version": task.library_version,
                          "additional_details": {"audited_by": task.verdict.get("tool", "sst2-audit")}},
         "evaluation_results": [{
             "evaluation_result_id": key, "evaluation_name": task.task, "source_data": task.dataset,

@@ -76,6 +76,7 @@ class LightevalOutput:
     flat: bool  # the schema before lighteval 0.11
     claims: LightevalClaims
     public: bool = False
+    texts: list | None = None  # per row (the scored context, [each choice]), kept only for --export-eee
 
     @property
     def random_seed(self) -> None:
@@ -214,13 +215,14 @@ def _flat_row(raw, where: str) -> LightevalRow:
         typed(int, raw.get("num_effective_few_shots"), f"{where}.num_effective_few_shots"))
 
 
-def read_details(path: Path) -> tuple[list, str, bool]:
-    """(rows, the file's sha256, flat): the parquet streamed by batches of rows (memory: one batch and the rows'
-    digests)."""
+def read_details(path: Path, keep_text: bool = False) -> tuple[list, str, bool, list | None]:
+    """(rows, the file's sha256, flat, texts): the parquet streamed by batches of rows (memory: one batch and the
+    rows' digests; with keep_text, each row's context and choices too, for --export-eee)."""
     import pyarrow
     import pyarrow.parquet as parquet
 
     digest, where = hashlib.sha256(), str(path)
+    texts: list | None = [] if keep_text else None
     with strict_json.open_regular(path, MAX_SAMPLES_BYTES) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
@@ -235,23 +237,26 @@ def read_details(path: Path) -> tuple[list, str, bool]:
                                  f"0.11 and later) or {list(FLAT)} (before 0.11), got {names[:12]}.")
             read = _flat_row if flat else _row
             for batch in details.iter_batches(batch_size=BATCH_ROWS, columns=list(FLAT if flat else STRUCTS)):
-                rows += [read(raw, f"{where}: row {len(rows) + number}") for number, raw in
-                         enumerate(batch.to_pylist())]
+                for raw in batch.to_pylist():
+                    rows.append(read(raw, f"{where}: row {len(rows)}"))
+                    if texts is not None:  # typed by the row's reader above
+                        doc = raw if flat else raw["doc"]
+                        texts.append((doc["full_prompt" if flat else "query"], list(doc["choices"])))
         except (pyarrow.ArrowException, OSError) as error:
             raise InputError(f"{where}: not a readable parquet file ({str(error)[:200]}).") from None
     if not rows:
         raise InputError(f"{where}: no rows.")
-    return rows, digest.hexdigest(), flat
+    return rows, digest.hexdigest(), flat, texts
 
 
-def read_run(path: Path, task: str | None) -> LightevalOutput:
+def read_run(path: Path, task: str | None, keep_text: bool = False) -> LightevalOutput:
     results_path, details_path, key = find_files(path, task)
     results_bytes = strict_json.read_bytes(results_path, MAX_RESULTS_BYTES)
     raw = strict_json.loads(results_bytes, str(results_path))
     claims = check_results(raw, key, str(results_path))
-    rows, details_sha256, flat = read_details(details_path)
+    rows, details_sha256, flat, texts = read_details(details_path, keep_text)
     return LightevalOutput(results_path, details_path, key, raw, rows, hashlib.sha256(results_bytes).hexdigest(),
-                           details_sha256, flat, claims)
+                           details_sha256, flat, claims, texts=texts)
 
 
 def public_copy(output: LightevalOutput) -> dict[str, bytes]:

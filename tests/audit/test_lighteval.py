@@ -417,9 +417,3 @@ def test_generated_mutations_of_an_adopted_copy_are_read_or_refused(tmp_path):
             assert str(folder) in str(error), str(error)
     assert 120 < refused < 240
 
-
-def test_what_a_lighteval_adoption_does_not_do_yet_is_refused_before_any_work(embedded_cache, open_lock, tmp_path):
-    done = adopt(RUNS["0.13.0"], embedded_cache, "--export-eee", tmp_path / "eee", lock=open_lock, cwd=tmp_path)
-    assert done.returncode == 2 and "--export-eee: a lighteval run is not exported as Every Eval Ever records yet; " \
-        "adopt it without --export-eee." in done.stderr, done.stderr[-2000:]
-    assert list(tmp_path.iterdir()) == []

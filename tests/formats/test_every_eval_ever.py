@@ -105,3 +105,37 @@ def test_an_export_folder_that_cannot_be_written_is_refused_before_any_work(embe
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"--export-eee {blocker / 'eee'}: cannot create the folder ({blocker} is a file)" in done.stderr
     assert "[verify" not in done.stderr and not (tmp_path / "adopted").exists()  # no level ran, nothing written
+
+
+def test_an_adopted_lighteval_run_exports_records_the_schemas_accept(embedded_cache, open_lock, schemas, tmp_path):
+    """The real lighteval 0.13.0 run (tests/audit/test_lighteval.py) exported: lighteval as the library, its
+    results file's time, each row's context, choices and gold from lighteval's own details, the verdict on each."""
+    import pyarrow.parquet as parquet
+
+    run = REPO / "tests" / "data" / "lighteval-0.13.0"
+    done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", run, "--lock", open_lock, "--profile", "embedded",
+                      "--cache", embedded_cache, "--export-eee", tmp_path / "eee", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [aggregate_path] = (tmp_path / "eee").rglob("*[0-9a-f].json")
+    [samples_path] = (tmp_path / "eee").rglob("*_samples.jsonl")
+    aggregate = json.loads(aggregate_path.read_text())
+    instances = [json.loads(line) for line in samples_path.read_text().splitlines()]
+    assert list(_validator(schemas["eval.schema.json"]).iter_errors(aggregate)) == []
+    for line in instances:
+        assert list(_validator(schemas["instance_level_eval.schema.json"]).iter_errors(line)) == []
+    assert (aggregate["eval_library"]["name"], aggregate["eval_library"]["version"]) == ("lighteval", "unknown")
+    assert aggregate["evaluation_timestamp"] == "1796581818.356252"  # results_2026-12-06T18-30-18.356252.json as UTC
+    [result] = aggregate["evaluation_results"]
+    assert (result["evaluation_result_id"], result["score_details"]["score"]) == ("acc", 0.5625)
+    assert result["score_details"]["details"]["sst2_audit_rescored"] == "0.5625"
+    rows = parquet.read_table(next(run.glob("details/model/*/*.parquet"))).to_pylist()
+    assert [line["sample_id"] for line in instances] == [row["doc"]["id"] for row in rows]
+    for line, row in zip(instances, rows):
+        doc = row["doc"]
+        gold = doc["choices"][doc["gold_index"]].strip()
+        assert line["input"] == {"raw": doc["query"], "reference": [gold], "choices": [c.strip() for c in doc["choices"]]}
+        assert line["sample_hash"] == hashlib.sha256(json.dumps({"raw": doc["query"], "reference": gold},
+                                                                sort_keys=True).encode()).hexdigest()
+        assert line["evaluation"] == {"score": float(row["metric"]["acc"]), "is_correct": row["metric"]["acc"] == 1}
+        assert (line["metadata"]["sst2_audit_verdict"], line["metadata"]["sst2_audit_row_class"]) == \
+            ("PASS", "bit for bit")
