@@ -6,7 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sst2_audit.audit import adopt, adopt_generation
+from sst2_audit.audit import adopt, adopt_generation, leaderboard
 from sst2_audit.audit.adopt_scores import (bound_for, candidate_bounds, drift_causes, FLIP_ALPHA, flip_test, row_class,
                                           TIE_BUDGET)
 from sst2_audit.audit.findings import LevelResult
@@ -286,7 +286,7 @@ def reviewer_numbers(adoption, found: tuple | None = None) -> list:
     return [f"{task} {metric}: reported {shown_number(theirs)} (their scores) / rescored {shown_number(ours)} "
             f"({whose}, {count} rows{over})" if ours is not None else
             f"{task} {metric}: reported {shown_number(theirs)} (their scores) / not rescored here"
-            for metric, theirs, ours, count in pairs]
+            for metric, theirs, ours, count in pairs] + leaderboard.task_lines(adoption, pairs)
 
 
 def reviewer_json(adoption, found: tuple | None = None) -> list:

@@ -8,6 +8,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from sst2_audit.audit import leaderboard
 from sst2_audit.audit.adopt import Adoption
 from sst2_audit.audit.adopt_rescore import (record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels,
                                             shown_number)
@@ -107,9 +108,10 @@ def _sections(outcomes: dict, adoptions: dict) -> tuple[list, list, list]:
             [number for task in outcomes for number in reviewer_json(adoptions[task], found[task])])
 
 
-def _print_run(run, subject, head: list, sections: list, rows: list, json_numbers: list, groups: list,
-               level: LevelResult) -> None:
-    numbers = [line for _, _, _, numbers in sections for line in numbers] + group_numbers(groups)
+def _print_run(run, subject, head: list, found: tuple, groups: list, level: LevelResult, adoptions: dict) -> None:
+    sections, rows, json_numbers = found
+    numbers = [line for _, _, _, numbers in sections for line in numbers] + group_numbers(groups) \
+        + leaderboard.run_lines(adoptions)
     lines = [run.verdict(), *numbers, *head, *_table(rows)]
     for task, outcome, profile, task_numbers in sections:
         lines += ["", f"--- task {task} (profile {profile.name}) ---"]
@@ -128,7 +130,7 @@ def _report(args, target: tuple, found: tuple, run, groups: list) -> int:
             + f", against the reviewer's lock {lock.given}", *plan.notes]
     ready = {task: export_ready(args, adoptions[task], outcomes[task]) for task in adoptions} \
         if not run.failed else {}  # built before the verdict is printed
-    _print_run(run, index.results_path, head, *_sections(outcomes, adoptions), groups, run.group)
+    _print_run(run, index.results_path, head, _sections(outcomes, adoptions), groups, run.group, adoptions)
     if run.failed:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
         return run.exit_code
@@ -210,7 +212,7 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
                        limits=_limits(claimed.left_out, level))
     head = [f"audit of the adopted run {claimed.run_name} in {path}: {len(claimed.tasks)} task(s), against the "
             f"reviewer's lock {args.reviewer_lock.given}"] + ([sums] if sums else [])
-    _print_run(run, path, head, *_sections(outcomes, adoptions), groups, level)
+    _print_run(run, path, head, _sections(outcomes, adoptions), groups, level, adoptions)
     return run.exit_code
 
 

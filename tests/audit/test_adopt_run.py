@@ -16,6 +16,7 @@ from support.paths import DEMOS, LOCK, REPO, TEST_CACHE, VENV_BIN
 from support.processes import run_script
 from sst2_audit.formats.releases import installed_version
 from support.lm_eval_files import edit_sample
+from support.plain_runs import lm_eval_tasks, task_yamls
 
 ROWS = 8
 RELEASE = installed_version()
@@ -24,54 +25,10 @@ LOCKS = {"0.4.9.2": (LOCK, DEMOS),
 SST2 = "sst2"
 
 
-def _task_yamls(lock: Path, profiles: list, base: Path) -> dict:
-    """Each profile prepared into base/cache (one cache, many profiles) and its task YAML with only the data fields
-    pointed at the cache (and the lock's n-shot): {task: (its YAML path, its first ROWS dev ids, sorted)}."""
-    import yaml
-
-    from sst2_audit.formats.lock import load_lock
-    from sst2_audit.formats.manifest import cache_for
-    from sst2_audit.task.config import data_config
-    from sst2_audit.task.rows import verified_rows
-    from sst2_audit.task.spec import spec_for
-
-    reviewer, found = load_lock(lock), {}
-    for profile in profiles:
-        done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", base / "cache")
-        assert done.returncode == 0, done.stderr
-        cache = cache_for(base / "cache", profile)
-        spec = spec_for(reviewer, reviewer.profile(profile).task)
-        config = data_config(spec, {split: str(cache / "data" / f"{split}.parquet") for split in spec.splits},
-                             callables=False)
-        shots = reviewer.settings_for(profile, spec)["num_fewshot"]
-        config.update({"num_fewshot": shots} if shots else {})
-        path = base / "tasks" / f"{spec.name}.yaml"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        rows = verified_rows(reviewer, reviewer.profile(profile), spec, cache, roles=())
-        found[spec.name] = (path, sorted(rows.split.dev_ids[:ROWS]))
-    return found
-
-
-def _lm_eval(base: Path, tasks: list, ids: dict, name: str = "out", more: tuple = ()) -> Path:
-    """The real lm_eval console entry point over several tasks (YAML paths), float32, eager, batch 1, seed 94."""
-    (base / "samples.json").write_text(json.dumps(ids))
-    model = next((base / "cache").glob("**/model/config.json")).parent
-    argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
-            f"pretrained={model},dtype=float32,max_length=512,attn_implementation=eager", "--tasks", ",".join(tasks),
-            "--samples", str(base / "samples.json"), "--log_samples", "--output_path", str(base / name),
-            "--device", "cpu", "--batch_size", "1", "--seed", "94", *more]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_DATASETS_CACHE": str(base / "datasets")}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(base))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return base / name
-
-
 def _two_tasks(base: Path) -> None:
     lock = tiny_model_lock(LOCKS[0], base, TEST_CACHE / "embedded")
-    found = _task_yamls(lock, ["embedded", "embedded-rte"], base)
-    _lm_eval(base, [str(path) for path, _ in found.values()], {task: ids for task, (_, ids) in found.items()})
+    found = task_yamls(lock, ["embedded", "embedded-rte"], base)
+    lm_eval_tasks(base, [str(path) for path, _ in found.values()], {task: ids for task, (_, ids) in found.items()})
 
 
 def _group(base: Path) -> None:
@@ -83,7 +40,7 @@ def _group(base: Path) -> None:
     lock = tiny_model_lock(LOCKS[1], base, TEST_CACHE / "embedded")
     subjects = ["embedded-mmlu-elementary-mathematics", "embedded-mmlu-high-school-computer-science",
                 "embedded-mmlu-college-mathematics"]
-    found = _task_yamls(lock, [*subjects, "embedded-sst2-5shot"], base)
+    found = task_yamls(lock, [*subjects, "embedded-sst2-5shot"], base)
     inline = [yaml.safe_load(path.read_text()) for task, (path, _) in found.items() if task.startswith("mmlu_")]
     group = base / "include" / "mmlu_demo_group.yaml"
     group.parent.mkdir()
@@ -92,7 +49,7 @@ def _group(base: Path) -> None:
     # 0.4.9.2 takes the group's YAML path (its --include_path breaks the task listing it prints); 0.4.13 reads a
     # YAML path as one task's config, so the group is found by name in --include_path
     named, more = (str(group), ()) if RELEASE == "0.4.9.2" else ("mmlu", ("--include_path", str(group.parent)))
-    _lm_eval(base, [named, str(found["sst2"][0])], {task: ids for task, (_, ids) in found.items()}, more=more)
+    lm_eval_tasks(base, [named, str(found["sst2"][0])], {task: ids for task, (_, ids) in found.items()}, more=more)
 
 
 @pytest.fixture(scope="session")

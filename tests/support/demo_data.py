@@ -36,3 +36,22 @@ def boolean_expressions(count: int, seed: int) -> list:
         seen.add(text)
         rows.append({"input": f"{text} is", "target": str(eval(text))})  # noqa: S307 - our own expression
     return rows
+
+
+def navigate_rows(count: int, seed: int) -> list:
+    """BBH navigate-shaped rows (`input`, `target` Yes or No) of our own: random steps along one line, facing
+    forward, and whether they end where they began. A demo."""
+    rng = random.Random(seed)
+    rows, seen = [], set()
+    while len(rows) < count:
+        steps = [rng.choice((-1, 1)) * rng.randint(1, 9) for _ in range(rng.randint(2, 5))]
+        if rng.random() < 0.5:
+            steps.append(-sum(steps) or rng.randint(1, 9))
+        words = " ".join(f"Take {abs(n)} step{'s' if abs(n) > 1 else ''} {'right' if n > 0 else 'left'}."
+                         for n in steps)
+        if words in seen:
+            continue
+        seen.add(words)
+        rows.append({"input": "If you follow these instructions, do you return to the starting point? Always face "
+                              f"forward. {words}\nOptions:\n- Yes\n- No", "target": "Yes" if sum(steps) == 0 else "No"})
+    return rows

@@ -78,3 +78,47 @@ def audit(plain: Path, *args, cwd: Path, lock: str = LOCK.name):
 
 def copy_sorted(plain: Path, target: Path) -> tuple:
     return copy_run(plain / "sorted", target)
+
+
+def task_yamls(lock: Path, profiles: list, base: Path, rows: int = 8) -> dict:
+    """Each profile prepared into base/cache (one cache, many profiles) and its task YAML with only the data fields
+    pointed at the cache (and the lock's n-shot): {task: (its YAML path, its first `rows` dev ids, sorted)}."""
+    import yaml
+
+    from sst2_audit.formats.lock import load_lock
+    from sst2_audit.formats.manifest import cache_for
+    from sst2_audit.task.config import data_config
+    from sst2_audit.task.rows import verified_rows
+    from sst2_audit.task.spec import spec_for
+
+    reviewer, found = load_lock(lock), {}
+    for profile in profiles:
+        done = run_script("prepare.py", "--lock", lock, "--profile", profile, "--cache", base / "cache")
+        assert done.returncode == 0, done.stderr
+        cache = cache_for(base / "cache", profile)
+        spec = spec_for(reviewer, reviewer.profile(profile).task)
+        config = data_config(spec, {split: str(cache / "data" / f"{split}.parquet") for split in spec.splits},
+                             callables=False)
+        shots = reviewer.settings_for(profile, spec)["num_fewshot"]
+        config.update({"num_fewshot": shots} if shots else {})
+        path = base / "tasks" / f"{spec.name}.yaml"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        found_rows = verified_rows(reviewer, reviewer.profile(profile), spec, cache, roles=())
+        found[spec.name] = (path, sorted(found_rows.split.dev_ids[:rows]))
+    return found
+
+
+def lm_eval_tasks(base: Path, tasks: list, ids: dict, name: str = "out", more: tuple = ()) -> Path:
+    """The real lm_eval console entry point over several tasks (YAML paths), float32, eager, batch 1, seed 94."""
+    (base / "samples.json").write_text(json.dumps(ids))
+    model = next((base / "cache").glob("**/model/config.json")).parent
+    argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
+            f"pretrained={model},dtype=float32,max_length=512,attn_implementation=eager", "--tasks", ",".join(tasks),
+            "--samples", str(base / "samples.json"), "--log_samples", "--output_path", str(base / name),
+            "--device", "cpu", "--batch_size", "1", "--seed", "94", *more]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_DATASETS_CACHE": str(base / "datasets")}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(base))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return base / name

@@ -73,6 +73,31 @@ def test_a_bbh_shaped_demo_runs_audits_and_bundles_bit_for_bit(release_cache, tm
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("VERDICT: PASS: every level passed and every scored row was rescored bit for bit")
     assert "  rows: 8 bit for bit" in done.stdout.splitlines()
+    # the leaderboard's normalised score of the task, under the reviewer's number: 2 choices (True, False)
+    reported = json.loads(next(plain.glob("*/results_*.json")).read_text())["results"][BBH_TASK]["acc_norm,none"]
+    shown = f"{max(0.0, (reported - 0.5) / 0.5 * 100):.2f}"
+    assert done.stdout.splitlines()[2] == (f"{BBH_TASK} acc_norm, normalised as the Open LLM Leaderboard does "
+                                           f"(baseline 1/2): reported {shown} (their scores) / rescored {shown} (yours)")
+    # a second subtask pinned beside it, both logged by one run and adopted together: BBH's normalised score is the
+    # mean of its subtasks' (rows of our own for navigate: steps along a line, a demo)
+    from support.demo_data import navigate_rows
+    from support.plain_runs import lm_eval_tasks, task_yamls
+    (tmp_path / "navigate").mkdir()
+    (tmp_path / "navigate" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in navigate_rows(230, 5)))
+    both = tmp_path / "both.lock.json"
+    done = run_script("prepare.py", "--lock", lock, "--pin", "navigate", "--task", "leaderboard_bbh_navigate",
+                      "--model", model, "--data", tmp_path / "navigate", "--new-lock", both, "--num-fewshot", "3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = task_yamls(both, ["bbh", "navigate"], tmp_path / "two", rows=8)
+    run = lm_eval_tasks(tmp_path / "two", [str(path) for path, _ in found.values()],
+                        {task: ids for task, (_, ids) in found.items()})
+    done = run_script(str(VENV_BIN / "sst2-audit"), "adopt", run, "--lock", both, "--cache", tmp_path / "two" / "cache",
+                      "--run-name", "bbh-two", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    logged = json.loads(next(run.glob("*/results_*.json")).read_text())["results"]
+    mean = sum(max(0.0, (logged[task]["acc_norm,none"] - 0.5) / 0.5 * 100) for task in found) / 2
+    assert (f"BBH acc_norm, the Open LLM Leaderboard's normalised score over the 2 subtask(s) adopted: reported "
+            f"{mean:.2f} (their scores) / rescored {mean:.2f} (yours)") in done.stdout.splitlines()
 
 
 MUSR = {"leaderboard_musr_murder_mysteries": "murder_mysteries",
