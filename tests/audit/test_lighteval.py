@@ -417,3 +417,30 @@ def test_generated_mutations_of_an_adopted_copy_are_read_or_refused(tmp_path):
             assert str(folder) in str(error), str(error)
     assert 120 < refused < 240
 
+
+
+def test_two_processes_under_torchrun_adopt_a_lighteval_run_with_the_one_process_record(embedded_cache, open_lock,
+                                                                                        tmp_path):
+    """`torchrun --standalone --nproc-per-node 2 sst2-audit adopt LIGHTEVAL-OUT --profile ...` (gloo on this CPU):
+    each process rescores every second row, rank 0 reports and writes; adopted.json equals the one-process record's
+    apart from timings, the process count and the threads each process took."""
+    import os
+    import subprocess
+
+    one = adopt(RUNS["0.13.0"], embedded_cache, "--run-name", "one", "--seed", "3", lock=open_lock, cwd=tmp_path)
+    assert one.returncode == 0, one.stdout + one.stderr
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    two = subprocess.run([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", ADOPT,
+                          "adopt", str(RUNS["0.13.0"]), "--lock", str(open_lock), "--profile", "embedded", "--cache",
+                          str(embedded_cache), "--run-name", "two", "--seed", "3"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert two.stdout.count("VERDICT: PASS") == 2, two.stdout  # first and last line, once: rank 0 alone reports
+    assert "[rescore: 16 rows on the independent path (8 in each of 2 processes)] done in " in two.stderr
+    records = [json.loads((tmp_path / "runs" / name / "adopted.json").read_text()) for name in ("one", "two")]
+    assert [r["rescore"]["processes"] for r in records] == [1, 2]
+    for record in records:
+        for key in ("timings", "rescore", "run_name"):
+            record.pop(key)
+        record["platform"].pop("threads")
+    assert records[0] == records[1]
