@@ -26,7 +26,7 @@ from sst2_audit.formats.lock import Lock, Profile
 from sst2_audit.formats.releases import release_of
 from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.protocol.rules import doc_hash
-from sst2_audit.scoring.identity import expected_question
+from sst2_audit.scoring.identity import expected_questions
 from sst2_audit.scoring.shards import Shards
 from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.config import differences, taskconfig_defaults
@@ -332,10 +332,12 @@ def check_identity(adoption: Adoption, tokenizer, identity_of=None) -> LevelResu
     ids = sorted(adoption.questions)  # lm-eval draws each doc's shots in doc order (SOURCE_MAP step 22)
     shots = shot_plan(adoption.lock, adoption.profile, adoption.spec, adoption.cache, adoption.split_rows.manifest,
                       adoption.split_rows, ids)
-    for sample in adoption.output.samples:
+    samples = adoption.output.samples
+    expected_rows = expected_questions([adoption.split_rows.by_idx[sample.doc_id] for sample in samples],
+                                       adoption.spec, tokenizer, settings["max_length"], settings["add_bos_token"],
+                                       shots)
+    for sample, expected in zip(samples, expected_rows):
         question = adoption.questions.get(sample.doc_id)
-        expected = expected_question(adoption.split_rows.by_idx[sample.doc_id], adoption.spec, tokenizer,
-                                     settings["max_length"], settings["add_bos_token"], shots)
         expect_identity(level, adoption, sample, *(identity_of or _identity_of)(sample, expected))
         public = expected.public_fields()
         question.doc_hash, question.prompt_hash = expected.doc_hash, expected.prompt_hash

@@ -17,7 +17,7 @@ from sst2_audit.formats.adopted import BITS, FLIP, NOT_DRAWN, OUT, ROW_CLASSES, 
 from sst2_audit.protocol.generation import EXACT_MATCH
 from sst2_audit.protocol.metrics import METRICS, result_key
 from sst2_audit.protocol.rules import notice_for
-from sst2_audit.protocol.numeric import fingerprint, runs_the_mode
+from sst2_audit.protocol.numeric import fingerprint, runs_the_mode, unscored_platform
 from sst2_audit.scoring.independent import IndependentScorer
 from sst2_audit.scoring.model import load as load_model, load_tokenizer, memory_statement
 from sst2_audit.scoring.summaries import bootstrap_iters
@@ -335,7 +335,8 @@ def generation_record(adoption, common: dict) -> generation.AdoptedGenerationRec
 def record(adoption, run_name: str, seed: int, timings: dict):
     """The adoption's public record: adopted.AdoptedRecord, or a generate_until task's AdoptedGenerationRecord."""
     output, task, settings = adoption.output, adoption.spec.name, adoption.settings
-    here = fingerprint(settings["numeric_mode"], adoption.shards.threads(settings))
+    threads = adoption.shards.threads(settings)
+    here = fingerprint(settings["numeric_mode"], threads) if adoption.rescore else unscored_platform(threads)
     common = dict(
         run_name=run_name, profile=adoption.profile.name, task=task,
         demo=adoption.profile.demo, notice=notice_for(adoption.profile), lock_sha256=adoption.lock.sha256,
@@ -345,7 +346,8 @@ def record(adoption, run_name: str, seed: int, timings: dict):
         claims=scrub_absolute_paths(adoption.claims),
         config_differences=scrub_absolute_paths(adoption.differences), bound=adoption.bound,
         rescore={"rows": adoption.rescore, "seed": seed, "processes": adoption.shards.world}, platform=here,
-        bits_required=runs_the_mode(settings, here)[0], versions=versions(), timings=timings)
+        bits_required=bool(adoption.rescore) and runs_the_mode(settings, here)[0], versions=versions(),
+        timings=timings)
     return adoption.shape.record(adoption, common)
 
 

@@ -16,7 +16,6 @@ from sst2_audit.cli.common import audit_words, show_verdict
 from sst2_audit.formats import adopted, every_eval_ever, lighteval_details, lm_eval_output, records
 from sst2_audit.formats.adopted_read import read_adopted
 from sst2_audit.formats.manifest import cache_for
-from sst2_audit.protocol.numeric import runs_the_mode
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.shards import Shards
 from sst2_audit.task.spec import spec_for
@@ -140,8 +139,7 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
     outcome = run_levels(adoption, {}, seed)
     if not outcome.failed:
         here = record(adoption, claimed.run_name, seed, {})
-        bits = runs_the_mode(adoption.settings, here.platform)[0]
-        level = adoption.shape.check_adopted(claimed, here, bits, adoption.settings)
+        level = adoption.shape.check_adopted(claimed, here, here.bits_required, adoption.settings)
         level.expect("adopted.json", "source.writer (whose files the public copy holds)",
                      shape.writer, claimed.source.get("writer"))
         if results_sha256 is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sst2_audit.task.dataset import Row
 from sst2_audit.util.errors import InputError
 from sst2_audit.util.hashing import sha256_text, tokens_hash
-from sst2_audit.scoring.independent import EncodedPair, encode_question
+from sst2_audit.scoring.independent import EncodedPair, encode_questions
 from sst2_audit.protocol.rules import doc_hash, prompt_hash
 from sst2_audit.formats.records import Mismatch
 from sst2_audit.protocol.metrics import choice_count_needed, needs_nonempty_choices
@@ -83,6 +83,25 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
     """shots: a fewshot.Plan when the profile pins num_fewshot > 0, a chat.ChatPlan when it sets chat settings, else
     None (zero-shot, plain). lm-eval logs the first request's context as the prompt (its prompt_hash): for a
     multiple-input task, with the first choice."""
+    return next(expected_questions([row], spec, tokenizer, max_length, bos, shots))
+
+
+CHUNK_ROWS = 256  # the questions whose strings go to the tokenizer in one call
+
+
+def expected_questions(rows: list, spec, tokenizer, max_length: int, bos: bool = False, shots=None):
+    """expected_question of each row, in order, CHUNK_ROWS rows' strings encoded in one tokenizer call."""
+    for start in range(0, len(rows), CHUNK_ROWS):
+        part = rows[start:start + CHUNK_ROWS]
+        requests = [_requests(row, spec, shots) for row in part]
+        encoded = encode_questions(tokenizer, [(found, row.idx) for row, found in zip(part, requests)], max_length,
+                                   bos)
+        for row, found, pairs in zip(part, requests, encoded):
+            yield _expected(row, spec, found, pairs, shots)
+
+
+def _requests(row: Row, spec, shots) -> list:
+    """The row's (context, candidate) requests, its choices checked as lm-eval's metrics need them."""
     requests = (shots.requests(spec, row.idx, row.doc) if shots is not None
                 else spec.requests(row.doc, spec.prefix(row.doc)))
     choices = spec.choices(row.doc)
@@ -95,7 +114,11 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
         raise InputError(f"task {spec.name}: row idx {row.idx}: choice {empty[0]} is empty, and acc_norm divides each "
                          "score by its choice's length in characters; fix the data (other metrics accept empty "
                          "choices).")
-    pairs = encode_question(tokenizer, requests, row.idx, max_length, bos)
+    return requests
+
+
+def _expected(row: Row, spec, requests: list, pairs: list, shots) -> ExpectedQuestion:
+    choices = spec.choices(row.doc)
     candidates = [candidate for _, candidate in requests]
     true_choices = spec.true_choices(row.doc, len(choices))
     return ExpectedQuestion(

@@ -50,12 +50,16 @@ def encode_pair(tokenizer, context: str, continuation: str, bos: bool = False) -
     return _encoded(tokenizer, [move_trailing_whitespace(context, continuation)], bos)[0]
 
 
-def _encoded(tokenizer, moved: list, bos: bool) -> list:
-    """(context, continuation) pairs whose whitespace was moved, encoded: every string in one tokenizer call (each
-    text's ids are what a call of its own gives; a fast tokenizer encodes a batch on every core it may use), a
+def _ids(tokenizer, moved: list, bos: bool) -> dict:
+    """{text: ids} of (context, continuation) pairs whose whitespace was moved: every string in one tokenizer call
+    (each text's ids are what a call of its own gives; a fast tokenizer encodes a batch on every core it may use), a
     context its candidates share encoded once."""
     texts = list(dict.fromkeys([context for context, _ in moved] + [context + rest for context, rest in moved]))
-    ids = dict(zip(texts, tokenizer(texts, add_special_tokens=bos)["input_ids"]))
+    return dict(zip(texts, tokenizer(texts, add_special_tokens=bos)["input_ids"]))
+
+
+def _encoded(tokenizer, moved: list, bos: bool, ids: dict | None = None) -> list:
+    ids = _ids(tokenizer, moved, bos) if ids is None else ids
     return [_split(tokenizer, context, rest, bos, list(ids[context + rest]), list(ids[context]))
             for context, rest in moved]
 
@@ -92,10 +96,22 @@ def check_length(pair: EncodedPair, max_length: int, idx: int) -> None:
 
 def encode_question(tokenizer, requests, idx: int, max_length: int, bos: bool = False) -> list:
     """Every (context, continuation) request of a question encoded (task/spec.TaskSpec.requests), none too long."""
-    pairs = _encoded(tokenizer, [move_trailing_whitespace(context, candidate) for context, candidate in requests], bos)
-    for pair in pairs:
-        check_length(pair, max_length, idx)
-    return pairs
+    return encode_questions(tokenizer, [(requests, idx)], max_length, bos)[0]
+
+
+def encode_questions(tokenizer, questions: list, max_length: int, bos: bool = False) -> list:
+    """encode_question of many questions ([(requests, idx)]) with every string in one tokenizer call: the same ids,
+    and a batch a fast tokenizer spreads over the cores it may use (the model-free adoption of a large run spends
+    most of its time here)."""
+    moved = [[move_trailing_whitespace(context, candidate) for context, candidate in requests]
+             for requests, _ in questions]
+    ids = _ids(tokenizer, [pair for pairs in moved for pair in pairs], bos)
+    found = []
+    for pairs, (_, idx) in zip(moved, questions):
+        found.append(_encoded(tokenizer, pairs, bos, ids))
+        for pair in found[-1]:
+            check_length(pair, max_length, idx)
+    return found
 
 
 class IndependentScorer:

@@ -37,6 +37,24 @@ def test_a_plain_run_is_adopted_bit_for_bit_and_its_folder_and_bundle_pass(plain
                                                            "rescored (--rescore 3)"), done.stdout
 
 
+def test_a_structural_adoption_imports_no_torch_and_its_folder_is_rescored_by_the_audit(plain, tmp_path):
+    """`adopt --structural` (a reviewer with the data but not the model) never imports torch: its record states the
+    CPU only and that nothing was scored here (no float32 bits for an audit to hold); the folder's default audit
+    rescores every row itself and PASSes."""
+    import sys
+
+    probe = ("import sys\nfrom sst2_audit.cli import main\nsys.argv = ['sst2-audit', 'adopt', {run!r}, '--lock', "
+             "{lock!r}, '--profile', 'embedded', '--cache', {cache!r}, '--structural', '--run-name', 'free']\n"
+             "code = main()\nprint('torch imported:', 'torch' in sys.modules)\nsys.exit(code)").format(run=str(plain / "sorted"), lock=str(plain / LOCK.name), cache=str(plain / "cache"))
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 4 and done.stdout.splitlines()[-1] == "torch imported: False", done.stdout + done.stderr
+    record = json.loads((tmp_path / "runs" / "free" / "adopted.json").read_text())
+    assert (record["platform"]["scored"], record["bits_required"]) == ("nothing: no model was loaded here", False)
+    assert "probe_sha256" not in record["platform"] and record["row_classes"]["not drawn"] == ROWS
+    done = audit(plain, "--out", "runs/free", "--seed", "2", cwd=tmp_path)
+    assert done.returncode == 0 and "adopted record: PASS" in done.stdout, done.stdout
+
+
 def test_unsorted_ids_are_caught_row_by_row_as_mislabelled(plain, tmp_path):
     done = adopt(plain, plain / "unsorted", cwd=tmp_path)
     assert done.returncode == 1 and done.stdout.startswith("VERDICT: FAIL (identity); exit 1"), done.stdout
