@@ -198,13 +198,17 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
         if not (folder / member.task / ADOPTED_FILE).is_file():
             level.fail(f"{member.task}: no adopted.json in its folder")
             continue
+        if (folder / member.task / records.LIGHTEVAL_DETAILS_FILE).exists():
+            level.fail(f"{member.task}: its folder holds a lighteval run's copy; the tasks of an adopted run are one "
+                       "lm-eval run's")
+            continue
         say(f"[task] {member.task}")
         outcomes[member.task], adoptions[member.task], task_record = audit_task(
             args, folder / member.task, models, claimed.source.get("results_sha256"))
         level.expect(f"tasks.{member.task}", "profile", task_record.profile, member.profile)
     _check_run(args.reviewer_lock, folder, claimed, level)
     passed = {task: adoptions[task] for task, outcome in outcomes.items() if not outcome.failed}
-    groups = check_groups(args.reviewer_lock, _index(folder, claimed), passed, level) if passed else []
+    groups = check_groups(args.reviewer_lock, _index(folder, claimed, passed), passed, level) if passed else []
     if outcomes and not any(outcome.failed for outcome in outcomes.values()):
         level.expect("adopted-run.json", "groups (re-derived here)", [asdict(g) for g in groups],
                      [asdict(g) for g in claimed.groups])
@@ -216,9 +220,10 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
     return run.exit_code
 
 
-def _index(folder: Path, claimed):
-    """The run's index from the public copy of its results file (every task folder holds the same bytes)."""
-    first = folder / claimed.tasks[0].task / records.LM_EVAL_RESULTS_FILE
+def _index(folder: Path, claimed, passed: dict):
+    """The run's index from the public copy of its results file (every task folder holds the same bytes: the
+    first task that passed its levels, whose copy was read)."""
+    first = folder / next(iter(passed)) / records.LM_EVAL_RESULTS_FILE
     return index_of(first, tuple(member.task for member in claimed.tasks))
 
 

@@ -192,6 +192,28 @@ def test_an_edited_run_record_fails_the_folder_audit(group_run, tmp_path):
         done.stdout + done.stderr
 
 
+def test_a_run_folder_with_a_task_folder_emptied_or_swapped_fails_naming_it(two_tasks, tmp_path):
+    """The first task's adopted.json and results copy removed (the run's results file is then read from the task that
+    passed), or a lighteval run's public copy put in a task's folder: exit 1 naming the task, never our bug."""
+    from sst2_audit.formats.lighteval_details import public_copy, read_run
+
+    done = sst2_audit(two_tasks, "adopt", two_tasks / "out", "--run-name", "r", "--structural", cwd=tmp_path, lock=LOCKS[0])
+    assert done.returncode == 4, done.stdout + done.stderr
+    record = json.loads((tmp_path / "runs" / "r" / "adopted-run.json").read_text())
+    first, second = (member["task"] for member in record["tasks"])
+    shutil.copytree(tmp_path / "runs" / "r", tmp_path / "runs" / "swapped")
+    for name in ("adopted.json", "lm_eval_results.json"):
+        (tmp_path / "runs" / "r" / first / name).unlink()
+    done = sst2_audit(two_tasks, "audit", "--out", "runs/r", "--structural", cwd=tmp_path, lock=LOCKS[0])
+    assert done.returncode == 1 and f"  - {first}: no adopted.json in its folder" in done.stdout, \
+        done.stdout + done.stderr
+    for name, body in public_copy(read_run(REPO / "tests" / "data" / "lighteval-0.13.0", None)).items():
+        (tmp_path / "runs" / "swapped" / second / name).write_bytes(body)
+    done = sst2_audit(two_tasks, "audit", "--out", "runs/swapped", "--structural", cwd=tmp_path, lock=LOCKS[0])
+    assert done.returncode == 1 and f"  - {second}: its folder holds a lighteval run's copy" in done.stdout, \
+        done.stdout + done.stderr
+
+
 @pytest.mark.slow
 def test_two_processes_under_torchrun_adopt_every_task_with_the_one_process_records(two_tasks, tmp_path):
     """torchrun over a run of two tasks: every process takes the tasks in the run's order and rescores its share of
