@@ -286,14 +286,15 @@ def reviewer_numbers(adoption, found: tuple | None = None) -> list:
     return [f"{task} {metric}: reported {shown_number(theirs)} (their scores) / rescored {shown_number(ours)} "
             f"({whose}, {count} rows{over})" if ours is not None else
             f"{task} {metric}: reported {shown_number(theirs)} (their scores) / not rescored here"
-            for metric, theirs, ours, count in pairs] + leaderboard.task_lines(adoption, pairs)
+            for metric, theirs, ours, count in pairs] + leaderboard.task_numbers(adoption, pairs)[0]
 
 
 def reviewer_json(adoption, found: tuple | None = None) -> list:
     """reviewer_pairs as the `--format json` verdict's numbers (docs/formats.md)."""
     whose, pairs = found or reviewer_pairs(adoption)
     return [{"task": adoption.spec.name, "metric": metric, "reported": theirs, "rescored": ours,
-             "rows": count if ours is not None else 0, "whose": whose} for metric, theirs, ours, count in pairs]
+             "rows": count if ours is not None else 0, "whose": whose} for metric, theirs, ours, count in pairs] \
+        + leaderboard.task_numbers(adoption, pairs)[1]
 
 
 def shown_number(value) -> str:

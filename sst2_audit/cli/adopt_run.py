@@ -110,8 +110,8 @@ def _sections(outcomes: dict, adoptions: dict) -> tuple[list, list, list]:
 
 def _print_run(run, subject, head: list, found: tuple, groups: list, level: LevelResult, adoptions: dict) -> None:
     sections, rows, json_numbers = found
-    numbers = [line for _, _, _, numbers in sections for line in numbers] + group_numbers(groups) \
-        + leaderboard.run_lines(adoptions)
+    benchmarks = leaderboard.run_numbers(adoptions)
+    numbers = [line for _, _, _, numbers in sections for line in numbers] + group_numbers(groups) + benchmarks[0]
     lines = [run.verdict(), *numbers, *head, *_table(rows)]
     for task, outcome, profile, task_numbers in sections:
         lines += ["", f"--- task {task} (profile {profile.name}) ---"]
@@ -119,7 +119,7 @@ def _print_run(run, subject, head: list, found: tuple, groups: list, level: Leve
         for task_level in outcome.levels:
             lines += task_level.lines()
     lines += ["", *level.lines(), run.verdict()]
-    show_verdict(lines, run, subject, json_numbers)
+    show_verdict(lines, run, subject, json_numbers + benchmarks[1])
 
 
 def _report(args, target: tuple, found: tuple, run, groups: list) -> int:

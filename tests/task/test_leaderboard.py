@@ -98,6 +98,12 @@ def test_a_bbh_shaped_demo_runs_audits_and_bundles_bit_for_bit(release_cache, tm
     mean = sum(max(0.0, (logged[task]["acc_norm,none"] - 0.5) / 0.5 * 100) for task in found) / 2
     assert (f"BBH acc_norm, the Open LLM Leaderboard's normalised score over the 2 subtask(s) adopted: reported "
             f"{mean:.2f} (their scores) / rescored {mean:.2f} (yours)") in done.stdout.splitlines()
+    done = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--out", "runs/bbh-two", "--lock", both, "--cache",
+                      tmp_path / "two" / "cache", "--structural", "--format", "json", cwd=tmp_path)
+    numbers = [n for n in json.loads(done.stdout)["numbers"] if "normalised" in n["metric"]]
+    assert done.returncode == 4 and [(n["task"], n["reported"], n["rescored"], n["rows"]) for n in numbers] == [
+        *((task, max(0.0, (logged[task]["acc_norm,none"] - 0.5) / 0.5 * 100), None, 0) for task in sorted(found)),
+        ("BBH", mean, None, 0)], done.stdout
 
 
 MUSR = {"leaderboard_musr_murder_mysteries": "murder_mysteries",
