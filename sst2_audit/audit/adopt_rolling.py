@@ -26,8 +26,12 @@ from sst2_audit.util.hashing import sha256_text, tokens_hash
 
 def check_claims(adoption) -> LevelResult:
     """lm-eval's claims (audit/adopt.py::check_claims), and the one a document's windows hang on: the max_length the
-    run's model cut them at (results `max_length`, what lm-eval's HFLM used) against the profile's."""
+    run's model cut them at (results `max_length`, what lm-eval's HFLM used) against the profile's. A float32
+    claim's bound is a document's (document_bound) from here on, rescored or not, so a record says the bound its
+    audit will hold."""
     level = adopt.check_claims(adoption)
+    if adoption.bound is not None and adoption.bound_given is None and adoption.dtype == "float32":
+        adoption.bound = document_bound(adoption.bound)
     logged = adoption.output.results.get("max_length")
     if logged is None:
         level.unchecked.append("results: max_length is not logged: the rolling windows' length is not checked before "
@@ -130,8 +134,6 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     """Each chosen document's windows scored on the independent path and summed in window order (lm-eval's
     Python sum); sealed rows never reach the model."""
     chosen, sealed, open_ids = adopt_rescore._chosen(adoption, seed)
-    if adoption.bound_given is None and adoption.dtype == "float32":
-        adoption.bound = document_bound(adoption.bound)
     scored = adopt_rescore._scored(adoption, model, chosen)
     if scored is None:
         return None
@@ -214,7 +216,9 @@ def check_adopted(claimed, rederived, bits: bool) -> LevelResult:
             level.expect(where, name, getattr(here, name), getattr(row, name))
         drifted += adopted_level._rescored(level, where, None if row.rescored is None else [row.rescored],
                                            None if here.rescored is None else [here.rescored], bits)
-        if here.rescored is not None and row.rescored is not None or here.row_class == SEALED:
+        if here.rescored is not None and row.rescored is None:
+            adopted_level.undrawn_row(level, where, row, ("max_abs_diff",))
+        elif here.rescored is not None or here.row_class == SEALED:
             level.expect(where, "row_class", here.row_class, row.row_class)
     adopted_level.drift_said(level, drifted)
     return level

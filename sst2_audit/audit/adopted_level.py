@@ -8,7 +8,7 @@ from sst2_audit.audit.adopt_generation import answer_changes, exact_match_summar
 from sst2_audit.audit.adopt_rescore import rescored_summary
 from sst2_audit.audit.adopt_scores import flip_test, row_class
 from sst2_audit.audit.findings import LevelResult
-from sst2_audit.formats.adopted import FLIP, ROW_CLASSES, SEALED
+from sst2_audit.formats.adopted import FLIP, NOT_DRAWN, ROW_CLASSES, SEALED
 from sst2_audit.formats.adopted_generation import GENERATION_CLASSES
 from sst2_audit.protocol.drift import DRIFT_BOUND
 
@@ -30,6 +30,14 @@ def _rescored(level: LevelResult, where: str, claimed, here, bits: bool) -> bool
     if any(abs(a - b) > DRIFT_BOUND for a, b in zip(claimed, here)):
         level.expect(where, f"rescored (within the drift bound {DRIFT_BOUND:g})", here, claimed)
     return claimed != here
+
+
+def undrawn_row(level: LevelResult, where: str, row, fields: tuple) -> None:
+    """A row only this audit rescored: the adoption drew no rescore of it (--structural, --rescore N), so its record
+    says `not drawn` and holds none of a rescore's fields; the audit's own rescore level held its logged scores."""
+    level.expect(where, "row_class (a row the adoption did not rescore)", NOT_DRAWN, row.row_class)
+    for name in fields:
+        level.expect(where, f"{name} (a row the adoption did not rescore)", None, getattr(row, name))
 
 
 def _own_arithmetic(level: LevelResult, claimed, iters: int) -> None:
@@ -88,7 +96,9 @@ def check(claimed, rederived, bits: bool, iters: int = 0) -> LevelResult:
         for name in ROW_FIELDS:
             level.expect(where, name, getattr(here, name), getattr(question, name))
         drifted += _rescored(level, where, question.rescored, here.rescored, bits)
-        if here.rescored is not None and question.rescored is not None or here.row_class == SEALED:
+        if here.rescored is not None and question.rescored is None:
+            undrawn_row(level, where, question, ("max_abs_diff",))
+        elif here.rescored is not None or here.row_class == SEALED:
             level.expect(where, "row_class", here.row_class, question.row_class)
     drift_said(level, drifted)
     return level
@@ -108,6 +118,7 @@ def _own_generation_arithmetic(level: LevelResult, claimed) -> None:
 
 GENERATED_FIELDS = ("doc_hash", "prompt_hash", "target_hash", "context_length", "shots", "response_sha256",
                     "filtered_sha256", "logged_exact_match")
+DECODE_FACTS = ("closest_step", "closest_margin", "ties", "left_at")  # compared where this machine runs the mode
 REDECODED_FIELDS = ("rescored_response_sha256", "generated_tokens_sha256", "generated_tokens", "stopped",
                     "rescored_exact_match", "greedy_response_sha256", "greedy_exact_match", "row_class")
 
@@ -126,8 +137,12 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
         where = f"row idx {row.idx}"
         for name in GENERATED_FIELDS:
             level.expect(where, name, getattr(here, name), getattr(row, name))
-        if here.rescored_response_sha256 is None or row.rescored_response_sha256 is None:
-            continue  # re-decoded here or by the adoption only: the one that did held it to the logged text
+        if here.rescored_response_sha256 is not None and row.rescored_response_sha256 is None:
+            undrawn_row(level, where, row, tuple(name for name in (*REDECODED_FIELDS, *DECODE_FACTS)
+                                                 if name != "row_class"))
+            continue
+        if here.rescored_response_sha256 is None:
+            continue
         # a near-tie row was followed along the logged text at adoption; the public copy has no text to follow: its
         # recorded ties were taken again, and where that gave the logged hash the row is compared in full, else
         # only its class (the verdict says it was not re-followed)
@@ -137,8 +152,7 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
             level.fail(f"{where}: the near ties adopted.json records (step, rank: {pairs}) do not give the logged "
                        "generation here; the adopting machine and this one both run the lock's numeric mode, so they "
                        "must")
-        for name in (REDECODED_FIELDS if same else ("row_class",)) + (
-                ("closest_step", "closest_margin", "ties", "left_at") if bits and same else ()):
+        for name in (REDECODED_FIELDS if same else ("row_class",)) + (DECODE_FACTS if bits and same else ()):
             level.expect(where, name, getattr(here, name), getattr(row, name))
     return level
 

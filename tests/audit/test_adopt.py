@@ -53,6 +53,13 @@ def test_a_structural_adoption_imports_no_torch_and_its_folder_is_rescored_by_th
     assert "probe_sha256" not in record["platform"] and record["row_classes"]["not drawn"] == ROWS
     done = audit(plain, "--out", "runs/free", "--seed", "2", cwd=tmp_path)
     assert done.returncode == 0 and "adopted record: PASS" in done.stdout, done.stdout
+    # a record that calls a row it never rescored "bit for bit" (its counts made to agree) is not what was found
+    record["questions"][3]["row_class"] = "bit for bit"
+    record["row_classes"].update({"bit for bit": 1, "not drawn": ROWS - 1})
+    (tmp_path / "runs" / "free" / "adopted.json").write_text(json.dumps(record))
+    done = audit(plain, "--out", "runs/free", "--seed", "2", cwd=tmp_path)
+    assert done.returncode == 1 and (f"row idx {record['questions'][3]['idx']}: row_class (a row the adoption did "
+                                     "not rescore): expected 'not drawn', got 'bit for bit'") in done.stdout, done.stdout
 
 
 def test_unsorted_ids_are_caught_row_by_row_as_mislabelled(plain, tmp_path):

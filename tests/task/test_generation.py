@@ -218,6 +218,24 @@ def test_a_plain_gsm8k_run_is_re_decoded_token_for_token_and_its_folder_and_bund
         assert done.returncode == 0 and done.stdout.startswith("VERDICT: PASS"), done.stdout + done.stderr
 
 
+def test_a_structural_adoption_is_re_decoded_by_the_audit_and_a_decode_it_did_not_make_fails(gsm, tmp_path):
+    """A structural adoption (nothing re-decoded) audited with the default rescore: the audit re-decodes every row
+    itself and PASSes; a record that gives such a row a greedy answer FAILs, naming the row and the field."""
+    done = _adopt(gsm, gsm / "plain0", "gsm0", "--run-name", "s", "--structural", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    audit = [str(VENV_BIN / "sst2-audit"), "audit", "--lock", gsm / "gsm.lock.json", "--cache", gsm / "cache-gsm0"]
+    audited = run_script(*audit, "--out", tmp_path / "runs" / "s", cwd=tmp_path)
+    assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
+    path = tmp_path / "runs" / "s" / "adopted.json"
+    record = json.loads(path.read_text())
+    row = record["rows"][1]
+    row["greedy_exact_match"] = dict(row["logged_exact_match"])
+    path.write_text(json.dumps(record))
+    audited = run_script(*audit, "--out", tmp_path / "runs" / "s", cwd=tmp_path)
+    assert audited.returncode == 1 and f"row idx {row['idx']}: greedy_exact_match (a row the adoption did not " \
+                                       "rescore): expected None, got " in audited.stdout, audited.stdout
+
+
 def _forged(gsm: Path, target: Path, change) -> tuple:
     """A copy of the 3-shot run with `change(line)` applied to the lines of its second logged doc; (folder, doc_id)."""
     shutil.copytree(gsm / "plain3", target)

@@ -238,6 +238,25 @@ def test_an_edited_adopted_rolling_record_fails_its_audit(wiki, tmp_path, field)
     assert expected in audited.stdout, audited.stdout
 
 
+def test_a_structural_adoption_is_rescored_by_the_audit_and_a_class_it_did_not_find_fails(wiki, tmp_path):
+    """A structural adoption (nothing rescored) audited with the default rescore: the audit rescores every document
+    itself and PASSes; a record that calls such a row rescored (its class, with the counts made to agree) FAILs."""
+    done = _adopt(wiki, wiki / "plain", "--run-name", "s", "--structural", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    audit = [str(VENV_BIN / "sst2-audit"), "audit", "--lock", wiki / "wiki.lock.json", "--cache", wiki / "cache"]
+    audited = run_script(*audit, "--out", tmp_path / "runs" / "s", cwd=tmp_path)
+    assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
+    path = tmp_path / "runs" / "s" / "adopted.json"
+    record = json.loads(path.read_text())
+    record["rows"][2]["row_class"] = "bit for bit"
+    record["row_classes"].update({"bit for bit": 1, "not drawn": len(record["rows"]) - 1})
+    path.write_text(json.dumps(record))
+    audited = run_script(*audit, "--out", tmp_path / "runs" / "s", cwd=tmp_path)
+    assert audited.returncode == 1 and (f"row idx {record['rows'][2]['idx']}: row_class (a row the adoption did not "
+                                        "rescore): expected 'not drawn', got 'bit for bit'") in audited.stdout, \
+        audited.stdout
+
+
 def _forged(wiki: Path, target: Path, change, results_change=None) -> tuple:
     """A copy of the run with change(lines) applied to its samples (and results_change(results) to its results)."""
     shutil.copytree(wiki / "plain", target)
