@@ -353,13 +353,15 @@ def record(adoption, run_name: str, seed: int, timings: dict):
 
 
 def choice_record(adoption, common: dict, reported: dict | None = None) -> adopted.AdoptedRecord:
-    """reported: the results file's numbers as {metric: value, metric_stderr: value} (default: lm-eval's keys)."""
-    logged = adoption.output.results["results"][adoption.spec.name] if reported is None else {}
+    """reported: the results file's numbers as {metric: value, metric_stderr: value} (default: lm-eval's, by its
+    result keys)."""
+    if reported is None:
+        logged = adoption.output.results["results"][adoption.spec.name]
+        reported = {key: logged[result_key(METRICS[m].reported_as, stderr=bool(suffix))] for m in adoption.spec.metrics
+                    for key, suffix in ((m, ""), (f"{m}_stderr", "_stderr"))}
     questions = [adoption.questions[idx] for idx in sorted(adoption.questions)]
     return adopted.AdoptedRecord(
-        **common, metrics=list(adoption.spec.metrics),
-        reported=reported or {key: logged[result_key(METRICS[m].reported_as, stderr=bool(suffix))]
-                              for m in adoption.spec.metrics for key, suffix in ((m, ""), (f"{m}_stderr", "_stderr"))},
+        **common, metrics=list(adoption.spec.metrics), reported=reported,
         rederived=adoption.rederived, rescored_summary=_rescored_summary(adoption),
         row_classes={name: sum(q.row_class == name for q in questions) for name in ROW_CLASSES},
         row_set=dataclasses.asdict(adoption.row_set),

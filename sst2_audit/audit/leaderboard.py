@@ -41,10 +41,11 @@ def _task(adoption, pairs: list) -> list:
 
 def _run(adoptions: dict) -> list:
     """[(number, subtasks)] of each leaderboard benchmark of a run of many tasks, over its adopted subtasks (BBH and
-    MuSR: 2 or more; GPQA: its group's number from 1 or more): theirs, and yours where every one was rescored."""
+    MuSR: 2 or more; GPQA: its group's number from 1 or more): theirs, and yours where every one was rescored.
+    adoptions: task -> (adoption, its reviewer_pairs' pairs)."""
     members: dict = {}
-    for adoption in adoptions.values():
-        found = _member(adoption, adoption.shape.reviewer_pairs(adoption)[1])
+    for adoption, pairs in adoptions.values():
+        found = _member(adoption, pairs)
         if found is not None:
             members.setdefault(found[0], []).append(found)
     numbers = []
@@ -76,7 +77,8 @@ def task_numbers(adoption, pairs: list) -> tuple[list, list]:
 
 
 def run_numbers(adoptions: dict) -> tuple[list, list]:
-    """(console lines, --format json numbers) of each leaderboard benchmark of a run of many tasks."""
+    """(console lines, --format json numbers) of each leaderboard benchmark of a run of many tasks; adoptions: task ->
+    (adoption, its reviewer_pairs' pairs, computed once by the caller)."""
     found = _run(adoptions)
     return ([f"{n['task']} {_metric(n)}, the Open LLM Leaderboard's normalised score over the {subtasks} subtask(s) "
              f"adopted: reported {n['reported']:.2f} (their scores) / {_yours(n['rescored'])}"

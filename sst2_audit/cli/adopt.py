@@ -1,18 +1,15 @@
 """sst2-audit adopt: audit a plain `lm_eval --log_samples --output_path OUT` run and keep it as an adopted folder
 (and bundle) that `audit` re-checks; also the audit of such a folder or bundle (cli/audit.py hands it here)."""
 
-import time
 from pathlib import Path
 
-from sst2_audit.audit.adopt import Adoption
 from sst2_audit.audit.adopt_shapes import shape_for
-from sst2_audit.audit.adopt_rescore import run_levels
 from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.adopt_lighteval import adopt_lighteval
 from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
-from sst2_audit.cli.adopt_shared import (adopted_target, audit_task, logged, print_outcome, refuse_unexported,
-                                         report_task)
+from sst2_audit.cli.adopt_shared import (adopt_task, adopted_target, audit_task, logged, print_outcome,
+                                         refuse_unexported)
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_format, with_profile)
 from sst2_audit.formats import lighteval_details, lm_eval_run
@@ -22,9 +19,7 @@ from sst2_audit.formats.adopted_read import read_adopted
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.scoring.model import no_model_in_this_process
-from sst2_audit.scoring.shards import from_launcher
 from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import printable
 
 
@@ -98,20 +93,9 @@ def main(argv, owns_process: bool = False, models: dict | None = None) -> int:
     except lm_eval_run.TaskNotInRun as missing:
         raise InputError(f"{missing}; the profile {profile.name} of {lock.given} pins task {spec.name}. "
                          + " ".join(_taken_by(lock, task) for task in missing.tasks)) from None
-    shards = from_launcher()  # one process, or the N `torchrun`/`accelerate launch` started: rank 0 reports
-    try:
-        set_quiet(not shards.lead)
-        adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore,
-                            args.seed, args.bound, shards=shards, models=models, shape=shape_for(spec))
-        seed = shards.seed(args.seed)
-        timings: dict = {}
-        start = time.perf_counter()
-        outcome = run_levels(adoption, timings, seed)
-        timings["total"] = round(time.perf_counter() - start, 3)
-        code = _report(args, adoption, outcome, (name, out, seed, timings)) if shards.lead else None
-        return shards.broadcast(code)  # every process exits as rank 0 does
-    finally:
-        shards.close()
+    return adopt_task(args, (lock, profile, spec, output), shape_for(spec), models, (name, out), lambda done: [
+        f"adoption of {done.results_path} ({done.samples_path.name}): task {spec.name}, {logged(done)}, against the "
+        f"reviewer's lock {lock.given} profile {profile.name}"])
 
 
 def _taken_by(lock, task: str) -> str:
@@ -120,14 +104,6 @@ def _taken_by(lock, task: str) -> str:
     if profiles:
         return f"Task {task}: adopt it with --profile {' or --profile '.join(profiles)}."
     return f"Task {task}: no profile of this lock pins it; pin it with `{pin_command(lock, task, None)}`."
-
-
-def _report(args, adoption, outcome, kept: tuple) -> int:
-    output, spec, lock = adoption.output, adoption.spec, adoption.lock
-    head = [f"adoption of {output.results_path} ({output.samples_path.name}): task {spec.name}, "
-            f"{logged(output)}, against the reviewer's lock {lock.given} profile "
-            f"{adoption.profile.name}"]
-    return report_task(args, adoption, outcome, kept, head)
 
 
 def audit_adopted(args, path: Path, scratch: Path) -> int:

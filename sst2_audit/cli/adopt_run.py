@@ -98,19 +98,19 @@ def _row(task: str, adoption, outcome, pairs: list) -> tuple:
             "not rescored here" if ours is None else shown_number(ours), outcome.exit_code, reason)
 
 
-def _sections(outcomes: dict, adoptions: dict) -> tuple[list, list, list]:
-    """(each task's section, each task's table row, the --format json numbers): the reviewer's numbers computed
-    once per task."""
+def _sections(outcomes: dict, adoptions: dict) -> tuple[list, list, list, tuple]:
+    """(each task's section, each task's table row, the --format json numbers, the leaderboard benchmarks' lines
+    and numbers): the reviewer's numbers computed once per task."""
     found = {task: reviewer_pairs(adoptions[task]) for task in outcomes}
     return ([(task, outcomes[task], adoptions[task].profile, reviewer_numbers(adoptions[task], found[task]))
              for task in outcomes],
             [_row(task, adoptions[task], outcomes[task], found[task][1]) for task in outcomes],
-            [number for task in outcomes for number in reviewer_json(adoptions[task], found[task])])
+            [number for task in outcomes for number in reviewer_json(adoptions[task], found[task])],
+            leaderboard.run_numbers({task: (adoptions[task], found[task][1]) for task in outcomes}))
 
 
-def _print_run(run, subject, head: list, found: tuple, groups: list, level: LevelResult, adoptions: dict) -> None:
-    sections, rows, json_numbers = found
-    benchmarks = leaderboard.run_numbers(adoptions)
+def _print_run(run, subject, head: list, found: tuple, groups: list, level: LevelResult) -> None:
+    sections, rows, json_numbers, benchmarks = found
     numbers = [line for _, _, _, numbers in sections for line in numbers] + group_numbers(groups) + benchmarks[0]
     lines = [run.verdict(), *numbers, *head, *_table(rows)]
     for task, outcome, profile, task_numbers in sections:
@@ -130,7 +130,7 @@ def _report(args, target: tuple, found: tuple, run, groups: list) -> int:
             + f", against the reviewer's lock {lock.given}", *plan.notes]
     ready = {task: export_ready(args, adoptions[task], outcomes[task]) for task in adoptions} \
         if not run.failed else {}  # built before the verdict is printed
-    _print_run(run, index.results_path, head, _sections(outcomes, adoptions), groups, run.group, adoptions)
+    _print_run(run, index.results_path, head, _sections(outcomes, adoptions), groups, run.group)
     if run.failed:
         print(f"nothing written: an adoption that fails is not kept ({printable(out)})")
         return run.exit_code
@@ -216,7 +216,7 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
                        limits=_limits(claimed.left_out, level))
     head = [f"audit of the adopted run {claimed.run_name} in {path}: {len(claimed.tasks)} task(s), against the "
             f"reviewer's lock {args.reviewer_lock.given}"] + ([sums] if sums else [])
-    _print_run(run, path, head, _sections(outcomes, adoptions), groups, level, adoptions)
+    _print_run(run, path, head, _sections(outcomes, adoptions), groups, level)
     return run.exit_code
 
 

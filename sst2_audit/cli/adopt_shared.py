@@ -17,11 +17,12 @@ from sst2_audit.formats import adopted, every_eval_ever, lighteval_details, lm_e
 from sst2_audit.formats.adopted_read import read_adopted
 from sst2_audit.formats.manifest import cache_for
 from sst2_audit.protocol.rules import notice_for
-from sst2_audit.scoring.shards import Shards
+from sst2_audit.scoring.shards import from_launcher, Shards
 from sst2_audit.task.spec import spec_for
 from sst2_audit.util import atomic
 from sst2_audit.util.commands import command_line
 from sst2_audit.util.errors import InputError
+from sst2_audit.util.progress import set_quiet
 from sst2_audit.util.sanitize import printable, RUN_NAME
 
 
@@ -60,6 +61,29 @@ def write_task(out: Path, adoption, adopted_record) -> dict:
         raise
     files[adopted.ADOPTED_FILE] = (out / adopted.ADOPTED_FILE).read_bytes()
     return files
+
+
+def adopt_task(args, found: tuple, shape, models: dict, target: tuple, head_of) -> int:
+    """One task adopted in this process, or in each of the N a launcher (`torchrun`, `accelerate launch`) started:
+    each rescores its share, rank 0 reports and writes (report_task), every process exits as rank 0 does.
+    found: (lock, profile, spec, the run's output); target: (run name, folder); head_of(output): what was adopted,
+    in words, once the levels have named every row (a flat lighteval row's doc id is its row rule's)."""
+    lock, profile, spec, output = found
+    shards = from_launcher()
+    try:
+        set_quiet(not shards.lead)
+        adoption = Adoption(lock, profile, spec, args.cache, output, 0 if args.structural else args.rescore,
+                            args.seed, args.bound, shards=shards, models=models, shape=shape)
+        seed = shards.seed(args.seed)
+        timings: dict = {}
+        start = time.perf_counter()
+        outcome = run_levels(adoption, timings, seed)
+        timings["total"] = round(time.perf_counter() - start, 3)
+        code = report_task(args, adoption, outcome, (*target, seed, timings), head_of(output)) if shards.lead \
+            else None
+        return shards.broadcast(code)
+    finally:
+        shards.close()
 
 
 def report_task(args, adoption, outcome, kept: tuple, head: list) -> int:
