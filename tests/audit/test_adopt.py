@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from support.lm_eval_files import adopt_each, edit_sample, misbehaved, mutations, rehash
-from support.paths import LOCK, VENV_BIN
-from support.processes import kill_rank_one, run_script
+from support.paths import LOCK
+from support.processes import kill_rank_one, launched, run_script
 from support.plain_runs import adopt, ADOPT, audit, copy_sorted, ROWS
 
 def test_a_plain_run_is_adopted_bit_for_bit_and_its_folder_and_bundle_pass(plain, tmp_path):
@@ -173,11 +173,8 @@ def test_two_processes_under_torchrun_adopt_the_run_with_the_one_process_records
     adoption's apart from timings, the process count and the threads each process took."""
     one = adopt(plain, plain / "sorted", "--run-name", "one", "--seed", "3", cwd=tmp_path)
     assert one.returncode == 0, one.stdout + one.stderr
-    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    two = subprocess.run([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", ADOPT,
-                          "adopt", str(plain / "sorted"), "--lock", str(plain / LOCK.name), "--profile", "embedded",
-                          "--cache", str(plain / "cache"), "--run-name", "two", "--seed", "3"],
-                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    two = launched("adopt", plain / "sorted", "--lock", plain / LOCK.name, "--profile", "embedded", "--cache",
+                   plain / "cache", "--run-name", "two", "--seed", "3", cwd=tmp_path)
     assert two.returncode == 0, two.stdout + two.stderr
     assert two.stdout.count("VERDICT: PASS") == 2, two.stdout  # first and last line, once: rank 0 alone reports
     assert "[rescore: 16 rows on the independent path (8 in each of 2 processes)] done in " in two.stderr
@@ -194,11 +191,8 @@ def test_two_processes_under_torchrun_adopt_the_run_with_the_one_process_records
 def test_a_process_that_dies_fails_the_adoption_and_nothing_is_written(plain, tmp_path):
     """Rank 1 killed (SIGKILL) as soon as torchrun started it: the launcher ends the group, exit non-zero, and no
     adopted folder exists (rank 0 writes only after every share was gathered)."""
-    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    launcher = subprocess.Popen([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
-                                 ADOPT, "adopt", str(plain / "sorted"), "--lock", str(plain / LOCK.name), "--profile",
-                                 "embedded", "--cache", str(plain / "cache"), "--run-name", "dies"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    launcher = launched("adopt", plain / "sorted", "--lock", plain / LOCK.name, "--profile", "embedded", "--cache",
+                        plain / "cache", "--run-name", "dies", cwd=tmp_path, wait=False)
     killed = kill_rank_one(launcher)
     out, err = launcher.communicate(timeout=300)
     assert killed is not None, out + err

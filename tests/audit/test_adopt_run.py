@@ -4,16 +4,14 @@ MMLU demo group of three subjects plus sst2 at 5 shots) on a tiny model, adopted
 environment's release (.ci/run runs the file under 0.4.9.2 and 0.4.13)."""
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from support.builders import built_once, tiny_model_lock
 from support.paths import DEMOS, LOCK, REPO, TEST_CACHE, VENV_BIN
-from support.processes import run_script
+from support.processes import launched, run_script
 from sst2_audit.formats.releases import installed_version
 from support.lm_eval_files import edit_sample
 from support.plain_runs import lm_eval_tasks, task_yamls
@@ -222,11 +220,8 @@ def test_two_processes_under_torchrun_adopt_every_task_with_the_one_process_reco
     one = sst2_audit(two_tasks, "adopt", two_tasks / "out", "--run-name", "one", "--seed", "3", cwd=tmp_path,
                      lock=LOCKS[0])
     assert one.returncode == 0, one.stdout + one.stderr
-    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    two = subprocess.run([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
-                          str(VENV_BIN / "sst2-audit"), "adopt", str(two_tasks / "out"), "--lock",
-                          str(two_tasks / LOCKS[0].name), "--cache", str(two_tasks / "cache"), "--run-name", "two",
-                          "--seed", "3"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    two = launched("adopt", two_tasks / "out", "--lock", two_tasks / LOCKS[0].name, "--cache", two_tasks / "cache",
+                   "--run-name", "two", "--seed", "3", cwd=tmp_path)
     assert two.returncode == 0 and two.stdout.count("VERDICT: PASS: every task's audit passed") == 2, \
         two.stdout + two.stderr
     assert two.stderr.count("(4 in each of 2 processes)] done in ") == 2

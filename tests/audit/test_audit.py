@@ -12,7 +12,7 @@ import tarfile
 import pytest
 
 from support.paths import EMBEDDED_COLUMNS, REPO
-from support.processes import run_script
+from support.processes import launched, run_script
 from sst2_audit.formats.lock import load_lock
 from sst2_audit.cli import audit_main
 from sst2_audit.task.dataset import read_parquet
@@ -397,14 +397,8 @@ def test_two_processes_under_torchrun_rescore_the_reference_bundle_bit_for_bit(e
     """`torchrun --standalone --nproc-per-node 2 sst2-audit audit --bundle-file REFERENCE`: the 64 rows shared by
     two gloo processes, rank 0 gathers, judges and alone prints: PASS, every row bit for bit. A group or an
     adopted run under a launcher is refused (exit 2): they run in one process."""
-    from support.paths import VENV_BIN
-
     bundle = REPO / "results" / "embedded-full-reference.tar.gz"
-    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    launcher = [str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
-                str(VENV_BIN / "sst2-audit"), "audit"]
-    done = subprocess.run([*launcher, "--bundle-file", str(bundle), "--cache", str(embedded_cache), "--seed", "4"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env)
+    done = launched("audit", "--bundle-file", bundle, "--cache", embedded_cache, "--seed", "4", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0] == lines[-1] == ("VERDICT: PASS: every level passed and every scored row was rescored bit for "
@@ -415,7 +409,6 @@ def test_two_processes_under_torchrun_rescore_the_reference_bundle_bit_for_bit(e
     group = tmp_path / "group"
     group.mkdir()
     (group / "group.json").write_text("{}")
-    done = subprocess.run([*launcher, "--out", str(group), "--cache", str(embedded_cache)], capture_output=True,
-                          text=True, cwd=tmp_path, env=env)
+    done = launched("audit", "--out", group, "--cache", embedded_cache, cwd=tmp_path)
     assert done.returncode != 0 and "a group, a confirmation, a study, an adopted run and --compare run in one " \
         "process" in done.stderr, done.stderr[-2000:]

@@ -15,7 +15,7 @@ from sst2_audit.audit.adopt_lighteval import as_logged, mean_and_stderr, row_rul
 from sst2_audit.formats.lighteval_details import read_details
 from support.lm_eval_files import adopt_each, misbehaved
 from support.paths import LOCK, REPO, VENV_BIN
-from support.processes import run_script
+from support.processes import launched, run_script
 
 RUNS = {"0.13.0": REPO / "tests" / "data" / "lighteval-0.13.0", "0.10.0": REPO / "tests" / "data" / "lighteval-0.10.0"}
 ADOPT = str(VENV_BIN / "sst2-audit")
@@ -424,16 +424,10 @@ def test_two_processes_under_torchrun_adopt_a_lighteval_run_with_the_one_process
     """`torchrun --standalone --nproc-per-node 2 sst2-audit adopt LIGHTEVAL-OUT --profile ...` (gloo on this CPU):
     each process rescores every second row, rank 0 reports and writes; adopted.json equals the one-process record's
     apart from timings, the process count and the threads each process took."""
-    import os
-    import subprocess
-
     one = adopt(RUNS["0.13.0"], embedded_cache, "--run-name", "one", "--seed", "3", lock=open_lock, cwd=tmp_path)
     assert one.returncode == 0, one.stdout + one.stderr
-    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    two = subprocess.run([str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", ADOPT,
-                          "adopt", str(RUNS["0.13.0"]), "--lock", str(open_lock), "--profile", "embedded", "--cache",
-                          str(embedded_cache), "--run-name", "two", "--seed", "3"],
-                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    two = launched("adopt", RUNS["0.13.0"], "--lock", open_lock, "--profile", "embedded", "--cache", embedded_cache,
+                   "--run-name", "two", "--seed", "3", cwd=tmp_path)
     assert two.returncode == 0, two.stdout + two.stderr
     assert two.stdout.count("VERDICT: PASS") == 2, two.stdout  # first and last line, once: rank 0 alone reports
     assert "[rescore: 16 rows on the independent path (8 in each of 2 processes)] done in " in two.stderr

@@ -4,34 +4,18 @@ independent one); rank 0 gathers, checks and writes. The records equal the one-p
 
 import json
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from support.paths import VENV_BIN
-from support.processes import kill_rank_one, run_script
+from support.processes import kill_rank_one, launched, run_script
 from support.paths import RELEASE_LOCK
-
-COMMAND = str(VENV_BIN / "sst2-audit")
-
-
-def _launched(*words, cwd: Path, wait: bool = True):
-    """The installed command under torchrun, two processes on this machine (no launcher variables inherited)."""
-    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    argv = [str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python", COMMAND,
-            *map(str, words)]
-    if wait:
-        return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env)
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
-
 
 @pytest.mark.slow
 def test_two_processes_run_the_embedded_profile_with_the_one_process_records(full_run, embedded_cache, tmp_path):
     """The 64 dev rows of the embedded profile in two processes: run.json equals the one-process full run's apart
     from timings, peak memory, the process count, the threads each process took and the run's name; the default
     audit of the two-process run (every row rescored) PASS."""
-    done = _launched("run", "--profile", "embedded", "--cache", embedded_cache, "--run-name", "two",
+    done = launched("run", "--profile", "embedded", "--cache", embedded_cache, "--run-name", "two",
                      "--out", tmp_path / "out", "--private", tmp_path / "private", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("next          ") == 1, done.stdout  # rank 0 alone reports
@@ -54,7 +38,7 @@ def test_two_processes_run_the_embedded_profile_with_the_one_process_records(ful
 def test_a_run_process_that_dies_fails_the_run_and_nothing_is_left(embedded_cache, tmp_path):
     """Rank 1 killed (SIGKILL) once torchrun started it: the launcher ends the group, exit non-zero, and neither
     the public nor the private folder is left behind."""
-    launcher = _launched("run", "--profile", "embedded", "--cache", embedded_cache, "--run-name", "dies",
+    launcher = launched("run", "--profile", "embedded", "--cache", embedded_cache, "--run-name", "dies",
                          "--out", tmp_path / "out", "--private", tmp_path / "private", cwd=tmp_path, wait=False)
     killed = kill_rank_one(launcher, after=10)  # most likely inside its share of the 64 rows (checked at any point)
     out, err = launcher.communicate(timeout=600)
@@ -65,7 +49,7 @@ def test_a_run_process_that_dies_fails_the_run_and_nothing_is_left(embedded_cach
 
 def test_what_runs_in_one_process_is_refused_under_a_launcher(tmp_path):
     """A group, a study, a pre-registration, a confirmation and the task listing are one process's: exit 2."""
-    done = _launched("run", "--list-tasks", "sst2", cwd=tmp_path)
+    done = launched("run", "--list-tasks", "sst2", cwd=tmp_path)
     assert done.returncode != 0
     assert "2 processes were started (WORLD_SIZE): a launcher shares the rows of one run" in done.stderr
 
@@ -76,7 +60,7 @@ def test_uneven_shares_log_lm_evals_padding_and_the_audit_reads_the_first_respon
     fewer requests and appends the padding's responses to its last request's logged resps (evaluator.py, SOURCE_MAP
     step 85); the run's checks and the audit read the first response, as lm-eval's filter does: PASS, and that
     sample holds more than one response."""
-    done = _launched("run", "--lock", RELEASE_LOCK, "--profile", "embedded", "--cache", release_cache, "--rows", "3",
+    done = launched("run", "--lock", RELEASE_LOCK, "--profile", "embedded", "--cache", release_cache, "--rows", "3",
                      "--run-name", "odd", "--out", tmp_path / "out", "--private", tmp_path / "private", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     samples = [json.loads(line) for line in (tmp_path / "out" / "lm_eval_samples.public.jsonl").read_text().splitlines()]

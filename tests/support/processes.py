@@ -170,3 +170,14 @@ def kill_rank_one(launcher: subprocess.Popen, after: float = 0.0, within: float 
                 continue
         time.sleep(0.01)
     return None
+
+
+def launched(*words, cwd: Path, wait: bool = True):
+    """The installed command (`sst2-audit WORDS...`) under torchrun, two processes on this machine (gloo; no launcher
+    variables inherited): the finished process, or with wait=False the running launcher."""
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    argv = [str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "--no-python",
+            str(VENV_BIN / "sst2-audit"), *map(str, words)]
+    if wait:
+        return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
