@@ -256,18 +256,17 @@ def test_a_limit_run_is_recognised_by_its_rule(plain, tmp_path):
 
 def _limit_run(folder: Path) -> Path:
     import os
-    import subprocess
 
-    from support.paths import VENV_BIN
+    from support.processes import lm_eval_console
 
     out = folder / "limit"
-    argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
+    argv = ["--model", "hf", "--model_args",
             f"pretrained={folder / 'cache' / 'model'},dtype=float32,max_length=512,attn_implementation=eager",
             "--tasks", str(folder / "sst2.yaml"), "--limit", "6", "--log_samples", "--output_path", str(out),
             "--device", "cpu", "--batch_size", "1", "--seed", "94"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(folder / "datasets")}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(folder))
+    done = lm_eval_console(argv, env, folder)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 

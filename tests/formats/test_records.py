@@ -34,6 +34,33 @@ def test_an_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["lock.json"]
 
 
+def _value(draw, depth: int = 0):
+    kind = draw.random()
+    if depth > 3 or kind < 0.35:
+        return draw.choice([0, -1, 2.5, -0.0, 1e300, 10**40, "", "\u00e9\u2028\"\\", None, True, "x" * 70000])
+    if kind < 0.65:
+        return [_value(draw, depth + 1) for _ in range(draw.randrange(5))]
+    keys = [draw.choice(["b", "a", "\u00e9", "10", "9"]) + str(n) for n in range(draw.randrange(5))]
+    return {key: _value(draw, depth + 1) for key in keys}
+
+
+def test_a_record_written_in_pieces_is_byte_for_byte_json_dumps(tmp_path):
+    """write_json streams the encoder's pieces (a large adopted.json is never one string): the bytes are exactly
+    json.dumps(indent=2, sort_keys, no ASCII escapes) and a newline, for generated values, a 70,000-character
+    string and pieces past a write's size among them; a value that cannot be encoded leaves nothing."""
+    import random
+
+    draw = random.Random(62)
+    for number in range(200):
+        value = _value(draw)
+        target = tmp_path / f"{number}.json"
+        atomic.write_json(target, value)
+        assert target.read_bytes() == (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    with pytest.raises(UnicodeEncodeError):
+        atomic.write_json(tmp_path / "lone.json", {"a": ["x" * 70000, "\ud800"]})
+    assert not [name for name in os.listdir(tmp_path) if not name[0].isdigit()]
+
+
 def test_reader_names_missing_and_unexpected_fields(tmp_path):
     record = records.FailureRecord("r", "identity", "m", [records.Mismatch(0, 3, ["label"], {"label": 1}, {"label": 0})])
     path = tmp_path / "failure.json"

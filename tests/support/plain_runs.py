@@ -3,13 +3,12 @@ adoption tests of every room share (the `plain` fixture, tests/conftest.py, buil
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 from support.builders import prepare_cache, tiny_model_lock
 from support.lm_eval_files import copy_run
 from support.paths import LOCK, VENV_BIN
-from support.processes import run_script
+from support.processes import lm_eval_console, run_script
 
 ROWS = 16  # the first dev rows in hash order
 ADOPT = str(VENV_BIN / "sst2-audit")  # the installed command, run as a script (forked from the warm interpreter)
@@ -41,7 +40,7 @@ def plain_lm_eval(folder: Path, name: str, ids: list, dtype: str = "float32", ta
     it, conftest.py): what gives bits on this CPU. datasets: the run whose datasets cache it reads (default its own).
     extra: more lm_eval arguments (the chat settings); model: another model folder than the cache's."""
     out = folder / name
-    argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
+    argv = ["--model", "hf", "--model_args",
             f"pretrained={model or folder / 'cache' / 'model'},dtype={dtype},max_length={max_length},"
             "attn_implementation=eager",
             "--tasks", str(folder / f"{task}.yaml"), "--samples", json.dumps({task: ids}), "--log_samples",
@@ -49,7 +48,7 @@ def plain_lm_eval(folder: Path, name: str, ids: list, dtype: str = "float32", ta
             *(["--num_fewshot", str(num_fewshot)] if num_fewshot is not None else []), *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(folder / f"datasets-{datasets or name}")}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(folder))
+    done = lm_eval_console(argv, env, folder)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
@@ -113,12 +112,12 @@ def lm_eval_tasks(base: Path, tasks: list, ids: dict, name: str = "out", more: t
     """The real lm_eval console entry point over several tasks (YAML paths), float32, eager, batch 1, seed 94."""
     (base / "samples.json").write_text(json.dumps(ids))
     model = next((base / "cache").glob("**/model/config.json")).parent
-    argv = [str(VENV_BIN / "lm_eval"), "--model", "hf", "--model_args",
+    argv = ["--model", "hf", "--model_args",
             f"pretrained={model},dtype=float32,max_length=512,attn_implementation=eager", "--tasks", ",".join(tasks),
             "--samples", str(base / "samples.json"), "--log_samples", "--output_path", str(base / name),
             "--device", "cpu", "--batch_size", "1", "--seed", "94", *more]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(base / "datasets")}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(base))
+    done = lm_eval_console(argv, env, base)
     assert done.returncode == 0, done.stderr[-3000:]
     return base / name

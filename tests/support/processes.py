@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 from support.paths import REFERENCE_MODE, REPO, VENV_BIN
+from support.warm import LM_EVAL_PRESET
 
 # Variables read when Python starts or a library is imported (PYTHONPATH: a shadowed lm_eval, tests/support/shadows.py): a
 # run that sets one needs an interpreter that has not imported yet.
@@ -46,15 +47,30 @@ def run_script(script: str, *args, env: dict | None = None, cwd: Path | None = N
     return _warm().run(argv, full_env, Path(cwd or REPO))
 
 
-class _Warm:
-    """The test process's warm interpreter (tests/support/warm.py), started at its first use, stopped at exit."""
+def lm_eval_console(words: list, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """The venv's `lm_eval` console script (the real entry point) with `words`, as a user runs it: forked from the
+    plain runs' warm interpreter (`warm.py --lm-eval`: torch and transformers imported, about 6 s of each run's
+    start), or a new interpreter when env sets a variable read at import other than the datasets cache's."""
+    argv = [str(VENV_BIN / "lm_eval"), *map(str, words)]
+    warm = _warm(True)
+    if any(name.startswith(IMPORT_TIME_VARIABLES) and not name.startswith("HF_DATASETS_")
+           and env.get(name) != warm.env.get(name) for name in {*env, *warm.env}):
+        return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(cwd))
+    return warm.run(argv, env, Path(cwd))
 
-    def __init__(self):
+
+class _Warm:
+    """The test process's warm interpreter (tests/support/warm.py), started at its first use, stopped at exit;
+    lm_eval_runs: the plain lm_eval runs' (warm.py --lm-eval)."""
+
+    def __init__(self, lm_eval_runs: bool = False):
         import atexit
         import tempfile
 
         self.scratch = Path(tempfile.mkdtemp(prefix="sst2-audit-warm-"))
-        self.process = subprocess.Popen([sys.executable, str(REPO / "tests" / "support" / "warm.py")], stdin=subprocess.PIPE,
+        self.env = {**os.environ, **(LM_EVAL_PRESET if lm_eval_runs else {})}
+        self.process = subprocess.Popen([sys.executable, str(REPO / "tests" / "support" / "warm.py"),
+                                         *(["--lm-eval"] if lm_eval_runs else [])], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, cwd=str(REPO), env=dict(os.environ))
         ready = json.loads(self.process.stdout.readline() or "{}")
         assert "ready" in ready, "the warm interpreter did not start (run tests/support/warm.py by hand to see why)"
@@ -81,8 +97,8 @@ class _Warm:
 
 
 @cache
-def _warm() -> _Warm:
-    return _Warm()
+def _warm(lm_eval_runs: bool = False) -> _Warm:
+    return _Warm(lm_eval_runs)
 
 
 def run_cli(script: str, *args) -> subprocess.CompletedProcess:

@@ -13,6 +13,10 @@ side instead (conftest.run_script).
 
 Protocol: one JSON request per line on stdin ({"argv", "cwd", "env", "stdout", "stderr"}), one JSON answer per line
 on the original stdout ({"code"}).
+
+`warm.py --lm-eval` is the plain `lm_eval` console runs' warm interpreter (tests/support/processes.py::lm_eval_console):
+it imports torch and transformers only, not datasets or lm-eval, which read HF_DATASETS_CACHE (each plain run its
+own) when they are imported; each child runs the venv's `lm_eval` script, the real entry point, as __main__.
 """
 
 import json
@@ -73,8 +77,21 @@ def _child(request: dict) -> None:
         os._exit(code)
 
 
-def main() -> None:
-    answers = os.fdopen(os.dup(1), "w", buffering=1)
+# What a plain lm_eval run of the suite sets (tests/support/plain_runs.py) and what its warm interpreter imports.
+LM_EVAL_PRESET = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+LEFT_TO_THE_CHILD = ("datasets", "lm_eval", "evaluate")
+
+
+def _imports(lm_eval_runs: bool) -> None:
+    if lm_eval_runs:
+        os.environ.update(LM_EVAL_PRESET)
+        import torch  # noqa: F401
+        import transformers.modeling_utils  # noqa: F401
+        import transformers.models.auto.modeling_auto  # noqa: F401
+        import transformers.models.llama.modeling_llama  # noqa: F401 - the suite's tiny models are Llamas
+        early = sorted({name.split(".")[0] for name in sys.modules} & set(LEFT_TO_THE_CHILD))
+        assert not early, f"imported before the runs' own environment: {early}"
+        return
     os.environ.update(PRESET)
     import sst2_audit.cli  # noqa: F401 - the package, and below what its runs import later
     import lm_eval.evaluator  # noqa: F401
@@ -83,6 +100,11 @@ def main() -> None:
     import pyarrow.parquet  # noqa: F401
     import torch  # noqa: F401
     import transformers  # noqa: F401
+
+
+def main() -> None:
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    _imports("--lm-eval" in sys.argv[1:])
 
     answers.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in sys.stdin:
