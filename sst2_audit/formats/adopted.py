@@ -5,7 +5,6 @@ rescore on the reviewer's machine is the measurement, and the class of every row
 bound, a flip, out of the bound, sealed) is what the adoption found. No data text, no token ids, no paths.
 """
 
-import dataclasses
 from dataclasses import dataclass
 
 from sst2_audit.formats.manifest import ManifestFile
@@ -94,7 +93,7 @@ class AdoptedRecord(AdoptedCommon):
 
 def write(path, record: AdoptedCommon) -> None:
     """adopted.json of any shape's record, written last and atomically."""
-    atomic.write_json(path, dataclasses.asdict(record))
+    atomic.write_json(path, record)
 
 
 def read_record(record_type, raw, where: str, field: str, classes: tuple):

@@ -3,7 +3,6 @@ folder holds this record and one adopted folder per task (adopted.json and the p
 adoption writes them); a bundle holds this record and one adopted bundle per task. What this record says of its
 members (their verdicts, the groups' numbers) is re-derived by `audit`, never believed."""
 
-import dataclasses
 from dataclasses import dataclass
 
 from sst2_audit.formats import strict_json
@@ -50,7 +49,7 @@ class AdoptedRun:
 
 
 def write(path, record: AdoptedRun) -> None:
-    atomic.write_json(path, dataclasses.asdict(record))
+    atomic.write_json(path, record)
 
 
 def from_dict(raw, where: str) -> AdoptedRun:

@@ -61,6 +61,31 @@ def test_a_record_written_in_pieces_is_byte_for_byte_json_dumps(tmp_path):
     assert not [name for name in os.listdir(tmp_path) if not name[0].isdigit()]
 
 
+def test_a_record_is_written_as_asdict_writes_it(tmp_path):
+    """write_json takes a record (dataclasses nested in lists, tuples and dicts) and writes what
+    json.dumps(dataclasses.asdict(record)) writes, byte for byte; anything else unencodable is json's TypeError."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Inner:
+        z: tuple
+        a: dict
+
+    @dataclasses.dataclass
+    class Outer:
+        rows: list
+        first: Inner
+        kind: str = "k"
+
+    record = Outer([Inner((1, 2.5), {"b": Inner((), {})}), None], Inner(("x",), {"\u00e9": [Inner((3,), {})]}))
+    atomic.write_json(tmp_path / "record.json", record)
+    assert (tmp_path / "record.json").read_bytes() == (json.dumps(dataclasses.asdict(record), indent=2, sort_keys=True,
+                                                                  ensure_ascii=False) + "\n").encode()
+    with pytest.raises(TypeError, match="Object of type type is not JSON serializable"):
+        atomic.write_json(tmp_path / "type.json", {"a": Inner})
+    assert sorted(os.listdir(tmp_path)) == ["record.json"]
+
+
 def test_reader_names_missing_and_unexpected_fields(tmp_path):
     record = records.FailureRecord("r", "identity", "m", [records.Mismatch(0, 3, ["label"], {"label": 1}, {"label": 0})])
     path = tmp_path / "failure.json"
