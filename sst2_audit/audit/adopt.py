@@ -70,7 +70,7 @@ class Adoption:
     lines: dict = field(default_factory=dict)
     recorded_ties: dict = field(default_factory=dict)  # re-auditing our public copy: doc_id -> adopted.json's ties
     row_set: RowSet | None = None  # the logged rows against the rules a reviewer recognises (audit/row_set.py)
-    models: dict = field(default_factory=dict)  # adopt_rescore.model_key -> (model, tokenizer): one load per run
+    models: dict = field(default_factory=dict)  # adopt_rescore.model_key -> (model, tokenizer, scores)
     model_args: dict = field(default_factory=dict)  # the run's model_args as its release parses them (claims level)
     no_rescore: str = "--structural"  # why rescore is 0, in the verdict's words
     shape: AdoptShape = field(kw_only=True)  # what differs by the task's shape (audit/adopt_shapes.py picks it)

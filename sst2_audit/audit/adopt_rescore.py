@@ -24,6 +24,7 @@ from sst2_audit.scoring.summaries import bootstrap_iters
 from sst2_audit.task.rows import shown_ids
 from sst2_audit.util.environment import available_memory_bytes, scrub_absolute_paths, versions
 from sst2_audit.util.errors import InternalError
+from sst2_audit.util.hashing import tokens_hash
 from sst2_audit.util.progress import phase, say, say_wrapped, Ticker
 
 
@@ -42,15 +43,33 @@ def _scored(adoption, model, chosen: list) -> dict | None:
     import torch
 
     shards, settings = adoption.shards, adoption.settings
-    torch.set_num_threads(shards.threads(settings))  # the count the record's platform states
+    threads = shards.threads(settings)
+    torch.set_num_threads(threads)  # the count the record's platform states
     scorer, mine = IndependentScorer(model, settings["max_length"]), shards.mine(chosen)
     share = f" ({len(mine)} in each of {shards.world} processes)" if shards.world > 1 else ""
+    earlier = _earlier_scores(adoption)
     with phase(f"rescore: {len(chosen)} rows on the independent path{share}"), torch.inference_mode():
-        scored, ticker = {}, Ticker("rescore", len(mine))
+        scored, ticker, again = {}, Ticker("rescore", len(mine)), 0
         for number, idx in enumerate(mine, start=1):
-            scored[idx] = list(scorer.score(idx, adoption.requests[idx]).candidate_scores)
+            pairs = adoption.requests[idx]
+            key = (threads, tokens_hash([p.context_tokens for p in pairs] + [p.continuation_tokens for p in pairs]))
+            again += key in earlier
+            if key not in earlier:
+                earlier[key] = tuple(scorer.score(idx, pairs).candidate_scores)
+            scored[idx] = list(earlier[key])
             ticker.tick(number)
+    if again:
+        say(f"[rescore] {again} of {len(mine)} rows: requests this process rescored before (the same model, tokens "
+            "and threads), their scores taken again")
     return shards.gather(scored)
+
+
+def _earlier_scores(adoption) -> dict:
+    """{(threads, the requests' tokens): scores} this process's rescores of the model held (adoption.models) gave:
+    a corpus of one model's runs, or a run's tasks, asking again for the same requests get the same floats without
+    a second forward pass (a pair's forward pass depends on its tokens and the thread count alone; batch 1)."""
+    held = adoption.models.get(model_key(adoption))
+    return held[2] if held else {}
 
 
 def _classed(adoption, chosen: list) -> dict:
@@ -205,7 +224,7 @@ def run_levels(adoption, timings: dict, seed: int):
     if adoption.rescore and adoption.split_rows.manifest.weightless:  # the reviewer has the data, not the model
         adoption.rescore, adoption.no_rescore = 0, "your cache holds no weights: prepare --no-weights"
     model_dir, loaded, key = Path(adoption.cache) / "model", [], model_key(adoption)
-    reused = adoption.models.get(key)  # (the model or None, the tokenizer)
+    reused = adoption.models.get(key)  # (the model or None, the tokenizer, its earlier scores: _earlier_scores)
     reused_model = reused[0] if reused else None
     # the model's files are hashed on the other core while the record levels run and transformers imports; the
     # load waits for the result (hash before load), and nothing is loaded when a level failed
@@ -221,7 +240,7 @@ def run_levels(adoption, timings: dict, seed: int):
             return reused[1]
         with phase("load the tokenizer", timings, "tokenizer"):
             loaded.append(load_tokenizer(model_dir))
-        _hold(adoption.models, key, (None, loaded[0]))
+        _hold(adoption.models, key, (None, loaded[0], {}))
         return loaded[0]
 
     outcome = adopt.record_levels(adoption, tokenizer)
@@ -232,7 +251,7 @@ def run_levels(adoption, timings: dict, seed: int):
                                              f"({adoption.no_rescore})")
         return outcome
     model = _model(adoption, reused_model, model_hashed, loaded[0], timings)
-    _hold(adoption.models, key, (model, loaded[0]))
+    _hold(adoption.models, key, (model, loaded[0], {}))
     start = time.perf_counter()
     level = adoption.shape.rescore(adoption, model, loaded[0], seed)
     timings["rescore"] = round(time.perf_counter() - start, 3)

@@ -62,6 +62,9 @@ def test_many_runs_are_adopted_in_one_pass_ranked_and_resumed(embedded_cache, op
     reused = [name for name, words in logs.items() if "[model] the model verified and loaded for an earlier task in "
               "this process" in words]
     assert len(loaded) == 1 and len(reused) == 1 and loaded != reused, logs  # one load for the pass's two rescores
+    again = [name for name, words in logs.items() if "[rescore] 16 of 16 rows: requests this process rescored before "
+             "(the same model, tokens and threads), their scores taken again" in words]
+    assert again == reused, logs  # the twin's requests are the first's: scored once, its numbers the same below
     record = json.loads((out / "corpus.json").read_text())
     assert record["kind"] == "sst2-audit/corpus" and record["rescore"] == "all"
     entries = {entry["results"].split("/")[0]: entry for entry in record["runs"]}
