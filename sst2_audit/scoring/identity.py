@@ -86,18 +86,26 @@ def expected_question(row: Row, spec, tokenizer, max_length: int, bos: bool = Fa
     return next(expected_questions([row], spec, tokenizer, max_length, bos, shots))
 
 
-CHUNK_ROWS = 256  # the questions whose strings go to the tokenizer in one call
+# The questions whose strings go to the tokenizer in one call: at most CHUNK_ROWS, and no more once their requests
+# hold CHUNK_CHARS characters (the tokenizer's encodings of a call are alive at once, about 100 bytes a token: 256
+# leaderboard-shaped questions, ten 3 KB requests each, were 0.25 GB of them).
+CHUNK_ROWS = 256
+CHUNK_CHARS = 1 << 20
 
 
 def expected_questions(rows: list, spec, tokenizer, max_length: int, bos: bool = False, shots=None):
-    """expected_question of each row, in order, CHUNK_ROWS rows' strings encoded in one tokenizer call."""
-    for start in range(0, len(rows), CHUNK_ROWS):
-        part = rows[start:start + CHUNK_ROWS]
-        requests = [_requests(row, spec, shots) for row in part]
-        encoded = encode_questions(tokenizer, [(found, row.idx) for row, found in zip(part, requests)], max_length,
-                                   bos)
-        for row, found, pairs in zip(part, requests, encoded):
-            yield _expected(row, spec, found, pairs, shots)
+    """expected_question of each row, in order, a chunk of rows' strings encoded in one tokenizer call."""
+    part: list = []
+    chars = 0
+    for number, row in enumerate(rows, start=1):
+        found = _requests(row, spec, shots)
+        part.append((row, found))
+        chars += sum(2 * len(context) + len(candidate) for context, candidate in found)
+        if len(part) == CHUNK_ROWS or chars >= CHUNK_CHARS or number == len(rows):
+            encoded = encode_questions(tokenizer, [(requests, row.idx) for row, requests in part], max_length, bos)
+            for (row, requests), pairs in zip(part, encoded):
+                yield _expected(row, spec, requests, pairs, shots)
+            part, chars = [], 0
 
 
 def _requests(row: Row, spec, shots) -> list:
