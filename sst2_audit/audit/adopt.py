@@ -57,6 +57,7 @@ class Adoption:
     claims: dict = field(default_factory=dict)
     differences: dict = field(default_factory=dict)
     bound: Bound | None = None
+    claims_bound: Bound | None = None  # the claims level's bound, where the rescore did not take the claim
     flips: FlipTest | None = None  # the rescore's prediction flips
     dtype: str | None = None  # the dtype the run claims (adopt_scores.claimed_dtype): what widened the bound
     rederived: dict = field(default_factory=dict)

@@ -42,5 +42,8 @@ class ChoiceAdoption(AdoptShape):
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         return adopted_level.check(claimed, here, bits, bootstrap_iters(settings))
 
+    def recorded_bound(self, adoption, claimed):
+        return adopt_rescore.recorded_bound(adoption, claimed)
+
     def exported_rows(self, adoption) -> list:
         return adopt_export.choice_rows(adoption)

@@ -90,6 +90,18 @@ def claim_not_taken(adoption, chosen: list, bits: list):
                      "so the claim is not taken")
 
 
+def recorded_bound(adoption, claimed):
+    """The bound the adoption that wrote `claimed` (a choice record) derived: the claim's not taken where its own
+    rescored rows held float32's bits (claim_not_taken of those rows), else the claims level's. An adoption that
+    rescored no row, or drew a sample, keeps the claim's bound or words of its own rows, which this audit's rescore
+    of every row would not give (its rows' rescores and classes are held to this machine's in adopted_level)."""
+    rescored = [q.idx for q in claimed.questions if q.rescored is not None]
+    bits = [q.idx for q in claimed.questions if q.rescored is not None and q.row_class == BITS]
+    if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
+        return claim_not_taken(adoption, rescored, bits)
+    return adoption.claims_bound or adoption.bound
+
+
 def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     """The rescore level at rank 0; None on the other ranks (they only score their share)."""
     chosen, sealed, open_ids = _chosen(adoption, seed)
@@ -102,7 +114,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     flips = _classed(adoption, chosen)
     bits = [idx for idx in chosen if adoption.questions[idx].row_class == BITS]
     if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
-        adoption.bound = claim_not_taken(adoption, chosen, bits)
+        adoption.claims_bound, adoption.bound = adoption.bound, claim_not_taken(adoption, chosen, bits)
         flips = _classed(adoption, chosen)
     for idx in sealed:
         adoption.questions[idx].row_class = SEALED

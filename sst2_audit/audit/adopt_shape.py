@@ -58,6 +58,10 @@ class AdoptShape(ABC):
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         """adopted.json against the record the levels re-derived here."""
 
+    def recorded_bound(self, adoption, claimed):
+        """The bound the adoption that wrote `claimed` derived (this shape's rescore does not take a claim back)."""
+        return adoption.bound
+
     def claims_level(self) -> Callable | None:
         """The claims level(adoption) of the run's writer; None: lm-eval's (audit/adopt.py::check_claims)."""
         return None

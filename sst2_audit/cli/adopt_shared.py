@@ -163,6 +163,7 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
     outcome = run_levels(adoption, {}, seed)
     if not outcome.failed:
         here = record(adoption, claimed.run_name, seed, {})
+        here.bound = adoption.shape.recorded_bound(adoption, claimed)  # its own rows' bound, not this rescore's
         level = adoption.shape.check_adopted(claimed, here, here.bits_required, adoption.settings)
         level.expect("adopted.json", "source.writer (whose files the public copy holds)",
                      shape.writer, claimed.source.get("writer"))

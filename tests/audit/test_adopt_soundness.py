@@ -211,6 +211,25 @@ def test_an_edited_rescored_number_or_row_class_fails_the_folder_and_the_bundle(
         done.stdout, done.stdout
 
 
+@pytest.mark.parametrize("how", [("--structural",), ("--rescore", "4")], ids=["no-row", "four-rows"])
+def test_a_float32_run_claiming_bfloat16_is_held_to_the_bound_its_own_adoption_gave(plain, tmp_path, how):
+    """A float32 run whose results claim bfloat16: its adoption that rescored no row keeps the claim's bound, one that
+    drew 4 rows takes the claim back in the words of its 4; the audit of the folder rescores all 16, takes the claim
+    back in the words of all 16, and holds the record to the bound the record's own rows give: PASS (it was FAIL,
+    naming the bound, though nothing in the folder was false)."""
+    results, samples = copy_sorted(plain, tmp_path / "out")
+    _restate(results, samples, _rows(samples), "bfloat16")
+    done = adopt(plain, tmp_path / "out", "--run-name", "kept", "--seed", "1", *how, cwd=tmp_path)
+    assert done.returncode == 4 and (tmp_path / "runs" / "kept" / "adopted.json").exists(), done.stdout
+    recorded = json.loads((tmp_path / "runs" / "kept" / "adopted.json").read_text())["bound"]["basis"]
+    assert recorded.startswith("derived from float32: 4 of 4 rescored rows" if how[0] == "--rescore" else
+                               "derived from the dtype the run claims (bfloat16)"), recorded
+    again = audit(plain, "--out", str(tmp_path / "runs" / "kept"), cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.startswith("VERDICT: PASS"), again.stdout
+    assert f"(derived from float32: {ROWS} of {ROWS} rescored rows of this run, which claims bfloat16, equal the " \
+           "float32 rescore bit for bit" in again.stdout, again.stdout
+
+
 def test_a_dropped_wrong_row_with_numbers_and_hash_recomputed_is_not_a_pass(plain, tmp_path):
     """Issue 65's cherry-pick: one wrongly predicted row's line deleted, acc, stderr, n-samples.effective and the task
     hash recomputed: the run contradicts its release's own count (FAIL); left as lm-eval 0.4.9.2 writes it, the
