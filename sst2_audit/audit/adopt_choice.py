@@ -1,7 +1,7 @@
 """A multiple_choice task's adoption (audit/adopt_shape.py): every candidate's log-likelihood rescored and held
 bit for bit (or to a claimed dtype's bound), the metrics re-aggregated from the rescored scores."""
 
-from sst2_audit.audit import adopt, adopt_export, adopt_rescore, adopted_level
+from sst2_audit.audit import adopt, adopt_export, adopt_rescore, adopt_scores, adopted_level
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats import lm_eval_output
@@ -43,7 +43,7 @@ class ChoiceAdoption(AdoptShape):
         return adopted_level.check(claimed, here, bits, bootstrap_iters(settings))
 
     def recorded_bound(self, adoption, claimed):
-        return adopt_rescore.recorded_bound(adoption, claimed)
+        return adopt_scores.recorded_bound(adoption, claimed)
 
     def exported_rows(self, adoption) -> list:
         return adopt_export.choice_rows(adoption)

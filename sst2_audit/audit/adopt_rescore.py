@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sst2_audit.audit import adopt, adopt_generation, leaderboard
-from sst2_audit.audit.adopt_scores import (bound_for, candidate_bounds, drift_causes, FLIP_ALPHA, flip_test, row_class,
-                                          TIE_BUDGET)
+from sst2_audit.audit.adopt_scores import (candidate_bounds, claim_not_taken, drift_causes, FLIP_ALPHA,
+                                          flip_test, row_class, TIE_BUDGET)
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.rescore import draw, sample_odds
 from sst2_audit.formats import adopted, adopted_generation as generation
@@ -80,26 +80,6 @@ def _classed(adoption, chosen: list) -> dict:
         question.row_class, question.max_abs_diff, flips[idx] = row_class(question, adoption.bound,
                                                                           adoption.spec.metrics)
     return flips
-
-
-def claim_not_taken(adoption, chosen: list, bits: list):
-    """The float32 bound of a run claiming a reduced precision whose rescored rows hold bits equal to the float32
-    rescore: a reduced-precision sum is never the float32 rescore's bits, so such rows say the run was float32."""
-    return bound_for(None, "float32", False, f"float32: {len(bits)} of {len(chosen)} rescored rows of this run, which "
-                     f"claims {adoption.dtype}, equal the float32 rescore bit for bit (row idx {shown_ids(bits, 4)}), "
-                     "so the claim is not taken")
-
-
-def recorded_bound(adoption, claimed):
-    """The bound the adoption that wrote `claimed` (a choice record) derived: the claim's not taken where its own
-    rescored rows held float32's bits (claim_not_taken of those rows), else the claims level's. An adoption that
-    rescored no row, or drew a sample, keeps the claim's bound or words of its own rows, which this audit's rescore
-    of every row would not give (its rows' rescores and classes are held to this machine's in adopted_level)."""
-    rescored = [q.idx for q in claimed.questions if q.rescored is not None]
-    bits = [q.idx for q in claimed.questions if q.rescored is not None and q.row_class == BITS]
-    if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
-        return claim_not_taken(adoption, rescored, bits)
-    return adoption.claims_bound or adoption.bound
 
 
 def check_rescore(adoption, model, seed: int) -> LevelResult | None:

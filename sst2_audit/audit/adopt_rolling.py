@@ -8,7 +8,7 @@ record requires a per-sample is_correct, which a document's perplexity does not 
 import dataclasses
 import typing
 
-from sst2_audit.audit import adopt, adopt_rescore, adopted_level
+from sst2_audit.audit import adopt, adopt_rescore, adopt_scores, adopted_level
 from sst2_audit.audit.adopt_scores import drift_causes, score_bound
 from sst2_audit.audit.adopt_shape import AdoptShape
 from sst2_audit.audit.findings import LevelResult
@@ -143,7 +143,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
     _classed(adoption, chosen)
     bits = [idx for idx in chosen if adoption.questions[idx].row_class == BITS]
     if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
-        adoption.bound = document_bound(adopt_rescore.claim_not_taken(adoption, chosen, bits))
+        adoption.bound = document_bound(adopt_scores.claim_not_taken(adoption, chosen, bits))
         _classed(adoption, chosen)
     for idx in sealed:
         adoption.questions[idx].row_class = SEALED

@@ -22,6 +22,7 @@ from sst2_audit.formats.adopted import BITS, Bound, FLIP, OUT, WITHIN
 from sst2_audit.protocol.drift import DRIFT_BOUND
 from sst2_audit.protocol.metrics import argmax_metrics, METRICS
 from sst2_audit.protocol.stats import mcnemar_exact
+from sst2_audit.task.rows import shown_ids
 from sst2_audit.util.errors import InputError
 
 # Measured (docs/measurements.md, "Honest drift of reduced precision", 2026-12-06, Intel Xeon with AMX): lm-eval's
@@ -235,3 +236,23 @@ def drift_causes(adoption) -> str:
     return (f"; likely causes the run's files show: {'; '.join(seen)}" if seen else
             "; the run's files show no cause (attention, dtype, device as your lock's): a run made outside your "
             "lock's numeric mode (its environment variables, docs/cli.md) rounds differently and is not logged")
+
+
+def claim_not_taken(adoption, chosen: list, bits: list):
+    """The float32 bound of a run claiming a reduced precision whose rescored rows hold bits equal to the float32
+    rescore: a reduced-precision sum is never the float32 rescore's bits, so such rows say the run was float32."""
+    return bound_for(None, "float32", False, f"float32: {len(bits)} of {len(chosen)} rescored rows of this run, which "
+                     f"claims {adoption.dtype}, equal the float32 rescore bit for bit (row idx {shown_ids(bits, 4)}), "
+                     "so the claim is not taken")
+
+
+def recorded_bound(adoption, claimed):
+    """The bound the adoption that wrote `claimed` (a choice record) derived: the claim's not taken where its own
+    rescored rows held float32's bits (claim_not_taken of those rows), else the claims level's. An adoption that
+    rescored no row, or drew a sample, keeps the claim's bound or words of its own rows, which this audit's rescore
+    of every row would not give (its rows' rescores and classes are held to this machine's in adopted_level)."""
+    rescored = [q.idx for q in claimed.questions if q.rescored is not None]
+    bits = [q.idx for q in claimed.questions if q.rescored is not None and q.row_class == BITS]
+    if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
+        return claim_not_taken(adoption, rescored, bits)
+    return adoption.claims_bound or adoption.bound
