@@ -43,7 +43,7 @@ class ChoiceAdoption(AdoptShape):
         return adopted_level.check(claimed, here, bits, bootstrap_iters(settings))
 
     def recorded_bound(self, adoption, claimed):
-        return adopt_scores.recorded_bound(adoption, claimed)
+        return adopt_scores.recorded_bound(adoption, claimed.questions)
 
     def exported_rows(self, adoption) -> list:
         return adopt_export.choice_rows(adoption)

@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sst2_audit.audit import adopt, adopt_generation, leaderboard
-from sst2_audit.audit.adopt_scores import (candidate_bounds, claim_not_taken, drift_causes, FLIP_ALPHA,
-                                          flip_test, row_class, TIE_BUDGET)
+from sst2_audit.audit.adopt_scores import (candidate_bounds, drift_causes, FLIP_ALPHA,
+                                          flip_test, row_class, take_claim_back, TIE_BUDGET)
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.rescore import draw, sample_odds
 from sst2_audit.formats import adopted, adopted_generation as generation
@@ -93,8 +93,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
         adoption.questions[idx].rescored = adoption.shape.as_logged(scored[idx])
     flips = _classed(adoption, chosen)
     bits = [idx for idx in chosen if adoption.questions[idx].row_class == BITS]
-    if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
-        adoption.claims_bound, adoption.bound = adoption.bound, claim_not_taken(adoption, chosen, bits)
+    if take_claim_back(adoption, chosen, bits):
         flips = _classed(adoption, chosen)
     for idx in sealed:
         adoption.questions[idx].row_class = SEALED

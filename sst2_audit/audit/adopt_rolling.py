@@ -142,8 +142,7 @@ def check_rescore(adoption, model, seed: int) -> LevelResult | None:
         adoption.questions[idx].rescored = sum(scored[idx])  # lm-eval's Python sum, in window order
     _classed(adoption, chosen)
     bits = [idx for idx in chosen if adoption.questions[idx].row_class == BITS]
-    if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
-        adoption.bound = document_bound(adopt_scores.claim_not_taken(adoption, chosen, bits))
+    if adopt_scores.take_claim_back(adoption, chosen, bits, document_bound):
         _classed(adoption, chosen)
     for idx in sealed:
         adoption.questions[idx].row_class = SEALED
@@ -257,6 +256,9 @@ class RollingAdoption(AdoptShape):
 
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         return check_adopted(claimed, here, bits)
+
+    def recorded_bound(self, adoption, claimed):
+        return adopt_scores.recorded_bound(adoption, claimed.rows, document_bound)
 
     def exported_rows(self, adoption) -> typing.NoReturn:
         raise InternalError("a loglikelihood_rolling adoption is not exported (cli/adopt.py refuses --export-eee)")

@@ -240,19 +240,30 @@ def drift_causes(adoption) -> str:
 
 def claim_not_taken(adoption, chosen: list, bits: list):
     """The float32 bound of a run claiming a reduced precision whose rescored rows hold bits equal to the float32
-    rescore: a reduced-precision sum is never the float32 rescore's bits, so such rows say the run was float32."""
+    rescore (a reduced-precision sum is never the float32 rescore's bits, so such rows say the run was float32);
+    None where the claim stands: no such row, a bound of the reviewer's, or no reduced precision claimed."""
+    if not bits or adoption.bound_given is not None or adoption.dtype in (None, "float32"):
+        return None
     return bound_for(None, "float32", False, f"float32: {len(bits)} of {len(chosen)} rescored rows of this run, which "
                      f"claims {adoption.dtype}, equal the float32 rescore bit for bit (row idx {shown_ids(bits, 4)}), "
                      "so the claim is not taken")
 
 
-def recorded_bound(adoption, claimed):
-    """The bound the adoption that wrote `claimed` (a choice record) derived: the claim's not taken where its own
-    rescored rows held float32's bits (claim_not_taken of those rows), else the claims level's. An adoption that
-    rescored no row, or drew a sample, keeps the claim's bound or words of its own rows, which this audit's rescore
-    of every row would not give (its rows' rescores and classes are held to this machine's in adopted_level)."""
-    rescored = [q.idx for q in claimed.questions if q.rescored is not None]
-    bits = [q.idx for q in claimed.questions if q.rescored is not None and q.row_class == BITS]
-    if bits and adoption.bound_given is None and adoption.dtype not in (None, "float32"):
-        return claim_not_taken(adoption, rescored, bits)
-    return adoption.claims_bound or adoption.bound
+def take_claim_back(adoption, chosen: list, bits: list, shaped=lambda bound: bound) -> bool:
+    """The rescore's bound from here on (shaped: a document's, for loglikelihood_rolling) where claim_not_taken
+    applies, the claims level's kept as adoption.claims_bound; whether it did."""
+    taken_back = claim_not_taken(adoption, chosen, bits)
+    if taken_back is not None:
+        adoption.claims_bound, adoption.bound = adoption.bound, shaped(taken_back)
+    return taken_back is not None
+
+
+def recorded_bound(adoption, rows: list, shaped=lambda bound: bound):
+    """The bound the adoption that wrote a record of `rows` derived: the claim's not taken where its own rescored
+    rows held float32's bits (claim_not_taken of those rows), else the claims level's. An adoption that rescored no
+    row, or drew a sample, keeps the claim's bound or words of its own rows, which this audit's rescore of every
+    row would not give (its rows' rescores and classes are held to this machine's in adopted_level)."""
+    rescored = [row.idx for row in rows if row.rescored is not None]
+    taken_back = claim_not_taken(adoption, rescored, [row.idx for row in rows if row.rescored is not None
+                                                      and row.row_class == BITS])
+    return shaped(taken_back) if taken_back is not None else adoption.claims_bound or adoption.bound

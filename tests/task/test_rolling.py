@@ -238,6 +238,28 @@ def test_an_edited_adopted_rolling_record_fails_its_audit(wiki, tmp_path, field)
     assert expected in audited.stdout, audited.stdout
 
 
+def test_a_float32_run_claiming_bfloat16_adopted_structurally_is_held_to_the_claim_s_bound(wiki, tmp_path):
+    """A float32 wikitext run whose results claim bfloat16, adopted without a rescore: its record keeps the claim's
+    bound; the folder's audit rescores every document, takes the claim back (their float32 bits) for its own levels
+    and holds the record to the bound the record's own rows give: PASS (it FAILed naming the bound)."""
+    from support.lm_eval_files import claim_dtype
+
+    shutil.copytree(wiki / "plain", tmp_path / "claims")
+    path = next((tmp_path / "claims").glob("*/results_*.json"))
+    raw = json.loads(path.read_text())
+    claim_dtype(raw, "wikitext", "bfloat16")
+    path.write_text(json.dumps(raw))
+    done = _adopt(wiki, tmp_path / "claims", "--run-name", "s", "--structural", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    recorded = json.loads((tmp_path / "runs" / "s" / "adopted.json").read_text())["bound"]["basis"]
+    assert recorded.startswith("derived from the dtype the run claims (bfloat16)"), recorded
+    audited = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--lock", wiki / "wiki.lock.json", "--cache",
+                         wiki / "cache", "--out", tmp_path / "runs" / "s", cwd=tmp_path)
+    assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
+    assert "rescored rows of this run, which claims bfloat16, equal the float32 rescore bit for bit" in \
+        audited.stdout, audited.stdout
+
+
 def test_a_structural_adoption_is_rescored_by_the_audit_and_a_class_it_did_not_find_fails(wiki, tmp_path):
     """A structural adoption (nothing rescored) audited with the default rescore: the audit rescores every document
     itself and PASSes; a record that calls such a row rescored (its class, with the counts made to agree) FAILs."""
