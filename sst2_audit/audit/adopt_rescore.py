@@ -2,6 +2,7 @@
 path (or a drawn sample), each row classed against the bound (adopt_scores.py), and the public record built."""
 
 import dataclasses
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -218,10 +219,12 @@ def run_levels(adoption, timings: dict, seed: int):
     reused = adoption.models.get(key)  # (the model or None, the tokenizer, its earlier scores: _earlier_scores)
     reused_model = reused[0] if reused else None
     # the model's files are hashed on the other core while the record levels run and transformers imports; the
-    # load waits for the result (hash before load), and nothing is loaded when a level failed
+    # load waits for the result (hash before load). When a level fails nothing is loaded, and the hash stops: a
+    # pool's thread is joined at exit, and a corpus's next run would share the cores with it (0.45 s a time here)
     hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore and reused_model is None else None
-    model_hashed = hashing.submit(verify_files, adoption.cache, adoption.split_rows.manifest, ("model",)) \
-        if hashing else None
+    unwanted = threading.Event()
+    model_hashed = hashing.submit(verify_files, adoption.cache, adoption.split_rows.manifest, ("model",),
+                                  stop=unwanted) if hashing else None
     if hashing:
         hashing.shutdown(wait=False)
 
@@ -234,8 +237,13 @@ def run_levels(adoption, timings: dict, seed: int):
         _hold(adoption.models, key, (None, loaded[0], {}))
         return loaded[0]
 
-    outcome = adopt.record_levels(adoption, tokenizer)
+    try:
+        outcome = adopt.record_levels(adoption, tokenizer)
+    except BaseException:  # bad input, Ctrl-C: nobody will load the model
+        unwanted.set()
+        raise
     if outcome.failed or not adoption.rescore:
+        unwanted.set()
         if not adoption.rescore:
             outcome.levels.append(LevelResult("rescore", skipped=adoption.no_rescore))
             outcome.scores_unverified.append(f"none of the {len(adoption.questions)} logged rows was rescored "

@@ -125,9 +125,10 @@ def is_weights(entry: ManifestFile) -> bool:
     return entry.role == "model" and is_weight_file(entry.path)
 
 
-def verify_files(cache: Path, manifest: Manifest, roles=None, weights: bool = True) -> None:
+def verify_files(cache: Path, manifest: Manifest, roles=None, weights: bool = True, stop=None) -> None:
     """Re-hash cached files against the manifest and the lock; any changed byte fails. weights=False leaves out
-    the model's weights, for a command that never loads them (a structural audit): they are not read at all."""
+    the model's weights, for a command that never loads them (a structural audit): they are not read at all.
+    stop: a threading.Event that stops the hashing (util/hashing.Cancelled) once nobody will load what it verifies."""
     problems = []
     if weights and manifest.weightless and (roles is None or "model" in roles):
         raise InputError(f"{cache}: prepared with --no-weights, so it holds no model weights to load. adopt runs "
@@ -141,7 +142,7 @@ def verify_files(cache: Path, manifest: Manifest, roles=None, weights: bool = Tr
         if not path.is_file():
             problems.append(f"{entry.path} is missing")
             continue
-        actual = sha256_file(path)
+        actual = sha256_file(path, stop)
         if actual != entry.sha256:
             problems.append(f"{entry.path}: expected sha256 {entry.sha256}, got {actual}")
         elif entry.locked_sha256 and actual != entry.locked_sha256:

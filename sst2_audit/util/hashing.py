@@ -7,15 +7,22 @@ from pathlib import Path
 CHUNK = 1 << 20
 
 
-def _hex_of_file(digest, path: Path) -> str:
+class Cancelled(Exception):
+    """A file's hash stopped by its caller, who no longer wants it (stop set): nothing was verified."""
+
+
+def _hex_of_file(digest, path: Path, stop=None) -> str:
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(CHUNK), b""):
+            if stop is not None and stop.is_set():
+                raise Cancelled(str(path))
             digest.update(block)
     return digest.hexdigest()
 
 
-def sha256_file(path: Path) -> str:
-    return _hex_of_file(hashlib.sha256(), path)
+def sha256_file(path: Path, stop=None) -> str:
+    """stop: a threading.Event; once it is set, the hash stops at its next megabyte and raises Cancelled."""
+    return _hex_of_file(hashlib.sha256(), path, stop)
 
 
 def git_blob_sha1(path: Path) -> str:
