@@ -48,9 +48,9 @@ def _counting(monkeypatch) -> dict:
         counts["lock reads"] += pathlib.Path(path).resolve() == lock
         return read_bytes(path)
 
-    def counted_hash(path):
+    def counted_hash(path, stop=None):
         counts["hashed"][pathlib.Path(path).name] += 1
-        return hash_file(path)
+        return hash_file(path, stop)
 
     def counted_tokenizer(cls, *args, **kwargs):  # every tokenizer load, whichever module calls it
         counts["tokenizer loads"] += 1
