@@ -51,8 +51,10 @@ activate(REFERENCE_MODE)
 
 
 # Modules whose module-scoped fixture its tests change as they go (the confirmation experiment: one confirmation per
-# pre-registration; the unsorted run): all their tests on one worker, in order. Every other test is its own unit.
-ONE_WORKER_MODULES = ("test_confirmation.py", "test_run.py")
+# pre-registration; the unsorted run), and test_chat.py, whose two shared chat-run fixtures take 54 s and 36 s of a
+# worker to build (the other worker had waited 24 s and 26 s for them, idle): all their tests on one worker, in
+# order. Every other test is its own unit.
+ONE_WORKER_MODULES = ("test_confirmation.py", "test_run.py", "test_chat.py")
 
 
 def pytest_xdist_make_scheduler(config, log):
