@@ -332,10 +332,12 @@ def test_the_task_listing_under_0413_applies_its_scope_and_it_refuses_no_install
 
 @pytest.fixture(scope="session")
 def plain_0413(cache, tmp_path_factory) -> Path:
-    """Real `lm_eval` CLI runs of 0.4.13 (its `run` command through the legacy form users type) on a tiny model."""
+    """Real `lm_eval` CLI runs of 0.4.13 (its `run` command through the legacy form users type) on a tiny model: the
+    folder tests/audit/test_adopt_soundness.py's `plain` fixture builds under this release (the same lock and cache),
+    built once for both (it was built twice: 12.6 s of a worker more)."""
     from support.plain_runs import build_plain_runs
-    return built_once(tmp_path_factory, "plain-lm-eval-0413",
-                      lambda folder: build_plain_runs(folder, cache, LOCK, bf16=False))
+    return built_once(tmp_path_factory, f"plain-lm-eval-{installed_version()}",
+                      lambda folder: build_plain_runs(folder, cache, LOCK))
 
 
 def test_a_plain_0413_run_is_adopted_and_its_unsorted_twin_is_caught(plain_0413, tmp_path):
