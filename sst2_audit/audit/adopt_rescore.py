@@ -207,6 +207,10 @@ def model_key(adoption) -> tuple:
     return files, adoption.settings["dtype"], adoption.settings["attention"]
 
 
+# the name of the thread that hashes the model beside the record levels (tests join it to count what it read)
+MODEL_HASH_THREAD = "hash the model"
+
+
 def run_levels(adoption, timings: dict, seed: int):
     """Every level in order: (outcome, the tokenizer-and-model work done). The model loads only when the
     record levels and the identity level passed, and once per process: adoption.models keeps what was loaded (a
@@ -221,7 +225,7 @@ def run_levels(adoption, timings: dict, seed: int):
     # the model's files are hashed on the other core while the record levels run and transformers imports; the
     # load waits for the result (hash before load). When a level fails nothing is loaded, and the hash stops: a
     # pool's thread is joined at exit, and a corpus's next run would share the cores with it (0.45 s a time here)
-    hashing = ThreadPoolExecutor(1, "hash the model") if adoption.rescore and reused_model is None else None
+    hashing = ThreadPoolExecutor(1, MODEL_HASH_THREAD) if adoption.rescore and reused_model is None else None
     unwanted = threading.Event()
     model_hashed = hashing.submit(verify_files, adoption.cache, adoption.split_rows.manifest, ("model",),
                                   stop=unwanted) if hashing else None

@@ -13,6 +13,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from sst2_audit.audit.adopt_rescore import MODEL_HASH_THREAD
 from sst2_audit.cli import adopt_main
 
 
@@ -35,7 +36,7 @@ def main(report: str, lock: str, cache: str, *folders: str) -> None:
                                "--out", f"{scratch}/adopted",
                                *(["--structural"] if how == "structural" else [])], models=models)
         for thread in threading.enumerate():  # a model hash an adoption left running counts as its reading
-            if thread.name.startswith("hash the model"):
+            if thread.name.startswith(MODEL_HASH_THREAD):
                 thread.join()
         found[folder] = {"code": code, "stderr": err.getvalue()[-2000:], "stdout": out.getvalue()[:300],
                          "read": bytes_read() - before}
