@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sst2_audit.audit import adopt_chat
-from sst2_audit.audit.adopt_shape import AdoptShape
+from sst2_audit.audit.adopt_shape import AdoptShape, UNTOKENIZED
 from sst2_audit.audit.adopt_scores import Bound, bound_for, claimed_dtype, FlipTest
 from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.audit.row_set import check_row_set, RowSet
@@ -35,7 +35,7 @@ from sst2_audit.task.hooks import stable
 from sst2_audit.task.rows import shot_plan, SplitRows, verified_rows
 from sst2_audit.task.spec import TaskSpec
 from sst2_audit.util.errors import CheckFailed, InputError, InternalError
-from sst2_audit.util.hashing import sha256_text, tokens_hash
+from sst2_audit.util.hashing import sha256_text
 
 CLAIMED = ("model", "model_args", "model_dtype", "model_revision", "model_sha", "device", "batch_size",
            "random_seed", "numpy_seed", "torch_seed", "fewshot_seed", "limit")
@@ -74,6 +74,7 @@ class Adoption:
     models: dict = field(default_factory=dict)  # adopt_rescore.model_key -> (model, tokenizer, scores)
     model_args: dict = field(default_factory=dict)  # the run's model_args as its release parses them (claims level)
     no_rescore: str = "--structural"  # why rescore is 0, in the verdict's words
+    tokens_claimed: bool = False  # auditing an adopted folder whose record holds tokens (or rescores): derive them
     shape: AdoptShape = field(kw_only=True)  # what differs by the task's shape (audit/adopt_shapes.py picks it)
 
     @property
@@ -182,7 +183,7 @@ def check_claims(adoption: Adoption) -> LevelResult:
         level.unchecked.append(f"results: configs.{task} is missing (a minimised results file): the logged task "
                                "config cannot be compared with the pinned YAML; still checked: the release, n-shot, "
                                "the seeds, the task hash binding the samples, every logged row against your rows and "
-                               "prompts, the numbers and the rescore")
+                               f"prompts, the numbers{' and the rescore' if adoption.rescore else ''}")
     else:
         _config_checked(level, adoption, logged, model_args, release)
     level.expect("results", f"n-shot.{task}", adoption.settings["num_fewshot"], results["n-shot"][task])
@@ -345,13 +346,15 @@ def check_identity(adoption: Adoption, tokenizer, identity_of=None) -> LevelResu
         question.target_hash = sha256_text(str(expected.target))
         question.context_length, question.shots = public["context_length"], public["shots"]
         question.candidate_token_counts = public["candidate_token_counts"]
-        question.candidate_tokens_sha256 = tokens_hash(expected.candidate_token_ids)
+        question.candidate_tokens_sha256 = public["candidate_tokens_sha256"]
         # the rescore's input, not a record field: kept only when a rescore will read it (a row's token lists are
         # most of an adoption's memory: about 25 KB a row of a 400-token context, measured)
         if adoption.rescore:
             adoption.requests[sample.doc_id] = expected.pairs()
     if adoption.spec.draws_random:
         level.notes.append(seeded_docs_note(adoption))
+    if tokenizer is None:  # lm-eval logs no tokens: only a rescore reads them (AdoptShape.tokenizes)
+        level.unchecked.append(UNTOKENIZED)
     return level
 
 
@@ -380,7 +383,8 @@ def record_levels(adoption: Adoption, tokenizer) -> Outcome:
     row the doc_id really names (a mislabelled run, lm-eval #4084, is named as such, not as wrong values)."""
     outcome = Outcome([], rescored_as=adoption.shape.rescored_as)
     identity, arithmetic = adoption.shape.record_checks()
-    for check in (adoption.shape.claims_level() or check_claims, lambda a: identity(a, tokenizer()), arithmetic):
+    for check in (adoption.shape.claims_level() or check_claims,
+                  lambda a: identity(a, tokenizer() if adoption.shape.tokenizes(a) else None), arithmetic):
         level = check(adoption)
         outcome.levels.append(level)
         if not level.passed:

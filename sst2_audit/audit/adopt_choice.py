@@ -16,6 +16,10 @@ class ChoiceAdoption(AdoptShape):
     def record_checks(self) -> tuple:
         return adopt.check_identity, adopt.check_arithmetic
 
+    def tokenizes(self, adoption) -> bool:
+        """lm-eval logs no tokens: they are derived for a rescore, or to hold a record that has them to them."""
+        return bool(adoption.rescore) or adoption.tokens_claimed
+
     def longest(self, adoption) -> int:
         return longest_recorded(adoption.questions.values())
 
@@ -37,7 +41,11 @@ class ChoiceAdoption(AdoptShape):
 
 
     def take_claims(self, adoption, claimed) -> None:
-        return None  # a score is rescored from the row alone: nothing the record claims is taken again
+        """A score is rescored from the row alone: nothing the record claims is taken again; a record whose rows
+        hold tokens (or a rescore) has them held to the tokens derived here."""
+        adoption.tokens_claimed = any(q.context_length is not None or q.candidate_token_counts is not None
+                                      or q.candidate_tokens_sha256 is not None or q.rescored is not None
+                                      for q in claimed.questions)
 
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         return adopted_level.check(claimed, here, bits, bootstrap_iters(settings))

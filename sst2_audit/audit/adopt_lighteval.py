@@ -165,6 +165,9 @@ class LightevalChoiceAdoption(ChoiceAdoption):
     def claims_level(self):
         return check_claims
 
+    def tokenizes(self, adoption) -> bool:
+        return True  # lighteval logs each request's tokens: the identity level holds them to the reviewer's
+
     def record_checks(self) -> tuple:
         return (lambda adoption, tokenizer: adopt.check_identity(adoption, tokenizer, identity_for(self.flat)),
                 check_arithmetic)

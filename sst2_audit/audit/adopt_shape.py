@@ -11,6 +11,9 @@ from sst2_audit.audit import adopt_export
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats import lm_eval_output, records
 
+UNTOKENIZED = ("the prompts' tokens (each input's length against max_length, the context/continuation boundary): "
+               "derived only for a rescore")
+
 
 class AdoptShape(ABC):
     rescored_as: str  # how a PASS says every row was checked
@@ -20,6 +23,10 @@ class AdoptShape(ABC):
     @abstractmethod
     def record_checks(self) -> tuple[Callable, Callable]:
         """(identity level(adoption, tokenizer), arithmetic level(adoption)) before any model work."""
+
+    def tokenizes(self, adoption) -> bool:
+        """Whether the identity level derives the prompts' tokens (else it is handed no tokenizer)."""
+        return True
 
     @abstractmethod
     def longest(self, adoption) -> int:

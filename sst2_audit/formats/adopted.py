@@ -27,9 +27,10 @@ class AdoptedQuestion:
     doc_hash: str
     prompt_hash: str
     target_hash: str
-    context_length: int  # tokens, by the reviewer's tokenizer
-    candidate_token_counts: list[int]
-    candidate_tokens_sha256: str
+    # tokens, by the reviewer's tokenizer; None where the adoption rescored nothing (lm-eval logs no tokens)
+    context_length: int | None
+    candidate_token_counts: list[int] | None
+    candidate_tokens_sha256: str | None
     choice_lengths: list[int]
     shots: list[int]
     logged: list[float]  # the run's log-likelihoods (a claim)

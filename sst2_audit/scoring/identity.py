@@ -28,10 +28,10 @@ class ExpectedQuestion:
     candidates: tuple  # target_delimiter + choice (a multiple-input task: the shared continuation each time)
     public_candidates: tuple  # the text when the YAML fixes the choices, else its sha256
     choice_lengths: tuple
-    candidate_token_ids: tuple
+    candidate_token_ids: tuple | None  # None: not tokenized (an adoption that rescores nothing, expected_questions)
     shots: tuple  # positions of its shots in the shot split (few-shot), in context order; () at zero shots
     contexts: tuple  # each candidate's context: all the same but for a multiple-input task
-    contexts_tokens: tuple  # each candidate's context tokens
+    contexts_tokens: tuple | None  # each candidate's context tokens
     true_choices: tuple | None = None  # a value metric's true choices (mc2), None for an argmax task
 
     @property
@@ -41,19 +41,22 @@ class ExpectedQuestion:
 
     @property
     def context_tokens(self) -> tuple:
+        assert self.contexts_tokens is not None, "tokens of a question that was not tokenized"
         return self.contexts_tokens[0]
 
     def pairs(self) -> list:
         """The encoded (context, candidate) pairs the independent path scores."""
+        assert self.contexts_tokens is not None and self.candidate_token_ids is not None
         return [EncodedPair(tokens, ids) for tokens, ids in zip(self.contexts_tokens, self.candidate_token_ids)]
 
     def public_fields(self) -> dict:
+        ids = self.candidate_token_ids
         return {
             "idx": self.idx, "label": self.label, "doc_hash": self.doc_hash, "prompt_hash": self.prompt_hash,
             "candidates": list(self.public_candidates), "choice_lengths": list(self.choice_lengths),
-            "context_length": len(self.context_tokens),
-            "candidate_token_counts": [len(ids) for ids in self.candidate_token_ids],
-            "candidate_tokens_sha256": tokens_hash(self.candidate_token_ids),
+            "context_length": None if ids is None else len(self.context_tokens),
+            "candidate_token_counts": None if ids is None else [len(i) for i in ids],
+            "candidate_tokens_sha256": None if ids is None else tokens_hash(ids),
             "shots": list(self.shots),
             **({"true_choices": list(self.true_choices)} if self.true_choices is not None else {}),
         }
@@ -94,11 +97,16 @@ CHUNK_CHARS = 1 << 20
 
 
 def expected_questions(rows: list, spec, tokenizer, max_length: int, bos: bool = False, shots=None):
-    """expected_question of each row, in order, a chunk of rows' strings encoded in one tokenizer call."""
+    """expected_question of each row, in order, a chunk of rows' strings encoded in one tokenizer call; tokenizer
+    None: the strings and hashes only, no tokens (what an adoption that rescores nothing needs: lm-eval logs no
+    tokens, and tokenizing was most of a model-free adoption's time)."""
     part: list = []
     chars = 0
     for number, row in enumerate(rows, start=1):
         found = _requests(row, spec, shots)
+        if tokenizer is None:
+            yield _expected(row, spec, found, None, shots)
+            continue
         part.append((row, found))
         chars += sum(2 * len(context) + len(candidate) for context, candidate in found)
         if len(part) == CHUNK_ROWS or chars >= CHUNK_CHARS or number == len(rows):
@@ -125,16 +133,17 @@ def _requests(row: Row, spec, shots) -> list:
     return requests
 
 
-def _expected(row: Row, spec, requests: list, pairs: list, shots) -> ExpectedQuestion:
+def _expected(row: Row, spec, requests: list, pairs: list | None, shots) -> ExpectedQuestion:
     choices = spec.choices(row.doc)
     candidates = [candidate for _, candidate in requests]
     true_choices = spec.true_choices(row.doc, len(choices))
     return ExpectedQuestion(
         row.idx, spec.gold(row.doc, choices), row.doc.get("idx"), spec.target(row.doc), doc_hash(row.as_doc()),
         prompt_hash(requests[0][0]), tuple(candidates), tuple(public_candidate(spec, c) for c in candidates),
-        tuple(len(choice) for choice in choices), tuple(p.continuation_tokens for p in pairs),
+        tuple(len(choice) for choice in choices),
+        None if pairs is None else tuple(p.continuation_tokens for p in pairs),
         tuple(shots.positions[row.idx]) if shots is not None else (),
-        tuple(c for c, _ in requests), tuple(p.context_tokens for p in pairs),
+        tuple(c for c, _ in requests), None if pairs is None else tuple(p.context_tokens for p in pairs),
         tuple(true_choices) if true_choices is not None else None,
     )
 
