@@ -35,6 +35,14 @@ def test_a_plain_run_is_adopted_bit_for_bit_and_its_folder_and_bundle_pass(plain
     done = audit(plain, "--bundle-file", "results/plain.tar.gz", "--rescore", "3", "--seed", "2", cwd=tmp_path)
     assert done.returncode == 4 and done.stdout.startswith("VERDICT: SCORES NOT VERIFIED: 13 of 16 rows not "
                                                            "rescored (--rescore 3)"), done.stdout
+    # a rescored row's tokens (its bound's sqrt(tokens)) taken out of the record: held to the tokens derived here
+    question = record["questions"][5]
+    counts = question["candidate_token_counts"]
+    question.update(context_length=None, candidate_token_counts=None, candidate_tokens_sha256=None)
+    (tmp_path / "runs" / "plain" / "adopted.json").write_text(json.dumps(record))
+    done = audit(plain, "--out", "runs/plain", "--structural", cwd=tmp_path)
+    assert done.returncode == 1 and (f"row idx {question['idx']}: candidate_token_counts: expected {counts}, got "
+                                     "None") in done.stdout, done.stdout
 
 
 def test_a_structural_adoption_imports_no_torch_and_its_folder_is_rescored_by_the_audit(plain, tmp_path):
@@ -51,8 +59,20 @@ def test_a_structural_adoption_imports_no_torch_and_its_folder_is_rescored_by_th
     record = json.loads((tmp_path / "runs" / "free" / "adopted.json").read_text())
     assert (record["platform"]["scored"], record["bits_required"]) == ("nothing: no model was loaded here", False)
     assert "probe_sha256" not in record["platform"] and record["row_classes"]["not drawn"] == ROWS
+    # lm-eval logs no tokens and nothing was rescored: none derived (the verdict says so), none recorded
+    assert ("  not checked: the prompts' tokens (each input's length against max_length, the context/continuation "
+            "boundary): derived only for a rescore") in done.stdout.splitlines()
+    assert {(q["context_length"], q["candidate_token_counts"], q["candidate_tokens_sha256"])
+            for q in record["questions"]} == {(None, None, None)}
     done = audit(plain, "--out", "runs/free", "--seed", "2", cwd=tmp_path)
     assert done.returncode == 0 and "adopted record: PASS" in done.stdout, done.stdout
+    # tokens the record claims for a row nobody rescored are held to the tokens derived here
+    claimed = dict(record, questions=[dict(q) for q in record["questions"]])
+    claimed["questions"][6]["context_length"] = 1
+    (tmp_path / "runs" / "free" / "adopted.json").write_text(json.dumps(claimed))
+    done = audit(plain, "--out", "runs/free", "--structural", cwd=tmp_path)
+    assert done.returncode == 1 and (f"row idx {record['questions'][6]['idx']}: context_length: expected "
+                                     in done.stdout), done.stdout
     # a record that calls a row it never rescored "bit for bit" (its counts made to agree) is not what was found
     record["questions"][3]["row_class"] = "bit for bit"
     record["row_classes"].update({"bit for bit": 1, "not drawn": ROWS - 1})

@@ -25,3 +25,23 @@ def test_chunked_questions_equal_one_question_at_a_time(embedded_cache, monkeypa
     together = list(identity.expected_questions(split, spec, tokenizer, 512))
     assert together == alone and len(together) == 40
     assert [q.idx for q in together] == [row.idx for row in split]
+
+
+def test_questions_without_a_tokenizer_are_the_same_questions_without_their_tokens(embedded_cache):
+    """An adoption that rescores nothing derives no tokens (lm-eval logs none): every other field is the same."""
+    import dataclasses
+
+    lock = load_lock(LOCK)
+    profile = lock.profile("embedded")
+    spec = spec_for(lock, profile.task)
+    data = verified_rows(lock, profile, spec, embedded_cache, roles=(), weights=False)
+    split = [data.by_idx[idx] for idx in list(data.by_idx)[:40]]
+    tokenized = list(identity.expected_questions(split, spec, load_tokenizer(embedded_cache / "model"), 512))
+    bare = list(identity.expected_questions(split, spec, None, 512))
+    tokens = {"candidate_token_ids": None, "contexts_tokens": None}
+    assert bare == [dataclasses.replace(question, **tokens) for question in tokenized] and len(bare) == 40
+    public = bare[0].public_fields()
+    assert (public["context_length"], public["candidate_token_counts"], public["candidate_tokens_sha256"]) == \
+        (None, None, None)
+    assert {k: v for k, v in public.items() if not k.startswith(("context_length", "candidate_token"))} == \
+        {k: v for k, v in tokenized[0].public_fields().items() if not k.startswith(("context_length", "candidate_token"))}
