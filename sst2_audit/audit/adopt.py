@@ -354,7 +354,7 @@ def check_identity(adoption: Adoption, tokenizer, identity_of=None) -> LevelResu
     if adoption.spec.draws_random:
         level.notes.append(seeded_docs_note(adoption))
     if tokenizer is None:  # lm-eval logs no tokens: only a rescore reads them (AdoptShape.tokenizes)
-        level.unchecked.append(UNTOKENIZED)
+        level.notes.append(UNTOKENIZED)  # implied by the verdict's "none rescored": not another limit
     return level
 
 

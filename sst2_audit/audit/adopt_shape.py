@@ -11,8 +11,8 @@ from sst2_audit.audit import adopt_export
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats import lm_eval_output, records
 
-UNTOKENIZED = ("the prompts' tokens (each input's length against max_length, the context/continuation boundary): "
-               "derived only for a rescore")
+UNTOKENIZED = ("prompts not tokenized: lm-eval logs no tokens, and only a rescore reads them (each input's length "
+               "against max_length and the context/continuation boundary are checked where rows are rescored)")
 
 
 class AdoptShape(ABC):

@@ -20,7 +20,7 @@ drawing from the docs themselves.
 """
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sst2_audit.protocol.corpus import BOOTSTRAP_ITERS
 from sst2_audit.protocol.metrics import METRICS
@@ -161,9 +161,15 @@ class Plan:
     docs: tuple  # the shot split's documents, in dataset order
     positions: dict  # idx -> positions of its shots
     evaluated: dict  # idx -> the scored document
+    # position -> its shot_text: a shot split's few documents recur in every question's context (first_n: the same
+    # five), rendered once each (the model-free adoption of a leaderboard run re-derives 11,000 such contexts)
+    texts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def prefix(self, spec, idx: int, doc: dict) -> str:
-        return prefix(spec, doc, [self.docs[p] for p in self.positions[idx]], self.rule.delimiter)
+        texts, delimiter = self.texts.setdefault(spec.name, {}), self.rule.delimiter
+        shots = "".join(texts.get(p) or texts.setdefault(p, shot_text(spec, self.docs[p], delimiter))
+                        for p in self.positions[idx])
+        return spec.prefix(doc) + shots
 
     def requests(self, spec, idx: int, doc: dict) -> list:
         """The question's requests with its shots (a chat.ChatPlan answers the same)."""

@@ -60,8 +60,9 @@ def test_a_structural_adoption_imports_no_torch_and_its_folder_is_rescored_by_th
     assert (record["platform"]["scored"], record["bits_required"]) == ("nothing: no model was loaded here", False)
     assert "probe_sha256" not in record["platform"] and record["row_classes"]["not drawn"] == ROWS
     # lm-eval logs no tokens and nothing was rescored: none derived (the verdict says so), none recorded
-    assert ("  not checked: the prompts' tokens (each input's length against max_length, the context/continuation "
-            "boundary): derived only for a rescore") in done.stdout.splitlines()
+    assert ("  prompts not tokenized: lm-eval logs no tokens, and only a rescore reads them (each input's length "
+            "against max_length and the context/continuation boundary are checked where rows are rescored)") \
+        in done.stdout.splitlines()
     assert {(q["context_length"], q["candidate_token_counts"], q["candidate_tokens_sha256"])
             for q in record["questions"]} == {(None, None, None)}
     done = audit(plain, "--out", "runs/free", "--seed", "2", cwd=tmp_path)
