@@ -5,10 +5,10 @@ import json
 from pathlib import Path
 
 from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
-from sst2_audit.bundle.run import (archive, bundle_path, check_sums, Limits, MAX_BUNDLE_BYTES, read_members,
+from sst2_audit.bundle.run import (archive, bundle_path, check_sums, Limits, MAX_MEMBERS, read_members,
                                    require_exactly, SUMS, sums_file)
 from sst2_audit.formats import records
-from sst2_audit.formats.adopted import ADOPTED_FILE
+from sst2_audit.formats.adopted import ADOPTED_FILE, MAX_ADOPTED_BYTES
 from sst2_audit.formats.adopted_run import ADOPTED_RUN_FILE, MAX_TASKS
 from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.util import atomic
@@ -18,8 +18,12 @@ from sst2_audit.util.sanitize import RUN_NAME
 
 PUBLIC_FILES = (ADOPTED_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE)
 LIGHTEVAL_PUBLIC_FILES = (ADOPTED_FILE, records.LIGHTEVAL_RESULTS_FILE, records.LIGHTEVAL_DETAILS_FILE)
+# one task's: adopted.json and the public samples grow with the task's rows (about 1.7 KB a row together), the
+# rest is small; unpacked, a bundle is held in memory whole while it is checked
+TASK_LIMITS = Limits(bundle_bytes=128 << 20, unpacked_bytes=512 << 20, member_bytes=MAX_ADOPTED_BYTES,
+                     members=MAX_MEMBERS)
 # a run of many tasks: adopted-run.json, SHA256SUMS and one adopted bundle per task (<task>.tar.gz)
-RUN_LIMITS = Limits(bundle_bytes=64 << 20, unpacked_bytes=72 << 20, member_bytes=MAX_BUNDLE_BYTES,
+RUN_LIMITS = Limits(bundle_bytes=512 << 20, unpacked_bytes=512 << 20, member_bytes=TASK_LIMITS.bundle_bytes,
                     members=MAX_TASKS + 3)
 
 
@@ -34,7 +38,7 @@ def is_adopted(path: Path) -> bool:
     if Path(path).is_dir():
         return (Path(path) / ADOPTED_FILE).is_file()
     try:
-        return ADOPTED_FILE in read_members(Path(path))[1]
+        return ADOPTED_FILE in read_members(Path(path), TASK_LIMITS)[1]
     except (CheckFailed, InputError):  # the run bundle's reader refuses it and says why
         return False
 
@@ -58,8 +62,23 @@ def pack(folder: Path, files: dict, run_name: str, lock, cache: Path, results: P
     if not RUN_NAME.match(run_name):
         raise InputError(f"run name {run_name!r} is not a safe file name (letters, digits, '.', '_', '-').")
     target = bundle_path(run_name, results)
-    atomic.write_bytes(target, archive(run_name, _contents(files, lock, cache)))
+    atomic.write_bytes(target, _readable(_contents(files, lock, cache), run_name, TASK_LIMITS, folder))
     return target
+
+
+def _readable(contents: dict, top: str, limits: Limits, source) -> bytes:
+    """The bundle of `contents`, refused (exit 2) where the reader's limits would refuse it: nothing is packed that
+    a reviewer's audit cannot open."""
+    packed = archive(top, contents)
+    # each member's header and padded body, the end blocks and the record's padding: at least the tar's size
+    tar = sum(512 + -(-len(body) // 512) * 512 for body in contents.values()) + 1024 + 10240
+    largest = max(contents, key=lambda name: len(contents[name]))
+    if len(packed) > limits.bundle_bytes or len(contents[largest]) > limits.member_bytes or tar > limits.unpacked_bytes:
+        raise InputError(f"{source}: its bundle would be {len(packed)} bytes packed, {tar} unpacked ({largest}: "
+                         f"{len(contents[largest])}), more than a reviewer's reader takes ({limits.bundle_bytes}, "
+                         f"{limits.unpacked_bytes}, {limits.member_bytes} a member); nothing packed: hand over the "
+                         "adopted folder instead.")
+    return packed
 
 
 def pack_run(record: bytes, tasks: dict, run_name: str, lock, results: Path) -> Path:
@@ -68,9 +87,9 @@ def pack_run(record: bytes, tasks: dict, run_name: str, lock, results: Path) -> 
     target = bundle_path(run_name, results)
     contents = {ADOPTED_RUN_FILE: record}
     for task, (files, cache) in tasks.items():
-        contents[task_member(task)] = archive(task, _contents(files, lock, cache))
+        contents[task_member(task)] = _readable(_contents(files, lock, cache), task, TASK_LIMITS, f"task {task}")
     contents[SUMS] = sums_file(contents)
-    atomic.write_bytes(target, archive(run_name, contents))
+    atomic.write_bytes(target, _readable(contents, run_name, RUN_LIMITS, run_name))
     return target
 
 
@@ -119,8 +138,8 @@ def _contents(files: dict, lock, cache: Path) -> dict:
 def unpack_verified(bundle: Path, target: Path) -> tuple:
     """(folder, checks): limits, names and SHA256SUMS checked and the members exactly an adopted folder's public
     files (lm-eval's or a lighteval run's), the lock, the manifest and SHA256SUMS, then written."""
-    _, members = read_members(bundle)
-    problems = check_sums(members)
+    _, members = read_members(bundle, TASK_LIMITS)
+    problems = check_sums(members, TASK_LIMITS)
     if problems:
         raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
     public = public_files(members)

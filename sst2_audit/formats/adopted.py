@@ -13,6 +13,9 @@ from sst2_audit.util import atomic
 from sst2_audit.util.errors import InputError
 
 ADOPTED_FILE = "adopted.json"
+# about 0.7-1 KB a row: a record of some 250,000 rows (a leaderboard MMLU-Pro run's, 11,037 rows, is 11 MB; the
+# 16 MiB of a run's record would refuse what an adoption of a 20,000-row task writes)
+MAX_ADOPTED_BYTES = 256 << 20
 ADOPTED_KIND, ADOPTED_VERSION = "sst2-audit/adopted", 2
 SEALED, NOT_DRAWN = "sealed", "not drawn"  # the classes of a row not rescored, whatever the task's shape
 # each row's class, in the order a verdict names them

@@ -10,6 +10,6 @@ READERS = {adopted.ADOPTED_KIND: adopted.from_dict, adopted_generation.GENERATIO
 def read_adopted(path) -> AdoptedCommon:
     """A multiple_choice task's, a generate_until task's or a loglikelihood_rolling task's record; any other kind is
     exit 2, named as the multiple_choice record's reader names it."""
-    raw = strict_json.read(path)
+    raw = strict_json.read(path, adopted.MAX_ADOPTED_BYTES)
     kind = raw.get("kind") if isinstance(raw, dict) else None
     return READERS.get(kind if isinstance(kind, str) else "", adopted.from_dict)(raw, str(path))

@@ -177,7 +177,8 @@ class TaskSpec:
         if isinstance(setting, str) and setting in doc:
             text = doc[setting]
         elif isinstance(setting, str):
-            text = render(setting, doc)
+            text = _last[2] if _last[0] is setting and _last[1] is doc else render(setting, doc)
+            _last[:] = setting, doc, text
             if text.isdigit():  # lm-eval reads digits as a choice index: a multiple-input task
                 text = int(text)
         elif isinstance(setting, Hook):
@@ -257,6 +258,10 @@ class TaskSpec:
 
 
 _ENVIRONMENT = None
+# [template, doc, text] of the last doc_to_text rendered: a question asks for it for its requests, its gold and a
+# shot's question; a Jinja render cannot change the doc, so the same objects give the same text (the identity level
+# of a 73,584-row adoption rendered each row three times)
+_last: list = [None, None, None]
 
 
 @functools.lru_cache(maxsize=1024)
