@@ -42,15 +42,20 @@ _SCALARS = {str: json.encoder.encode_basestring, int: int.__repr__, float: json.
 
 
 def doc_json(doc: dict) -> str:
-    """json.dumps(doc, indent=2, ensure_ascii=False), the same text: a flat document (text keys, scalar values, most
-    datasets' rows) is written here at C speed, anything else by json itself (an adoption hashes two docs a row, and
-    json's indented writer is Python: about a third of a 73,584-row model-free adoption was spent in it)."""
+    """json.dumps(doc, indent=2, ensure_ascii=False), the same text: a flat document (text keys; scalar values or
+    lists of them, most datasets' rows) is written here at C speed, anything else by json itself (an adoption hashes
+    two docs a row, and json's indented writer is Python: about a third of a 73,584-row model-free adoption)."""
     parts = []
     for key, value in doc.items():
         scalar = _SCALARS.get(type(value))
-        if type(key) is not str or scalar is None:
+        if scalar is not None and type(key) is str:
+            parts.append(f"  {_SCALARS[str](key)}: {scalar(value)}")
+            continue
+        items = [_SCALARS.get(type(item)) for item in value] if type(value) is list and type(key) is str else [None]
+        if None in items:
             return json.dumps(doc, indent=2, ensure_ascii=False)
-        parts.append(f"  {_SCALARS[str](key)}: {scalar(value)}")
+        listed = ",\n".join(f"    {write(item)}" for write, item in zip(items, value))
+        parts.append(f"  {_SCALARS[str](key)}: " + (f"[\n{listed}\n  ]" if value else "[]"))
     return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
 
 

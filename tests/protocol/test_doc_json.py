@@ -27,7 +27,7 @@ def _value(rng: random.Random, depth: int = 0):
 
 def test_every_generated_document_is_written_as_json_writes_it():
     rng = random.Random(62)
-    flat = 0
+    flat = listed = 0
     for _ in range(5000):
         doc = {}
         for _ in range(rng.randrange(6)):
@@ -37,5 +37,8 @@ def test_every_generated_document_is_written_as_json_writes_it():
         assert doc_json(doc) == expected, doc
         if "\ud800" not in expected:
             assert doc_hash(doc) == sha256_text(expected)
-        flat += all(type(k) is str and not isinstance(v, (list, dict)) for k, v in doc.items())
-    assert flat > 1000  # the shortcut itself was exercised, not only json's fallback
+        shortcut = all(type(k) is str and (not isinstance(v, (list, dict)) or type(v) is list and not any(
+            isinstance(item, (list, dict)) for item in v)) for k, v in doc.items())
+        flat += shortcut
+        listed += shortcut and any(type(v) is list and v for v in doc.values())
+    assert flat > 1000 and listed > 200  # the shortcut itself was exercised (lists too), not only json's fallback
