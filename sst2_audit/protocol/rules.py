@@ -51,12 +51,22 @@ def doc_json(doc: dict) -> str:
         if scalar is not None and type(key) is str:
             parts.append(f"  {_SCALARS[str](key)}: {scalar(value)}")
             continue
-        items = [_SCALARS.get(type(item)) for item in value] if type(value) is list and type(key) is str else [None]
-        if None in items:
+        listed = _listed(value) if type(value) is list and type(key) is str else None
+        if listed is None:
             return json.dumps(doc, indent=2, ensure_ascii=False)
-        listed = ",\n".join(f"    {write(item)}" for write, item in zip(items, value))
-        parts.append(f"  {_SCALARS[str](key)}: " + (f"[\n{listed}\n  ]" if value else "[]"))
+        parts.append(f"  {_SCALARS[str](key)}: {listed}")
     return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
+
+
+def _listed(value: list) -> str | None:
+    """A doc's list of scalars as json.dumps(indent=2) writes it at the doc's top level; None for anything else."""
+    parts = []
+    for item in value:
+        write = _SCALARS.get(type(item))
+        if write is None:
+            return None
+        parts.append(f"    {write(item)}")
+    return "[\n" + ",\n".join(parts) + "\n  ]" if parts else "[]"
 
 
 def predict(candidate_scores) -> int:

@@ -37,9 +37,14 @@ def test_an_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
 def _value(draw, depth: int = 0):
     kind = draw.random()
     if depth > 3 or kind < 0.35:
-        return draw.choice([0, -1, 2.5, -0.0, 1e300, 10**40, "", "\u00e9\u2028\"\\", None, True, "x" * 70000])
+        return draw.choice([0, -1, 2.5, -0.0, 1e300, 10**40, "", "\u00e9\u2028\"\\", None, True, False, "x" * 70000,
+                            float("nan"), float("inf"), -float("inf"), 5e-324, "\x00\x1f\t", "\U0001f600"])
     if kind < 0.65:
-        return [_value(draw, depth + 1) for _ in range(draw.randrange(5))]
+        items = [_value(draw, depth + 1) for _ in range(draw.randrange(5))]
+        return tuple(items) if draw.random() < 0.2 else items
+    if draw.random() < 0.15:  # keys json turns into text: one kind a dict (mixed kinds do not sort)
+        keys = draw.choice([[3, -1, 10**30], [0.5, -0.0, float("inf")], [True, False], [None]])
+        return {key: _value(draw, depth + 1) for key in keys}
     keys = [draw.choice(["b", "a", "\u00e9", "10", "9"]) + str(n) for n in range(draw.randrange(5))]
     return {key: _value(draw, depth + 1) for key in keys}
 
