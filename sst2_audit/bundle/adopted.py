@@ -5,10 +5,10 @@ import json
 from pathlib import Path
 
 from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
-from sst2_audit.bundle.run import (archive, bundle_path, check_sums, Limits, MAX_MEMBERS, read_members,
-                                   require_exactly, SUMS, sums_file)
+from sst2_audit.bundle.run import (archive, bundle_path, check_sums, Limits, MAX_BUNDLE_BYTES, read_members,
+                                   require_exactly, RUN_LIMITS as TASK_LIMITS, SUMS, sums_file)
 from sst2_audit.formats import records
-from sst2_audit.formats.adopted import ADOPTED_FILE, MAX_ADOPTED_BYTES
+from sst2_audit.formats.adopted import ADOPTED_FILE
 from sst2_audit.formats.adopted_run import ADOPTED_RUN_FILE, MAX_TASKS
 from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.util import atomic
@@ -18,12 +18,9 @@ from sst2_audit.util.sanitize import RUN_NAME
 
 PUBLIC_FILES = (ADOPTED_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE)
 LIGHTEVAL_PUBLIC_FILES = (ADOPTED_FILE, records.LIGHTEVAL_RESULTS_FILE, records.LIGHTEVAL_DETAILS_FILE)
-# one task's: adopted.json and the public samples grow with the task's rows (about 1.7 KB a row together), the
-# rest is small; unpacked, a bundle is held in memory whole while it is checked
-TASK_LIMITS = Limits(bundle_bytes=128 << 20, unpacked_bytes=512 << 20, member_bytes=MAX_ADOPTED_BYTES,
-                     members=MAX_MEMBERS)
-# a run of many tasks: adopted-run.json, SHA256SUMS and one adopted bundle per task (<task>.tar.gz)
-RUN_LIMITS = Limits(bundle_bytes=512 << 20, unpacked_bytes=512 << 20, member_bytes=TASK_LIMITS.bundle_bytes,
+# a run of many tasks: adopted-run.json, SHA256SUMS and one adopted bundle per task (<task>.tar.gz); one task's
+# bundle has a run bundle's limits (a bundle is held in memory whole while it is checked: a gzip bomb stays small)
+RUN_LIMITS = Limits(bundle_bytes=64 << 20, unpacked_bytes=72 << 20, member_bytes=MAX_BUNDLE_BYTES,
                     members=MAX_TASKS + 3)
 
 
@@ -77,7 +74,7 @@ def _readable(contents: dict, top: str, limits: Limits, source) -> bytes:
         raise InputError(f"{source}: its bundle would be {len(packed)} bytes packed, {tar} unpacked ({largest}: "
                          f"{len(contents[largest])}), more than a reviewer's reader takes ({limits.bundle_bytes}, "
                          f"{limits.unpacked_bytes}, {limits.member_bytes} a member); nothing packed: hand over the "
-                         "adopted folder instead.")
+                         "adopted folder instead (its audit reads an adopted.json of up to 256 MiB).")
     return packed
 
 

@@ -223,13 +223,14 @@ def test_a_process_that_dies_fails_the_adoption_and_nothing_is_written(plain, tm
 
 def test_the_record_and_bundle_of_a_task_of_many_rows_are_read_back(plain, embedded_cache, tmp_path):
     """An adoption's record grows about 0.7 KB a row: one of 30,000 rows (a task like GLUE's qqp) is more than the
-    16 MiB a run's record may be, and was refused by the tool that wrote it. Read back, packed and unpacked; a bundle
-    the reader's limits would refuse is not packed (exit 2), nothing written."""
+    16 MiB a run's record may be, and was refused by the tool that wrote it: read back now. A bundle's member may
+    still be 16 MiB at most (a bundle is checked in memory whole): --bundle refuses, exit 2, to pack one the reader
+    would refuse, nothing written; under the limits it packs and unpacks."""
     from sst2_audit.bundle import adopted as adopted_bundle
     from sst2_audit.bundle.run import Limits
     from sst2_audit.formats.adopted_read import read_adopted
     from sst2_audit.formats.lock import load_lock
-    from sst2_audit.util.errors import InputError
+    from sst2_audit.util.errors import CheckFailed, InputError
 
     done = adopt(plain, plain / "sorted", "--run-name", "many", "--structural", cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr
@@ -241,10 +242,13 @@ def test_the_record_and_bundle_of_a_task_of_many_rows_are_read_back(plain, embed
     assert len(read_adopted(folder / "adopted.json").questions) == ROWS + 30_000
     files = {name: (folder / name).read_bytes() for name in adopted_bundle.public_files(os.listdir(folder))}
     lock = load_lock(plain / LOCK.name)
-    bundle = adopted_bundle.pack(folder, files, "many", lock, plain / "cache", tmp_path / "results")
-    unpacked, _ = adopted_bundle.unpack_verified(bundle, tmp_path / "scratch")
-    assert (unpacked / "adopted.json").read_bytes() == files["adopted.json"]
-    small = Limits(bundle_bytes=128 << 20, unpacked_bytes=512 << 20, member_bytes=16 << 20, members=16)  # before
     with pytest.raises(InputError, match=r"its bundle would be \d+ bytes packed, .* nothing packed: hand over the "
-                                         r"adopted folder instead\."):
-        adopted_bundle._readable(adopted_bundle._contents(files, lock, plain / "cache"), "many", small, folder)
+                                         r"adopted folder instead"):
+        adopted_bundle.pack(folder, files, "many", lock, plain / "cache", tmp_path / "results")
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+    roomy = Limits(bundle_bytes=128 << 20, unpacked_bytes=512 << 20, member_bytes=256 << 20, members=16)
+    packed = adopted_bundle._readable(adopted_bundle._contents(files, lock, plain / "cache"), "many", roomy, folder)
+    (tmp_path / "many.tar.gz").write_bytes(packed)
+    # the reader's own limits: what --bundle refused to write
+    with pytest.raises(CheckFailed, match=r"adopted.json. is \d+ bytes \(limit 16777216\)"):
+        adopted_bundle.unpack_verified(tmp_path / "many.tar.gz", tmp_path / "scratch")
