@@ -16,6 +16,10 @@ class DecodeAdoption(AdoptShape):
     def record_checks(self) -> tuple:
         return adopt_generation.check_identity, adopt_generation.check_arithmetic
 
+    def tokenizes(self, adoption) -> bool:
+        """lm-eval logs no tokens: they are derived for a re-decode, or to hold a record that has them to them."""
+        return bool(adoption.rescore) or adoption.tokens_claimed
+
     def longest(self, adoption) -> int:
         return max(map(len, adoption.contexts.values()), default=0) + adoption.spec.generation.max_gen_toks
 
@@ -39,6 +43,8 @@ class DecodeAdoption(AdoptShape):
     def take_claims(self, adoption, claimed) -> None:
         # the near ties the record says were taken: a claim each, re-decoded and held to the hash
         adoption.recorded_ties = {row.idx: [t for t in row.ties if "rank" in t] for row in claimed.rows if row.ties}
+        adoption.tokens_claimed = any(row.context_length is not None or row.rescored_response_sha256 is not None
+                                      for row in claimed.rows)
 
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         return adopted_level.check_generation(claimed, here, bits)

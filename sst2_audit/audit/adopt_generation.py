@@ -10,6 +10,7 @@ An adopted folder's public copy holds no text: there, the filters are re-run on 
 """
 
 from sst2_audit.audit.adopt_scores import FLIP_ALPHA, TIE_BUDGET, tie_spend
+from sst2_audit.audit.adopt_shape import UNTOKENIZED
 from sst2_audit.audit.findings import LevelResult, shown
 from sst2_audit.formats.adopted_generation import DIFFERS, DRIFT, GeneratedRow, SAME
 from sst2_audit.protocol.generation import EXACT_MATCH
@@ -69,20 +70,23 @@ def check_identity(adoption, tokenizer) -> LevelResult:
                 level.expect(where, "context (sha256)", sha256_text(context), sample.logged.contexts[0])
                 level.expect(where, "generation_kwargs", kwargs, sample.generation_kwargs)
                 level.expect(where, "target (sha256)", want["target_hash"], sample.logged.target)
-        tokens = context_tokens(tokenizer, context, settings["add_bos_token"])
-        if len(tokens) + spec.generation.max_gen_toks > settings["max_length"]:
+        tokens = context_tokens(tokenizer, context, settings["add_bos_token"]) if tokenizer is not None else None
+        if tokens is not None and len(tokens) + spec.generation.max_gen_toks > settings["max_length"]:
             raise InputError(f"row idx {idx}: the context is {len(tokens)} tokens, and with max_gen_toks "
                              f"{spec.generation.max_gen_toks} it exceeds max_length {settings['max_length']}: lm-eval "
                              "would cut the context from the left; the protocol never truncates.")
         first = next(iter(lines.values()))
         adoption.questions[idx] = GeneratedRow(
-            idx, want["doc_hash"], want["prompt_hash"], want["target_hash"], len(tokens),
+            idx, want["doc_hash"], want["prompt_hash"], want["target_hash"], None if tokens is None else len(tokens),
             list(shots.positions[idx]) if shots is not None else [], first.response_sha256,
             {f: s.filtered_sha256 for f, s in sorted(lines.items())},
             {f: s.exact_match for f, s in sorted(lines.items())}, "not drawn")
-        adoption.contexts[idx] = tokens  # the rescore's input; not a record field
+        if tokens is not None:
+            adoption.contexts[idx] = tokens  # the rescore's input; not a record field
         adoption.references[idx] = spec.reference(doc)
         adoption.lines[idx] = lines
+    if tokenizer is None:  # lm-eval logs no tokens: only a re-decode reads them (AdoptShape.tokenizes)
+        level.notes.append(UNTOKENIZED)
     return level
 
 

@@ -23,7 +23,7 @@ class GeneratedRow:
     doc_hash: str
     prompt_hash: str
     target_hash: str
-    context_length: int  # tokens, by the reviewer's tokenizer
+    context_length: int | None  # tokens, by the reviewer's tokenizer; None where the adoption re-decoded nothing
     shots: list[int]
     response_sha256: str  # the logged generation's (a claim)
     filtered_sha256: dict[str, str]  # per filter: the logged answer's

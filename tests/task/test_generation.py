@@ -223,6 +223,9 @@ def test_a_structural_adoption_is_re_decoded_by_the_audit_and_a_decode_it_did_no
     itself and PASSes; a record that gives such a row a greedy answer FAILs, naming the row and the field."""
     done = _adopt(gsm, gsm / "plain0", "gsm0", "--run-name", "s", "--structural", cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr
+    assert "  prompts not tokenized: lm-eval logs no tokens, and only a rescore reads them" in done.stdout
+    assert {row["context_length"] for row in json.loads((tmp_path / "runs" / "s" / "adopted.json").read_text())[
+        "rows"]} == {None}  # nothing re-decoded: no tokens derived
     audit = [str(VENV_BIN / "sst2-audit"), "audit", "--lock", gsm / "gsm.lock.json", "--cache", gsm / "cache-gsm0"]
     audited = run_script(*audit, "--out", tmp_path / "runs" / "s", cwd=tmp_path)
     assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
