@@ -17,7 +17,7 @@ class ChoiceAdoption(AdoptShape):
         return adopt.check_identity, adopt.check_arithmetic
 
     def tokenizes(self, adoption) -> bool:
-        """lm-eval logs no tokens: they are derived for a rescore, or to hold a record that has them to them."""
+        """lm-eval logs no tokens: they are derived for a rescore, or to check a record that holds them."""
         return bool(adoption.rescore) or adoption.tokens_claimed
 
     def longest(self, adoption) -> int:

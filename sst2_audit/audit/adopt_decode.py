@@ -17,7 +17,7 @@ class DecodeAdoption(AdoptShape):
         return adopt_generation.check_identity, adopt_generation.check_arithmetic
 
     def tokenizes(self, adoption) -> bool:
-        """lm-eval logs no tokens: they are derived for a re-decode, or to hold a record that has them to them."""
+        """lm-eval logs no tokens: they are derived for a re-decode, or to check a record that holds them."""
         return bool(adoption.rescore) or adoption.tokens_claimed
 
     def longest(self, adoption) -> int:
