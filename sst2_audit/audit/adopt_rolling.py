@@ -10,7 +10,7 @@ import typing
 
 from sst2_audit.audit import adopt, adopt_rescore, adopt_scores, adopted_level
 from sst2_audit.audit.adopt_scores import drift_causes, score_bound
-from sst2_audit.audit.adopt_shape import AdoptShape
+from sst2_audit.audit.adopt_shape import AdoptShape, UNTOKENIZED
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.formats.adopted import BITS, OUT, SEALED, WITHIN
 from sst2_audit.formats.adopted_rolling import AdoptedRollingRecord, ROLLING_CLASSES, RolledRow
@@ -46,7 +46,7 @@ def check_identity(adoption, tokenizer) -> LevelResult:
     """Every logged document against the reviewer's row its doc_id names: the doc, the one request's text (lm-eval's
     prompt_hash and target_hash are both of it) and, in lm-eval's own file, the logged doc, request and target."""
     level, spec, settings = LevelResult("identity"), adoption.spec, adoption.settings
-    prefix = prefix_token(tokenizer)
+    prefix = prefix_token(tokenizer) if tokenizer is not None else 0  # read only with the tokenizer
     for sample in adoption.output.samples:
         where = f"doc_id {sample.doc_id}"
         row = adoption.split_rows.by_idx.get(sample.doc_id)
@@ -66,13 +66,16 @@ def check_identity(adoption, tokenizer) -> LevelResult:
                         "arguments (sha256 of the text)": sample.logged.contexts,
                         "target (sha256)": sample.logged.target})
         adopt.expect_identity(level, adoption, sample, want, got)
-        tokens = text_tokens(tokenizer, text, settings["add_bos_token"])
-        windows = rolling_windows(tokens, prefix, settings["max_length"])
+        tokens = text_tokens(tokenizer, text, settings["add_bos_token"]) if tokenizer is not None else None
+        windows = rolling_windows(tokens, prefix, settings["max_length"]) if tokens is not None else None
         adoption.questions[sample.doc_id] = RolledRow(
             sample.doc_id, want["doc_hash"], want["prompt_hash"], want["target_hash"], spec.rolling_counts(row.doc),
-            len(tokens), tokens_hash([tokens]), len(windows), sample.score)
+            None if tokens is None else len(tokens), None if tokens is None else tokens_hash([tokens]),
+            None if windows is None else len(windows), sample.score)
         if adoption.rescore:  # the rescore's input, kept only when a rescore will read it
             adoption.requests[sample.doc_id] = windows
+    if tokenizer is None:  # lm-eval logs no tokens: only a rescore reads them (AdoptShape.tokenizes)
+        level.notes.append(UNTOKENIZED)
     return level
 
 
@@ -190,6 +193,7 @@ def rolling_record(adoption, common: dict) -> AdoptedRollingRecord:
 
 
 ROLLED_FIELDS = ("doc_hash", "prompt_hash", "target_hash", "counts", "tokens", "tokens_sha256", "windows", "logged")
+TOKEN_FIELDS = ("tokens", "tokens_sha256", "windows")  # None where the adoption rescored nothing
 
 
 def check_adopted(claimed, rederived, bits: bool) -> LevelResult:
@@ -212,6 +216,8 @@ def check_adopted(claimed, rederived, bits: bool) -> LevelResult:
         if here is None:
             continue
         for name in ROLLED_FIELDS:
+            if name in TOKEN_FIELDS and getattr(row, name) is None and row.rescored is None:
+                continue  # no tokens claimed for a document nobody rescored
             level.expect(where, name, getattr(here, name), getattr(row, name))
         drifted += adopted_level._rescored(level, where, None if row.rescored is None else [row.rescored],
                                            None if here.rescored is None else [here.rescored], bits)
@@ -233,6 +239,10 @@ class RollingAdoption(AdoptShape):
     def claims_level(self):
         return check_claims
 
+    def tokenizes(self, adoption) -> bool:
+        """lm-eval logs no tokens: they are derived for a rescore, or to check a record that holds them."""
+        return bool(adoption.rescore) or adoption.tokens_claimed
+
     def longest(self, adoption) -> int:
         return max((len(w.input_tokens) for windows in adoption.requests.values() for w in windows), default=0)
 
@@ -252,7 +262,10 @@ class RollingAdoption(AdoptShape):
         return public_rolled_sample(sample)
 
     def take_claims(self, adoption, claimed) -> None:
-        return None  # a document's score is rescored from its row alone
+        """A document's score is rescored from its row alone; a record whose rows hold tokens (or a rescore) has them
+        checked against the tokens derived here."""
+        adoption.tokens_claimed = any(any(getattr(row, name) is not None for name in TOKEN_FIELDS)
+                                      or row.rescored is not None for row in claimed.rows)
 
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         return check_adopted(claimed, here, bits)

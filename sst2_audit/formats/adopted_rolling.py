@@ -17,9 +17,10 @@ class RolledRow:
     prompt_hash: str  # lm-eval's: the sha256 of the one request's text (its target_hash is the same)
     target_hash: str
     counts: dict[str, int]  # per metric: the words or bytes of the reviewer's row
-    tokens: int  # the tokens the windows predict, by the reviewer's tokenizer
-    tokens_sha256: str  # util/hashing.py::tokens_hash of [their ids]
-    windows: int  # rolling windows of the profile's max_length
+    # None, these three, where the adoption rescored nothing (lm-eval logs no tokens)
+    tokens: int | None  # the tokens the windows predict, by the reviewer's tokenizer
+    tokens_sha256: str | None  # util/hashing.py::tokens_hash of [their ids]
+    windows: int | None  # rolling windows of the profile's max_length
     logged: float  # the run's summed log-likelihood (a claim)
     rescored: float | None = None  # this machine's, summed over the windows; None: sealed or not drawn
     row_class: str = NOT_DRAWN  # one of ROLLING_CLASSES

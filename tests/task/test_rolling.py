@@ -262,9 +262,13 @@ def test_a_float32_run_claiming_bfloat16_adopted_structurally_is_held_to_the_cla
 
 def test_a_structural_adoption_is_rescored_by_the_audit_and_a_class_it_did_not_find_fails(wiki, tmp_path):
     """A structural adoption (nothing rescored) audited with the default rescore: the audit rescores every document
-    itself and PASSes; a record that calls such a row rescored (its class, with the counts made to agree) FAILs."""
+    itself and PASSes; a record that calls such a row rescored (its class, with the counts made to agree), or gives
+    such a row a token count, FAILs. Nothing rescored: no tokens derived (lm-eval logs none), none recorded."""
     done = _adopt(wiki, wiki / "plain", "--run-name", "s", "--structural", cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr
+    assert "  prompts not tokenized: lm-eval logs no tokens, and only a rescore reads them" in done.stdout
+    assert {(row["tokens"], row["tokens_sha256"], row["windows"]) for row in json.loads(
+        (tmp_path / "runs" / "s" / "adopted.json").read_text())["rows"]} == {(None, None, None)}
     audit = [str(VENV_BIN / "sst2-audit"), "audit", "--lock", wiki / "wiki.lock.json", "--cache", wiki / "cache"]
     audited = run_script(*audit, "--out", tmp_path / "runs" / "s", cwd=tmp_path)
     assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
@@ -272,11 +276,13 @@ def test_a_structural_adoption_is_rescored_by_the_audit_and_a_class_it_did_not_f
     record = json.loads(path.read_text())
     record["rows"][2]["row_class"] = "bit for bit"
     record["row_classes"].update({"bit for bit": 1, "not drawn": len(record["rows"]) - 1})
+    record["rows"][3]["tokens"] = 1
     path.write_text(json.dumps(record))
     audited = run_script(*audit, "--out", tmp_path / "runs" / "s", cwd=tmp_path)
     assert audited.returncode == 1 and (f"row idx {record['rows'][2]['idx']}: row_class (a row the adoption did not "
                                         "rescore): expected 'not drawn', got 'bit for bit'") in audited.stdout, \
         audited.stdout
+    assert f"row idx {record['rows'][3]['idx']}: tokens: expected " in audited.stdout, audited.stdout
 
 
 def _forged(wiki: Path, target: Path, change, results_change=None) -> tuple:
