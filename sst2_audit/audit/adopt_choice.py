@@ -16,10 +16,6 @@ class ChoiceAdoption(AdoptShape):
     def record_checks(self) -> tuple:
         return adopt.check_identity, adopt.check_arithmetic
 
-    def tokenizes(self, adoption) -> bool:
-        """lm-eval logs no tokens: they are derived for a rescore, or to check a record that holds them."""
-        return bool(adoption.rescore) or adoption.tokens_claimed
-
     def longest(self, adoption) -> int:
         return longest_recorded(adoption.questions.values())
 

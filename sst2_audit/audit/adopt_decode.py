@@ -16,10 +16,6 @@ class DecodeAdoption(AdoptShape):
     def record_checks(self) -> tuple:
         return adopt_generation.check_identity, adopt_generation.check_arithmetic
 
-    def tokenizes(self, adoption) -> bool:
-        """lm-eval logs no tokens: they are derived for a re-decode, or to check a record that holds them."""
-        return bool(adoption.rescore) or adoption.tokens_claimed
-
     def longest(self, adoption) -> int:
         return max(map(len, adoption.contexts.values()), default=0) + adoption.spec.generation.max_gen_toks
 

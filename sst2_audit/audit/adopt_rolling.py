@@ -239,10 +239,6 @@ class RollingAdoption(AdoptShape):
     def claims_level(self):
         return check_claims
 
-    def tokenizes(self, adoption) -> bool:
-        """lm-eval logs no tokens: they are derived for a rescore, or to check a record that holds them."""
-        return bool(adoption.rescore) or adoption.tokens_claimed
-
     def longest(self, adoption) -> int:
         return max((len(w.input_tokens) for windows in adoption.requests.values() for w in windows), default=0)
 

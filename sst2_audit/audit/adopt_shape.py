@@ -25,8 +25,9 @@ class AdoptShape(ABC):
         """(identity level(adoption, tokenizer), arithmetic level(adoption)) before any model work."""
 
     def tokenizes(self, adoption) -> bool:
-        """Whether the identity level derives the prompts' tokens (else it is handed no tokenizer)."""
-        return True
+        """Whether the identity level derives the prompts' tokens (else it is handed no tokenizer): lm-eval logs
+        none, so they are derived for a rescore, or to check a record that holds them (take_claims)."""
+        return bool(adoption.rescore) or adoption.tokens_claimed
 
     @abstractmethod
     def longest(self, adoption) -> int:
