@@ -8,9 +8,9 @@ argmax of the scores, `acc_norm` the argmax of score / (characters of the choice
 first candidate in both; accuracy is the mean of the per-question 0/1 (other metrics: metrics.py).
 """
 
-import json
 import math
 
+from sst2_audit.util import json_text
 from sst2_audit.util.hashing import sha256_text
 
 # Fixed choices of the protocol, recorded with the lock's run settings in every run.json (a profile's chat settings
@@ -37,36 +37,10 @@ def doc_hash(doc: dict) -> str:
     return sha256_text(doc_json(doc))
 
 
-_SCALARS = {str: json.encoder.encode_basestring, int: int.__repr__, float: json.encoder.JSONEncoder().encode,
-            bool: lambda v: "true" if v else "false", type(None): lambda v: "null"}
-
-
 def doc_json(doc: dict) -> str:
-    """json.dumps(doc, indent=2, ensure_ascii=False), the same text: a flat document (text keys; scalar values or
-    lists of them, most datasets' rows) is written here at C speed, anything else by json itself (an adoption hashes
-    two docs a row, and json's indented writer is Python: about a third of a 73,584-row model-free adoption)."""
-    parts = []
-    for key, value in doc.items():
-        scalar = _SCALARS.get(type(value))
-        if scalar is not None and type(key) is str:
-            parts.append(f"  {_SCALARS[str](key)}: {scalar(value)}")
-            continue
-        listed = _listed(value) if type(value) is list and type(key) is str else None
-        if listed is None:
-            return json.dumps(doc, indent=2, ensure_ascii=False)
-        parts.append(f"  {_SCALARS[str](key)}: {listed}")
-    return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
-
-
-def _listed(value: list) -> str | None:
-    """A doc's list of scalars as json.dumps(indent=2) writes it at the doc's top level; None for anything else."""
-    parts = []
-    for item in value:
-        write = _SCALARS.get(type(item))
-        if write is None:
-            return None
-        parts.append(f"    {write(item)}")
-    return "[\n" + ",\n".join(parts) + "\n  ]" if parts else "[]"
+    """json.dumps(doc, indent=2, ensure_ascii=False), the same text (util/json_text.py: an adoption hashes two docs a
+    row, and json's indented writer took about a third of a 73,584-row model-free adoption)."""
+    return json_text.indented(doc, sort_keys=False)
 
 
 def predict(candidate_scores) -> int:

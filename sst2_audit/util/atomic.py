@@ -4,14 +4,12 @@ An interrupted step therefore leaves either the old file or none, never a
 half-written file that looks complete.
 """
 
-import dataclasses
-import json
-import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from sst2_audit.util import json_text
 from sst2_audit.util.errors import InputError
 
 
@@ -78,37 +76,19 @@ def write_json(path: Path, value, *, overwrite: bool = False) -> None:
     write_chunks(path, _grouped(_streamed(value, 0)), overwrite=overwrite)
 
 
-_TEXT = json.encoder.encode_basestring  # what json writes for a string with ensure_ascii=False
 _SCALARS = (str, int, float)
-
-
-def _float(value: float) -> str:
-    return "NaN" if value != value else "Infinity" if value == math.inf else "-Infinity" if value == -math.inf \
-        else float.__repr__(value)
-
-
-def _key(key) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, float):
-        return _float(key)
-    if key is True or key is False or key is None:
-        return "true" if key else "false" if key is False else "null"
-    if isinstance(key, int):
-        return int.__repr__(key)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
 
 
 def _streamed(value, level: int) -> Iterator[str]:
     """The text in pieces: the containers of the top two levels (a record, its rows) item by item, each row's text
-    built whole by _text."""
+    built whole (util/json_text.py: json's indented text, sort_keys)."""
     if level >= 2 or value is None or isinstance(value, _SCALARS):
         out: list = []
-        _text(value, level, out)
+        json_text.write(value, level, out)
         yield "".join(out)
         return
     if not isinstance(value, (list, tuple, dict)):
-        yield from _streamed(_fields(value), level)
+        yield from _streamed(json_text.fields_of(value), level)
         return
     if not value:
         yield "[]" if isinstance(value, (list, tuple)) else "{}"
@@ -118,44 +98,9 @@ def _streamed(value, level: int) -> Iterator[str]:
     for number, item in enumerate(sorted(value.items()) if isinstance(value, dict) else value):
         yield ("," if number else "") + inner
         if dict_like:
-            yield _TEXT(_key(item[0])) + ": "
+            yield json_text.string(json_text.key_text(item[0])) + ": "
         yield from _streamed(item[1] if dict_like else item, level + 1)
     yield "\n" + "  " * level + ("}" if dict_like else "]")
-
-
-def _text(value, level: int, out: list) -> None:
-    """What json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False, default=_fields) writes for value at this
-    indent level, appended to out: json's own order of checks, without its generators (json writes an indented
-    value in Python, piece by piece: most of the time of writing a 73,584-row adopted.json)."""
-    if isinstance(value, str):
-        out.append(_TEXT(value))
-    elif value is None or value is True or value is False:
-        out.append("null" if value is None else "true" if value else "false")
-    elif isinstance(value, int):
-        out.append(int.__repr__(value))
-    elif isinstance(value, float):
-        out.append(_float(value))
-    elif isinstance(value, (list, tuple, dict)):
-        if not value:
-            out.append("[]" if isinstance(value, (list, tuple)) else "{}")
-            return
-        inner, dict_like = "\n" + "  " * (level + 1), isinstance(value, dict)
-        out.append(("{" if dict_like else "[") + inner)
-        for number, item in enumerate(sorted(value.items()) if isinstance(value, dict) else value):
-            if number:
-                out.append("," + inner)
-            if dict_like:
-                out.append(_TEXT(_key(item[0])) + ": ")
-            _text(item[1] if dict_like else item, level + 1, out)
-        out.append("\n" + "  " * level + ("}" if dict_like else "]"))
-    else:
-        _text(_fields(value), level, out)
-
-
-def _fields(value) -> dict:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _grouped(pieces: Iterator[str], size: int = 1 << 16) -> Iterator[bytes]:
