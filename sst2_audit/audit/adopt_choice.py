@@ -39,9 +39,8 @@ class ChoiceAdoption(AdoptShape):
     def take_claims(self, adoption, claimed) -> None:
         """A score is rescored from the row alone: nothing the record claims is taken again; a record whose rows
         hold tokens (or a rescore) has them held to the tokens derived here."""
-        adoption.tokens_claimed = any(q.context_length is not None or q.candidate_token_counts is not None
-                                      or q.candidate_tokens_sha256 is not None or q.rescored is not None
-                                      for q in claimed.questions)
+        adoption.tokens_claimed = adopted_level.claims_tokens(claimed.questions, adopted_level.TOKEN_FIELDS,
+                                                              "rescored")
 
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         return adopted_level.check(claimed, here, bits, bootstrap_iters(settings))

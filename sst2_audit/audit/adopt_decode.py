@@ -39,8 +39,8 @@ class DecodeAdoption(AdoptShape):
     def take_claims(self, adoption, claimed) -> None:
         # the near ties the record says were taken: a claim each, re-decoded and held to the hash
         adoption.recorded_ties = {row.idx: [t for t in row.ties if "rank" in t] for row in claimed.rows if row.ties}
-        adoption.tokens_claimed = any(row.context_length is not None or row.rescored_response_sha256 is not None
-                                      for row in claimed.rows)
+        adoption.tokens_claimed = adopted_level.claims_tokens(claimed.rows, adopted_level.GENERATED_TOKEN_FIELDS,
+                                                              "rescored_response_sha256")
 
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         return adopted_level.check_generation(claimed, here, bits)

@@ -216,8 +216,8 @@ def check_adopted(claimed, rederived, bits: bool) -> LevelResult:
         if here is None:
             continue
         for name in ROLLED_FIELDS:
-            if name in TOKEN_FIELDS and getattr(row, name) is None and row.rescored is None:
-                continue  # no tokens claimed for a document nobody rescored
+            if adopted_level.tokens_unclaimed(row, name, TOKEN_FIELDS, row.rescored):
+                continue
             level.expect(where, name, getattr(here, name), getattr(row, name))
         drifted += adopted_level._rescored(level, where, None if row.rescored is None else [row.rescored],
                                            None if here.rescored is None else [here.rescored], bits)
@@ -260,8 +260,7 @@ class RollingAdoption(AdoptShape):
     def take_claims(self, adoption, claimed) -> None:
         """A document's score is rescored from its row alone; a record whose rows hold tokens (or a rescore) has them
         checked against the tokens derived here."""
-        adoption.tokens_claimed = any(any(getattr(row, name) is not None for name in TOKEN_FIELDS)
-                                      or row.rescored is not None for row in claimed.rows)
+        adoption.tokens_claimed = adopted_level.claims_tokens(claimed.rows, TOKEN_FIELDS, "rescored")
 
     def check_adopted(self, claimed, here, bits: bool, settings: dict) -> LevelResult:
         return check_adopted(claimed, here, bits)

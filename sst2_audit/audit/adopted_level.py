@@ -21,6 +21,20 @@ RECORD_FIELDS = ("profile", "task", "metrics", "demo", "notice", "lock_sha256", 
                  "config_differences", "claims", "row_set")
 
 
+def tokens_unclaimed(row, name: str, fields: tuple, rescored) -> bool:
+    """A token field the record leaves null for a row nobody rescored (`rescored` None): an adoption that rescores
+    nothing derives no tokens (lm-eval logs none), so nothing is claimed there to compare. A rescored row's tokens
+    (its bound's sqrt(tokens)) are always compared."""
+    return name in fields and getattr(row, name) is None and rescored is None
+
+
+def claims_tokens(rows, fields: tuple, rescored: str) -> bool:
+    """A record whose rows hold tokens or a rescore (the field `rescored`): its audit derives the tokens to hold
+    them to (AdoptShape.tokenizes)."""
+    return any(getattr(row, rescored) is not None or any(getattr(row, name) is not None for name in fields)
+               for row in rows)
+
+
 def _rescored(level: LevelResult, where: str, claimed, here, bits: bool) -> bool:
     """The recorded rescore against this machine's: bits where this machine runs the lock's mode, else the
     drift bound between CPUs (True: only within that bound)."""
@@ -96,8 +110,8 @@ def check(claimed, rederived, bits: bool, iters: int = 0) -> LevelResult:
             continue
         where = f"row idx {question.idx}"
         for name in ROW_FIELDS:
-            if name in TOKEN_FIELDS and getattr(question, name) is None and question.rescored is None:
-                continue  # no tokens claimed for a row nobody rescored (a rescored row's bound needs them: held)
+            if tokens_unclaimed(question, name, TOKEN_FIELDS, question.rescored):
+                continue
             level.expect(where, name, getattr(here, name), getattr(question, name))
         drifted += _rescored(level, where, question.rescored, here.rescored, bits)
         if here.rescored is not None and question.rescored is None:
@@ -122,6 +136,7 @@ def _own_generation_arithmetic(level: LevelResult, claimed) -> None:
 
 GENERATED_FIELDS = ("doc_hash", "prompt_hash", "target_hash", "context_length", "shots", "response_sha256",
                     "filtered_sha256", "logged_exact_match")
+GENERATED_TOKEN_FIELDS = ("context_length",)  # None where the adoption re-decoded nothing
 DECODE_FACTS = ("closest_step", "closest_margin", "ties", "left_at")  # compared where this machine runs the mode
 REDECODED_FIELDS = ("rescored_response_sha256", "generated_tokens_sha256", "generated_tokens", "stopped",
                     "rescored_exact_match", "greedy_response_sha256", "greedy_exact_match", "row_class")
@@ -140,8 +155,8 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
             continue
         where = f"row idx {row.idx}"
         for name in GENERATED_FIELDS:
-            if name == "context_length" and row.context_length is None and row.rescored_response_sha256 is None:
-                continue  # no tokens claimed for a row nobody re-decoded
+            if tokens_unclaimed(row, name, GENERATED_TOKEN_FIELDS, row.rescored_response_sha256):
+                continue
             level.expect(where, name, getattr(here, name), getattr(row, name))
         if here.rescored_response_sha256 is not None and row.rescored_response_sha256 is None:
             undrawn_row(level, where, row, tuple(name for name in (*REDECODED_FIELDS, *DECODE_FACTS)
