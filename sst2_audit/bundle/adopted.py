@@ -2,13 +2,15 @@
 manifest, with SHA256SUMS; the same tar rules and reader as a run's bundle (bundle/run.py, ustar.py)."""
 
 import json
+import shutil
 from pathlib import Path
 
 from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
-from sst2_audit.bundle.run import (archive, bundle_path, check_sums, Limits, MAX_BUNDLE_BYTES, read_members,
-                                   require_exactly, RUN_LIMITS as TASK_LIMITS, SUMS, sums_file)
+from sst2_audit.bundle.reading import (check_sums, has_member, Limits, MAX_MEMBERS, read_members, require_exactly,
+                                       SUMS)
+from sst2_audit.bundle.run import archive, bundle_path, sums_file
 from sst2_audit.formats import records
-from sst2_audit.formats.adopted import ADOPTED_FILE
+from sst2_audit.formats.adopted import ADOPTED_FILE, MAX_ADOPTED_BYTES
 from sst2_audit.formats.adopted_run import ADOPTED_RUN_FILE, MAX_TASKS
 from sst2_audit.formats.manifest import read_manifest
 from sst2_audit.util import atomic
@@ -18,10 +20,14 @@ from sst2_audit.util.sanitize import RUN_NAME
 
 PUBLIC_FILES = (ADOPTED_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE)
 LIGHTEVAL_PUBLIC_FILES = (ADOPTED_FILE, records.LIGHTEVAL_RESULTS_FILE, records.LIGHTEVAL_DETAILS_FILE)
-# a run of many tasks: adopted-run.json, SHA256SUMS and one adopted bundle per task (<task>.tar.gz); one task's
-# bundle has a run bundle's limits (a bundle is held in memory whole while it is checked: a gzip bomb stays small)
-RUN_LIMITS = Limits(bundle_bytes=64 << 20, unpacked_bytes=72 << 20, member_bytes=MAX_BUNDLE_BYTES,
-                    members=MAX_TASKS + 3)
+# An adopted bundle is read as a stream and its members written to disk as they come (bundle/run.py::read_members'
+# folder): memory stays flat, so its limits are an adopted folder's (adopted.json up to 256 MiB; an adoption of the
+# leaderboard's MMLU-Pro, 12,032 rows, is about 12 MB model-free) and a gzip bomb costs disk up to unpacked_bytes.
+TASK_LIMITS = Limits(bundle_bytes=MAX_ADOPTED_BYTES, unpacked_bytes=3 * MAX_ADOPTED_BYTES,
+                     member_bytes=MAX_ADOPTED_BYTES, members=MAX_MEMBERS)
+# a run of many tasks: adopted-run.json, SHA256SUMS and one adopted bundle per task (<task>.tar.gz), unpacked alike
+RUN_LIMITS = Limits(bundle_bytes=4 * MAX_ADOPTED_BYTES, unpacked_bytes=4 * MAX_ADOPTED_BYTES + (16 << 20),
+                    member_bytes=TASK_LIMITS.bundle_bytes, members=MAX_TASKS + 3)
 
 
 def public_files(names) -> tuple:
@@ -31,23 +37,18 @@ def public_files(names) -> tuple:
 
 
 def is_adopted(path: Path) -> bool:
-    """An adopted folder (it holds adopted.json) or a bundle whose members include it."""
+    """An adopted folder (it holds adopted.json) or a bundle with that member (read up to it: the reader chosen
+    checks everything)."""
     if Path(path).is_dir():
         return (Path(path) / ADOPTED_FILE).is_file()
-    try:
-        return ADOPTED_FILE in read_members(Path(path), TASK_LIMITS)[1]
-    except (CheckFailed, InputError):  # the run bundle's reader refuses it and says why
-        return False
+    return has_member(Path(path), TASK_LIMITS, ADOPTED_FILE)
 
 
 def is_adopted_run(path: Path) -> bool:
     """An adopted run of many tasks: a folder holding adopted-run.json, or a bundle whose members include it."""
     if Path(path).is_dir():
         return (Path(path) / ADOPTED_RUN_FILE).is_file()
-    try:
-        return ADOPTED_RUN_FILE in read_members(Path(path), RUN_LIMITS)[1]
-    except (CheckFailed, InputError):
-        return False
+    return has_member(Path(path), RUN_LIMITS, ADOPTED_RUN_FILE)
 
 
 def task_member(task: str) -> str:
@@ -74,7 +75,7 @@ def _readable(contents: dict, top: str, limits: Limits, source) -> bytes:
         raise InputError(f"{source}: its bundle would be {len(packed)} bytes packed, {tar} unpacked ({largest}: "
                          f"{len(contents[largest])}), more than a reviewer's reader takes ({limits.bundle_bytes}, "
                          f"{limits.unpacked_bytes}, {limits.member_bytes} a member); nothing packed: hand over the "
-                         "adopted folder instead (its audit reads an adopted.json of up to 256 MiB).")
+                         "adopted folder instead.")
     return packed
 
 
@@ -93,28 +94,27 @@ def pack_run(record: bytes, tasks: dict, run_name: str, lock, results: Path) -> 
 def unpack_run_verified(bundle: Path, target: Path, tasks_of) -> tuple:
     """(folder, checks) of a run bundle: its SHA256SUMS, exactly adopted-run.json and one member per task the record
     names (tasks_of: the record's bytes -> its task names), each member unpacked by unpack_verified."""
-    _, members = read_members(bundle, RUN_LIMITS)
+    inner = Path(target) / "task-bundles"
+    _, members = read_members(bundle, RUN_LIMITS, inner)
     problems = check_sums(members, RUN_LIMITS)
     if problems:
         raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
-    tasks = tasks_of(members.get(ADOPTED_RUN_FILE, b"null"), f"{bundle}: {ADOPTED_RUN_FILE}")
+    record = members[ADOPTED_RUN_FILE].read_bytes(RUN_LIMITS.member_bytes) if ADOPTED_RUN_FILE in members else b"null"
+    tasks = tasks_of(record, f"{bundle}: {ADOPTED_RUN_FILE}")
     require_exactly(members, {ADOPTED_RUN_FILE, SUMS} | {task_member(task) for task in tasks}, bundle,
                     "an adopted lm-eval run of many tasks")
     folder, checks = Path(target) / "adopted-run", len(members) + 1
-    inner = Path(target) / "task-bundles"
-    inner.mkdir(parents=True)
     folder.mkdir(parents=True)
     for task in tasks:
-        shown = inner / task_member(task)
-        shown.write_bytes(members[task_member(task)])
+        shown = members[task_member(task)].path
         try:
-            unpacked, made = unpack_verified(shown, inner / task)
+            unpacked, made = unpack_verified(shown, Path(target) / "tasks" / task)
         except (CheckFailed, InputError) as error:  # name the member of the reviewer's file, not our scratch copy
             error.args = (str(error).replace(str(shown), f"{bundle}: {task_member(task)}"),)
             raise
         unpacked.rename(folder / task)
         checks += made
-    (folder / ADOPTED_RUN_FILE).write_bytes(members[ADOPTED_RUN_FILE])
+    (folder / ADOPTED_RUN_FILE).write_bytes(record)
     return folder, checks
 
 
@@ -134,16 +134,21 @@ def _contents(files: dict, lock, cache: Path) -> dict:
 
 def unpack_verified(bundle: Path, target: Path) -> tuple:
     """(folder, checks): limits, names and SHA256SUMS checked and the members exactly an adopted folder's public
-    files (lm-eval's or a lighteval run's), the lock, the manifest and SHA256SUMS, then written."""
-    _, members = read_members(bundle, TASK_LIMITS)
-    problems = check_sums(members, TASK_LIMITS)
-    if problems:
-        raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
-    public = public_files(members)
-    require_exactly(members, frozenset({*public, BUNDLE_LOCK, BUNDLE_MANIFEST, SUMS}), bundle,
-                    "an adopted lighteval run" if public == LIGHTEVAL_PUBLIC_FILES else "an adopted lm-eval run")
+    files (lm-eval's or a lighteval run's), the lock, the manifest and SHA256SUMS; each member written as it is read
+    (memory flat in the bundle's size), the folder removed where the bundle is refused."""
+    unpacked = Path(target) / "unpacked"
+    _, members = read_members(bundle, TASK_LIMITS, unpacked)
+    try:
+        problems = check_sums(members, TASK_LIMITS)
+        if problems:
+            raise CheckFailed(f"{bundle}: the bundle does not match its SHA256SUMS: " + "; ".join(problems[:10])
+                              + ".")
+        public = public_files(members)
+        require_exactly(members, frozenset({*public, BUNDLE_LOCK, BUNDLE_MANIFEST, SUMS}), bundle,
+                        "an adopted lighteval run" if public == LIGHTEVAL_PUBLIC_FILES else "an adopted lm-eval run")
+    except (CheckFailed, InputError):
+        shutil.rmtree(unpacked, ignore_errors=True)
+        raise
     folder = Path(target) / "adopted"
-    folder.mkdir(parents=True)
-    for name, body in members.items():
-        (folder / name).write_bytes(body)
+    unpacked.rename(folder)
     return folder, len(members) + 1

@@ -9,7 +9,7 @@ run bundle is read by every rule of a run bundle.
 
 from pathlib import Path
 
-from sst2_audit.bundle import run as bundle
+from sst2_audit.bundle import reading, run as bundle
 from sst2_audit.bundle.group import LIMITS
 from sst2_audit.formats import prereg as formats
 from sst2_audit.formats import strict_json
@@ -26,7 +26,7 @@ def run_member(kind: str, profile: str) -> str:
 
 
 def is_confirmation_bundle(path: Path) -> bool:
-    name = bundle.first_member_name(path, LIMITS)
+    name = reading.first_member_name(path, LIMITS)
     return name is not None and name.endswith(f"/{FIRST_MEMBER}")
 
 
@@ -46,7 +46,7 @@ def pack(checked: dict, record, runs: dict, caches: dict, results: Path) -> Path
     contents = dict(checked)
     for (kind, profile), run in runs.items():
         contents[run_member(kind, profile)] = bundle.archive(profile, bundle.bundle_contents(run, caches[profile]))
-    contents[bundle.SUMS] = bundle.sums_file(contents)
+    contents[reading.SUMS] = bundle.sums_file(contents)
     atomic.write_bytes(target, bundle.archive(record.run_name, contents))
     return target
 
@@ -55,8 +55,8 @@ def unpack_verified(path: Path, scratch: Path, lock) -> tuple:
     """The confirmation folder a bundle unpacks to, and the checks made; nothing is written before every
     member passed its rules."""
     path = Path(path)
-    _, members = bundle.read_members(path, LIMITS)
-    problems = bundle.check_sums(members, LIMITS)
+    _, members = reading.read_members(path, LIMITS)
+    problems = reading.check_sums(members, LIMITS)
     if problems:
         raise CheckFailed(f"{path}: the confirmation bundle does not match its SHA256SUMS: "
                           + "; ".join(problems[:10]) + ".")
@@ -68,8 +68,8 @@ def unpack_verified(path: Path, scratch: Path, lock) -> tuple:
         raise InputError(f"{path}: {formats.PREREG_FILE}: rule.profiles {repr(profiles)[:80]} are not profiles of "
                          f"the reviewer's lock {lock.path}.")
     runs = [(kind, profile) for kind in KINDS for profile in profiles]
-    bundle.require_exactly(members, {formats.CONFIRMATION_FILE, formats.CONFIRMATION_CARD, formats.PREREG_FILE,
-                                     bundle.SUMS} | {run_member(*run) for run in runs}, path, "a confirmation")
+    reading.require_exactly(members, {formats.CONFIRMATION_FILE, formats.CONFIRMATION_CARD, formats.PREREG_FILE,
+                                     reading.SUMS} | {run_member(*run) for run in runs}, path, "a confirmation")
     folder, inner = Path(scratch) / "confirmation", Path(scratch) / "run-bundles"
     inner.mkdir(parents=True)
     checks = len(members) + 1

@@ -8,7 +8,7 @@ group (group.json names the group; the lock, not group.json, names its subtasks)
 
 from pathlib import Path
 
-from sst2_audit.bundle import run as bundle
+from sst2_audit.bundle import reading, run as bundle
 from sst2_audit.formats import strict_json
 from sst2_audit.pages.card import group_card
 from sst2_audit.task.group import GROUP_CARD, GROUP_FILE, group_spec
@@ -18,7 +18,7 @@ from sst2_audit.util.sanitize import RUN_NAME
 
 MAX_SUBTASKS = 64
 # the members are compressed run bundles: the stream unpacks to about the file's own size
-LIMITS = bundle.Limits(bundle_bytes=64 << 20, unpacked_bytes=72 << 20, member_bytes=bundle.MAX_BUNDLE_BYTES,
+LIMITS = reading.Limits(bundle_bytes=64 << 20, unpacked_bytes=72 << 20, member_bytes=reading.MAX_BUNDLE_BYTES,
                        members=MAX_SUBTASKS + 4)
 FIRST_MEMBER = GROUP_CARD  # sorted names: GROUP.md < SHA256SUMS < group.json < the subtasks' lower-case names
 
@@ -29,7 +29,7 @@ def subtask_member(task: str) -> str:
 
 def is_group_bundle(path: Path) -> bool:
     """A group bundle's first member is GROUP.md; anything else is read (and judged) as a run bundle."""
-    name = bundle.first_member_name(path, LIMITS)
+    name = reading.first_member_name(path, LIMITS)
     return name is not None and name.endswith(f"/{FIRST_MEMBER}")
 
 
@@ -38,7 +38,7 @@ def bundle_target(record, results: Path) -> Path:
     if not RUN_NAME.match(record.run_name):
         raise InputError(f"group run name {record.run_name!r} is not a safe file name; no bundle is written.")
     longest = max(len(subtask_member(m.task)) for m in record.members)
-    if len(record.run_name) + 1 + max(longest, len(bundle.SUMS)) > 100:  # a ustar name field holds 100 bytes
+    if len(record.run_name) + 1 + max(longest, len(reading.SUMS)) > 100:  # a ustar name field holds 100 bytes
         raise InputError(f"group run name {record.run_name!r} is too long for plain ustar names with its subtask "
                          f"bundles (at most {99 - longest} characters); re-run the group with a shorter --run-name.")
     return bundle.bundle_path(record.run_name, results)
@@ -54,7 +54,7 @@ def pack(group_bytes: bytes, record, runs: dict, caches: dict, results: Path) ->
         # the subtask's top folder is its task name: the run name may exceed a ustar name with the group's prefix
         inner = bundle.bundle_contents(run, caches[member.task])
         contents[subtask_member(member.task)] = bundle.archive(member.task, inner)
-    contents[bundle.SUMS] = bundle.sums_file(contents)
+    contents[reading.SUMS] = bundle.sums_file(contents)
     atomic.write_bytes(target, bundle.archive(record.run_name, contents))
     return target
 
@@ -64,8 +64,8 @@ def unpack_verified(path: Path, scratch: Path, lock) -> tuple:
     the checks made. Nothing is written before every member passed its rules."""
 
     path = Path(path)
-    _, members = bundle.read_members(path, LIMITS)
-    problems = bundle.check_sums(members, LIMITS)
+    _, members = reading.read_members(path, LIMITS)
+    problems = reading.check_sums(members, LIMITS)
     if problems:
         raise CheckFailed(f"{path}: the group bundle does not match its SHA256SUMS: " + "; ".join(problems[:10]) + ".")
     raw = strict_json.loads(members.get(GROUP_FILE, b"null"), f"{path}: {GROUP_FILE}")
@@ -74,7 +74,7 @@ def unpack_verified(path: Path, scratch: Path, lock) -> tuple:
         raise InputError(f"{path}: {GROUP_FILE}: group_name {repr(name)[:80]} is not a group of the reviewer's lock "
                          f"{lock.path} (groups: {', '.join(sorted(lock.groups)) or 'none'}).")
     tasks = [task for task, _ in group_spec(lock, name).members]  # the reviewer's lock names the members
-    bundle.require_exactly(members, {GROUP_FILE, GROUP_CARD, bundle.SUMS} | {subtask_member(task) for task in tasks},
+    reading.require_exactly(members, {GROUP_FILE, GROUP_CARD, reading.SUMS} | {subtask_member(task) for task in tasks},
                            path, f"group {name}")
     folder = Path(scratch) / "group"
     inner = Path(scratch) / "subtask-bundles"

@@ -1,34 +1,30 @@
 """The reviewer bundle: a deterministic tar.gz of public records, with SHA256SUMS and a card.
 
 It never carries a sentence, a prompt or a token id of the data. Reading one works like a
-package installer: size limits from the file and the tar headers first, one gzip member
-with its CRC, no trailing data, plain file names in one folder, no duplicates, and
-SHA256SUMS checked over the in-memory members before any record is parsed.
+package installer (bundle/reading.py): size limits from the file and the tar headers first, one
+gzip member with its CRC, no trailing data, plain file names in one folder, no duplicates, and
+SHA256SUMS checked over the members before any record is parsed.
 """
 
 import gzip
 import hashlib
 import io
 import json
-import re
 import tarfile
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
-from sst2_audit.bundle import ustar
+from sst2_audit.bundle.reading import check_sums, read_members, require_exactly, SUMS
 from sst2_audit.formats import records
 from sst2_audit.formats.manifest import MANIFEST_NAME, read_manifest
-from sst2_audit.formats.strict_json import loads, read_bytes
+from sst2_audit.formats.strict_json import loads
 from sst2_audit.pages import card
 from sst2_audit.pages.html_report import OLDEST_SCHEMA, render
 from sst2_audit.util import atomic
 from sst2_audit.util.environment import scrub_paths
 from sst2_audit.util.errors import CheckFailed, InputError
-from sst2_audit.util.sanitize import RUN_NAME, SAFE_NAME
+from sst2_audit.util.sanitize import RUN_NAME
 
-SUMS = "SHA256SUMS"
 CARD = "CARD.md"
 PUBLIC_FILES = (records.RUN_FILE, records.FAILURE_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE,
                 records.ENVIRONMENT_FILE)
@@ -128,128 +124,6 @@ def pack(run, cache: Path, results: Path) -> Path:
     return target
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Checked from sizes and headers before anything is read whole (README: "Bundles")."""
-    bundle_bytes: int  # compressed
-    unpacked_bytes: int  # the whole tar stream after gunzip
-    member_bytes: int
-    members: int
-
-
-MAX_BUNDLE_BYTES = 8 << 20  # compressed; the reference bundle is about 25 KB
-MAX_UNPACKED_BYTES = 32 << 20
-MAX_MEMBER_BYTES = 16 << 20
-MAX_MEMBERS = 16  # a bundle holds 9 files and their folder
-RUN_LIMITS = Limits(MAX_BUNDLE_BYTES, MAX_UNPACKED_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS)
-SUMS_LINE = re.compile(f"^([0-9a-f]{{64}})  ({SAFE_NAME})\\Z")
-
-
-def _gunzip(bundle: Path, limits: Limits = RUN_LIMITS) -> bytes:
-    """One gzip member, CRC and length checked, nothing after it, at most limits.unpacked_bytes out."""
-
-    data = read_bytes(bundle, limits.bundle_bytes)
-    if data[:2] != b"\x1f\x8b":
-        raise InputError(f"{bundle}: not a gzip file (a bundle is a .tar.gz written by sst2-audit audit --bundle).")
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip header and trailer (CRC32, ISIZE) checked by zlib
-    try:
-        out = inflater.decompress(data, limits.unpacked_bytes + 1)
-    except zlib.error as error:
-        raise CheckFailed(f"{bundle}: refused: the gzip stream is corrupt ({error}).") from None
-    if len(out) > limits.unpacked_bytes or inflater.unconsumed_tail:
-        raise CheckFailed(f"{bundle}: refused: unpacks to more than {limits.unpacked_bytes} bytes (limit).")
-    if not inflater.eof:
-        raise InputError(f"{bundle}: the gzip stream is truncated.")
-    if inflater.unused_data:
-        raise CheckFailed(f"{bundle}: refused: {len(inflater.unused_data)} bytes of trailing data after the gzip "
-                          "stream.")
-    return out
-
-
-def first_member_name(bundle: Path, limits: Limits) -> str | None:
-    """The name in the first tar header, or None when it cannot be read: which reader applies (a group
-    bundle's first member is GROUP.md). Both readers check everything, so the choice loosens nothing."""
-
-    try:
-        head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(read_bytes(bundle, limits.bundle_bytes), 512)
-    except (zlib.error, InputError):
-        return None
-    return head[:100].partition(b"\0")[0].decode("ascii", errors="replace") if len(head) == 512 else None
-
-
-def read_members(bundle: Path, limits: Limits = RUN_LIMITS) -> tuple:
-    """(top folder, {name: bytes}) of a bundle, every rule checked from the headers before a byte is used."""
-
-    bundle = Path(bundle)
-    raw = _gunzip(bundle, limits)
-    entries, end = ustar.read(raw, str(bundle), limits.members, limits.member_bytes)
-    members = {}
-    folded: dict = {}
-    top = None
-    for entry in entries:
-        name = entry.name.removesuffix("/") if entry.is_dir else entry.name
-        parts = name.split("/")
-        if name.startswith("/") or "\\" in name or ".." in parts or "" in parts or "." in parts:
-            raise CheckFailed(f"{bundle}: refusing member {name!r}: absolute path, '..' or an unclean name.")
-        if top is None:
-            top = parts[0]
-        if parts[0] != top:
-            raise CheckFailed(f"{bundle}: expected one top-level run folder, found {top!r} and {parts[0]!r}.")
-        if entry.is_dir:
-            if len(parts) != 1:
-                raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle has no sub-folders.")
-            continue
-        if len(parts) != 2:
-            raise CheckFailed(f"{bundle}: refusing member {name!r}: a bundle's files sit in its one folder.")
-        if parts[1] in members:
-            raise CheckFailed(f"{bundle}: refused: member {name!r} appears twice.")
-        if parts[1].casefold() in folded:  # one file on a case-insensitive disk
-            raise CheckFailed(f"{bundle}: refused: members {folded[parts[1].casefold()]!r} and {parts[1]!r} "
-                              "differ only in case.")
-        folded[parts[1].casefold()] = parts[1]
-        members[parts[1]] = entry.data
-    if top is None:
-        raise CheckFailed(f"{bundle}: refused: an empty archive.")
-    if not RUN_NAME.match(top):  # `tar -xzf` makes this folder on the reviewer's disk
-        raise CheckFailed(f"{bundle}: refused: the top folder {top[:100]!r} is not a safe run name (letters, digits, "
-                          "'.', '_', '-').")
-    if raw[end:].strip(b"\0"):
-        raise CheckFailed(f"{bundle}: refused: {len(raw) - end} bytes after the tar archive's end are not padding.")
-    return top, members
-
-
-def check_sums(members: dict, limits: Limits = RUN_LIMITS) -> list:
-    """SHA256SUMS first: strict lines, plain names, every member listed once and unchanged."""
-    if SUMS not in members:
-        return [f"{SUMS} is missing from the bundle"]
-    most = limits.members * (64 + 2 + 100 + 1)
-    if len(members[SUMS]) > most:  # bounded before it is decoded or split
-        return [f"{SUMS}: {len(members[SUMS])} bytes, more than the {most} a list of {limits.members} members needs"]
-    problems, listed = [], {}
-    try:
-        text = members[SUMS].decode("utf-8")
-    except UnicodeDecodeError:
-        return [f"{SUMS}: not valid UTF-8"]
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = SUMS_LINE.match(line)
-        if not match or match.group(2) == SUMS:
-            problems.append(f"{SUMS}:{number}: malformed line {line[:120]!r} (expected '<sha256>  <file name>')")
-            continue
-        digest, name = match.groups()
-        if name in listed:
-            problems.append(f"{SUMS}:{number}: {name} listed twice")
-        listed[name] = digest
-    for name, digest in listed.items():
-        if name not in members:
-            problems.append(f"{name}: listed in {SUMS} but missing")
-        elif hashlib.sha256(members[name]).hexdigest() != digest:
-            problems.append(f"{name}: sha256 expected {digest} (SHA256SUMS), got "
-                            f"{hashlib.sha256(members[name]).hexdigest()}")
-    for name in sorted(set(members) - set(listed) - {SUMS}):
-        problems.append(f"{name}: in the bundle but not listed in {SUMS}")
-    return problems
-
-
 # Exactly the members a bundle of each record schema holds: nothing unchecked rides along.
 _OLD_MEMBERS = frozenset({records.RUN_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE,
                           records.ENVIRONMENT_FILE, BUNDLE_LOCK, BUNDLE_MANIFEST, CARD, SUMS})
@@ -272,15 +146,6 @@ def check_member_set(members: dict, bundle: Path) -> None:
         raise InputError(f"{bundle}: {records.RUN_FILE}: schema_version {version!r} is not one this audit reads "
                          f"({', '.join(map(str, sorted(SCHEMA_MEMBERS)))}).")
     require_exactly(members, expected, bundle, f"record schema {version}")
-
-
-def require_exactly(members: dict, expected, bundle: Path, what: str) -> None:
-    """Refuse a bundle whose members are not exactly `expected`, naming what is extra and what is missing."""
-    extra, missing = sorted(set(members) - set(expected)), sorted(set(expected) - set(members))
-    if extra or missing:
-        raise CheckFailed(f"{bundle}: refused: a bundle of {what} holds exactly {', '.join(sorted(expected))}; "
-                          + "; ".join(([f"unexpected {', '.join(map(repr, extra))}"] if extra else [])
-                                      + ([f"missing {', '.join(missing)}"] if missing else [])) + ".")
 
 
 def unpack_verified(bundle: Path, target: Path, name: str = "bundle") -> tuple:

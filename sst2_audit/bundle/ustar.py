@@ -27,7 +27,10 @@ KINDS = {b"1": "hard link", b"2": "symbolic link", b"3": "character device", b"4
 class Member:
     name: str
     is_dir: bool
-    data: bytes
+    data: object  # what the caller's `keep` made of the body: its bytes, or where it was written (bundle/run.py)
+
+
+CHUNK = 1 << 20  # a member's body reaches `keep` in pieces of at most this: memory flat in the member's size
 
 
 def _octal(field: bytes, what: str, where: str) -> int:
@@ -67,16 +70,29 @@ def _fixed_metadata(header: bytes, name: str, is_dir: bool, where: str) -> None:
             raise CheckFailed(f"{where}: refusing member {name!r}: header field {what} is set.")
 
 
-def read(raw: bytes, where: str, max_members: int, max_member_bytes: int) -> tuple:
-    """(members in order, offset of the end-of-archive block). Every header is checked before its data is used."""
+def _body(stream, size: int, name: str, where: str):
+    """A member's body from the stream in pieces; a stream that ends first is refused."""
+    left = size
+    while left:
+        piece = stream.read(min(left, CHUNK))
+        if not piece:
+            raise CheckFailed(f"{where}: refused: member {name!r} is cut short.")
+        left -= len(piece)
+        yield piece
+
+
+def read(stream, where: str, max_members: int, max_member_bytes: int, keep) -> list:
+    """The members of the tar stream (`stream.read(n)`: at most n bytes, fewer only at its end) up to and with its
+    end-of-archive block; what follows that block is the caller's to read. Every header is checked before its body
+    is read; keep(name, is_dir, pieces) consumes the body's pieces and returns what the member holds."""
     members: list = []
     offset = 0
     while True:
-        header = raw[offset:offset + BLOCK]
+        header = stream.read(BLOCK)
         if len(header) < BLOCK:
             raise CheckFailed(f"{where}: refused: the tar stream ends without an end-of-archive block.")
         if header == bytes(BLOCK):
-            return members, offset
+            return members
         if len(members) >= max_members:
             raise CheckFailed(f"{where}: refused: more than {max_members} members (limit).")
         stored = _octal(header[148:156], "chksum", where)
@@ -100,8 +116,11 @@ def read(raw: bytes, where: str, max_members: int, max_member_bytes: int) -> tup
             raise CheckFailed(f"{where}: refusing member {name!r}: a folder with data.")
         if size > max_member_bytes:
             raise CheckFailed(f"{where}: refused: member {name!r} is {size} bytes (limit {max_member_bytes}).")
-        start = offset + BLOCK
-        if start + size > len(raw):
+        pieces = _body(stream, size, name, where)
+        members.append(Member(name, kind == DIRECTORY, keep(name, kind == DIRECTORY, pieces)))
+        for _ in pieces:  # what keep left unread
+            pass
+        padding = -size % BLOCK
+        if len(stream.read(padding)) < padding:
             raise CheckFailed(f"{where}: refused: member {name!r} is cut short.")
-        members.append(Member(name, kind == DIRECTORY, raw[start:start + size]))
-        offset = start + -(-size // BLOCK) * BLOCK
+        offset += BLOCK + size + padding

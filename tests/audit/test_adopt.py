@@ -223,11 +223,11 @@ def test_a_process_that_dies_fails_the_adoption_and_nothing_is_written(plain, tm
 
 def test_the_record_and_bundle_of_a_task_of_many_rows_are_read_back(plain, embedded_cache, tmp_path):
     """An adoption's record grows about 0.7 KB a row: one of 30,000 rows (a task like GLUE's qqp) is more than the
-    16 MiB a run's record may be, and was refused by the tool that wrote it: read back now. A bundle's member may
-    still be 16 MiB at most (a bundle is checked in memory whole): --bundle refuses, exit 2, to pack one the reader
-    would refuse, nothing written; under the limits it packs and unpacks."""
+    16 MiB a run's record may be, and was refused by the tool that wrote it, then by the bundle's reader (a bundle
+    was checked in memory whole): an adopted bundle is read as a stream now, each member written as it comes, so
+    its limits are the adopted folder's. --bundle still refuses, exit 2, to pack one the reader would refuse."""
     from sst2_audit.bundle import adopted as adopted_bundle
-    from sst2_audit.bundle.run import Limits
+    from sst2_audit.bundle.reading import Limits, read_members
     from sst2_audit.formats.adopted_read import read_adopted
     from sst2_audit.formats.lock import load_lock
     from sst2_audit.util.errors import CheckFailed, InputError
@@ -242,13 +242,18 @@ def test_the_record_and_bundle_of_a_task_of_many_rows_are_read_back(plain, embed
     assert len(read_adopted(folder / "adopted.json").questions) == ROWS + 30_000
     files = {name: (folder / name).read_bytes() for name in adopted_bundle.public_files(os.listdir(folder))}
     lock = load_lock(plain / LOCK.name)
+    bundle = adopted_bundle.pack(folder, files, "many", lock, plain / "cache", tmp_path / "results")
+    unpacked, checks = adopted_bundle.unpack_verified(bundle, tmp_path / "scratch")
+    assert checks == 7 and sorted(os.listdir(unpacked)) == sorted([*files, "SHA256SUMS", "resources.lock.json",
+                                                                              "manifest.json"])
+    assert all((unpacked / name).read_bytes() == body for name, body in files.items())
+    assert len(read_adopted(unpacked / "adopted.json").questions) == ROWS + 30_000
+    tight = Limits(bundle_bytes=8 << 20, unpacked_bytes=32 << 20, member_bytes=16 << 20, members=16)
     with pytest.raises(InputError, match=r"its bundle would be \d+ bytes packed, .* nothing packed: hand over the "
                                          r"adopted folder instead"):
-        adopted_bundle.pack(folder, files, "many", lock, plain / "cache", tmp_path / "results")
-    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
-    roomy = Limits(bundle_bytes=128 << 20, unpacked_bytes=512 << 20, member_bytes=256 << 20, members=16)
-    packed = adopted_bundle._readable(adopted_bundle._contents(files, lock, plain / "cache"), "many", roomy, folder)
-    (tmp_path / "many.tar.gz").write_bytes(packed)
-    # the reader's own limits: what --bundle refused to write
+        adopted_bundle._readable(adopted_bundle._contents(files, lock, plain / "cache"), "many", tight, folder)
+    # a member over the reader's limit is refused from its header, and nothing it wrote is left
+    small = Limits(bundle_bytes=64 << 20, unpacked_bytes=64 << 20, member_bytes=16 << 20, members=16)
     with pytest.raises(CheckFailed, match=r"adopted.json. is \d+ bytes \(limit 16777216\)"):
-        adopted_bundle.unpack_verified(tmp_path / "many.tar.gz", tmp_path / "scratch")
+        read_members(bundle, small, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()

@@ -85,7 +85,7 @@ def test_every_extension_header_is_refused(tmp_path, capsys, magic, kind, messag
 
 def test_what_the_audit_read_is_what_gnu_tar_unpacks(embedded_cache, full_run, tmp_path, capsys):
     """Every accepted bundle, unpacked by the system's tar, gives exactly the bytes the audit checked."""
-    from sst2_audit.bundle.run import read_members
+    from sst2_audit.bundle.reading import read_members
 
     run = tmp_path / "run"
     shutil.copytree(full_run / "out", run)

@@ -39,6 +39,34 @@ def test_a_2mb_gzip_bomb_is_refused_fast_and_small(tmp_path):
     assert f"{bomb}: refused: unpacks to more than 33554432 bytes (limit)." in one_paragraph(done.stderr)
 
 
+def test_an_adopted_bundle_is_read_as_a_stream_its_members_on_disk_not_in_memory(tmp_path):
+    """An adopted bundle may hold an adopted.json of up to 256 MiB (a task of many rows): it is inflated and written
+    a piece at a time. A 201 MB member of zeros (a 200 KB file) is refused for SHA256SUMS with the process's peak
+    memory far under the member's size, and nothing it wrote is left."""
+    bomb = tmp_path / "big.tar.gz"
+    info = tarfile.TarInfo("big/adopted.json")
+    info.size = 12 << 24  # 201 MB
+    with gzip.GzipFile(bomb, mode="wb", compresslevel=9) as writer:
+        writer.write(info.tobuf(format=tarfile.USTAR_FORMAT))
+        for _ in range(info.size >> 24):
+            writer.write(bytes(1 << 24))
+        writer.write(bytes(1024))
+    assert bomb.stat().st_size < 1e6
+    probe = ("import re, sys, tempfile; sys.path.insert(0, %r); from sst2_audit.cli import audit_main; "
+             "code = audit_main(['--bundle-file', %r]); "
+             "hwm = int(re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1)) * 1024; "
+             "print(code, hwm, list(__import__('pathlib').Path(tempfile.gettempdir()).glob('sst2-audit-bundle-*')))"
+             % (str(REPO), str(bomb)))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO,
+                          env={**__import__("os").environ, "TMPDIR": str(scratch)})
+    code, peak, left = done.stdout.splitlines()[-1].split(" ", 2)
+    assert code == "1" and int(peak) < 150e6 and left == "[]", done.stdout + done.stderr
+    assert "SHA256SUMS is missing from the bundle" in one_paragraph(done.stdout + done.stderr), done.stdout
+    assert not list(scratch.iterdir())
+
+
 def _zeros_gzip(size: int) -> bytes:
     """gzip of `size` zero bytes, streamed (never the whole input in memory)."""
     out = io.BytesIO()
@@ -192,12 +220,13 @@ def _fuzz_bytes(reference: bytes, rng, count: int, tmp_path, capsys, *options, h
     return codes
 
 
-@pytest.mark.parametrize("count, message", [
-    (100_000, "unpacks to more than 33554432 bytes (limit)"),  # 100k headers alone are 51 MB of tar
-    (30_000, "more than 16 members (limit)"),
+@pytest.mark.parametrize("count, size, message", [
+    (100_000, 0, "more than 16 members (limit)"),  # 51 MB of headers: refused at the 17th, read as a stream
+    (30_000, 0, "more than 16 members (limit)"),
+    (3, 15 << 20, "unpacks to more than 33554432 bytes (limit)"),  # each member under its 16 MiB, 45 MiB in all
 ])
-def test_many_tiny_members_are_refused_by_a_limit(tmp_path, capsys, count, message):
-    entries = [_file(f"{TOP}/m{number}", b"") for number in range(count)]
+def test_many_tiny_members_are_refused_by_a_limit(tmp_path, capsys, count, size, message):
+    entries = [_file(f"{TOP}/m{number}", bytes(size)) for number in range(count)]
     bundle = tmp_path / "many.tar.gz"
     bundle.write_bytes(gzip.compress(_tar(entries), compresslevel=9))
     code, out = audit(capsys, "--bundle-file", bundle, "--arithmetic-only")
