@@ -3,14 +3,19 @@ again, on the reviewer's lock, cache and machine, and adopted.json (a claim like
 they find, row by row."""
 
 import dataclasses
+from pathlib import Path
 
 from sst2_audit.audit.adopt_generation import answer_changes, exact_match_summary
 from sst2_audit.audit.adopt_rescore import rescored_summary
 from sst2_audit.audit.adopt_scores import flip_test, row_class
 from sst2_audit.audit.findings import LevelResult
+from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
+from sst2_audit.formats import strict_json
+from sst2_audit.formats.manifest import Manifest
 from sst2_audit.formats.adopted import FLIP, NOT_DRAWN, ROW_CLASSES, SEALED
 from sst2_audit.formats.adopted_generation import GENERATION_CLASSES
 from sst2_audit.protocol.drift import DRIFT_BOUND
+from sst2_audit.util.hashing import sha256_bytes
 
 # the fields a re-adoption must reproduce exactly, per row; `rescored` is compared apart (a drawn sample)
 ROW_FIELDS = ("label", "doc_hash", "prompt_hash", "target_hash", "context_length", "candidate_token_counts",
@@ -177,3 +182,17 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
             level.expect(where, name, getattr(here, name), getattr(row, name))
     return level
 
+
+def bundle_copies(folder: Path, claimed) -> LevelResult:
+    """An adopted bundle's copies of the adopting lock and cache manifest, held to adopted.json (nothing in a bundle
+    rides along unchecked): the lock's sha256 is the record's lock_sha256 (itself held to the reviewer's lock), the
+    manifest's files are the record's resources by path, role, sha256 and pin (a cache prepared without the
+    weights lists them with the pinned hash and no size)."""
+    level = LevelResult("bundle lock and manifest")
+    lock = strict_json.read_bytes(folder / BUNDLE_LOCK)
+    level.expect(BUNDLE_LOCK, "sha256 (adopted.json's lock_sha256)", claimed.lock_sha256, sha256_bytes(lock))
+    manifest = Manifest.from_dict(strict_json.read(folder / BUNDLE_MANIFEST), str(folder / BUNDLE_MANIFEST))
+    level.expect(BUNDLE_MANIFEST, "files (adopted.json's resources: path, role, sha256, pin)",
+                 [[f.path, f.role, f.sha256, f.locked_sha256] for f in claimed.resources],
+                 [[f.path, f.role, f.sha256, f.locked_sha256] for f in manifest.files])
+    return level

@@ -10,6 +10,8 @@ from sst2_audit.audit import adopt_export
 from sst2_audit.audit.adopt import Adoption
 from sst2_audit.audit.adopt_lighteval import LightevalChoiceAdoption, refuse_unsupported
 from sst2_audit.audit.adopt_shapes import shape_for
+from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
+from sst2_audit.audit.adopted_level import bundle_copies
 from sst2_audit.audit.adopt_rescore import record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.common import audit_words, show_verdict
@@ -171,6 +173,8 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
             level.expect("adopted.json", "source.results_sha256 (the run record's results file)", results_sha256,
                          claimed.source.get("results_sha256"))
         outcome.levels.append(level)
+        if any((folder / name).exists() for name in (BUNDLE_LOCK, BUNDLE_MANIFEST)):  # unpacked from a bundle
+            outcome.levels.append(bundle_copies(folder, claimed))
         if level.drift_only:
             outcome.drift_only = True
             outcome.limits.append(level.drift_reason)

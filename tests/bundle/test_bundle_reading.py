@@ -374,3 +374,63 @@ def test_the_packer_writes_exactly_the_fixed_metadata(full_run, embedded_cache, 
             assert (member.mode, member.uid, member.gid, member.uname, member.gname, member.mtime) == \
                 (0o644, 0, 0, "", "", 0), member.name
             assert member.isfile() and member.name.startswith("my-run/")
+
+
+def test_fuzz_adopted_bundle_bytes_never_escape_as_a_traceback(plain, tmp_path, capsys, monkeypatch):
+    """An adopted bundle is read by the streamed reader that writes its members to disk as they come: 240 mutations of
+    a real one, each audited with the reviewer's lock and cache (structural: no model): its gzip or tar bytes changed
+    (some cut short), or a member's bytes changed and SHA256SUMS made to match, as a forger packs. Each exit 1, 2 or
+    4 (never 3, never a traceback; never 4 for a changed lock, which the record names by its sha256), and nothing a
+    refused one wrote is left in the scratch folder. (A changed byte of a field nothing reads, such as the CPU
+    flags lm-eval logs, is the submitter's claim as it was in their file: exit 4.)"""
+    from support.paths import LOCK
+    from support.plain_runs import adopt
+
+    done = adopt(plain, plain / "sorted", "--run-name", "fz", "--structural", "--bundle", "--results",
+                 tmp_path / "results", cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    original = tmp_path / "results" / "fz.tar.gz"
+    reference, members = original.read_bytes(), members_of(original)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    common = ["--lock", str(plain / LOCK.name), "--cache", str(plain / "cache"), "--structural"]
+    assert audit_main([*common, "--bundle-file", str(original)]) == 4
+    capsys.readouterr()
+    # the bundle's lock and manifest are held to adopted.json, each named where it differs
+    manifest = json.loads(members["manifest.json"])
+    manifest["files"][0]["sha256"] = "0" * 64
+    for name, body, field in (("resources.lock.json", members["resources.lock.json"] + b"\n",
+                               "resources.lock.json: sha256 (adopted.json's lock_sha256): expected"),
+                              ("manifest.json", json.dumps(manifest).encode(),
+                               "manifest.json: files (adopted.json's resources: path, role, sha256, pin): expected")):
+        pack(tmp_path / "edited.tar.gz", dict(members, **{name: body}), top="fz")
+        code = audit_main([*common, "--bundle-file", str(tmp_path / "edited.tar.gz")])
+        out = capsys.readouterr().out
+        assert code == 1 and out.startswith("VERDICT: FAIL (bundle lock and manifest)") and field in out, out
+    rng, tar, codes = random.Random(6258), gzip.decompress(reference), {}
+    for number in range(240):
+        bundle = tmp_path / f"f{number % 2}.tar.gz"
+        if number % 3 == 0:  # a member changed, SHA256SUMS matching it
+            name = rng.choice(sorted(set(members) - {"SHA256SUMS"}))
+            body = bytearray(members[name])
+            for _ in range(rng.randrange(1, 4)):
+                body[rng.randrange(len(body))] = rng.choice(b'0123456789",:{}[] \\ex')
+            pack(bundle, dict(members, **{name: bytes(body)}), top="fz")
+            changed = bytes(body) != members[name]
+        else:
+            data = bytearray(tar if rng.random() < 0.7 else reference)
+            for _ in range(rng.randrange(1, 8)):
+                data[rng.randrange(min(len(data), 4096) if rng.random() < 0.5 else len(data))] = rng.randrange(256)
+            if rng.random() < 0.3:
+                data = data[: rng.randrange(len(data))]
+            bundle.write_bytes(bytes(data) if data[:2] == b"\x1f\x8b" else gzip.compress(bytes(data)))
+            changed, name = True, ""
+        code = audit_main([*common, "--bundle-file", str(bundle)])
+        out = capsys.readouterr()
+        assert code in (1, 2, 4) and "Traceback" not in out.err, (number, code, out.out[-2000:], out.err[-2000:])
+        assert code != 4 or not changed or name != "resources.lock.json", (number, out.out[-2000:])
+        assert not list(scratch.iterdir()), number
+        codes[code] = codes.get(code, 0) + 1
+    assert codes.get(1, 0) > 100 and codes.get(2, 0) > 10, codes
