@@ -206,6 +206,11 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
         outcomes[member.task], adoptions[member.task], task_record = audit_task(
             args, folder / member.task, models, claimed.source.get("results_sha256"))
         level.expect(f"tasks.{member.task}", "profile", task_record.profile, member.profile)
+        # the run record's numbers of a task are its adopted.json's, which the task's audit held to what it found
+        level.expect(f"tasks.{member.task}", "reported (its adopted.json's)", task_record.reported, member.reported)
+        level.expect(f"tasks.{member.task}", "rescored (its adopted.json's rescored_summary)",
+                     task_record.rescored_summary, member.rescored)
+    level.expect("adopted-run.json", "lock_sha256 (your lock's)", args.reviewer_lock.sha256, claimed.lock_sha256)
     _check_run(args.reviewer_lock, folder, claimed, level)
     passed = {task: adoptions[task] for task, outcome in outcomes.items() if not outcome.failed}
     groups = check_groups(args.reviewer_lock, _index(folder, claimed, passed), passed, level) if passed else []

@@ -178,16 +178,25 @@ def test_a_group_run_is_adopted_with_the_group_re_aggregated_and_a_forged_group_
 
 
 def test_an_edited_run_record_fails_the_folder_audit(group_run, tmp_path):
+    """The run record's group numbers, a task's reported number and the lock it names are each held (the task's
+    number to its adopted.json's, the lock to the reviewer's): each edit alone exit 1, naming the field."""
     done = sst2_audit(group_run, "adopt", group_run / "out", "--run-name", "g", "--structural", cwd=tmp_path,
                       lock=LOCKS[1])
     assert done.returncode == 4, done.stdout + done.stderr
-    record = tmp_path / "runs" / "g" / "adopted-run.json"
-    raw = json.loads(record.read_text())
-    raw["groups"][0]["rederived"]["acc"] += 0.125
-    record.write_text(json.dumps(raw))
-    done = sst2_audit(group_run, "audit", "--out", "runs/g", "--structural", cwd=tmp_path, lock=LOCKS[1])
-    assert done.returncode == 1 and "adopted-run.json: groups (re-derived here): expected " in done.stdout, \
-        done.stdout + done.stderr
+    edits = {"adopted-run.json: groups (re-derived here): expected ": lambda r: r["groups"][0]["rederived"].update(
+                 acc=r["groups"][0]["rederived"]["acc"] + 0.125),
+             "tasks.sst2: reported (its adopted.json's): expected ": lambda r: r["tasks"][-1]["reported"].update(
+                 acc=r["tasks"][-1]["reported"]["acc"] + 0.125),
+             "adopted-run.json: lock_sha256 (your lock's): expected ": lambda r: r.update(lock_sha256="0" * 64)}
+    for number, (named, edit) in enumerate(edits.items()):
+        shutil.copytree(tmp_path / "runs" / "g", tmp_path / "runs" / f"e{number}")
+        record = tmp_path / "runs" / f"e{number}" / "adopted-run.json"
+        raw = json.loads(record.read_text())
+        edit(raw)
+        record.write_text(json.dumps(raw))
+        done = sst2_audit(group_run, "audit", "--out", f"runs/e{number}", "--structural", cwd=tmp_path,
+                          lock=LOCKS[1])
+        assert done.returncode == 1 and named in done.stdout, done.stdout + done.stderr
 
 
 def test_a_run_folder_with_a_task_folder_emptied_or_swapped_fails_naming_it(two_tasks, tmp_path):
