@@ -29,6 +29,7 @@ def check(folder: Path, record: records.GroupRecord, lock) -> LevelResult:
     result.expect("group", f"{GROUP_CARD} (regenerated from group.json)", group_card(record),
                   card.read_text(encoding="utf-8") if card.is_file() else None)
     result.expect("group", "group (the lock's)", spec.pin.group, record.group)
+    result.expect("group", "lock_sha256 (the reviewer's lock)", lock.sha256, record.lock_sha256)
     result.expect("group", "rows_per_subtask (the lock's)", spec.pin.rows, record.rows_per_subtask)
     result.expect("group", "group_yaml_files (the lock's pins)", {p: lock.evaluator.files[p] for p in spec.yaml_files},
                   record.group_yaml_files)

@@ -111,6 +111,8 @@ def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tiny_demos, tmp_path):
         ("run", lambda: _edit_json(out / "mmlu_college_mathematics" / "run.json", lambda r: r.update(run_name="x")),
          "subtask mmlu_college_mathematics: run.json sha256: expected"),
         ("card", lambda: (out / "GROUP.md").write_text("# Group mmlu\n"), "group: GROUP.md (regenerated from group.json)"),
+        ("lock", lambda: _edit_json(out / "group.json", lambda r: r.update(lock_sha256="0" * 64)),
+         "group: lock_sha256 (the reviewer's lock): expected"),
         # a member folder the reviewer's lock does not name is named, never opened
         ("path", lambda: _edit_json(out / "group.json", lambda r: r["members"][0].update(
             task="../pristine/mmlu_college_mathematics", run="../pristine/mmlu_college_mathematics")),
