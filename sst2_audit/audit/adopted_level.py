@@ -89,10 +89,20 @@ def compared_record(level: LevelResult, claimed, rederived, names, rows: str) ->
     here; returns the re-derived rows by doc_id."""
     for name in names:
         level.expect("adopted.json", name, getattr(rederived, name), getattr(claimed, name))
+    # the files the record names are your cache's (the same lock's profile) by path, role, hash and pin; a hash your
+    # cache cannot know (a weight file the lock leaves unhashed, not fetched) is not compared
+    unknown = {entry.path for entry in rederived.resources if entry.sha256 is None}
+    level.expect("adopted.json", "resources (path, role, sha256 and pin of your cache's files)",
+                 _files(rederived.resources, unknown), _files(claimed.resources, unknown))
     level.expect("adopted.json", "bound", dataclasses.asdict(rederived.bound), dataclasses.asdict(claimed.bound))
     mine = {row.idx: row for row in getattr(rederived, rows)}
     level.expect("adopted.json", f"{rows} (doc_ids)", sorted(mine), [row.idx for row in getattr(claimed, rows)])
     return mine
+
+
+def _files(entries, unknown: set) -> list:
+    return sorted([entry.path, entry.role, None if entry.path in unknown else entry.sha256, entry.locked_sha256]
+                  for entry in entries)
 
 
 def drift_said(level: LevelResult, drifted: int) -> None:

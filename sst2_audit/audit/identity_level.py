@@ -32,11 +32,11 @@ def _resources(result: LevelResult, run: RunFolder, spec, profile, context):
     except CheckFailed as error:
         result.fail(str(error))
         return None
-    recorded = {entry.path: entry.sha256 for entry in run.record.resources}
+    recorded = {entry.path: [entry.sha256, entry.locked_sha256] for entry in run.record.resources}
     for entry in data.manifest.files:
         if entry.role != "download":
-            result.expect(f"resource {entry.path}", "sha256 (run record vs this cache)", entry.sha256,
-                          recorded.get(entry.path))
+            result.expect(f"resource {entry.path}", "sha256 and the lock's pin (run record vs this cache)",
+                          [entry.sha256, entry.locked_sha256], recorded.get(entry.path))
     return data
 
 

@@ -105,6 +105,7 @@ def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tiny_demos, tmp_path):
         done.stdout + done.stderr
     assert lines.count("--- subtask mmlu_college_mathematics: VERDICT: PASS: every level passed and every scored row "
                        "was rescored bit for bit; exit 0") == 1
+    _every_field_of_the_group_record_is_held(tiny_demos, cache, out)
     for name, change, expected in (
         ("number", lambda: _edit_json(out / "group.json", lambda r: r["official"].update(acc=0.5)),
          "group numbers: official (lm-eval's aggregation of its numbers, re-derived): expected {'acc': "),
@@ -125,6 +126,25 @@ def test_mmlu_as_a_group_of_the_demo_subjects_end_to_end(tiny_demos, tmp_path):
         assert expected in done.stdout, done.stdout
         shutil.rmtree(out)
         shutil.copytree(tmp_path / "pristine", out)
+
+
+def _every_field_of_the_group_record_is_held(lock, cache, out) -> None:
+    """Each leaf of group.json (the first subtask's entry for all three) changed alone, the folder audited
+    (structural): exit 1 or 2. An edit nobody notices rides along unchecked: the lock it names did, before."""
+    from sst2_audit.cli import audit_main
+    from support.json_paths import changed, leaf_paths, set_at
+
+    original = (out / "group.json").read_text()
+    leaves = [(path, value) for path, value in leaf_paths(json.loads(original))
+              if not (path[:1] == ("members",) and path[1] > 0)]
+    for path, value in leaves:
+        edited = json.loads(original)
+        set_at(edited, path, changed(value))
+        (out / "group.json").write_text(json.dumps(edited, indent=2))
+        code = audit_main(["--lock", str(lock), "--out", str(out), "--cache", str(cache), "--structural"])
+        assert code in (1, 2), (path, code)
+    (out / "group.json").write_text(original)
+    assert len(leaves) > 20
 
 
 def _edit_json(path, change) -> None:

@@ -1,4 +1,5 @@
-"""Every string of a JSON value by its path, and a value set at a path: what the forging fuzz tests share."""
+"""Every string (or every leaf) of a JSON value by its path, a value set at a path, and a leaf changed: what the
+forging fuzz tests share."""
 
 
 def string_paths(value, path=()):
@@ -16,3 +17,26 @@ def set_at(value, path, new):
     for key in path[:-1]:
         value = value[key]
     value[path[-1]] = new
+
+
+def leaf_paths(value, path=()):
+    """(path, value) of every leaf: a scalar, or an empty list or object."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else None
+    if not items:
+        yield path, value
+        return
+    for key, item in items:
+        yield from leaf_paths(item, path + (key,))
+
+
+def changed(value):
+    """Another value of the same JSON type (a type checker's refusal would hide a field nobody holds)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + (1 if isinstance(value, int) else 0.125)
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return ("1" if value[0] == "0" else "0") + value[1:]  # a sha256 kept well-formed: a reader's format check
+    if isinstance(value, str):                                # would hide a hash nobody compares
+        return value + "x"
+    return ["x"] if isinstance(value, list) else {"x": 1} if isinstance(value, dict) else "x"

@@ -205,7 +205,7 @@ def test_a_plain_wikitext_run_is_rescored_bit_for_bit_in_its_rolling_windows_and
         audited = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--lock", wiki / "wiki.lock.json", "--cache",
                              wiki / "cache", *target, cwd=tmp_path)
         assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
-        assert "adopted record: PASS (82 checks)" in audited.stdout.splitlines()
+        assert "adopted record: PASS (83 checks)" in audited.stdout.splitlines()
     refused = _adopt(wiki, wiki / "plain", "--export-eee", tmp_path / "eee", cwd=tmp_path)
     assert refused.returncode == 2 and "--export-eee: task wikitext is a loglikelihood_rolling task, whose adoption " \
                                        "is not exported as Every Eval Ever records yet" in refused.stderr
@@ -457,7 +457,7 @@ def test_run_of_a_rolling_profile_is_lm_eval_s_command_line_adopted_bit_for_bit(
     assert audited.stdout.splitlines()[-1] == "bundle: results/r.tar.gz"
     unpacked = run_script(str(VENV_BIN / "sst2-audit"), "audit", "--bundle-file", "results/r.tar.gz", *reviewer,
                           cwd=tmp_path)
-    assert unpacked.returncode == 0 and "adopted record: PASS (60 checks)" in unpacked.stdout, unpacked.stdout
+    assert unpacked.returncode == 0 and "adopted record: PASS (61 checks)" in unpacked.stdout, unpacked.stdout
     for refused in (["--bundle-file", "results/r.tar.gz", "--bundle"], ["--out", tmp_path / "runs" / "r",
                                                                           "--bundle"]):
         done = run_cli("audit.py", *refused, *reviewer, "--results", tmp_path / "results")
