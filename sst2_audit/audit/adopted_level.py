@@ -178,6 +178,10 @@ def check_generation(claimed, rederived, bits: bool) -> LevelResult:
                                                  if name != "row_class"))
             continue
         if here.rescored_response_sha256 is None:
+            if row.rescored_response_sha256 is None:  # nobody re-decoded it: its record holds no decode's facts
+                for name in (*REDECODED_FIELDS, *DECODE_FACTS):
+                    if name != "row_class":
+                        level.expect(where, f"{name} (a row nobody re-decoded)", None, getattr(row, name))
             continue
         # a near-tie row was followed along the logged text at adoption; the public copy has no text to follow: its
         # recorded ties were taken again, and where that gave the logged hash the row is compared in full, else

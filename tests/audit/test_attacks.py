@@ -303,25 +303,13 @@ def test_every_field_of_a_run_record_is_held_or_descriptive(full_run, embedded_c
     """Each leaf of a full run's run.json (its first two questions and split entries) changed alone and the folder
     audited (structural): exit 1 or 2, but for what describes the running machine (RUN_DESCRIPTIVE): exit 4. An
     edit nobody notices rides along unchecked: a resource's lock pin did, before this test."""
-    from support.json_paths import changed, leaf_paths, set_at
+    from support.json_paths import every_leaf_held
     from sst2_audit.cli import audit_main
 
     run = tmp_path / "run"
     shutil.copytree(full_run / "out", run)
     common = ["--out", str(run), "--cache", str(embedded_cache), "--structural"]
-    original = (run / "run.json").read_text()
-    counted = {"held": 0, "descriptive": 0}
-    for path, value in leaf_paths(json.loads(original)):
-        if any(isinstance(key, int) and key > 1 for key in path[:3]):
-            continue
-        edited_record = json.loads(original)
-        set_at(edited_record, path, changed(value))
-        (run / "run.json").write_text(json.dumps(edited_record, indent=2))
-        code = audit_main(common)
-        out = capsys.readouterr().out
-        dotted = ".".join("*" if isinstance(key, int) else key for key in path)
-        descriptive = any(dotted == field or field.endswith(".") and dotted.startswith(field)
-                          for field in RUN_DESCRIPTIVE)
-        assert code == 4 if descriptive else code in (1, 2), (path, code, out[-1500:])
-        counted["descriptive" if descriptive else "held"] += 1
+    counted = every_leaf_held(run / "run.json", lambda: (audit_main(common), capsys.readouterr().out),
+                              RUN_DESCRIPTIVE, skip=lambda path: any(isinstance(key, int) and key > 1
+                                                                     for key in path[:3]))
     assert counted["held"] > 150 and counted["descriptive"] >= 12, counted
