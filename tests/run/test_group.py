@@ -167,7 +167,7 @@ def test_inverse_scaling_mc_a_tag_runs_its_tasks_and_reports_no_group_number(tmp
     assert done.returncode == 4 and done.stdout.splitlines()[0] == (
         "VERDICT: SCORES NOT VERIFIED: every subtask's audit found no problem but not everything was verified (see "
         "each subtask) and the group record was checked; exit 4"), done.stdout
-    assert "group: PASS (31 checks)" in done.stdout
+    assert "group: PASS (32 checks)" in done.stdout
     done = run_script("audit.py", "--lock", DEMOS, "--out", out, "--cache", cache, "--rescore", "5")
     assert done.returncode == 2 and ("--rescore 5: each subtask of group inverse-scaling-demo scores 4 rows (the "
                                      "reviewer's lock); give at most 4 or 'all'.") in one_paragraph(done.stderr)
