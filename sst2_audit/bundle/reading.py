@@ -21,7 +21,7 @@ SUMS = "SHA256SUMS"
 
 @dataclass(frozen=True)
 class Limits:
-    """Checked from sizes and headers before anything is read whole (README: "Bundles")."""
+    """Checked from sizes and headers as the stream is read (docs/cli.md: "Bundles")."""
     bundle_bytes: int  # compressed
     unpacked_bytes: int  # the whole tar stream after gunzip
     member_bytes: int
