@@ -100,9 +100,13 @@ def compared_record(level: LevelResult, claimed, rederived, names, rows: str) ->
     return mine
 
 
+def _file(entry, unknown=frozenset()) -> list:
+    """What names a cache's file: path, role, sha256 (None where unknown holds its path) and the lock's pin."""
+    return [entry.path, entry.role, None if entry.path in unknown else entry.sha256, entry.locked_sha256]
+
+
 def _files(entries, unknown: set) -> list:
-    return sorted([entry.path, entry.role, None if entry.path in unknown else entry.sha256, entry.locked_sha256]
-                  for entry in entries)
+    return sorted(_file(entry, unknown) for entry in entries)
 
 
 def drift_said(level: LevelResult, drifted: int) -> None:
@@ -207,6 +211,5 @@ def bundle_copies(folder: Path, claimed) -> LevelResult:
     level.expect(BUNDLE_LOCK, "sha256 (adopted.json's lock_sha256)", claimed.lock_sha256, sha256_bytes(lock))
     manifest = Manifest.from_dict(strict_json.read(folder / BUNDLE_MANIFEST), str(folder / BUNDLE_MANIFEST))
     level.expect(BUNDLE_MANIFEST, "files (adopted.json's resources: path, role, sha256, pin)",
-                 [[f.path, f.role, f.sha256, f.locked_sha256] for f in claimed.resources],
-                 [[f.path, f.role, f.sha256, f.locked_sha256] for f in manifest.files])
+                 [_file(entry) for entry in claimed.resources], [_file(entry) for entry in manifest.files])
     return level

@@ -20,9 +20,10 @@ from sst2_audit.util.sanitize import RUN_NAME
 
 PUBLIC_FILES = (ADOPTED_FILE, records.LM_EVAL_RESULTS_FILE, records.LM_EVAL_SAMPLES_FILE)
 LIGHTEVAL_PUBLIC_FILES = (ADOPTED_FILE, records.LIGHTEVAL_RESULTS_FILE, records.LIGHTEVAL_DETAILS_FILE)
-# An adopted bundle is read as a stream and its members written to disk as they come (bundle/run.py::read_members'
-# folder): memory stays flat, so its limits are an adopted folder's (adopted.json up to 256 MiB; an adoption of the
-# leaderboard's MMLU-Pro, 12,032 rows, is about 12 MB model-free) and a gzip bomb costs disk up to unpacked_bytes.
+# An adopted bundle is read as a stream and its members written to disk as they come (bundle/reading.py::
+# read_members' folder): memory stays flat, so its limits are an adopted folder's (adopted.json up to 256 MiB; an
+# adoption of the leaderboard's MMLU-Pro, 12,032 rows, is about 12 MB model-free) and a gzip bomb costs disk up to
+# unpacked_bytes.
 TASK_LIMITS = Limits(bundle_bytes=MAX_ADOPTED_BYTES, unpacked_bytes=3 * MAX_ADOPTED_BYTES,
                      member_bytes=MAX_ADOPTED_BYTES, members=MAX_MEMBERS)
 # a run of many tasks: adopted-run.json, SHA256SUMS and one adopted bundle per task (<task>.tar.gz), unpacked alike

@@ -152,10 +152,10 @@ def read_members(bundle: Path, limits: Limits = RUN_LIMITS, folder: Path | None 
         return _write(folder / parts[1], pieces)
 
     stream = _Inflated(bundle, limits)
-    if folder is not None:
-        Path(folder).mkdir(parents=True)
-    try:
-        with stream.handle:
+    with stream.handle:
+        if folder is not None:
+            Path(folder).mkdir(parents=True)
+        try:
             for entry in ustar.read(stream, str(bundle), limits.members, limits.member_bytes, keep):
                 if not entry.is_dir:
                     members[entry.name.split("/")[1]] = entry.data
@@ -167,10 +167,10 @@ def read_members(bundle: Path, limits: Limits = RUN_LIMITS, folder: Path | None 
                                   "(letters, digits, '.', '_', '-').")
             if after:
                 raise CheckFailed(f"{bundle}: refused: {after} bytes after the tar archive's end are not padding.")
-    except BaseException:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
+        except BaseException:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
     return top[0], members
 
 

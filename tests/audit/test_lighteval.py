@@ -440,24 +440,18 @@ def test_two_processes_under_torchrun_adopt_a_lighteval_run_with_the_one_process
     assert records[0] == records[1]
 
 
-# what describes the adopting machine or names its files, not the measurement: shown, held by nothing
-DESCRIPTIVE = ("run_name", "bits_required", "rescore.seed", "rescore.processes", "source.results_file",
-               "source.results_sha256", "source.samples_file", "source.samples_sha256", "resources.*.size",
-               "resources.*.source", "platform.", "versions.", "timings.")
-
-
 def test_every_field_of_an_adopted_lighteval_record_is_held_or_descriptive(embedded_cache, open_lock, tmp_path,
                                                                           capsys):
     """Each leaf of a structural adoption's adopted.json (its first row) changed alone and the folder audited
-    (structural): exit 1 or 2, but for what describes the adopting machine or names its files (DESCRIPTIVE)."""
-    from sst2_audit.cli import audit_main
-    from support.json_paths import every_leaf_held
+    (structural): exit 1 or 2, but for what describes the adopting machine or names its files: exit 4 (its
+    writer is held)."""
+    from support.plain_runs import ADOPTING_MACHINE, every_adopted_field_held
 
     done = adopt(RUNS["0.13.0"], embedded_cache, "--structural", "--run-name", "kept", lock=open_lock, cwd=tmp_path)
     assert done.returncode == 4, done.stdout[-3000:] + done.stderr[-2000:]
-    folder = tmp_path / "runs" / "kept"
-    common = ["--lock", str(open_lock), "--cache", str(embedded_cache), "--structural", "--out", str(folder)]
-    counted = every_leaf_held(folder / "adopted.json", lambda: (audit_main(common), capsys.readouterr().out),
-                              DESCRIPTIVE, skip=lambda path: path[0] in ("platform", "versions", "timings") or (
-                                  path[:1] == ("questions",) and path[1] > 0))
+    files = tuple(f"source.{name}" for name in ("results_file", "results_sha256", "samples_file", "samples_sha256"))
+    counted = every_adopted_field_held(tmp_path / "runs" / "kept", open_lock, embedded_cache, capsys,
+                                       (*ADOPTING_MACHINE, *files),
+                                       skip=lambda path: path[0] in ("platform", "versions", "timings") or (
+                                           path[:1] == ("questions",) and path[1] > 0))
     assert counted["held"] > 40 and counted["descriptive"] > 10, counted

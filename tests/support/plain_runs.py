@@ -11,6 +11,10 @@ from support.paths import LOCK, VENV_BIN
 from support.processes import lm_eval_console, run_script
 
 ROWS = 16  # the first dev rows in hash order
+# what in an adopted record describes the adopting machine, not the measurement: shown, held by nothing (each
+# every-field test adds what its record kind names of the files it adopted)
+ADOPTING_MACHINE = ("run_name", "bits_required", "rescore.seed", "rescore.processes", "resources.*.size",
+                    "resources.*.source", "platform.", "versions.", "timings.")
 ADOPT = str(VENV_BIN / "sst2-audit")  # the installed command, run as a script (forked from the warm interpreter)
 
 
@@ -121,3 +125,14 @@ def lm_eval_tasks(base: Path, tasks: list, ids: dict, name: str = "out", more: t
     done = lm_eval_console(argv, env, base)
     assert done.returncode == 0, done.stderr[-3000:]
     return base / name
+
+
+def every_adopted_field_held(folder: Path, lock: Path, cache: Path, capsys, descriptive: tuple, skip) -> dict:
+    """Each leaf of an adopted folder's adopted.json changed alone and the folder audited (structural) in this
+    process: support/json_paths.py::every_leaf_held."""
+    from sst2_audit.cli import audit_main
+    from support.json_paths import every_leaf_held
+
+    command = ["--lock", str(lock), "--cache", str(cache), "--structural", "--out", str(folder)]
+    return every_leaf_held(folder / "adopted.json", lambda: (audit_main(command), capsys.readouterr().out),
+                           descriptive, skip)

@@ -494,23 +494,16 @@ def test_run_of_a_generate_until_profile_is_lm_eval_s_command_line_re_decoded_to
     assert audited.returncode == 0 and audited.stdout.startswith("VERDICT: PASS"), audited.stdout + audited.stderr
 
 
-# what describes the adopting machine or names its files, not the measurement: shown, held by nothing
-DESCRIPTIVE = ("run_name", "bits_required", "rescore.", "source.", "resources.*.size", "resources.*.source",
-               "platform.", "versions.", "timings.")
-
-
 def test_every_field_of_an_adopted_generation_record_is_held_or_descriptive(gsm, tmp_path, capsys):
     """Each leaf of a structural adoption's adopted.json (its first row) changed alone and the folder audited
-    (structural): exit 1 or 2, but for what describes the adopting machine or names its files (DESCRIPTIVE): exit 4.
-    A re-decode's facts claimed for a row nobody re-decoded rode along, before this test."""
-    from sst2_audit.cli import audit_main
-    from support.json_paths import every_leaf_held
+    (structural): exit 1 or 2, but for what describes the adopting machine or names its files: exit 4 (a
+    generate_until record holds the rescore's row count and its source files as claims). A re-decode's facts claimed
+    for a row nobody re-decoded rode along, before this test."""
+    from support.plain_runs import ADOPTING_MACHINE, every_adopted_field_held
 
     done = _adopt(gsm, gsm / "plain3", "gsm", "--run-name", "g", "--structural", cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr
-    folder = tmp_path / "runs" / "g"
-    common = ["--lock", str(gsm / "gsm.lock.json"), "--cache", str(gsm / "cache-gsm"), "--structural", "--out",
-              str(folder)]
-    counted = every_leaf_held(folder / "adopted.json", lambda: (audit_main(common), capsys.readouterr().out),
-                              DESCRIPTIVE, skip=lambda path: path[:1] == ("rows",) and path[1] > 0)
+    counted = every_adopted_field_held(tmp_path / "runs" / "g", gsm / "gsm.lock.json", gsm / "cache-gsm", capsys,
+                                       (*ADOPTING_MACHINE, "rescore.rows", "source."),
+                                       skip=lambda path: path[:1] == ("rows",) and path[1] > 0)
     assert counted["held"] > 40 and counted["descriptive"] > 20, counted

@@ -502,22 +502,14 @@ def test_a_run_terminated_while_lm_eval_runs_leaves_nothing_and_its_child_goes_w
         assert alive == [], delay
 
 
-# what describes the adopting machine or names its files, not the measurement: shown, held by nothing
-DESCRIPTIVE = ("run_name", "bits_required", "rescore.", "source.", "resources.*.size", "resources.*.source",
-               "platform.", "versions.", "timings.")
-
-
 def test_every_field_of_an_adopted_rolling_record_is_held_or_descriptive(wiki, tmp_path, capsys):
     """Each leaf of a structural adoption's adopted.json (its first row) changed alone and the folder audited
-    (structural): exit 1 or 2, but for what describes the adopting machine or names its files (DESCRIPTIVE): exit 4."""
-    from sst2_audit.cli import audit_main
-    from support.json_paths import every_leaf_held
+    (structural): exit 1 or 2, but for what describes the adopting machine or names its files: exit 4."""
+    from support.plain_runs import ADOPTING_MACHINE, every_adopted_field_held
 
     done = _adopt(wiki, wiki / "plain", "--run-name", "w", "--structural", cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr
-    folder = tmp_path / "runs" / "w"
-    common = ["--lock", str(wiki / "wiki.lock.json"), "--cache", str(wiki / "cache"), "--structural", "--out",
-              str(folder)]
-    counted = every_leaf_held(folder / "adopted.json", lambda: (audit_main(common), capsys.readouterr().out),
-                              DESCRIPTIVE, skip=lambda path: path[:1] == ("rows",) and path[1] > 0)
+    counted = every_adopted_field_held(tmp_path / "runs" / "w", wiki / "wiki.lock.json", wiki / "cache", capsys,
+                                       (*ADOPTING_MACHINE, "rescore.rows", "source."),
+                                       skip=lambda path: path[:1] == ("rows",) and path[1] > 0)
     assert counted["held"] > 30 and counted["descriptive"] > 20, counted
