@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,7 +109,9 @@ def find_files(path: Path, task: str | None) -> tuple[Path, Path, str]:
     raw = strict_json.loads(strict_json.read_bytes(results_path, MAX_RESULTS_BYTES), str(results_path))
     key = _task_key(raw, task, str(results_path))
     details = root / "details" / model / stamp / f"details_{key}_{stamp}.parquet"
-    if not details.is_file():
+    if os.path.lexists(details):
+        strict_json.require_regular(details)  # a link, folder or pipe under its name is named as such
+    else:
         raise InputError(f"{details}: lighteval's details of task {key} are missing (lighteval writes them with "
                          "--save-details).")
     return results_path, details, key

@@ -3,6 +3,7 @@ one results file, the tasks whose samples lm-eval logged beside it, and its grou
 the index needs are read here, each checked for its type; every task's own fields are read (strictly) when that task
 is adopted (formats/lm_eval_output.py)."""
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +59,7 @@ SAMPLES_SUFFIXES = (".jsonl", ".json")
 def samples_file(results: Path, task: str, date_id: str) -> Path | None:
     """The samples file of `task` beside a results file, under either name; both at once is ambiguous (exit 2)."""
     found = [results.with_name(f"samples_{task}_{date_id}{suffix}") for suffix in SAMPLES_SUFFIXES]
-    found = [path for path in found if path.is_file()]
+    found = [path for path in found if os.path.lexists(path) and strict_json.require_regular(path)]
     if len(found) > 1:
         raise InputError(f"{results.parent}: both {found[0].name} and {found[1].name} are there; keep the one the run "
                          "wrote.")
@@ -76,11 +77,12 @@ class TaskNotInRun(InputError):
 
 def logged_tasks(folder: Path, date_id: str) -> list:
     """The tasks whose samples lm-eval wrote beside a results file (samples_<task>_<date id>.jsonl, or .json), by
-    file name."""
+    file name; anything else under such a name (a link, a folder, a pipe) is refused naming it, not passed over as
+    if the run had logged no samples."""
     found = set()
     for suffix in (f"_{date_id}{ending}" for ending in SAMPLES_SUFFIXES):
         found |= {item.name[len("samples_"):-len(suffix)] for item in folder.glob(f"samples_*{suffix}")
-                  if item.is_file() and len(item.name) > len("samples_") + len(suffix)}
+                  if len(item.name) > len("samples_") + len(suffix) and strict_json.require_regular(item)}
     return sorted(found)
 
 

@@ -19,17 +19,25 @@ MAX_RECORD_BYTES = 16 << 20  # a full 64-row run.json is about 75 KB
 MAX_DEPTH = 64
 
 
-def open_regular(path: Path, limit: int):
-    """A regular file opened for reading, at most `limit` bytes; links, FIFOs and devices are refused before opening
-    and a file swapped between the check and the open is refused too."""
-    path = Path(path)
+def require_regular(path: Path) -> os.stat_result:
+    """The lstat of a regular file; anything else someone put under a file's name (a link, a folder, a pipe, a
+    device) is refused by what it is, before anything opens it."""
     try:
         info = os.lstat(path)
     except OSError as error:
         raise InputError(f"{path}: cannot read ({error.strerror}).") from None
     if not stat.S_ISREG(info.st_mode):
-        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+        kind = ("a symbolic link" if stat.S_ISLNK(info.st_mode) else "a folder" if stat.S_ISDIR(info.st_mode)
+                else "a named pipe" if stat.S_ISFIFO(info.st_mode) else "not a regular file")
         raise InputError(f"{path}: expected a regular file, got {kind}.")
+    return info
+
+
+def open_regular(path: Path, limit: int):
+    """A regular file opened for reading, at most `limit` bytes; links, FIFOs and devices are refused before opening
+    and a file swapped between the check and the open is refused too."""
+    path = Path(path)
+    info = require_regular(path)
     if info.st_size > limit:
         raise InputError(f"{path}: {info.st_size} bytes, more than the limit of {limit} for a record.")
     try:

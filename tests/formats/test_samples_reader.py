@@ -125,3 +125,47 @@ def test_a_samples_file_is_read_whatever_its_line_endings(tmp_path):
     output = read_plain_files(next(folder.glob("results_*")), samples, "sst2", ("acc",), public=False)
     assert [s.doc_id for s in output.samples] == list(range(16))
     assert output.samples_sha256 == hashlib.sha256(samples.read_bytes()).hexdigest()
+
+
+def _planted(target, kind: str) -> None:
+    """Something other than a regular file put under a file's name, as a hostile folder holds it."""
+    import os
+
+    target.unlink()
+    if kind == "link to a device":
+        target.symlink_to("/dev/zero")
+    elif kind == "link to a copy":
+        copy = target.with_name("elsewhere")
+        copy.write_bytes(b"{}\n")
+        target.symlink_to(copy)
+    elif kind == "folder":
+        target.mkdir()
+    else:
+        os.mkfifo(target)
+
+
+KINDS = {"link to a device": "a symbolic link", "link to a copy": "a symbolic link", "folder": "a folder",
+         "pipe": "a named pipe"}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("role", ["lm-eval samples", "lm-eval results", "lighteval details"])
+def test_a_link_folder_or_pipe_under_a_run_s_file_name_is_named_never_read_and_never_a_wrong_hint(tmp_path, kind,
+                                                                                                   role):
+    """Each file a run is found by, replaced by each kind of non-file: refused naming the entry and what it is (a pipe
+    is never opened, so nothing waits on it), not passed over as a run that logged no samples (the --log_samples
+    hint), not read through a link."""
+    from sst2_audit.formats import lighteval_details, lm_eval_run
+
+    if role.startswith("lighteval"):
+        shutil.copytree(REPO / "tests" / "data" / "lighteval-0.13.0", tmp_path / "run")
+        target = next((tmp_path / "run" / "details").rglob("*.parquet"))
+        find = lambda: lighteval_details.read_run(tmp_path / "run", None)  # noqa: E731
+    else:
+        shutil.copytree(RUN, tmp_path / "run")
+        target = next((tmp_path / "run").glob(("samples_*" if role.endswith("samples") else "results_*")))
+        find = lambda: lm_eval_run.read_plain_output(tmp_path / "run", "sst2", ("acc",))  # noqa: E731
+    _planted(target, kind)
+    with pytest.raises(InputError) as refused:
+        find()
+    assert str(refused.value) == f"{target}: expected a regular file, got {KINDS[kind]}.", str(refused.value)
