@@ -2,6 +2,7 @@
 manifest, with SHA256SUMS; the same tar rules and reader as a run's bundle (bundle/run.py, ustar.py)."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -39,16 +40,17 @@ def public_files(names) -> tuple:
 
 def is_adopted(path: Path) -> bool:
     """An adopted folder (it holds adopted.json) or a bundle with that member (read up to it: the reader chosen
-    checks everything)."""
+    checks everything). Anything under the record's name counts (a folder or a link is then refused by the reader,
+    named as what it is, not taken for a run folder)."""
     if Path(path).is_dir():
-        return (Path(path) / ADOPTED_FILE).is_file()
+        return os.path.lexists(Path(path) / ADOPTED_FILE)
     return has_member(Path(path), TASK_LIMITS, ADOPTED_FILE)
 
 
 def is_adopted_run(path: Path) -> bool:
     """An adopted run of many tasks: a folder holding adopted-run.json, or a bundle whose members include it."""
     if Path(path).is_dir():
-        return (Path(path) / ADOPTED_RUN_FILE).is_file()
+        return os.path.lexists(Path(path) / ADOPTED_RUN_FILE)
     return has_member(Path(path), RUN_LIMITS, ADOPTED_RUN_FILE)
 
 

@@ -271,3 +271,21 @@ def test_lm_eval_files_refuse_what_they_cannot_write(embedded_cache, tmp_path):
 def test_run_s_modes_refuse_a_one_run_option_in_one_rule(argv, words):
     done = run_cli("run.py", *argv)
     assert done.returncode == 2 and words in one_paragraph(done.stderr), done.stderr
+
+
+@pytest.mark.parametrize("record", ["adopted.json", "adopted-run.json"])
+def test_an_adopted_record_s_name_held_by_a_folder_is_named_as_such(embedded_cache, tmp_path, record):
+    """A folder someone sent whose adopted.json (or adopted-run.json) is a folder or a link: the audit names the entry
+    and what it is (exit 2), not "not a finished run" as if it were a run folder without run.json."""
+    for kind in ("folder", "link"):
+        sent = tmp_path / kind
+        sent.mkdir()
+        if kind == "folder":
+            (sent / record).mkdir()
+        else:
+            (tmp_path / "elsewhere.json").write_text("{}")
+            (sent / record).symlink_to(tmp_path / "elsewhere.json")
+        done = run_cli("audit.py", "--out", sent, "--cache", embedded_cache)
+        assert done.returncode == 2, done.stdout + done.stderr
+        got = "a folder" if kind == "folder" else "a symbolic link"
+        assert one_paragraph(done.stderr) == f"error: {sent / record}: expected a regular file, got {got}."
