@@ -2,7 +2,8 @@
 
 0: all checks passed; 1: a check failed; 2: bad usage or unreadable input; 3: our own bug
 (a short message; the traceback only with --debug); 4 (audit.py): no problem found, not everything verified;
-130: interrupted (Ctrl-C); 143: terminated (SIGTERM), cleaned up as Ctrl-C is. Defined once in util/errors.py.
+130: interrupted (Ctrl-C); 143: terminated (SIGTERM), cleaned up as Ctrl-C is; 141: the output's reader went away
+(`| head`). Defined once in util/errors.py.
 """
 
 import functools
@@ -19,7 +20,8 @@ from sst2_audit.cli import adopt, audit, corpus, prepare, run
 from sst2_audit.formats.releases import installed_version
 from sst2_audit.util.commands import DEFAULT_LOCK
 from sst2_audit.util import console
-from sst2_audit.util.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, AuditError, InternalError, Terminated
+from sst2_audit.util.errors import (EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_TERMINATED, AuditError, InternalError,
+                                    Terminated)
 from sst2_audit.util.sanitize import printable
 from sst2_audit.util.suggest import did_you_mean
 
@@ -95,11 +97,12 @@ def _checked(body, argv) -> int:
         return _said(str(error), error.exit_code)
     except KeyboardInterrupt as stopped:
         _stop(stopped)
-    except BrokenPipeError:  # the reader of our output went away (`| head`): not a bug, nothing more to say
+    except BrokenPipeError:  # the reader of our output went away (`| head`): not a bug, and nowhere to say more
         import os
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 1
+        for stream in (sys.stdout, sys.stderr):  # no second error at exit, whichever pipe it was
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as error:  # noqa: BLE001 - anything else is our bug: exit 3, never a bare traceback
         behind = _stopped_by(error)
         if behind is not None:

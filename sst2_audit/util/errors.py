@@ -3,6 +3,9 @@ and the errors that carry them."""
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_BUG, EXIT_LIMITED = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT (128 + 2), so scripts see Ctrl-C as such
+# The reader of the output went away (`| head`): the shell's code for SIGPIPE (128 + 13), what `yes | head` gives; not
+# 1, which a pipeline would read as a failed check
+EXIT_BROKEN_PIPE = 141
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15): a plain `kill`, a launcher or a CI timeout; handled as Ctrl-C is
 EXIT_CODES = {
     EXIT_PASS: "all checks passed",
@@ -15,6 +18,8 @@ EXIT_CODES = {
                   "`--arithmetic-only`, `--rescore N`, drift only, scores within an adopted run's bound, "
                   "`--accept-old-schema`, `--trust-bundle-lock`); the verdict line names what",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); nothing half-written was kept",
+    EXIT_BROKEN_PIPE: "the reader of the output went away (a pipe closed early, by `head` say); nothing "
+                      "half-written was kept",
     EXIT_TERMINATED: "terminated (SIGTERM: a plain kill); nothing half-written was kept",
 }
 # The same, in the few words a command's --help gives each.
@@ -24,7 +29,8 @@ EXIT_WORDS = {EXIT_PASS: "all checks passed", EXIT_FAIL: "a check failed",
               EXIT_LIMITED: "audit.py only: no problem found but not everything verified (--structural, --rescore N, "
                             "--arithmetic-only, drift only, --accept-old-schema, --trust-bundle-lock): the verdict "
                             "line names what",
-              EXIT_INTERRUPTED: "interrupted (Ctrl-C)", EXIT_TERMINATED: "terminated (SIGTERM)"}
+              EXIT_INTERRUPTED: "interrupted (Ctrl-C)", EXIT_BROKEN_PIPE: "the output's reader went away (head)",
+              EXIT_TERMINATED: "terminated (SIGTERM)"}
 
 
 class AuditError(Exception):

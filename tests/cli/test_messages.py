@@ -90,14 +90,15 @@ def test_one_check_is_not_checks(capsys):
 
 def test_output_piped_into_a_reader_that_stops_is_not_called_our_bug():
     """`audit.py ... | head -1`: the reader goes away while the audit still writes (SIGPIPE ignored, as
-    under many shells' job control and in Python's own default), which is no bug: exit 1, no message."""
+    under many shells' job control and in Python's own default), which is no bug: 141, SIGPIPE's code (not 1, a
+    failed check), no message."""
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the first line is written
     process = subprocess.Popen([sys.executable, str(REPO / "audit.py"), "--bundle-file", str(REFERENCE),
                                 "--arithmetic-only"], stdout=write, stderr=subprocess.PIPE, text=True, cwd=REPO)
     os.close(write)
     _, err = process.communicate()
-    assert process.returncode == 1 and err == "", err
+    assert process.returncode == 141 and err == "", err
 
 
 def test_a_data_resource_without_columns_is_refused_before_any_model_file(tmp_path):
@@ -289,3 +290,19 @@ def test_an_adopted_record_s_name_held_by_a_folder_is_named_as_such(embedded_cac
         assert done.returncode == 2, done.stdout + done.stderr
         got = "a folder" if kind == "folder" else "a symbolic link"
         assert one_paragraph(done.stderr) == f"error: {sent / record}: expected a regular file, got {got}."
+
+
+def test_a_reader_that_goes_away_is_exit_141_never_a_failed_check_and_nothing_is_kept(embedded_cache, tmp_path):
+    """`sst2-audit adopt ... | head -1` where head has gone: the verdict cannot be written, so the command stops as
+    SIGPIPE stops a process (141, what a pipeline with pipefail reads as such), not 1 (a failed check), and the
+    adopted folder it had not written yet is not half there."""
+    from support.paths import VENV_BIN
+
+    out = tmp_path / "adopted"
+    command = subprocess.Popen([str(VENV_BIN / "sst2-audit"), "adopt", REPO / "tests" / "data" / "lm-eval-0.4.4",
+                                "--profile", "embedded", "--cache", embedded_cache, "--structural", "--out", out],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    command.stdout.close()  # the reader went away before the first line
+    said = command.stderr.read().decode()
+    assert command.wait(timeout=300) == 141, said
+    assert "Traceback" not in said and not out.exists()
