@@ -80,13 +80,15 @@ TABLE_COLUMNS = ("results", "task", "metric", "reported", "rescored", "rows", "v
 def table(corpus: Corpus) -> str:
     """One line per run and metric (a run with no numbers, one line): what a spreadsheet or a ranking reads."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    # RFC 4180's CRLF: csv quotes a cell holding any character of the line ending, so a carriage return in someone
+    # else's text (a folder name may hold one) is quoted, never read as the start of a row of theirs
+    writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(TABLE_COLUMNS)
     for entry in corpus.runs:
         for number in entry.numbers or [{}]:
-            writer.writerow([entry.results, number.get("task", ""), number.get("metric", ""),
+            writer.writerow([_text(entry.results), _text(number.get("task", "")), _text(number.get("metric", "")),
                              _cell(number.get("reported")), _cell(number.get("rescored")), _cell(number.get("rows")),
-                             entry.verdict, entry.exit_code, entry.reason])
+                             entry.verdict, entry.exit_code, _text(entry.reason)])
     return out.getvalue()
 
 
@@ -110,6 +112,16 @@ def ranked(corpus: Corpus) -> list:
 
 def _cell(value) -> str:
     return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+# A spreadsheet reads a cell that starts with one of these as a formula: a run's path, task or finding is the
+# submitter's text (a folder named `=HYPERLINK(...)`), so such a text cell is written behind a quote, which a
+# spreadsheet shows as text (OWASP's rule for CSV injection); corpus.json keeps the text as it is.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _text(value: str) -> str:
+    return "'" + value if value.startswith(FORMULA_START) else value
 
 
 def write(folder, corpus: Corpus) -> None:

@@ -77,7 +77,7 @@ def test_many_runs_are_adopted_in_one_pass_ranked_and_resumed(embedded_cache, op
     assert entries["org__edited"]["adopted"] is None and entries["org__broken"]["adopted"] is None
     assert entries["org__honest"]["numbers"] == [{"task": "sst2", "metric": "acc", "reported": 0.375,
                                                   "rescored": 0.375, "rows": 16, "whose": "yours"}]
-    table = list(csv.DictReader((out / "corpus.csv").open()))
+    table = list(csv.DictReader((out / "corpus.csv").open(newline="")))
     assert [(row["results"].split("/")[0], row["rescored"], row["verdict"]) for row in table] == [
         ("org__broken", "", "ERROR"), ("org__edited", "", "FAIL"), ("org__honest", "0.375", "PASS"),
         ("org__twin", "0.375", "PASS")]
@@ -171,3 +171,29 @@ def test_the_corpus_page_escapes_what_runs_said_and_answers_first_in_chromium(tm
     size = screenshot(tmp_path / "corpus.html", tmp_path / "corpus.png")
     assert size["window"] == 1280 and size["width"] <= 1280 and size["wide"] == [], size
     assert size["verdict"] is not None and size["verdict"][1] <= 800, size
+
+
+def test_no_text_cell_of_corpus_csv_is_a_spreadsheet_formula_and_json_keeps_the_text(tmp_path):
+    """corpus.csv's text cells are someone else's text (a run's path, a task, a finding): generated ones that start
+    as a spreadsheet formula does (`=HYPERLINK(...)`, `+`, `-`, `@`, a tab, a carriage return) are written behind a
+    quote, every other text and every number as it is; read back by csv, each cell is the text with or without it,
+    and a line break in a text (a carriage return alone among them) never starts a row."""
+    from sst2_audit.formats.corpus import Corpus, CorpusEntry, FORMULA_START, table
+
+    rng = random.Random(62)
+    starts = [*FORMULA_START, "", "a", "'", " =", "0", "\u00a0"]
+    texts = ["".join(rng.choice(starts) for _ in range(rng.randint(1, 3))) + rng.choice(['HYPERLINK("x";"y")',
+             "cmd|' /C calc'!A0", "1+1", "", "org/model/results_1.json", "\n=2"]) for _ in range(300)]
+    runs = [CorpusEntry(f"{texts[n]}/results_{n}.json", "0" * 64, None, 1, "FAIL", "VERDICT", texts[-n - 1],
+                        [{"task": texts[(n * 7) % 300], "metric": "acc", "reported": -0.5 * n, "rescored": None,
+                          "rows": n, "whose": "yours"}]) for n in range(300)]
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(table(Corpus("details", "a" * 64, "all", runs, None)), newline="")))
+    assert len(rows) == 300
+    for row, entry in zip(rows, runs):
+        for cell, text in ((row["results"], entry.results), (row["task"], entry.numbers[0]["task"]),
+                           (row["reason"], entry.reason)):
+            assert cell == ("'" + text if text.startswith(FORMULA_START) else text)
+            assert not cell.startswith(FORMULA_START)
+        assert row["reported"] == repr(entry.numbers[0]["reported"])  # a negative number stays a number
