@@ -56,6 +56,9 @@ def typed(hint, value, where):
                 return typed(choice, value, where)
             except InputError:
                 continue
+        if type(value) is float and float in inner:  # a float, but not finite: say that, not "float or ..., got float"
+            others = " or ".join(_type_name(h) for h in inner if h is not float)
+            raise InputError(f"{where}: expected a finite number or {others}, got {value!r}.")
         raise InputError(f"{where}: expected {' or '.join(_type_name(h) for h in inner)}, got "
                          f"{type(value).__name__} {str(value)[:60]!r}.")
     if hint is typing.Any or hint is object:

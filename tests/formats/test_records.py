@@ -119,6 +119,18 @@ def test_an_int_or_text_field_takes_exactly_one_of_them():
             typed(int | str, value, "x.target")
 
 
+def test_a_number_that_is_not_finite_is_named_so_where_a_list_is_allowed_too():
+    """A per-sample metric (a float or a list): `-1e999` reads as -inf, and the message says it is not finite
+    rather than "expected float or list, got float"."""
+    from sst2_audit.formats.schema import typed
+
+    assert typed(float | list, 0.5, "t") == 0.5 and typed(float | list, [1.0], "t") == [1.0]
+    for value, shown in ((float("inf"), "inf"), (float("-inf"), "-inf"), (float("nan"), "nan")):
+        with pytest.raises(InputError) as refused:
+            typed(float | list, value, "samples:1.acc")
+        assert str(refused.value) == f"samples:1.acc: expected a finite number or list, got {shown}."
+
+
 def test_a_group_record_from_a_version_that_never_existed_is_refused():
     """One schema version number serves four record kinds; a group record began at 4, so a group record of
     version 1 to 3 is not upgraded into one but refused (exit 2 naming the file and the versions)."""
