@@ -20,8 +20,11 @@ def adopt_lighteval(args, lock, models: dict) -> int:
     spec = spec_for_run(lock, profile, None)
     refuse_unsupported(spec, lock.settings_for(profile.name, spec))
     name, out = adopted_target(args, f"adopted-{profile.name}")
+    pinned = [f.rows for f in profile.data.files if f.split == spec.eval_split]
     output = lighteval_details.read_run(args.output, args.task[0] if args.task else None,
-                                        keep_text=getattr(args, "export_eee", None) is not None)
+                                        keep_text=getattr(args, "export_eee", None) is not None,
+                                        max_rows=2 * sum(pinned) + 16 if pinned and None not in pinned
+                                        else lighteval_details.MAX_DETAILS_ROWS)  # the adoption's rule (prepare_rows)
     return adopt_task(args, (lock, profile, spec, output), LightevalChoiceAdoption(output.flat), models, (name, out),
                       lambda done: [f"adoption of the lighteval run {done.results_path} ({done.samples_path.name}, "
                                     f"{schema_words(done.flat)}): task {done.task}, {logged(done)}, held to the "

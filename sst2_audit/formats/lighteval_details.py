@@ -24,6 +24,7 @@ from pathlib import Path
 from sst2_audit.formats import strict_json
 from sst2_audit.formats.lm_eval_output import MAX_RESULTS_BYTES, MAX_SAMPLES_BYTES
 from sst2_audit.formats.records import LIGHTEVAL_DETAILS_FILE, LIGHTEVAL_RESULTS_FILE
+from sst2_audit.formats.run_settings import MAX_ROWS
 from sst2_audit.formats.schema import convert, field_at, typed
 from sst2_audit.util.environment import scrub_absolute_paths
 from sst2_audit.util.errors import InputError
@@ -33,6 +34,9 @@ STRUCTS = ("doc", "model_response", "metric")  # the post-0.11 schema's top-leve
 FLAT = ("full_prompt", "choices", "gold_index", "predictions", "input_tokens", "cont_tokens", "padded", "metrics",
         "num_effective_few_shots")  # the pre-0.11 schema's, as read
 BATCH_ROWS = 256
+# The most rows a details file may hold: twice the most rows of a split a profile can score, and 16 (the adoption's
+# own rule for a samples file, audit/adopt.py::prepare_rows); a command passes its split's bound where the lock pins it
+MAX_DETAILS_ROWS = 2 * MAX_ROWS + 16
 
 
 @dataclass(slots=True)
@@ -218,9 +222,12 @@ def _flat_row(raw, where: str) -> LightevalRow:
         typed(int, raw.get("num_effective_few_shots"), f"{where}.num_effective_few_shots"))
 
 
-def read_details(path: Path, keep_text: bool = False) -> tuple[list, str, bool, list | None]:
+def read_details(path: Path, keep_text: bool = False, max_rows: int = MAX_DETAILS_ROWS) -> tuple[list, str, bool,
+                                                                                                list | None]:
     """(rows, the file's sha256, flat, texts): the parquet streamed by batches of rows (memory: one batch and the
-    rows' digests; with keep_text, each row's context and choices too, for --export-eee)."""
+    rows' digests; with keep_text, each row's context and choices too, for --export-eee). A parquet's rows are not
+    bounded by its size (a repeated row compresses to nothing: 2,000,000 rows in 293 KB took 3.4 GB and 3 minutes to
+    be refused), so more than max_rows in its metadata are refused before a row is read."""
     import pyarrow
     import pyarrow.parquet as parquet
 
@@ -239,7 +246,12 @@ def read_details(path: Path, keep_text: bool = False) -> tuple[list, str, bool, 
                 raise InputError(f"{where}: not lighteval details: expected the columns {list(STRUCTS)} (lighteval "
                                  f"0.11 and later) or {list(FLAT)} (before 0.11), got {names[:12]}.")
             read = _flat_row if flat else _row
+            if details.metadata.num_rows > max_rows:
+                raise InputError(f"{where}: {details.metadata.num_rows} rows, more than the {max_rows} a run of the "
+                                 "split can log; refused before any row is read.")
             for batch in details.iter_batches(batch_size=BATCH_ROWS, columns=list(FLAT if flat else STRUCTS)):
+                if len(rows) + batch.num_rows > max_rows:  # the metadata's count is the file's claim too
+                    raise InputError(f"{where}: more than {max_rows} rows; refused.")
                 for raw in batch.to_pylist():
                     rows.append(read(raw, f"{where}: row {len(rows)}"))
                     if texts is not None:  # typed by the row's reader above
@@ -252,12 +264,13 @@ def read_details(path: Path, keep_text: bool = False) -> tuple[list, str, bool, 
     return rows, digest.hexdigest(), flat, texts
 
 
-def read_run(path: Path, task: str | None, keep_text: bool = False) -> LightevalOutput:
+def read_run(path: Path, task: str | None, keep_text: bool = False,
+             max_rows: int = MAX_DETAILS_ROWS) -> LightevalOutput:
     results_path, details_path, key = find_files(path, task)
     results_bytes = strict_json.read_bytes(results_path, MAX_RESULTS_BYTES)
     raw = strict_json.loads(results_bytes, str(results_path))
     claims = check_results(raw, key, str(results_path))
-    rows, details_sha256, flat, texts = read_details(details_path, keep_text)
+    rows, details_sha256, flat, texts = read_details(details_path, keep_text, max_rows)
     return LightevalOutput(results_path, details_path, key, raw, rows, hashlib.sha256(results_bytes).hexdigest(),
                            details_sha256, flat, claims, texts=texts)
 

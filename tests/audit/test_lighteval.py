@@ -13,6 +13,7 @@ import pytest
 
 from sst2_audit.audit.adopt_lighteval import as_logged, mean_and_stderr, row_rule
 from sst2_audit.formats.lighteval_details import read_details
+from sst2_audit.util.errors import InputError
 from support.lm_eval_files import adopt_each, misbehaved
 from support.paths import LOCK, REPO, VENV_BIN
 from support.processes import launched, run_script
@@ -455,3 +456,27 @@ def test_every_field_of_an_adopted_lighteval_record_is_held_or_descriptive(embed
                                        skip=lambda path: path[0] in ("platform", "versions", "timings") or (
                                            path[:1] == ("questions",) and path[1] > 0))
     assert counted["held"] > 40 and counted["descriptive"] > 10, counted
+
+
+@pytest.mark.parametrize("release", sorted(RUNS))
+def test_a_details_file_of_repeated_rows_is_refused_by_its_row_count_before_a_row_is_read(embedded_cache, tmp_path,
+                                                                                          release):
+    """A parquet's rows are not bounded by its size: the real run's first row repeated 200,017 times compresses to a
+    few hundred KB (2,000,000 rows in 293 KB took 3.4 GB and 3 minutes to refuse). The reader refuses more rows than
+    its bound from the file's metadata, and adopt passes the split's bound (2 x 264 + 16: the adoption's rule)."""
+    import pyarrow
+    import pyarrow.parquet as parquet
+
+    from sst2_audit.formats.lighteval_details import MAX_DETAILS_ROWS
+
+    run = copy(release, tmp_path / "run")
+    repeated = parquet.read_table(details(run)).take(pyarrow.array([0] * (MAX_DETAILS_ROWS + 1)))
+    parquet.write_table(repeated, details(run), compression="zstd")
+    assert details(run).stat().st_size < 2 << 20
+    with pytest.raises(InputError) as refused:
+        read_details(details(run))
+    assert str(refused.value) == (f"{details(run)}: {MAX_DETAILS_ROWS + 1} rows, more than the {MAX_DETAILS_ROWS} a "
+                                  "run of the split can log; refused before any row is read.")
+    done = adopt(run, embedded_cache, "--structural", "--out", tmp_path / "adopted", cwd=tmp_path)
+    assert done.returncode == 2 and not (tmp_path / "adopted").exists(), done.stdout + done.stderr
+    assert f"{MAX_DETAILS_ROWS + 1} rows, more than the 544 a run of the split can log;" in done.stderr
