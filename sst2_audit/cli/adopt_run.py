@@ -211,6 +211,9 @@ def audit_adopted_run(args, path: Path, scratch: Path) -> int:
         level.expect(f"tasks.{member.task}", "rescored (its adopted.json's rescored_summary)",
                      task_record.rescored_summary, member.rescored)
     level.expect("adopted-run.json", "lock_sha256 (your lock's)", args.reviewer_lock.sha256, claimed.lock_sha256)
+    note = adopted_bundle.unread_note(folder, {adopted_run.ADOPTED_RUN_FILE, *present})  # folders: held above
+    if note:
+        level.notes.append(note)
     _check_run(args.reviewer_lock, folder, claimed, level)
     passed = {task: adoptions[task] for task, outcome in outcomes.items() if not outcome.failed}
     groups = check_groups(args.reviewer_lock, _index(folder, claimed, passed), passed, level) if passed else []

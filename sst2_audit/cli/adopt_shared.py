@@ -178,6 +178,9 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
         if level.drift_only:
             outcome.drift_only = True
             outcome.limits.append(level.drift_reason)
+    note = adopted_bundle.unread_note(folder, adopted_bundle.public_files(set(name.name for name in folder.iterdir())))
+    if note and outcome.levels:
+        outcome.levels[-1].notes.append(note)
     return outcome, adoption, claimed
 
 

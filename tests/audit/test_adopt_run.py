@@ -226,7 +226,8 @@ def test_every_field_of_an_adopted_run_s_records_is_held_or_descriptive(two_task
 
 def test_a_run_folder_with_a_task_folder_emptied_or_swapped_fails_naming_it(two_tasks, tmp_path):
     """The first task's adopted.json and results copy removed (the run's results file is then read from the task that
-    passed), or a lighteval run's public copy put in a task's folder: exit 1 naming the task, never our bug."""
+    passed), or a lighteval run's public copy put in a task's folder: exit 1 naming the task, never our bug. Files
+    someone added beside the records are named as read by no level (the verdict unchanged)."""
     from sst2_audit.formats.lighteval_details import public_copy, read_run
 
     done = sst2_audit(two_tasks, "adopt", two_tasks / "out", "--run-name", "r", "--structural", cwd=tmp_path, lock=LOCKS[0])
@@ -234,6 +235,13 @@ def test_a_run_folder_with_a_task_folder_emptied_or_swapped_fails_naming_it(two_
     record = json.loads((tmp_path / "runs" / "r" / "adopted-run.json").read_text())
     first, second = (member["task"] for member in record["tasks"])
     shutil.copytree(tmp_path / "runs" / "r", tmp_path / "runs" / "swapped")
+    shutil.copytree(tmp_path / "runs" / "r", tmp_path / "runs" / "extra")  # files someone added: named, not read
+    (tmp_path / "runs" / "extra" / "NOTES.txt").write_text("verified")
+    (tmp_path / "runs" / "extra" / first / "REVIEW.md").write_text("verified")
+    done = sst2_audit(two_tasks, "audit", "--out", "runs/extra", "--structural", cwd=tmp_path, lock=LOCKS[0])
+    unread = "  in the folder but no part of it, so neither read nor vouched for here: "
+    assert done.returncode == 4 and f"{unread}NOTES.txt" in done.stdout.splitlines(), done.stdout
+    assert f"{unread}REVIEW.md" in done.stdout.splitlines() and done.stdout.count(unread) == 2, done.stdout
     for name in ("adopted.json", "lm_eval_results.json"):
         (tmp_path / "runs" / "r" / first / name).unlink()
     done = sst2_audit(two_tasks, "audit", "--out", "runs/r", "--structural", cwd=tmp_path, lock=LOCKS[0])

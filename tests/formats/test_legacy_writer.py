@@ -77,6 +77,20 @@ def test_the_leaderboards_json_named_samples_file_is_read_as_json_lines(embedded
     assert f"both {samples.name} and {samples.with_suffix('.json').name} are there" in done.stderr
 
 
+def test_files_added_to_an_adopted_folder_are_named_as_read_by_no_level(embedded_cache, tmp_path):
+    """A note someone put beside the records (`REVIEW.md: verified`, a folder) is not part of an adopted folder: the
+    audit names it under its last level rather than seeming to vouch for it; the verdict is the records'."""
+    assert _structural(RUN, embedded_cache, tmp_path).returncode == 4
+    unread = "  in the folder but no part of it, so neither read nor vouched for here: "
+    done = run_script(ADOPT, "audit", "--out", tmp_path / "adopted", "--cache", embedded_cache, "--structural")
+    assert done.returncode == 4 and unread not in done.stdout, done.stdout + done.stderr
+    (tmp_path / "adopted" / "REVIEW.md").write_text("verified by the reviewer")
+    (tmp_path / "adopted" / "more").mkdir()
+    done = run_script(ADOPT, "audit", "--out", tmp_path / "adopted", "--cache", embedded_cache, "--structural")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 4 and lines[-2:] == [f"{unread}REVIEW.md, more/", lines[0]], done.stdout
+
+
 def _leak(row: dict) -> None:
     """The evaluated document shown as its own shot, before its prompt (a few-shot leak)."""
     label = ("negative", "positive")[row["doc"]["label"]]
