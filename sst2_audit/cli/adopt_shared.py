@@ -153,6 +153,10 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
     the task's adopted.json must name (a member of another run is a FAIL of the run)."""
     claimed = read_adopted(folder / adopted.ADOPTED_FILE)
     lock = args.reviewer_lock
+    if claimed.profile not in lock.profiles:  # the record's claim, not a fault of your lock: say whose word it is
+        raise InputError(f"{folder / adopted.ADOPTED_FILE}: profile {printable(claimed.profile)[:80]!r}: your lock "
+                         f"{lock.given} defines no such profile ({', '.join(sorted(lock.profiles))}); the adoption was "
+                         "made against another lock, or its record was edited.")
     profile = lock.profile(claimed.profile)
     cache = cache_for(args.cache, profile.name)
     spec = spec_for(lock, profile.task)

@@ -91,6 +91,21 @@ def test_files_added_to_an_adopted_folder_are_named_as_read_by_no_level(embedded
     assert done.returncode == 4 and lines[-2:] == [f"{unread}REVIEW.md, more/", lines[0]], done.stdout
 
 
+def test_an_adopted_record_naming_a_profile_your_lock_lacks_says_it_is_the_record_s_word(embedded_cache, tmp_path):
+    """adopted.json's profile, edited to one the reviewer's lock does not define: exit 2 naming the record's field,
+    not "unknown profile" blamed on the reviewer's own lock."""
+    assert _structural(RUN, embedded_cache, tmp_path).returncode == 4
+    record = json.loads((tmp_path / "adopted" / "adopted.json").read_text())
+    record["profile"] = "nope"
+    (tmp_path / "adopted" / "adopted.json").write_text(json.dumps(record, indent=2))
+    done = run_script(ADOPT, "audit", "--out", tmp_path / "adopted", "--cache", embedded_cache, "--structural")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"error: {tmp_path / 'adopted' / 'adopted.json'}: profile 'nope': your lock {LOCK} defines no such profile "
+        "(embedded, embedded-inverse-scaling, embedded-rte, glue-sst2); the adoption was made against another lock, "
+        "or its record was edited.")
+
+
 def _leak(row: dict) -> None:
     """The evaluated document shown as its own shot, before its prompt (a few-shot leak)."""
     label = ("negative", "positive")[row["doc"]["label"]]
