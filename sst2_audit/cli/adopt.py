@@ -8,8 +8,8 @@ from sst2_audit.audit.adopt_run import pin_command, plan_run
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.adopt_lighteval import adopt_lighteval
 from sst2_audit.cli.adopt_run import adopt_run, audit_adopted_run
-from sst2_audit.cli.adopt_shared import (adopt_task, adopted_target, audit_task, logged, print_outcome,
-                                         refuse_unexported)
+from sst2_audit.cli.adopt_shared import (adopt_task, adopted_target, audit_task, logged, most_samples,
+                                         print_outcome, refuse_unexported)
 from sst2_audit.cli.common import (AUDIT_EXIT_CODES, lock_and_profile, numeric_mode, Parser, spec_for_run,
                                    with_format, with_profile)
 from sst2_audit.formats import lighteval_details, lm_eval_run
@@ -89,7 +89,8 @@ def main(argv, owns_process: bool = False, models: dict | None = None) -> int:
     name, out = adopted_target(args, f"adopted-{profile.name}")
     try:
         output = lm_eval_run.read_plain_output(args.output, spec.name, spec.metrics, **spec.shape.samples_args(spec),
-                                               keep_text=args.export_eee is not None)
+                                               keep_text=args.export_eee is not None,
+                                               max_samples=most_samples(profile, spec))
     except lm_eval_run.TaskNotInRun as missing:
         raise InputError(f"{missing}; the profile {profile.name} of {lock.given} pins task {spec.name}. "
                          + " ".join(_taken_by(lock, task) for task in missing.tasks)) from None

@@ -4,7 +4,7 @@ file and the details' digests) that `audit` re-checks, with --bundle packed for 
 as Every Eval Ever records."""
 
 from sst2_audit.audit.adopt_lighteval import LightevalChoiceAdoption, refuse_unsupported, schema_words
-from sst2_audit.cli.adopt_shared import adopt_task, adopted_target, logged
+from sst2_audit.cli.adopt_shared import adopt_task, adopted_target, logged, most_samples
 from sst2_audit.cli.common import lock_and_profile, spec_for_run
 from sst2_audit.formats import lighteval_details
 from sst2_audit.formats.manifest import cache_for
@@ -20,11 +20,9 @@ def adopt_lighteval(args, lock, models: dict) -> int:
     spec = spec_for_run(lock, profile, None)
     refuse_unsupported(spec, lock.settings_for(profile.name, spec))
     name, out = adopted_target(args, f"adopted-{profile.name}")
-    pinned = [f.rows for f in profile.data.files if f.split == spec.eval_split]
     output = lighteval_details.read_run(args.output, args.task[0] if args.task else None,
                                         keep_text=getattr(args, "export_eee", None) is not None,
-                                        max_rows=2 * sum(pinned) + 16 if pinned and None not in pinned
-                                        else lighteval_details.MAX_DETAILS_ROWS)  # the adoption's rule (prepare_rows)
+                                        max_rows=most_samples(profile, spec))
     return adopt_task(args, (lock, profile, spec, output), LightevalChoiceAdoption(output.flat), models, (name, out),
                       lambda done: [f"adoption of the lighteval run {done.results_path} ({done.samples_path.name}, "
                                     f"{schema_words(done.flat)}): task {done.task}, {logged(done)}, held to the "

@@ -17,8 +17,8 @@ from sst2_audit.audit.adopt_run import check_groups, group_numbers, UNPINNED
 from sst2_audit.audit.findings import LevelResult
 from sst2_audit.audit.verdict import GroupOutcome
 from sst2_audit.bundle import adopted as adopted_bundle
-from sst2_audit.cli.adopt_shared import (adopted_target, audit_task, export_eee, export_ready, refuse_unexported,
-                                         write_task)
+from sst2_audit.cli.adopt_shared import (adopted_target, audit_task, export_eee, export_ready, most_samples,
+                                         refuse_unexported, write_task)
 from sst2_audit.cli.common import audit_words, show_verdict, spec_for_run
 from sst2_audit.formats import adopted_run, lm_eval_output, records, strict_json
 from sst2_audit.formats.adopted import ADOPTED_FILE
@@ -45,7 +45,8 @@ def _adoptions(args, lock, index, plan, shards, seed: int, models: dict) -> tupl
         spec = spec_for_run(lock, profile, None)
         output = lm_eval_output.read_plain_files(
             index.results_path, index.samples_path(task), task, spec.metrics, public=False,
-            **spec.shape.samples_args(spec), keep_text=getattr(args, "export_eee", None) is not None)
+            **spec.shape.samples_args(spec), keep_text=getattr(args, "export_eee", None) is not None,
+            max_samples=most_samples(profile, spec))
         say(f"[task {number}/{len(plan.members)}] {task} (profile {profile_name})")
         adoptions[task] = Adoption(lock, profile, spec, cache_for(args.cache, profile_name), output,
                                    0 if args.structural else args.rescore, args.seed, args.bound, shards=shards,

@@ -18,6 +18,7 @@ from sst2_audit.cli.common import audit_words, show_verdict
 from sst2_audit.formats import adopted, every_eval_ever, lighteval_details, lm_eval_output, records
 from sst2_audit.formats.adopted_read import read_adopted
 from sst2_audit.formats.manifest import cache_for
+from sst2_audit.formats.run_settings import MAX_ROWS
 from sst2_audit.protocol.rules import notice_for
 from sst2_audit.scoring.shards import from_launcher, Shards
 from sst2_audit.task.spec import spec_for
@@ -45,6 +46,16 @@ def print_outcome(outcome, head: list, adoption: Adoption, subject) -> None:
     for level in outcome.levels:
         lines += level.lines()
     show_verdict(lines + [outcome.verdict()], outcome, subject, reviewer_json(adoption, found))
+
+
+def most_samples(profile, spec) -> int:
+    """The most lines a run of the profile's split can log: twice the split's pinned rows and 16, the adoption's rule
+    (audit/adopt.py::prepare_rows), once per filter of a generate_until task (a line per doc and filter); MAX_ROWS
+    where the lock pins no row count. A file past it is refused at that line (a 500 MB samples file of one line
+    repeated took 38 s and 731 MB to refuse after reading it whole), and a parquet from its metadata."""
+    pinned = [file.rows for file in profile.data.files if file.split == spec.eval_split]
+    rows = sum(pinned) if pinned and None not in pinned else MAX_ROWS
+    return (2 * rows + 16) * max(1, len(spec.shape.samples_args(spec).get("filters", ())))
 
 
 def write_task(out: Path, adoption, adopted_record) -> dict:

@@ -266,11 +266,13 @@ def logged_hashes(raw: dict, where: str) -> tuple[str, str, str]:
 
 
 def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics, public: bool,
-                     filters=None, keep_text: bool = False, reader=None, stderr_hint=float) -> PlainOutput:
+                     filters=None, keep_text: bool = False, reader=None, stderr_hint=float,
+                     max_samples: int | None = None) -> PlainOutput:
     """The results and samples files (lm-eval's own, or our public copy of them), strictly and within limits; the
     samples file streamed line by line, each sample's text reduced to its digests unless keep_text (an export).
     A row's layout by its task's shape (task/shapes.py::samples_args): filters, a generate_until task's; reader,
-    a reader of another shape's rows (raw, where, public, keep_text); neither, multiple_choice rows."""
+    a reader of another shape's rows (raw, where, public, keep_text); neither, multiple_choice rows. max_samples:
+    the most lines a run of the split can log (cli/adopt_shared.py::most_samples), refused at the line past it."""
     results_bytes = strict_json.read_bytes(results_path, MAX_RESULTS_BYTES)
     results = check_lm_eval_results(strict_json.loads(results_bytes, str(results_path)), task, str(results_path),
                                     metrics, filters or ("none",), stderr_hint)
@@ -283,7 +285,12 @@ def read_plain_files(results_path: Path, samples_path: Path, task: str, metrics,
         reader = read_generated_sample if filters is not None else (
             lambda raw, where, public, keep: read_plain_sample(raw, where, reported, public, legacy, keep))
     lines = strict_json.Lines(samples_path, MAX_SAMPLES_BYTES)
-    samples = [reader(raw, f"{samples_path}:{number}", public, keep_text) for number, raw in lines]
+    samples: list = []
+    for number, raw in lines:
+        if max_samples is not None and len(samples) == max_samples:
+            raise InputError(f"{samples_path}: more than {max_samples} samples, more than a run of the split can "
+                             f"log; refused at line {number}.")
+        samples.append(reader(raw, f"{samples_path}:{number}", public, keep_text))
     if not samples:
         raise InputError(f"{samples_path}: no samples.")
     return PlainOutput(Path(results_path), Path(samples_path), task, results, samples, sha256_bytes(results_bytes),

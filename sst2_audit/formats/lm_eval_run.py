@@ -86,11 +86,13 @@ def logged_tasks(folder: Path, date_id: str) -> list:
     return sorted(found)
 
 
-def read_plain_output(path, task: str, metrics, keep_text: bool = False, **layout) -> PlainOutput:
+def read_plain_output(path, task: str, metrics, keep_text: bool = False, max_samples: int | None = None,
+                      **layout) -> PlainOutput:
     """A plain lm-eval run's results and samples of `task`, found as lm-eval names them, read once, strictly.
     layout: how a row of the task's shape is read (task/shapes.py::samples_args); keep_text: keep each sample's text
     (an export), not only its digests."""
-    return read_plain_files(*find_plain_output(path, task), task, metrics, public=False, keep_text=keep_text, **layout)
+    return read_plain_files(*find_plain_output(path, task), task, metrics, public=False, keep_text=keep_text,
+                            max_samples=max_samples, **layout)
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,18 @@ def test_an_adopted_record_naming_a_profile_your_lock_lacks_says_it_is_the_recor
         "or its record was edited.")
 
 
+def test_a_samples_file_of_more_lines_than_the_split_can_log_is_refused_at_that_line(embedded_cache, tmp_path):
+    """The run's first line repeated 2 x 264 + 17 times (a forger's file may hold its 512 MiB limit of them: 572,992
+    lines took 38 s and 731 MB to refuse after reading them all): refused at the first line past the bound."""
+    results, samples = copy_run(RUN, tmp_path / "run")
+    first = samples.read_text().splitlines(keepends=True)[0]
+    samples.write_text(first * (2 * 264 + 17))
+    done = _structural(tmp_path / "run", embedded_cache, tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == (f"error: {samples}: more than 544 samples, more than a run of the split "
+                                            "can log; refused at line 545.")
+
+
 def _leak(row: dict) -> None:
     """The evaluated document shown as its own shot, before its prompt (a few-shot leak)."""
     label = ("negative", "positive")[row["doc"]["label"]]
