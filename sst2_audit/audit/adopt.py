@@ -372,7 +372,8 @@ def prepare_rows(adoption: Adoption, roles) -> None:
     adoption.data = verified_rows(adoption.lock, adoption.profile, adoption.spec, adoption.cache,
                                   roles=(*roles, "model"), weights=False,
                                   random_seed=adoption.output.random_seed)  # the run's claim
-    if len(adoption.output.samples) > 2 * len(adoption.split_rows.by_idx) + 16:
+    per_doc = max(1, len(adoption.spec.shape.samples_args(adoption.spec).get("filters", ())))  # a line per filter
+    if len(adoption.output.samples) > (2 * len(adoption.split_rows.by_idx) + 16) * per_doc:
         raise InputError(f"{adoption.output.samples_path}: {len(adoption.output.samples)} samples for a split of "
                          f"{len(adoption.split_rows.by_idx)} rows; refused before any per-row work.")
 

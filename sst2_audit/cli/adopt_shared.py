@@ -48,14 +48,21 @@ def print_outcome(outcome, head: list, adoption: Adoption, subject) -> None:
     show_verdict(lines + [outcome.verdict()], outcome, subject, reviewer_json(adoption, found))
 
 
+# A process_docs hook may make more docs than its split has rows (the adoption's own rule, prepare_rows, counts the
+# docs once they are made): the bound read before them leaves a hooked task this much room.
+HOOKED_DOCS_PER_ROW = 16
+
+
 def most_samples(profile, spec) -> int:
     """The most lines a run of the profile's split can log: twice the split's pinned rows and 16, the adoption's rule
-    (audit/adopt.py::prepare_rows), once per filter of a generate_until task (a line per doc and filter); MAX_ROWS
-    where the lock pins no row count. A file past it is refused at that line (a 500 MB samples file of one line
-    repeated took 38 s and 731 MB to refuse after reading it whole), and a parquet from its metadata."""
+    (audit/adopt.py::prepare_rows), once per filter of a generate_until task (a line per doc and filter), with room
+    for a process_docs hook's docs; MAX_ROWS where the lock pins no row count. A file past it is refused at that line
+    (a 500 MB samples file of one line repeated took 38 s and 731 MB to refuse after reading it whole), and a parquet
+    from its metadata."""
     pinned = [file.rows for file in profile.data.files if file.split == spec.eval_split]
     rows = sum(pinned) if pinned and None not in pinned else MAX_ROWS
-    return (2 * rows + 16) * max(1, len(spec.shape.samples_args(spec).get("filters", ())))
+    docs = rows * (HOOKED_DOCS_PER_ROW if spec.process_docs is not None else 1)
+    return (2 * docs + 16) * max(1, len(spec.shape.samples_args(spec).get("filters", ())))
 
 
 def write_task(out: Path, adoption, adopted_record) -> dict:
