@@ -236,7 +236,7 @@ def test_records_that_are_links_or_fifos_exit_2_without_hanging(full_run, tmp_pa
     (run / "environment.json").unlink()
     os.mkfifo(run / "environment.json")
     code, out = audit(capsys, "--out", run, "--arithmetic-only")
-    assert code == 2 and f"{run / 'environment.json'}: expected a regular file, got not a regular file." in one_paragraph(out)
+    assert code == 2 and f"{run / 'environment.json'}: expected a regular file, got a named pipe." in one_paragraph(out)
 
 
 def test_run_refuses_nested_or_equal_record_folders_and_unsafe_names(embedded_cache, tmp_path):
