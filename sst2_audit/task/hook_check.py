@@ -20,6 +20,7 @@ import ast
 import builtins
 import functools
 import string
+import warnings
 
 SEEDED_DRAWS = ("shuffle", "sample", "choice", "choices", "randint")  # random's functions a hook may draw with
 # Modules a hook may import: text and data handling that is deterministic and stays in the process.
@@ -89,10 +90,18 @@ REFUSED_CALLS = {"load_dataset": "loads a dataset (the network or the hub)"}  # 
 FORMAT_METHODS = ("format", "format_map")
 
 
+def parsed(data: bytes) -> ast.Module:
+    """A hook file's syntax tree, read statically; what the parser warns about someone else's code (an invalid escape
+    sequence in lm-eval's own utils.py) is not ours to print in the middle of a command's output."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+        return ast.parse(data)
+
+
 def draws_random(data: bytes) -> bool:
     """Whether a hook file (one file_reason accepts) draws from `random`: a plain top-level `import random`."""
     try:
-        tree = ast.parse(data)
+        tree = parsed(data)
     except (SyntaxError, ValueError):
         return False
     return any(isinstance(node, ast.Import) and any(a.name == "random" for a in node.names) for node in tree.body)
@@ -102,7 +111,7 @@ def draws_random(data: bytes) -> bool:
 def file_reason(file_name: str, data: bytes, function: str) -> str | None:
     """Why the hook file may not run as `function`'s home (read statically, never run), or None."""
     try:
-        tree = ast.parse(data)
+        tree = parsed(data)
     except (SyntaxError, ValueError) as error:
         return f"its file {file_name} does not parse ({error})"
     dynamic = any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "globals" for node in ast.walk(tree))

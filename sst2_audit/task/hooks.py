@@ -198,7 +198,7 @@ def function_source(data: bytes, function: str) -> str | None:
     definition of the name wins, as at import), read without running the file; None when the name is not
     bound by a plain def (a partial, globals().update)."""
     try:
-        tree = ast.parse(data)
+        tree = hook_check.parsed(data)
     except (SyntaxError, ValueError):
         return None
     found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function]
