@@ -17,7 +17,7 @@ from sst2_audit.audit import adopt_chat
 from sst2_audit.audit.adopt_shape import AdoptShape, UNTOKENIZED
 from sst2_audit.audit.adopt_scores import Bound, bound_for, claimed_dtype, FlipTest
 from sst2_audit.audit.findings import LevelResult, shown
-from sst2_audit.audit.row_set import check_row_set, RowSet
+from sst2_audit.audit.row_set import check_row_set, most_lines, RowSet
 from sst2_audit.audit.verdict import Outcome
 from sst2_audit.formats.adopted import AdoptedQuestion
 from sst2_audit.formats.lighteval_details import LightevalOutput
@@ -372,8 +372,7 @@ def prepare_rows(adoption: Adoption, roles) -> None:
     adoption.data = verified_rows(adoption.lock, adoption.profile, adoption.spec, adoption.cache,
                                   roles=(*roles, "model"), weights=False,
                                   random_seed=adoption.output.random_seed)  # the run's claim
-    per_doc = max(1, len(adoption.spec.shape.samples_args(adoption.spec).get("filters", ())))  # a line per filter
-    if len(adoption.output.samples) > (2 * len(adoption.split_rows.by_idx) + 16) * per_doc:
+    if len(adoption.output.samples) > most_lines(len(adoption.split_rows.by_idx), adoption.spec):
         raise InputError(f"{adoption.output.samples_path}: {len(adoption.output.samples)} samples for a split of "
                          f"{len(adoption.split_rows.by_idx)} rows; refused before any per-row work.")
 

@@ -23,6 +23,12 @@ from sst2_audit.task.rows import shown_ids
 WHOLE, LIMIT, DEV = "the whole split", "lm-eval's --limit", "the profile's dev rows in hash order"
 
 
+def most_lines(docs: int, spec) -> int:
+    """The most samples lines a run of a split of `docs` docs may log before any per-row work: twice them and 16,
+    a line per doc and filter lm-eval logs it under (the shape's logged_filters)."""
+    return (2 * docs + 16) * len(spec.shape.logged_filters(spec))
+
+
 @dataclass
 class RowSet:
     """The logged rows against the rules: the rule matched (None: none), or the nearest and what it lacks."""

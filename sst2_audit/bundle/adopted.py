@@ -38,17 +38,14 @@ def public_files(names) -> tuple:
     return LIGHTEVAL_PUBLIC_FILES if records.LIGHTEVAL_DETAILS_FILE in names else PUBLIC_FILES
 
 
-def unread(folder: Path, known) -> list:
-    """The entries of an adopted folder that are none of its files (`known`, and what its bundle brings: the lock,
-    the manifest, SHA256SUMS): someone else's additions, which no audit reads, so a verdict names them rather than
-    seeming to vouch for them (a bundle with such a member is refused: require_exactly)."""
-    expected = {*known, BUNDLE_LOCK, BUNDLE_MANIFEST, SUMS}
-    return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in Path(folder).iterdir()
-                  if entry.name not in expected)
-
-
-def unread_note(folder: Path, known) -> str | None:
-    extra = unread(folder, known)
+def unread_note(folder: Path, known=None) -> str | None:
+    """The entries of an adopted folder that are none of its files (`known`; by default a task's, as its listing
+    says which writer's they are; and what its bundle brings: the lock, the manifest, SHA256SUMS), in words: someone
+    else's additions, which no audit reads, so a verdict names them rather than seeming to vouch for them (a bundle
+    with such a member is refused: require_exactly). None where there are none."""
+    listed = {entry.name: entry.is_dir() for entry in Path(folder).iterdir()}
+    expected = {*(public_files(listed) if known is None else known), BUNDLE_LOCK, BUNDLE_MANIFEST, SUMS}
+    extra = sorted(name + ("/" if is_dir else "") for name, is_dir in listed.items() if name not in expected)
     shown = ", ".join(extra[:8]) + (f" and {len(extra) - 8} more" if len(extra) > 8 else "")
     return f"in the folder but no part of it, so neither read nor vouched for here: {shown}" if extra else None
 

@@ -12,6 +12,7 @@ from sst2_audit.audit.adopt_lighteval import LightevalChoiceAdoption, refuse_uns
 from sst2_audit.audit.adopt_shapes import shape_for
 from sst2_audit.audit.loading import BUNDLE_LOCK, BUNDLE_MANIFEST
 from sst2_audit.audit.adopted_level import bundle_copies
+from sst2_audit.audit.row_set import most_lines
 from sst2_audit.audit.adopt_rescore import record, reviewer_json, reviewer_numbers, reviewer_pairs, run_levels
 from sst2_audit.bundle import adopted as adopted_bundle
 from sst2_audit.cli.common import audit_words, show_verdict
@@ -54,15 +55,14 @@ HOOKED_DOCS_PER_ROW = 16
 
 
 def most_samples(profile, spec) -> int:
-    """The most lines a run of the profile's split can log: twice the split's pinned rows and 16, the adoption's rule
-    (audit/adopt.py::prepare_rows), once per filter of a generate_until task (a line per doc and filter), with room
-    for a process_docs hook's docs; MAX_ROWS where the lock pins no row count. A file past it is refused at that line
-    (a 500 MB samples file of one line repeated took 38 s and 731 MB to refuse after reading it whole), and a parquet
-    from its metadata."""
+    """The most lines a run of the profile's split can log, read before its docs are made: the adoption's rule
+    (audit/row_set.py::most_lines, which prepare_rows applies to the docs once made) over the split's pinned rows,
+    with room for a process_docs hook's docs; MAX_ROWS where the lock pins no row count. A file past it is refused at
+    that line (a 500 MB samples file of one line repeated took 38 s and 731 MB to refuse after reading it whole), and
+    a parquet from its metadata."""
     pinned = [file.rows for file in profile.data.files if file.split == spec.eval_split]
     rows = sum(pinned) if pinned and None not in pinned else MAX_ROWS
-    docs = rows * (HOOKED_DOCS_PER_ROW if spec.process_docs is not None else 1)
-    return (2 * docs + 16) * max(1, len(spec.shape.samples_args(spec).get("filters", ())))
+    return most_lines(rows * (HOOKED_DOCS_PER_ROW if spec.process_docs is not None else 1), spec)
 
 
 def write_task(out: Path, adoption, adopted_record) -> dict:
@@ -200,7 +200,7 @@ def audit_task(args, folder: Path, models: dict, results_sha256: str | None = No
         if level.drift_only:
             outcome.drift_only = True
             outcome.limits.append(level.drift_reason)
-    note = adopted_bundle.unread_note(folder, adopted_bundle.public_files(set(name.name for name in folder.iterdir())))
+    note = adopted_bundle.unread_note(folder)
     if note and outcome.levels:
         outcome.levels[-1].notes.append(note)
     return outcome, adoption, claimed

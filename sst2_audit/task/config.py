@@ -14,6 +14,7 @@ import functools
 from pathlib import Path
 
 from sst2_audit.formats.releases import release_of
+from sst2_audit.task import hook_check
 from sst2_audit.task.evaluator_pin import installed_root
 from sst2_audit.task.hooks import nested
 from sst2_audit.util.errors import CheckFailed
@@ -31,7 +32,7 @@ DATA_FIELDS = ("dataset_path", "dataset_name", "dataset_kwargs")  # the only fie
 
 @functools.lru_cache(maxsize=4)
 def _defaults(path: str) -> tuple:
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    tree = hook_check.parsed(Path(path).read_text(encoding="utf-8"))
     cls = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TaskConfig")
     return tuple((node.target.id, ast.literal_eval(node.value)) for node in cls.body
                  if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None)

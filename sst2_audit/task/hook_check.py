@@ -90,9 +90,10 @@ REFUSED_CALLS = {"load_dataset": "loads a dataset (the network or the hub)"}  # 
 FORMAT_METHODS = ("format", "format_map")
 
 
-def parsed(data: bytes) -> ast.Module:
-    """A hook file's syntax tree, read statically; what the parser warns about someone else's code (an invalid escape
-    sequence in lm-eval's own utils.py) is not ours to print in the middle of a command's output."""
+def parsed(data: bytes | str) -> ast.Module:
+    """The syntax tree of a file of someone else's code (a hook file, lm-eval's sources), read statically; what the
+    parser warns about it (an invalid escape sequence in lm-eval's own utils.py) is not ours to print in the middle of
+    a command's output, and under PYTHONWARNINGS=error would read as a file that does not parse."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
         return ast.parse(data)

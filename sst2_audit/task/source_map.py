@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sst2_audit.formats.releases import installed_version, release_of
+from sst2_audit.task import hook_check
 from sst2_audit.task.evaluator_pin import installed_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +74,7 @@ def definitions(source: str) -> dict:
             elif isinstance(child, (ast.If, ast.With, ast.Try)):
                 walk(child, prefix)
 
-    walk(ast.parse(source), "")
+    walk(hook_check.parsed(source), "")
     return found
 
 
