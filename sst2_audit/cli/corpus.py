@@ -90,6 +90,14 @@ def _adopt_argv(args, results: Path, target: Path) -> list:
             *(["--threads", str(args.threads)] if args.threads else [])]
 
 
+def _relative(results: Path, folder: Path) -> str:
+    """A run's name in the pass: its path under the folder, where a byte that is not UTF-8 (a name made on another
+    system) is written as \\xNN, so the name can be hashed, recorded and printed, and is found again on a resumed
+    pass."""
+    name = results.relative_to(folder).as_posix()
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _entry(relative: str, sha: str, target: Path, code: int, said: str) -> CorpusEntry:
     """The corpus entry of one adoption, from its verdict object (the one line its stdout carries)."""
     try:
@@ -139,7 +147,7 @@ def main(argv, adopt) -> int:
     runs = _runs(args.folder, args.out or Path("runs"))
     out, corpus = _started(args, sha256_file(args.lock))
     done = {(entry.results, entry.results_sha256): entry for entry in corpus.runs}
-    here = {results.relative_to(args.folder).as_posix() for results in runs}
+    here = {_relative(results, args.folder) for results in runs}
     gone = sorted({entry.results for entry in corpus.runs} - here)
     if gone:  # their adopted folders stay where they are; only the entries go
         progress.say(printable(f"[corpus] {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} of the last pass whose "
@@ -149,7 +157,7 @@ def main(argv, adopt) -> int:
     models: dict = {}  # the pass's loaded model (adopt_rescore.model_key -> (model, tokenizer))
     (out / "logs").mkdir(exist_ok=True)
     for number, results in enumerate(runs, start=1):
-        relative, sha = results.relative_to(args.folder).as_posix(), sha256_file(results)
+        relative, sha = _relative(results, args.folder), sha256_file(results)
         entry = done.get((relative, sha))
         if entry is None:
             target = out / f"run-{sha256_text(relative)[:8]}-{sha[:12]}"  # one folder per file and content

@@ -121,6 +121,25 @@ def test_a_structural_pass_loads_no_model_and_says_scores_not_verified(embedded_
     assert all("[verify the reviewer's data and tokenizer (hash before read)] done in" in words for words in logs)
 
 
+def test_a_run_under_a_folder_name_that_is_not_utf8_is_named_and_resumed_never_our_bug(embedded_cache, tmp_path):
+    """A details folder named on another system (the byte 0xff, no UTF-8): the run is adopted and named with that
+    byte as \\xff in the pass's lines, records and table (it was exit 3: its name could not be hashed), and a resumed
+    pass finds it again."""
+    import os
+
+    details = tmp_path / "details"
+    details.mkdir()
+    copy_run(RUN, details / os.fsdecode(b"org__bad\xff"))
+    for again in ("", "kept from the last pass: "):
+        done = corpus(details, tmp_path / "corpus", LOCK, embedded_cache, "--structural", cwd=tmp_path)
+        assert done.returncode == 4, done.stdout + done.stderr
+        name = next(line for line in done.stdout.splitlines() if line.startswith("  org__bad"))
+        assert name.startswith("  org__bad\\xff/results_") and f"[corpus 1/1] {name.strip().split(':')[0]}: " \
+            f"{again}SCORES NOT VERIFIED" in done.stderr, done.stderr
+    table = list(csv.DictReader((tmp_path / "corpus" / "corpus.csv").open(newline="")))
+    assert [row["results"].split("/")[0] for row in table] == ["org__bad\\xff"]
+
+
 def test_a_corpus_record_edited_is_refused_as_bad_input(embedded_cache, tmp_path):
     """40 generated edits of corpus.json (a key dropped or added, a value of another type, bytes): exit 2 naming the
     file, never a traceback, and the pass does not start."""
