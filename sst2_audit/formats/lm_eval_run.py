@@ -34,6 +34,9 @@ def find_results_file(path) -> tuple:
     results = found[0]
     if not (results.name.startswith("results_") and results.name.endswith(".json")):
         raise InputError(f"{results}: expected lm-eval's results_<date>.json.")
+    if not results.name.isascii():  # lm-eval's date id is digits, '-', 'T', '.'; the name is recorded and bundled
+        raise InputError(f"{results}: expected lm-eval's results_<date>.json, whose date lm-eval writes in ASCII; "
+                         "this name holds other characters (a renamed file?).")
     return results, results.name[len("results_"):-len(".json")]
 
 
@@ -66,6 +69,17 @@ def samples_file(results: Path, task: str, date_id: str) -> Path | None:
     return found[0] if found else None
 
 
+def _utf8_name(path: Path) -> bool:
+    """lm-eval names a samples file by its task, text of its YAML: a name with a byte that is not UTF-8 was not
+    written by it, and its task name could be neither recorded nor bundled (refused, exit 2, naming the file)."""
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{path}: a samples file whose name is not UTF-8; lm-eval names it samples_<task>_<date> "
+                         "after the task's name (a file renamed on another system?).") from None
+    return True
+
+
 class TaskNotInRun(InputError):
     """The run holds other tasks than the one asked for: the message names them (the command adds which profile or
     pin takes each)."""
@@ -82,7 +96,8 @@ def logged_tasks(folder: Path, date_id: str) -> list:
     found = set()
     for suffix in (f"_{date_id}{ending}" for ending in SAMPLES_SUFFIXES):
         found |= {item.name[len("samples_"):-len(suffix)] for item in folder.glob(f"samples_*{suffix}")
-                  if len(item.name) > len("samples_") + len(suffix) and strict_json.require_regular(item)}
+                  if len(item.name) > len("samples_") + len(suffix) and strict_json.require_regular(item)
+                  and _utf8_name(item)}
     return sorted(found)
 
 

@@ -169,3 +169,26 @@ def test_a_link_folder_or_pipe_under_a_run_s_file_name_is_named_never_read_and_n
     with pytest.raises(InputError) as refused:
         find()
     assert str(refused.value) == f"{target}: expected a regular file, got {KINDS[kind]}.", str(refused.value)
+
+
+@pytest.mark.parametrize("which", ["results", "samples"])
+def test_a_run_file_whose_name_is_not_lm_eval_s_text_is_refused_naming_it(tmp_path, which):
+    """A byte that is not UTF-8 in a results file's date (lm-eval writes it in ASCII) or a samples file's task name
+    (text of the task's YAML): the name could be neither recorded nor bundled (it was exit 3, after the verdict was
+    printed), so the run is refused naming the file, exit 2."""
+    import os
+
+    from sst2_audit.formats import lm_eval_run
+
+    shutil.copytree(RUN, tmp_path / "run")
+    if which == "results":
+        for path in list((tmp_path / "run").iterdir()):
+            path.rename(path.with_name(path.name.replace("2026-12-06T15-04-17.226634", os.fsdecode(b"2026\xff"))))
+        expected = "whose date lm-eval writes in ASCII"
+    else:
+        shutil.copy(next((tmp_path / "run").glob("samples_*")),
+                    tmp_path / "run" / os.fsdecode(b"samples_t\xff_2026-12-06T15-04-17.226634.jsonl"))
+        expected = "a samples file whose name is not UTF-8"
+    with pytest.raises(InputError) as refused:
+        lm_eval_run.read_run_index(tmp_path / "run")
+    assert expected in str(refused.value)
